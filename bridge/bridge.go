@@ -1,0 +1,673 @@
+// Package bridge serves MCP Streamable HTTP (revisions 2025-03-26 through
+// 2025-11-25) on one endpoint, in front of the sessions of package session.
+//
+// It owns everything HTTP: methods and status codes, the Accept,
+// Content-Type, Origin, Authorization, Mcp-Session-Id, MCP-Protocol-Version
+// and Last-Event-ID headers, body limits and SSE framing. Status codes are
+// chosen here only; package session reports sentinel errors.
+//
+// Every SSE event carries the ID of its position in the session's event log
+// and is written to the connection only after it entered the log, so a
+// broken connection loses nothing: the client resumes with GET and
+// Last-Event-ID.
+package bridge
+
+import (
+	"context"
+	"crypto/sha256"
+	"crypto/subtle"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"mime"
+	"net"
+	"net/http"
+	"net/url"
+	"slices"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/mcp-bridge/mcp-bridge/sandbox"
+	"github.com/mcp-bridge/mcp-bridge/session"
+)
+
+// Defaults of Options.
+const (
+	DefaultPath     = "/mcp"
+	DefaultSSERetry = time.Second
+)
+
+// Options configure a Handler. Every zero value means the documented default.
+type Options struct {
+	// Path is the MCP endpoint. Empty means DefaultPath.
+	Path string
+	// AllowedOrigins lists the Origin values accepted besides loopback
+	// origins (http://localhost:*, http://127.0.0.1:*, http://[::1]:*).
+	// "*" accepts any origin. A request without Origin is accepted (it does
+	// not come from a browser page).
+	AllowedOrigins []string
+	// AllowedHosts, when not empty, lists the Host header values accepted
+	// (with or without port; "*" accepts any). Nil accepts any Host. The
+	// command sets it to the loopback names when listening on loopback: a
+	// DNS rebinding attack reaches the bridge with the attacker's host name.
+	AllowedHosts []string
+	// AuthTokens, when not empty, are the bearer tokens accepted; a request
+	// without one of them gets 401. Empty means no authentication.
+	AuthTokens []string
+	// MaxMessageBytes bounds a POST body; a larger one gets 413. Zero means
+	// session.DefaultMaxMessageBytes.
+	MaxMessageBytes int64
+	// JSONResponse answers requests with one application/json body instead
+	// of an SSE stream. Messages the server sends meanwhile then go to the
+	// standalone (GET) stream, and the answer cannot be resumed.
+	JSONResponse bool
+	// SSEPollAfter, when positive, closes the connection of an SSE stream
+	// after this long without ending the stream: the client resumes it with
+	// GET and Last-Event-ID ("polling", revision 2025-11-25). Zero keeps
+	// connections open until the stream ends.
+	SSEPollAfter time.Duration
+	// SSERetry is the reconnection delay announced with the retry field
+	// when SSEPollAfter is set. Zero means DefaultSSERetry.
+	SSERetry time.Duration
+	// Logger receives the handler's logs. Nil means slog.Default().
+	Logger *slog.Logger
+}
+
+// A Handler is the bridge's HTTP front end.
+type Handler struct {
+	reg    *session.Registry
+	opts   Options
+	logger *slog.Logger
+	tokens [][]byte
+	mux    *http.ServeMux
+
+	draining atomic.Bool
+}
+
+// NewHandler returns the HTTP handler of the MCP endpoint, /healthz and /readyz.
+func NewHandler(reg *session.Registry, opts *Options) *Handler {
+	h := &Handler{reg: reg}
+	if opts != nil {
+		h.opts = *opts
+	}
+	o := &h.opts
+	if o.Path == "" {
+		o.Path = DefaultPath
+	}
+	if o.MaxMessageBytes <= 0 {
+		o.MaxMessageBytes = session.DefaultMaxMessageBytes
+	}
+	if o.SSERetry <= 0 {
+		o.SSERetry = DefaultSSERetry
+	}
+	if o.Logger == nil {
+		o.Logger = slog.Default()
+	}
+	h.logger = o.Logger
+	for _, t := range o.AuthTokens {
+		h.tokens = append(h.tokens, []byte(t))
+	}
+	// The standard mux answers 405 with an Allow header for other methods
+	// on the endpoint: "The server MUST either return Content-Type:
+	// text/event-stream in response to this HTTP GET, or else return HTTP
+	// 405 Method Not Allowed".
+	h.mux = http.NewServeMux()
+	h.mux.HandleFunc("POST "+o.Path, h.guard(h.servePost))
+	h.mux.HandleFunc("GET "+o.Path, h.guard(h.serveGet))
+	h.mux.HandleFunc("DELETE "+o.Path, h.guard(h.serveDelete))
+	h.mux.HandleFunc("OPTIONS "+o.Path, h.servePreflight)
+	h.mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
+		io.WriteString(w, "ok\n")
+	})
+	h.mux.HandleFunc("GET /readyz", h.serveReady)
+	return h
+}
+
+func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) { h.mux.ServeHTTP(w, r) }
+
+// Drain makes the handler refuse new sessions and report not ready, and ends
+// the standalone streams so that GET connections close; requests in flight
+// may still complete. Used at shutdown.
+func (h *Handler) Drain() {
+	h.draining.Store(true)
+	h.reg.EndStandaloneStreams()
+}
+
+func (h *Handler) serveReady(w http.ResponseWriter, _ *http.Request) {
+	if h.draining.Load() {
+		http.Error(w, "draining", http.StatusServiceUnavailable)
+		return
+	}
+	io.WriteString(w, "ready\n")
+}
+
+// Revisions whose MCP-Protocol-Version this transport serves.
+var supportedVersions = []string{"2025-03-26", "2025-06-18", "2025-11-25"}
+
+// The first revision whose clients expect priming events and may resume.
+const primingVersion = "2025-11-25"
+
+// owner is the identity a session is bound to: a hash of its bearer token.
+type ownerKey struct{}
+
+// guard checks what every request to the endpoint must pass: Origin, then
+// authentication.
+func (h *Handler) guard(next func(http.ResponseWriter, *http.Request, string)) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		if !h.hostAllowed(r.Host) {
+			h.logger.Warn("refused a request for a disallowed Host (DNS rebinding?)", "host", r.Host,
+				"hint", "add it to --allowed-hosts if clients legitimately use this name")
+			writeError(w, http.StatusForbidden, nil, session.CodeInvalidRequest,
+				"Forbidden: Host "+strconv.Quote(r.Host)+" is not allowed", nil)
+			return
+		}
+		origin := r.Header.Get("Origin")
+		if origin != "" {
+			// "Servers MUST validate the Origin header on all incoming
+			// connections to prevent DNS rebinding attacks. If the Origin
+			// header is present and invalid, servers MUST respond with
+			// HTTP 403 Forbidden."
+			if !h.originAllowed(origin, r.Host) {
+				h.logger.Warn("refused a request from a disallowed Origin", "origin", origin,
+					"hint", "add it to --allowed-origins if this browser origin is trusted")
+				writeError(w, http.StatusForbidden, nil, session.CodeInvalidRequest,
+					"Forbidden: Origin "+strconv.Quote(origin)+" is not allowed", nil)
+				return
+			}
+			h.corsHeaders(w, origin)
+		}
+		owner := ""
+		if len(h.tokens) > 0 {
+			tok, ok := h.bearer(r)
+			if !ok {
+				w.Header().Set("WWW-Authenticate", `Bearer realm="mcp-bridge"`)
+				if tok != "" {
+					w.Header().Set("WWW-Authenticate", `Bearer realm="mcp-bridge", error="invalid_token"`)
+				}
+				writeError(w, http.StatusUnauthorized, nil, session.CodeInvalidRequest,
+					"Unauthorized: send a valid bearer token in the Authorization header", nil)
+				return
+			}
+			sum := sha256.Sum256([]byte(tok))
+			owner = hex.EncodeToString(sum[:8])
+		}
+		next(w, r, owner)
+	}
+}
+
+// bearer returns the request's bearer token and whether it is accepted.
+func (h *Handler) bearer(r *http.Request) (string, bool) {
+	scheme, tok, ok := strings.Cut(r.Header.Get("Authorization"), " ")
+	if !ok || !strings.EqualFold(scheme, "Bearer") {
+		return "", false
+	}
+	tok = strings.TrimSpace(tok)
+	good := 0
+	for _, t := range h.tokens {
+		good |= subtle.ConstantTimeCompare([]byte(tok), t)
+	}
+	return tok, good == 1
+}
+
+func (h *Handler) originAllowed(origin, host string) bool {
+	for _, a := range h.opts.AllowedOrigins {
+		if a == "*" || strings.EqualFold(a, origin) {
+			return true
+		}
+	}
+	// The request's own Host is no proof of same origin: in a DNS
+	// rebinding attack both name the attacker's domain.
+	u, err := url.Parse(origin)
+	return err == nil && isLoopbackName(u.Hostname())
+}
+
+func (h *Handler) hostAllowed(host string) bool {
+	if len(h.opts.AllowedHosts) == 0 {
+		return true
+	}
+	name := host
+	if hn, _, err := net.SplitHostPort(host); err == nil {
+		name = hn
+	}
+	for _, a := range h.opts.AllowedHosts {
+		if a == "*" || strings.EqualFold(a, host) || strings.EqualFold(strings.Trim(a, "[]"), strings.Trim(name, "[]")) {
+			return true
+		}
+	}
+	return false
+}
+
+// LoopbackHosts are the names of the loopback interface.
+var LoopbackHosts = []string{"localhost", "127.0.0.1", "::1"}
+
+func isLoopbackName(name string) bool {
+	return slices.Contains(LoopbackHosts, strings.ToLower(strings.Trim(name, "[]")))
+}
+
+func (h *Handler) corsHeaders(w http.ResponseWriter, origin string) {
+	hd := w.Header()
+	hd.Set("Access-Control-Allow-Origin", origin)
+	hd.Add("Vary", "Origin")
+	hd.Set("Access-Control-Expose-Headers", "Mcp-Session-Id, WWW-Authenticate")
+}
+
+// servePreflight answers CORS preflight requests of allowed browser origins.
+func (h *Handler) servePreflight(w http.ResponseWriter, r *http.Request) {
+	origin := r.Header.Get("Origin")
+	if origin == "" || !h.originAllowed(origin, r.Host) {
+		w.WriteHeader(http.StatusForbidden)
+		return
+	}
+	h.corsHeaders(w, origin)
+	w.Header().Set("Access-Control-Allow-Methods", "GET, POST, DELETE")
+	w.Header().Set("Access-Control-Allow-Headers",
+		"Authorization, Content-Type, Accept, Mcp-Session-Id, MCP-Protocol-Version, Last-Event-ID")
+	w.Header().Set("Access-Control-Max-Age", "600")
+	w.WriteHeader(http.StatusNoContent)
+}
+
+// accepts reports whether an Accept header admits the media type.
+func accepts(header, want string) bool {
+	typ, _, _ := strings.Cut(want, "/")
+	for _, part := range strings.Split(header, ",") {
+		mt, _, err := mime.ParseMediaType(strings.TrimSpace(part))
+		if err != nil {
+			continue
+		}
+		if mt == want || mt == "*/*" || mt == typ+"/*" {
+			return true
+		}
+	}
+	return false
+}
+
+// checkVersion validates MCP-Protocol-Version: "If the server receives a
+// request with an invalid or unsupported MCP-Protocol-Version, it MUST
+// respond with 400 Bad Request." An absent header means 2025-03-26.
+func checkVersion(r *http.Request, sess *session.Session) error {
+	v := r.Header.Get("MCP-Protocol-Version")
+	if v == "" || slices.Contains(supportedVersions, v) {
+		return nil
+	}
+	if sess != nil && v == sess.ProtocolVersion() {
+		return nil // an older revision the server itself negotiated
+	}
+	return fmt.Errorf("Bad Request: unsupported MCP-Protocol-Version %q; this bridge serves %s", v,
+		strings.Join(supportedVersions, ", "))
+}
+
+// lookup finds the request's session: 400 without Mcp-Session-Id, 404 for
+// an unknown or ended one, 403 for one bound to another token.
+func (h *Handler) lookup(w http.ResponseWriter, r *http.Request, owner string) *session.Session {
+	id := r.Header.Get("Mcp-Session-Id")
+	if id == "" {
+		writeError(w, http.StatusBadRequest, nil, session.CodeInvalidRequest,
+			"Bad Request: Mcp-Session-Id header is required; start a session with an initialize request", nil)
+		return nil
+	}
+	sess, err := h.reg.Get(id)
+	if err != nil {
+		// "The server MAY terminate the session at any time, after which it
+		// MUST respond to requests containing that session ID with HTTP 404."
+		writeError(w, http.StatusNotFound, nil, session.CodeInvalidRequest,
+			"Not Found: session "+strconv.Quote(id)+" does not exist or has ended; send a new initialize request", nil)
+		return nil
+	}
+	if sess.Owner() != owner {
+		h.logger.Warn("refused a request for a session created with another token", "session", id)
+		writeError(w, http.StatusForbidden, nil, session.CodeInvalidRequest,
+			"Forbidden: this session belongs to another credential", nil)
+		return nil
+	}
+	if err := checkVersion(r, sess); err != nil {
+		writeError(w, http.StatusBadRequest, nil, session.CodeInvalidRequest, err.Error(), nil)
+		return nil
+	}
+	return sess
+}
+
+// Text of the answer to a revision 2026-07-28 probe. Per that revision's
+// Backward Compatibility section, a client falls back to initialize on "a
+// 4xx without a recognized modern error body": the code here is the plain
+// JSON-RPC -32600, not one of the modern -32020 to -32022.
+const probeAnswer = "Bad Request: this server speaks MCP revisions 2025-03-26 through 2025-11-25 " +
+	"(sessions); send an initialize request to start a session"
+
+func (h *Handler) servePost(w http.ResponseWriter, r *http.Request, owner string) {
+	// "The client MUST include an Accept header, listing both
+	// application/json and text/event-stream as supported content types."
+	acc := r.Header.Get("Accept")
+	if !accepts(acc, "application/json") || !accepts(acc, "text/event-stream") {
+		writeError(w, http.StatusNotAcceptable, nil, session.CodeInvalidRequest,
+			"Not Acceptable: the Accept header must list both application/json and text/event-stream", nil)
+		return
+	}
+	if mt, _, _ := mime.ParseMediaType(r.Header.Get("Content-Type")); mt != "application/json" {
+		writeError(w, http.StatusUnsupportedMediaType, nil, session.CodeInvalidRequest,
+			"Unsupported Media Type: the body must be application/json", nil)
+		return
+	}
+	if r.Header.Get("Last-Event-ID") != "" {
+		writeError(w, http.StatusBadRequest, nil, session.CodeInvalidRequest,
+			"Bad Request: Last-Event-ID belongs on a GET request (resumption is always via GET)", nil)
+		return
+	}
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, h.opts.MaxMessageBytes))
+	if err != nil {
+		var tooBig *http.MaxBytesError
+		if errors.As(err, &tooBig) {
+			writeError(w, http.StatusRequestEntityTooLarge, nil, session.CodeInvalidRequest,
+				fmt.Sprintf("Request Entity Too Large: a message may have at most %d bytes (--max-message-bytes)", tooBig.Limit), nil)
+			return
+		}
+		writeError(w, http.StatusBadRequest, nil, session.CodeParseError, "Bad Request: reading the body: "+err.Error(), nil)
+		return
+	}
+
+	msgs, batch, err := parseBody(body)
+	if err != nil {
+		code := session.CodeInvalidRequest
+		if session.IsParseError(err) {
+			code = session.CodeParseError
+		}
+		writeError(w, http.StatusBadRequest, session.RawID(body), code, "Bad Request: "+err.Error(), nil)
+		return
+	}
+
+	// Revision 2026-07-28 clients probe with server/discover (or any request
+	// carrying that revision's header and no session): answer so they fall
+	// back to initialize. The probe never reaches a server.
+	sid := r.Header.Get("Mcp-Session-Id")
+	for _, m := range msgs {
+		if m.Env.Method == "server/discover" ||
+			(sid == "" && r.Header.Get("MCP-Protocol-Version") >= "2026-07-28" && m.Env.Method != "initialize") {
+			writeError(w, http.StatusBadRequest, session.RawID(m.Data), session.CodeInvalidRequest, probeAnswer,
+				map[string]any{"supportedVersions": supportedVersions})
+			return
+		}
+	}
+
+	isInit := !batch && msgs[0].Env.Kind == session.KindRequest && msgs[0].Env.Method == "initialize"
+	if sid == "" && isInit {
+		h.initialize(w, r, owner, msgs)
+		return
+	}
+	for _, m := range msgs {
+		if m.Env.Method == "initialize" {
+			writeError(w, http.StatusBadRequest, session.RawID(m.Data), session.CodeInvalidRequest,
+				"Bad Request: initialize must be sent alone and without Mcp-Session-Id (it starts a new session)", nil)
+			return
+		}
+	}
+	sess := h.lookup(w, r, owner)
+	if sess == nil {
+		return
+	}
+	if batch && sess.ProtocolVersion() != "2025-03-26" {
+		writeError(w, http.StatusBadRequest, nil, session.CodeInvalidRequest,
+			"Bad Request: JSON-RPC batches are only allowed in sessions of revision 2025-03-26; send one message per POST", nil)
+		return
+	}
+	reader, err := sess.Post(msgs, h.opts.JSONResponse)
+	switch {
+	case errors.Is(err, session.ErrNotFound):
+		writeError(w, http.StatusNotFound, nil, session.CodeInvalidRequest,
+			"Not Found: the session has ended; send a new initialize request", nil)
+		return
+	case errors.Is(err, session.ErrDuplicateID):
+		writeError(w, http.StatusBadRequest, nil, session.CodeInvalidRequest, "Bad Request: "+err.Error(), nil)
+		return
+	case err != nil:
+		writeError(w, http.StatusInternalServerError, nil, session.CodeInternalError, err.Error(), nil)
+		return
+	}
+	if reader == nil {
+		// "If the input is a JSON-RPC response or notification: If the
+		// server accepts the input, the server MUST return HTTP status code
+		// 202 Accepted with no body."
+		w.WriteHeader(http.StatusAccepted)
+		return
+	}
+	h.answer(w, r, sess, reader, batch, sess.ProtocolVersion() >= primingVersion)
+}
+
+// initialize starts a session for an initialize request.
+func (h *Handler) initialize(w http.ResponseWriter, r *http.Request, owner string, msgs []session.Message) {
+	rawID := session.RawID(msgs[0].Data)
+	if h.draining.Load() {
+		writeError(w, http.StatusServiceUnavailable, rawID, session.CodeServerError,
+			"Service Unavailable: the bridge is shutting down; retry against another instance", nil)
+		return
+	}
+	sess, err := h.reg.Create(r.Context(), owner)
+	switch {
+	case errors.Is(err, session.ErrTooManySessions), errors.Is(err, session.ErrShuttingDown):
+		w.Header().Set("Retry-After", "5")
+		writeError(w, http.StatusServiceUnavailable, rawID, session.CodeServerError, "Service Unavailable: "+err.Error(), nil)
+		return
+	case err != nil:
+		status := http.StatusInternalServerError
+		if errors.Is(err, sandbox.ErrLaunch) {
+			status = http.StatusBadGateway
+		}
+		writeError(w, status, rawID, session.CodeServerError, err.Error(), nil)
+		return
+	}
+	reader, err := sess.Post(msgs, h.opts.JSONResponse)
+	if err != nil {
+		writeError(w, http.StatusInternalServerError, rawID, session.CodeInternalError, err.Error(), nil)
+		return
+	}
+	w.Header().Set("Mcp-Session-Id", sess.ID())
+	var params struct {
+		Params struct {
+			ProtocolVersion string `json:"protocolVersion"`
+		} `json:"params"`
+	}
+	_ = json.Unmarshal(msgs[0].Data, &params)
+	h.answer(w, r, sess, reader, false, params.Params.ProtocolVersion >= primingVersion)
+}
+
+// parseBody splits a POST body into its messages.
+func parseBody(body []byte) (msgs []session.Message, batch bool, err error) {
+	parts, batch, err := session.SplitBatch(body)
+	if err != nil {
+		return nil, batch, err
+	}
+	if !batch {
+		parts = []json.RawMessage{body}
+	}
+	msgs = make([]session.Message, len(parts))
+	for i, p := range parts {
+		env, err := session.Parse(p)
+		if err != nil {
+			return nil, batch, err
+		}
+		msgs[i] = session.Message{Data: p, Env: env}
+	}
+	return msgs, batch, nil
+}
+
+// answer writes the answer to a POST of requests: an SSE stream, or with
+// JSONResponse one JSON body (an array for a batch).
+func (h *Handler) answer(w http.ResponseWriter, r *http.Request, sess *session.Session, reader *session.Reader, batch, prime bool) {
+	if !h.opts.JSONResponse {
+		h.stream(w, r, sess, reader, prime)
+		return
+	}
+	defer reader.Detach()
+	var out [][]byte
+	for {
+		_, data, err := reader.Next(r.Context())
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			return // the client left; the answer stays in the log
+		}
+		out = append(out, data)
+	}
+	w.Header().Set("Content-Type", "application/json")
+	switch {
+	case len(out) == 0:
+		writeError(w, http.StatusInternalServerError, nil, session.CodeInternalError, "the request was cancelled or the session ended", nil)
+	case batch:
+		w.Write([]byte("["))
+		for i, d := range out {
+			if i > 0 {
+				w.Write([]byte(","))
+			}
+			w.Write(d)
+		}
+		w.Write([]byte("]"))
+	default:
+		w.Write(out[0])
+	}
+}
+
+var (
+	sseID    = []byte("id: ")
+	sseData  = []byte("\ndata: ")
+	sseEnd   = []byte("\n\n")
+	ssePrime = []byte("\ndata: \n\n")
+)
+
+// stream writes a stream's events as SSE until it ends, the client leaves,
+// or the poll interval closes the connection.
+func (h *Handler) stream(w http.ResponseWriter, r *http.Request, sess *session.Session, reader *session.Reader, prime bool) {
+	defer reader.Detach()
+	hd := w.Header()
+	hd.Set("Content-Type", "text/event-stream")
+	hd.Set("Cache-Control", "no-cache, no-transform")
+	hd.Set("X-Accel-Buffering", "no")
+	w.WriteHeader(http.StatusOK)
+	rc := http.NewResponseController(w)
+
+	ctx := r.Context()
+	poll := h.opts.SSEPollAfter > 0 && prime
+	if poll {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, h.opts.SSEPollAfter)
+		defer cancel()
+	}
+	if prime {
+		// "The server SHOULD immediately send an SSE event consisting of an
+		// event ID and an empty data field in order to prime the client to
+		// reconnect (using that event ID as Last-Event-ID)."
+		buf := append(append([]byte(nil), sseID...), reader.Pos()...)
+		if poll {
+			buf = append(buf, "\nretry: "...)
+			buf = strconv.AppendInt(buf, h.opts.SSERetry.Milliseconds(), 10)
+		}
+		buf = append(buf, ssePrime...)
+		if _, err := w.Write(buf); err != nil {
+			return
+		}
+	}
+	if err := rc.Flush(); err != nil {
+		return
+	}
+	for {
+		id, data, err := reader.Next(ctx)
+		switch {
+		case err == io.EOF:
+			return
+		case errors.Is(err, session.ErrEventsPurged):
+			h.logger.Warn("closing an SSE connection whose reader fell behind the session's event log",
+				"session", sess.ID(), "stream", reader.Stream(),
+				"hint", "raise --log-max-events / --log-max-bytes or read the stream faster")
+			return
+		case err != nil:
+			if poll && r.Context().Err() == nil {
+				// "If the server does close the connection prior to
+				// terminating the SSE stream, it SHOULD send an SSE event
+				// with a standard retry field before closing the connection."
+				io.WriteString(w, "retry: "+strconv.FormatInt(h.opts.SSERetry.Milliseconds(), 10)+"\n\n")
+				rc.Flush()
+			}
+			return // superseded, or the client left: the stream stays in the log
+		}
+		// Each event is one line of JSON: the server wrote it as one line.
+		if _, err := w.Write(sseID); err != nil {
+			return
+		}
+		io.WriteString(w, id)
+		w.Write(sseData)
+		w.Write(data)
+		if _, err := w.Write(sseEnd); err != nil {
+			return
+		}
+		if !reader.Ready() {
+			// Flush each event, batching only those already waiting: "a
+			// mid-stream write error" ends the connection; the client resumes.
+			if err := rc.Flush(); err != nil {
+				return
+			}
+		}
+	}
+}
+
+func (h *Handler) serveGet(w http.ResponseWriter, r *http.Request, owner string) {
+	// "The client MUST include an Accept header, listing text/event-stream."
+	if !accepts(r.Header.Get("Accept"), "text/event-stream") {
+		writeError(w, http.StatusNotAcceptable, nil, session.CodeInvalidRequest,
+			"Not Acceptable: the Accept header must list text/event-stream", nil)
+		return
+	}
+	sess := h.lookup(w, r, owner)
+	if sess == nil {
+		return
+	}
+	prime := sess.ProtocolVersion() >= primingVersion
+	var reader *session.Reader
+	var err error
+	if last := r.Header.Get("Last-Event-ID"); last != "" {
+		reader, err = sess.Resume(last)
+	} else {
+		reader, err = sess.Listen()
+	}
+	switch {
+	case errors.Is(err, session.ErrEventsPurged):
+		// A clear refusal, never a silent partial replay.
+		writeError(w, http.StatusGone, nil, session.CodeInvalidRequest,
+			"Gone: the events after this Last-Event-ID were evicted from the session's log (--log-max-events, --log-max-bytes); the messages cannot be replayed", nil)
+		return
+	case errors.Is(err, session.ErrUnknownEvent):
+		writeError(w, http.StatusBadRequest, nil, session.CodeInvalidRequest,
+			"Bad Request: Last-Event-ID "+strconv.Quote(r.Header.Get("Last-Event-ID"))+" names no event of this session", nil)
+		return
+	case errors.Is(err, session.ErrConflict):
+		writeError(w, http.StatusConflict, nil, session.CodeInvalidRequest,
+			"Conflict: "+err.Error()+"; resume it with Last-Event-ID instead", nil)
+		return
+	case errors.Is(err, session.ErrNotFound):
+		writeError(w, http.StatusNotFound, nil, session.CodeInvalidRequest,
+			"Not Found: the session has ended; send a new initialize request", nil)
+		return
+	case err != nil:
+		writeError(w, http.StatusInternalServerError, nil, session.CodeInternalError, err.Error(), nil)
+		return
+	}
+	h.stream(w, r, sess, reader, prime)
+}
+
+func (h *Handler) serveDelete(w http.ResponseWriter, r *http.Request, owner string) {
+	sess := h.lookup(w, r, owner)
+	if sess == nil {
+		return
+	}
+	sess.Close(session.ErrDeleted)
+	w.WriteHeader(http.StatusNoContent)
+}
+
+// writeError writes a JSON-RPC error response with an HTTP status.
+func writeError(w http.ResponseWriter, status int, rawID []byte, code int, msg string, data any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	w.Write(session.ErrorResponse(rawID, code, msg, data))
+}

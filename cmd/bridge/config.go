@@ -1,0 +1,274 @@
+package main
+
+import (
+	"bufio"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"os"
+	"sort"
+	"strings"
+	"time"
+
+	units "github.com/docker/go-units"
+	"github.com/kelseyhightower/envconfig"
+	"github.com/mcp-bridge/mcp-bridge/bridge"
+)
+
+// config is the bridge's configuration. envconfig fills it from BRIDGE_*
+// variables (the envconfig tag names each one), then flags of the same name
+// in kebab case override it: flag --session-idle-timeout is variable
+// BRIDGE_SESSION_IDLE_TIMEOUT. The tags hold whole names and Process gets no
+// prefix because envconfig falls back to a tag without its prefix: with
+// prefix BRIDGE and tag PATH, it would read the shell's $PATH.
+type config struct {
+	Listen             string        `envconfig:"BRIDGE_LISTEN" default:"127.0.0.1:8080"`
+	Path               string        `envconfig:"BRIDGE_PATH" default:"/mcp"`
+	SessionIdleTimeout time.Duration `envconfig:"BRIDGE_SESSION_IDLE_TIMEOUT" default:"30m"`
+	MaxSessions        int           `envconfig:"BRIDGE_MAX_SESSIONS" default:"1000"`
+	MaxMessageBytes    int           `envconfig:"BRIDGE_MAX_MESSAGE_BYTES" default:"4194304"`
+	AllowedOrigins     []string      `envconfig:"BRIDGE_ALLOWED_ORIGINS"`
+	AllowedHosts       []string      `envconfig:"BRIDGE_ALLOWED_HOSTS"`
+	AuthTokenFile      string        `envconfig:"BRIDGE_AUTH_TOKEN_FILE"`
+	// AuthTokens has no flag on purpose: a token on the command line is
+	// visible to every user of the host in the process list.
+	AuthTokens      []string      `envconfig:"BRIDGE_AUTH_TOKENS"`
+	InsecureNoAuth  bool          `envconfig:"BRIDGE_INSECURE_NO_AUTH"`
+	LogFormat       string        `envconfig:"BRIDGE_LOG_FORMAT" default:"text"`
+	LogLevel        string        `envconfig:"BRIDGE_LOG_LEVEL" default:"info"`
+	StopGrace       time.Duration `envconfig:"BRIDGE_STOP_GRACE" default:"5s"`
+	ShutdownGrace   time.Duration `envconfig:"BRIDGE_SHUTDOWN_GRACE" default:"10s"`
+	JSONResponse    bool          `envconfig:"BRIDGE_JSON_RESPONSE"`
+	SSEPollAfter    time.Duration `envconfig:"BRIDGE_SSE_POLL_AFTER"`
+	SSERetry        time.Duration `envconfig:"BRIDGE_SSE_RETRY" default:"1s"`
+	LogMaxEvents    int           `envconfig:"BRIDGE_LOG_MAX_EVENTS" default:"1024"`
+	LogMaxBytes     int64         `envconfig:"BRIDGE_LOG_MAX_BYTES" default:"8388608"`
+	StderrLineBytes int           `envconfig:"BRIDGE_STDERR_LINE_BYTES" default:"4096"`
+
+	Sandbox        string   `envconfig:"BRIDGE_SANDBOX" default:"local"`
+	Image          string   `envconfig:"BRIDGE_IMAGE"`
+	Pull           string   `envconfig:"BRIDGE_PULL" default:"missing"`
+	SandboxNetwork string   `envconfig:"BRIDGE_SANDBOX_NETWORK" default:"none"`
+	SandboxMounts  []string `envconfig:"BRIDGE_SANDBOX_MOUNT"`
+	SandboxEnv     []string `envconfig:"BRIDGE_SANDBOX_ENV"`
+	SandboxMemory  string   `envconfig:"BRIDGE_SANDBOX_MEMORY" default:"512m"`
+	SandboxCPUs    float64  `envconfig:"BRIDGE_SANDBOX_CPUS" default:"1"`
+	SandboxPids    int64    `envconfig:"BRIDGE_SANDBOX_PIDS" default:"256"`
+	SandboxUser    string   `envconfig:"BRIDGE_SANDBOX_USER" default:"65534:65534"`
+	Instance       string   `envconfig:"BRIDGE_INSTANCE"`
+
+	// Derived.
+	command  []string
+	tokens   []string
+	logLevel slog.Level
+	memory   int64
+}
+
+const envPrefix = "BRIDGE"
+
+// envName is the variable of a flag: listen → BRIDGE_LISTEN.
+func envName(flagName string) string {
+	return envPrefix + "_" + strings.ToUpper(strings.ReplaceAll(flagName, "-", "_"))
+}
+
+// listFlag is a flag that may be repeated or given comma-separated values.
+type listFlag struct {
+	dst *[]string
+	set bool
+}
+
+func (l *listFlag) String() string {
+	if l.dst == nil {
+		return ""
+	}
+	return strings.Join(*l.dst, ",")
+}
+
+func (l *listFlag) Set(v string) error {
+	if !l.set {
+		*l.dst = nil // flags replace what the environment said
+		l.set = true
+	}
+	for _, p := range strings.Split(v, ",") {
+		if p = strings.TrimSpace(p); p != "" {
+			*l.dst = append(*l.dst, p)
+		}
+	}
+	return nil
+}
+
+// newFlagSet binds every flag to c. Defaults shown are those in effect
+// (built-in, or from the environment).
+func newFlagSet(c *config, out io.Writer) *flag.FlagSet {
+	fs := flag.NewFlagSet("bridge", flag.ContinueOnError)
+	fs.SetOutput(out)
+	fs.StringVar(&c.Listen, "listen", c.Listen, "`address` to listen on; a non-loopback address requires auth tokens or --insecure-no-auth")
+	fs.StringVar(&c.Path, "path", c.Path, "HTTP `path` of the MCP endpoint")
+	fs.DurationVar(&c.SessionIdleTimeout, "session-idle-timeout", c.SessionIdleTimeout, "end a session after this long without a client message, whatever streams are open (negative: never)")
+	fs.IntVar(&c.MaxSessions, "max-sessions", c.MaxSessions, "most sessions alive at once; beyond it initialize gets 503")
+	fs.IntVar(&c.MaxMessageBytes, "max-message-bytes", c.MaxMessageBytes, "largest message in `bytes`, either way: a larger POST gets 413, a larger server line ends the session")
+	fs.Var(&listFlag{dst: &c.AllowedOrigins}, "allowed-origins", "browser `origins` allowed besides loopback ones and the endpoint's own (comma-separated or repeated; * allows any)")
+	fs.Var(&listFlag{dst: &c.AllowedHosts}, "allowed-hosts", "Host header `names` accepted (comma-separated or repeated; * allows any); default: the loopback names when --listen is loopback, else any")
+	fs.StringVar(&c.AuthTokenFile, "auth-token-file", c.AuthTokenFile, "`file` of accepted bearer tokens, one per line (BRIDGE_AUTH_TOKENS also takes them, comma-separated)")
+	fs.BoolVar(&c.InsecureNoAuth, "insecure-no-auth", c.InsecureNoAuth, "allow a non-loopback --listen address without auth tokens (anyone who reaches it runs your server)")
+	fs.StringVar(&c.LogFormat, "log-format", c.LogFormat, "log `format`: text or json")
+	fs.StringVar(&c.LogLevel, "log-level", c.LogLevel, "log `level`: debug, info, warn or error")
+	fs.DurationVar(&c.StopGrace, "stop-grace", c.StopGrace, "when stopping a server: wait this long after closing stdin before SIGTERM, and again before SIGKILL")
+	fs.DurationVar(&c.ShutdownGrace, "shutdown-grace", c.ShutdownGrace, "at SIGINT/SIGTERM: how long requests in flight may still finish")
+	fs.BoolVar(&c.JSONResponse, "json-response", c.JSONResponse, "answer requests with one application/json body instead of an SSE stream (not resumable)")
+	fs.DurationVar(&c.SSEPollAfter, "sse-poll-after", c.SSEPollAfter, "close SSE connections after this long (sending retry:); clients resume with Last-Event-ID (0: never; 2025-11-25 clients only)")
+	fs.DurationVar(&c.SSERetry, "sse-retry", c.SSERetry, "reconnection delay announced in the SSE retry field with --sse-poll-after")
+	fs.IntVar(&c.LogMaxEvents, "log-max-events", c.LogMaxEvents, "most events each session's resumption log holds")
+	fs.Int64Var(&c.LogMaxBytes, "log-max-bytes", c.LogMaxBytes, "most `bytes` each session's resumption log holds")
+	fs.IntVar(&c.StderrLineBytes, "stderr-line-bytes", c.StderrLineBytes, "longest server stderr line logged, in `bytes`; longer lines are cut")
+	fs.StringVar(&c.Sandbox, "sandbox", c.Sandbox, "where servers run: local (a process per session) or docker (a container per session)")
+	fs.StringVar(&c.Image, "image", c.Image, "Docker `image` of the server (--sandbox docker); without COMMAND its entrypoint runs")
+	fs.StringVar(&c.Pull, "pull", c.Pull, "when to pull --image: never, missing or always")
+	fs.StringVar(&c.SandboxNetwork, "sandbox-network", c.SandboxNetwork, "Docker network of server containers; anything but none lets an untrusted server reach the network")
+	fs.Var(&listFlag{dst: &c.SandboxMounts}, "sandbox-mount", "bind mount `SRC:DST[:rw]` into server containers, read-only unless :rw (repeatable); exposes host files to the server")
+	fs.Var(&listFlag{dst: &c.SandboxEnv}, "sandbox-env", "`NAME=VALUE` set in server containers (repeatable); the server can read it")
+	fs.StringVar(&c.SandboxMemory, "sandbox-memory", c.SandboxMemory, "memory limit of each server container (swap equals it), e.g. 512m, 1g")
+	fs.Float64Var(&c.SandboxCPUs, "sandbox-cpus", c.SandboxCPUs, "CPU limit of each server container")
+	fs.Int64Var(&c.SandboxPids, "sandbox-pids", c.SandboxPids, "process limit of each server container")
+	fs.StringVar(&c.SandboxUser, "sandbox-user", c.SandboxUser, "`uid:gid` servers run as in containers; 0 (root) weakens the sandbox")
+	fs.StringVar(&c.Instance, "instance", c.Instance, "`name` of this bridge on the Docker host, in container labels (default: bridge-<pid>); a restarted bridge of the same name removes its predecessor's containers")
+	fs.Usage = func() { usage(fs, out) }
+	return fs
+}
+
+func usage(fs *flag.FlagSet, out io.Writer) {
+	fmt.Fprint(out, `Usage:
+  bridge [flags] -- COMMAND [ARGS...]     serve MCP Streamable HTTP in front of a stdio MCP server
+  bridge image build --from SPEC [...]    build an image bundling the bridge and a server
+  bridge deploy aws --stack NAME [...]    deploy to AWS ECS behind a load balancer
+
+Each session gets its own server: COMMAND runs once per session.
+
+Flags (each also read from the environment variable shown; flags win):
+`)
+	var names []string
+	fs.VisitAll(func(f *flag.Flag) { names = append(names, f.Name) })
+	sort.Strings(names)
+	for _, n := range names {
+		f := fs.Lookup(n)
+		name, text := flag.UnquoteUsage(f)
+		fmt.Fprintf(out, "  --%s %s\n", n, name)
+		fmt.Fprintf(out, "        %s\n", text)
+		fmt.Fprintf(out, "        env %s", envName(n))
+		if f.DefValue != "" && f.DefValue != "false" && f.DefValue != "0" && f.DefValue != "0s" {
+			fmt.Fprintf(out, "   default %s", f.DefValue)
+		}
+		fmt.Fprintln(out)
+	}
+	fmt.Fprintf(out, "  env %s_AUTH_TOKENS\n        accepted bearer tokens, comma-separated (no flag: tokens on a command line are visible to every local user)\n", envPrefix)
+}
+
+// parseConfig reads the environment, then the flags, and checks the result.
+func parseConfig(args []string, out io.Writer) (*config, error) {
+	c := &config{}
+	if err := envconfig.Process("", c); err != nil {
+		return nil, fmt.Errorf("reading %s_* environment variables: %w", envPrefix, err)
+	}
+	fs := newFlagSet(c, out)
+	if err := fs.Parse(args); err != nil {
+		return nil, err
+	}
+	c.command = fs.Args()
+	return c, c.finish()
+}
+
+func (c *config) finish() error {
+	if len(c.command) == 0 && !(c.Sandbox == "docker" && c.Image != "") {
+		return errors.New("no server command: give it after --, as in: bridge -- npx -y @modelcontextprotocol/server-everything")
+	}
+	switch c.Sandbox {
+	case "local", "docker":
+	default:
+		return fmt.Errorf("--sandbox %q: want local or docker", c.Sandbox)
+	}
+	if c.Sandbox == "docker" && c.Image == "" {
+		return errors.New("--sandbox docker needs --image")
+	}
+	switch c.Pull {
+	case "never", "missing", "always":
+	default:
+		return fmt.Errorf("--pull %q: want never, missing or always", c.Pull)
+	}
+	switch c.LogFormat {
+	case "text", "json":
+	default:
+		return fmt.Errorf("--log-format %q: want text or json", c.LogFormat)
+	}
+	if err := c.logLevel.UnmarshalText([]byte(c.LogLevel)); err != nil {
+		return fmt.Errorf("--log-level %q: want debug, info, warn or error", c.LogLevel)
+	}
+	if !strings.HasPrefix(c.Path, "/") {
+		return fmt.Errorf("--path %q must start with /", c.Path)
+	}
+	if c.MaxSessions <= 0 || c.MaxMessageBytes <= 0 || c.LogMaxEvents <= 0 || c.LogMaxBytes <= 0 {
+		return errors.New("--max-sessions, --max-message-bytes, --log-max-events and --log-max-bytes must be positive")
+	}
+	mem, err := units.RAMInBytes(c.SandboxMemory)
+	if err != nil || mem <= 0 {
+		return fmt.Errorf("--sandbox-memory %q: want a size such as 512m or 1g", c.SandboxMemory)
+	}
+	c.memory = mem
+
+	c.tokens = append(c.tokens, c.AuthTokens...)
+	if c.AuthTokenFile != "" {
+		toks, err := readTokens(c.AuthTokenFile)
+		if err != nil {
+			return err
+		}
+		c.tokens = append(c.tokens, toks...)
+	}
+	if len(c.AllowedHosts) == 0 && isLoopback(c.Listen) {
+		// DNS rebinding protection: a browser tricked into calling a
+		// loopback bridge sends the attacker's host name.
+		c.AllowedHosts = bridge.LoopbackHosts
+	}
+	if len(c.tokens) == 0 && !c.InsecureNoAuth && !isLoopback(c.Listen) {
+		return fmt.Errorf("refusing to listen on %s without authentication: anyone who reaches it could run your server; "+
+			"give tokens with --auth-token-file or %s_AUTH_TOKENS, or pass --insecure-no-auth", c.Listen, envPrefix)
+	}
+	return nil
+}
+
+func readTokens(path string) ([]string, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, fmt.Errorf("--auth-token-file: %w", err)
+	}
+	defer f.Close()
+	var toks []string
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		line := strings.TrimSpace(sc.Text())
+		if line != "" && !strings.HasPrefix(line, "#") {
+			toks = append(toks, line)
+		}
+	}
+	if err := sc.Err(); err != nil {
+		return nil, fmt.Errorf("--auth-token-file %s: %w", path, err)
+	}
+	if len(toks) == 0 {
+		return nil, fmt.Errorf("--auth-token-file %s holds no token (one per line)", path)
+	}
+	return toks, nil
+}
+
+// isLoopback reports whether a listen address binds loopback only.
+func isLoopback(addr string) bool {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return false
+	}
+	if host == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
+}

@@ -1,0 +1,149 @@
+// Command bridge puts a stdio MCP server on the network: it serves MCP
+// Streamable HTTP on one endpoint and runs one server per session, locally
+// or in a locked-down Docker container.
+//
+//	bridge [flags] -- COMMAND [ARGS...]
+//	bridge image build --from SPEC ...
+//	bridge deploy aws --stack NAME ...
+//
+// Every flag has a BRIDGE_* environment variable; flags win. cmd/bridge owns
+// start-up and the shutdown order: stop accepting, drain, end sessions, exit.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/mcp-bridge/mcp-bridge/bridge"
+	"github.com/mcp-bridge/mcp-bridge/session"
+)
+
+func main() {
+	os.Exit(run(context.Background(), os.Args[1:], os.Stdout, os.Stderr))
+}
+
+// run is main without the process: it returns the exit status.
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	if len(args) > 0 {
+		switch args[0] {
+		case "image":
+			return runImage(args[1:], stdout, stderr)
+		case "deploy":
+			return runDeploy(args[1:], stdout, stderr)
+		}
+	}
+	cfg, err := parseConfig(args, stderr)
+	if errors.Is(err, flag.ErrHelp) {
+		return 0
+	}
+	if err != nil {
+		fmt.Fprintf(stderr, "bridge: %v\nRun 'bridge --help' for usage.\n", err)
+		return 2
+	}
+	logger := newLogger(cfg, stderr)
+	if err := serve(ctx, cfg, logger, nil); err != nil {
+		logger.Error("bridge stopped", "err", err)
+		return 1
+	}
+	return 0
+}
+
+func newLogger(cfg *config, w io.Writer) *slog.Logger {
+	opts := &slog.HandlerOptions{Level: cfg.logLevel}
+	if cfg.LogFormat == "json" {
+		return slog.New(slog.NewJSONHandler(w, opts))
+	}
+	return slog.New(slog.NewTextHandler(w, opts))
+}
+
+// serve runs the bridge until ctx is done or SIGINT/SIGTERM arrives. If
+// ready is not nil, it receives the listening address once serving.
+func serve(ctx context.Context, cfg *config, logger *slog.Logger, ready chan<- net.Addr) error {
+	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
+	defer stop()
+
+	launcher, closeLauncher, err := newLauncher(ctx, cfg, logger)
+	if err != nil {
+		return err
+	}
+	defer closeLauncher()
+
+	reg := session.NewRegistry(&session.Options{
+		Launcher:        launcher,
+		IdleTimeout:     cfg.SessionIdleTimeout,
+		MaxSessions:     cfg.MaxSessions,
+		MaxMessageBytes: cfg.MaxMessageBytes,
+		LogMaxEvents:    cfg.LogMaxEvents,
+		LogMaxBytes:     cfg.LogMaxBytes,
+		Logger:          logger,
+	})
+	h := bridge.NewHandler(reg, &bridge.Options{
+		Path:            cfg.Path,
+		AllowedOrigins:  cfg.AllowedOrigins,
+		AllowedHosts:    cfg.AllowedHosts,
+		AuthTokens:      cfg.tokens,
+		MaxMessageBytes: int64(cfg.MaxMessageBytes),
+		JSONResponse:    cfg.JSONResponse,
+		SSEPollAfter:    cfg.SSEPollAfter,
+		SSERetry:        cfg.SSERetry,
+		Logger:          logger,
+	})
+
+	ln, err := net.Listen("tcp", cfg.Listen)
+	if err != nil {
+		return fmt.Errorf("listening on %s: %w (is another process using the port? choose another with --listen)", cfg.Listen, err)
+	}
+	srv := &http.Server{
+		Handler:           h,
+		ReadHeaderTimeout: 10 * time.Second,
+		ErrorLog:          slog.NewLogLogger(logger.Handler(), slog.LevelWarn),
+	}
+	served := make(chan error, 1)
+	go func() { served <- srv.Serve(ln) }()
+	logger.Info("bridge listening", "url", "http://"+ln.Addr().String()+cfg.Path,
+		"command", strings.Join(cfg.command, " "), "sandbox", cfg.Sandbox, "auth", len(cfg.tokens) > 0)
+	if ready != nil {
+		ready <- ln.Addr()
+	}
+
+	select {
+	case err := <-served:
+		_ = reg.Shutdown(context.Background())
+		return fmt.Errorf("serving HTTP: %w", err)
+	case <-ctx.Done():
+	}
+
+	// Shutdown order: stop accepting and drain (requests in flight may
+	// finish within the grace period), then end every session (what is
+	// still in flight gets a JSON-RPC error), then close what remains.
+	logger.Info("shutting down", "grace", cfg.ShutdownGrace)
+	h.Drain()
+	graceCtx, cancel := context.WithTimeout(context.Background(), cfg.ShutdownGrace)
+	defer cancel()
+	if err := srv.Shutdown(graceCtx); err != nil {
+		logger.Warn("requests still in flight after the shutdown grace period; ending their sessions", "err", err)
+	}
+	stopCtx, cancelStop := context.WithTimeout(context.Background(), 2*cfg.StopGrace+30*time.Second)
+	defer cancelStop()
+	if err := reg.Shutdown(stopCtx); err != nil {
+		logger.Error("some MCP servers did not stop", "err", err)
+	}
+	// Let handlers write the errors of the sessions just ended.
+	finalCtx, cancelFinal := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancelFinal()
+	_ = srv.Shutdown(finalCtx)
+	_ = srv.Close()
+	logger.Info("bridge stopped")
+	return nil
+}

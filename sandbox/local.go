@@ -1,0 +1,401 @@
+package sandbox
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/exec"
+	"slices"
+	"sync"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// DefaultStopGrace is how long Stop waits after closing stdin before it sends
+// SIGTERM, and again after SIGTERM before SIGKILL.
+const DefaultStopGrace = 5 * time.Second
+
+// LocalOptions configure a Local launcher. The zero value of each field
+// means the documented default.
+type LocalOptions struct {
+	// Command is the stdio MCP server to run, looked up in PATH if it has no
+	// path separator. It is required: Launch fails without it.
+	Command string
+	// Args are the arguments after Command (not including Command itself).
+	Args []string
+	// Env is the child's whole environment, as "KEY=value" strings.
+	// If nil, the child inherits the bridge's environment; a non-nil empty
+	// slice gives it an empty environment.
+	Env []string
+	// Dir is the child's working directory. If empty, the child runs in the
+	// bridge's working directory.
+	Dir string
+	// StopGrace is how long Stop waits after closing stdin before sending
+	// SIGTERM to the child's process group, and again after SIGTERM before
+	// SIGKILL. It also bounds how long Wait keeps reading stderr after the
+	// child exited, in case a process that escaped the group still holds it.
+	// If zero or negative, DefaultStopGrace is used.
+	StopGrace time.Duration
+	// StderrLineBytes bounds one logged stderr line; the rest of a longer
+	// line is discarded. If zero or negative, DefaultStderrLineBytes is used.
+	StderrLineBytes int
+	// StderrTailLines is how many of the last stderr lines an ExitError
+	// carries. If zero or negative, DefaultStderrTailLines is used.
+	StderrTailLines int
+	// Logger receives the child's stderr lines and its lifecycle events,
+	// with the attributes session=<session ID> and pid=<pid>.
+	// If nil, slog.Default() at the time of Launch is used.
+	Logger *slog.Logger
+}
+
+// Local launches each session's MCP server as a local child process in its
+// own process group, so that stopping it also ends whatever it started.
+//
+// A Local is safe for concurrent use.
+type Local struct {
+	opts LocalOptions // a private copy: the caller may reuse its struct
+}
+
+var _ Launcher = (*Local)(nil)
+
+// NewLocal returns a launcher for opts. A nil opts is the zero LocalOptions
+// (which has no Command, so Launch will fail until one is given).
+func NewLocal(opts *LocalOptions) *Local {
+	l := &Local{}
+	if opts != nil {
+		l.opts = *opts
+		l.opts.Args = slices.Clone(opts.Args)
+		l.opts.Env = slices.Clone(opts.Env) // Clone keeps nil as nil
+	}
+	if l.opts.StopGrace <= 0 {
+		l.opts.StopGrace = DefaultStopGrace
+	}
+	if l.opts.StderrLineBytes <= 0 {
+		l.opts.StderrLineBytes = DefaultStderrLineBytes
+	}
+	if l.opts.StderrTailLines <= 0 {
+		l.opts.StderrTailLines = DefaultStderrTailLines
+	}
+	return l
+}
+
+// Launch starts the command for sessionID.
+//
+// ctx only bounds the launch itself: the child outlives it and runs until it
+// exits or Stop is called (a request's context ending must not kill the
+// session's server).
+func (l *Local) Launch(ctx context.Context, sessionID string) (Process, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("%w for session %s: %w", ErrLaunch, sessionID, err)
+	}
+	if l.opts.Command == "" {
+		return nil, fmt.Errorf("%w for session %s: no command given; pass the MCP server's command and arguments after --", ErrLaunch, sessionID)
+	}
+	logger := l.opts.Logger
+	if logger == nil {
+		logger = slog.Default()
+	}
+
+	cmd := exec.Command(l.opts.Command, l.opts.Args...)
+	cmd.Env = l.opts.Env
+	cmd.Dir = l.opts.Dir
+	// Its own process group (pgid = its pid), so signals reach everything it
+	// started and nothing of the bridge's group.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+
+	// Our own pipes rather than cmd.StdinPipe/StdoutPipe: those are closed by
+	// cmd.Wait, which would cut the caller's read of stdout short ("it is
+	// incorrect to call Wait before all reads from the pipe have completed").
+	// With *os.File values, exec passes the child's ends straight through and
+	// starts no copying goroutines; the parent's ends stay ours to close.
+	var files []*os.File // every end, closed on a failed start
+	pipe := func() (r, w *os.File, err error) {
+		r, w, err = os.Pipe()
+		if err == nil {
+			files = append(files, r, w)
+		}
+		return r, w, err
+	}
+	fail := func(err error) (Process, error) {
+		for _, f := range files {
+			f.Close()
+		}
+		return nil, fmt.Errorf("%w for session %s: starting %q: %w (check that the command after -- exists and is executable, and that its directory and environment are valid)",
+			ErrLaunch, sessionID, l.opts.Command, err)
+	}
+	stdinR, stdinW, err := pipe()
+	if err != nil {
+		return fail(err)
+	}
+	stdoutR, stdoutW, err := pipe()
+	if err != nil {
+		return fail(err)
+	}
+	stderrR, stderrW, err := pipe()
+	if err != nil {
+		return fail(err)
+	}
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = stdinR, stdoutW, stderrW
+	if err := cmd.Start(); err != nil {
+		return fail(err)
+	}
+	// The child has its copies; ours of its ends must go, or stdout and
+	// stderr would never reach EOF.
+	stdinR.Close()
+	stdoutW.Close()
+	stderrW.Close()
+
+	pid := cmd.Process.Pid
+	logger = logger.With("session", sessionID, "pid", pid)
+	p := &localProcess{
+		cmd:        cmd,
+		pid:        pid,
+		logger:     logger,
+		grace:      l.opts.StopGrace,
+		after:      time.After,
+		stdin:      &localStdin{f: stdinW},
+		stdout:     &localStdout{f: stdoutR},
+		stderrR:    stderrR,
+		stderr:     newStderrLogger(logger, l.opts.StderrLineBytes, l.opts.StderrTailLines),
+		stderrDone: make(chan struct{}),
+		exited:     make(chan struct{}),
+		done:       make(chan struct{}),
+		hurry:      make(chan struct{}),
+		stopped:    make(chan struct{}),
+	}
+	logger.Info("MCP server started", "command", l.opts.Command)
+	// Owned by p: the stderr reader ends at EOF, or when wait closes
+	// stderrR; wait ends once the child is reaped and stderr drained.
+	go func() {
+		defer close(p.stderrDone)
+		p.stderr.run(stderrR)
+	}()
+	go p.wait()
+	return p, nil
+}
+
+// localProcess is a running local child. Its goroutines, and who ends them:
+//   - the stderr reader (Launch): ends at EOF on stderr, or when wait closes
+//     stderrR; closes stderrDone.
+//   - wait: ends once the child is reaped and the stderr reader returned;
+//     closes exited, then done.
+//   - stop (the first Stop): ends once done is closed; closes stopped.
+type localProcess struct {
+	cmd    *exec.Cmd
+	pid    int // also the process group ID (Setpgid)
+	logger *slog.Logger
+	grace  time.Duration
+	// after starts Stop's grace periods. Tests replace it (before Stop) to
+	// decide when a period ends instead of racing the clock with real
+	// processes. time.After does not leak: an unreferenced timer is collected.
+	after func(time.Duration) <-chan time.Time
+
+	stdin   *localStdin
+	stdout  *localStdout
+	stderrR *os.File
+	stderr  *stderrLogger
+
+	// mu orders group signals against reaping: while the leader is not
+	// reaped, even as a zombie, the kernel keeps its pid (our pgid) from
+	// being reused, so kill(-pgid) can only reach our group.
+	mu     sync.Mutex
+	reaped bool
+
+	stderrDone chan struct{} // closed by the stderr reader when it returns
+	exited     chan struct{} // closed by wait once the leader is reaped
+	done       chan struct{} // closed by wait once err is set and stderr drained
+	err        error         // Wait's result, written before done is closed
+
+	stopOnce  sync.Once
+	hurryOnce sync.Once
+	hurry     chan struct{} // closed when a Stop caller's ctx ended: skip to SIGKILL
+	stopped   chan struct{} // closed by stop when the child is gone and fds released
+}
+
+func (p *localProcess) ID() string            { return fmt.Sprintf("pid %d", p.pid) }
+func (p *localProcess) Stdin() io.WriteCloser { return p.stdin }
+func (p *localProcess) Stdout() io.Reader     { return p.stdout }
+
+// Wait returns once the child has exited, everything left in its process
+// group has been killed, and its stderr has been drained. Whatever the child
+// wrote to stdout stays readable from Stdout after Wait returns, until Stop.
+func (p *localProcess) Wait() error {
+	<-p.done
+	return p.err
+}
+
+// wait is the only caller of cmd.Wait.
+func (p *localProcess) wait() {
+	// Wait for the leader to exit without reaping it (WNOWAIT): as a zombie
+	// it still holds the group ID, so the SIGKILL below cannot hit an
+	// unrelated group that reused the number. Killing the rest of the group
+	// here means nothing the server started outlives it, whether it exited
+	// on its own or was stopped: its session is over either way.
+	var info unix.Siginfo
+	var err error
+	for {
+		err = unix.Waitid(unix.P_PID, p.pid, &info, unix.WEXITED|unix.WNOWAIT, nil)
+		if err != unix.EINTR {
+			break
+		}
+	}
+	p.mu.Lock()
+	if err != nil {
+		// Should not happen. Without knowing that the leader exited, a
+		// group kill could cut a running server short: skip it. cmd.Wait
+		// still reaps, and Stop still signals the group while it runs.
+		p.logger.Warn("cannot watch the MCP server's exit; processes it started may survive it", "error", err)
+	} else if err := syscall.Kill(-p.pid, syscall.SIGKILL); err != nil && !errors.Is(err, syscall.ESRCH) {
+		p.logger.Warn("cannot kill the MCP server's process group", "error", err)
+	}
+	werr := p.cmd.Wait()
+	p.reaped = true
+	p.mu.Unlock()
+	close(p.exited)
+
+	// With the group dead, stderr reaches EOF at once unless a process that
+	// left the group (setsid) still holds it: bound the wait for that case.
+	t := time.NewTimer(p.grace)
+	select {
+	case <-p.stderrDone:
+	case <-t.C:
+		p.logger.Warn("stderr still open after the MCP server exited; a process outside its group holds it; closing it")
+		p.stderrR.Close() // unblocks the reader's Read
+		<-p.stderrDone
+	}
+	t.Stop()
+	p.stderrR.Close()
+
+	p.err = p.exitError(werr)
+	if p.err != nil {
+		p.logger.Info("MCP server exited", "error", p.err)
+	} else {
+		p.logger.Info("MCP server exited", "status", 0)
+	}
+	close(p.done)
+}
+
+// exitError turns cmd.Wait's result into Wait's.
+func (p *localProcess) exitError(werr error) error {
+	if werr == nil {
+		return nil
+	}
+	var ee *exec.ExitError
+	if !errors.As(werr, &ee) {
+		return fmt.Errorf("waiting for the MCP server (%s): %w", p.ID(), werr)
+	}
+	e := &ExitError{Code: ee.ExitCode(), Stderr: p.stderr.lines()}
+	if ws, ok := ee.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+		e.Signal = ws.Signal().String()
+	}
+	return e
+}
+
+// Stop ends the child: close stdin, wait StopGrace, SIGTERM the group, wait
+// StopGrace, SIGKILL the group. The escalation runs once, in a goroutine of
+// its own, whatever the callers' contexts; each caller waits for it or for
+// its ctx. A caller whose ctx ends first makes the escalation skip straight
+// to SIGKILL, so a child is never left running because its stopper gave up.
+// After Stop, Stdin is closed and Stdout returns io.EOF.
+func (p *localProcess) Stop(ctx context.Context) error {
+	p.stopOnce.Do(func() { go p.stop() })
+	select {
+	case <-p.stopped:
+		return nil
+	case <-ctx.Done():
+	}
+	p.hurryOnce.Do(func() { close(p.hurry) })
+	select {
+	case <-p.stopped: // also gone: don't report a failure
+		return nil
+	default:
+	}
+	return fmt.Errorf("stopping the MCP server (%s): %w; it was sent SIGKILL and should be gone shortly", p.ID(), context.Cause(ctx))
+}
+
+func (p *localProcess) stop() {
+	defer close(p.stopped)
+	// MCP stdio transport, Shutdown: "the client SHOULD initiate shutdown
+	// by: 1. First, closing the input stream to the child process (the
+	// server) 2. Waiting for the server to exit, or sending SIGTERM if the
+	// server does not exit within a reasonable time 3. Sending SIGKILL if
+	// the server does not exit within a reasonable time after SIGTERM".
+	p.stdin.Close()
+	if !p.waitExit() {
+		p.logger.Info("MCP server still running after stdin was closed; sending SIGTERM to its process group", "grace", p.grace)
+		p.signalGroup(syscall.SIGTERM)
+		if !p.waitExit() {
+			p.logger.Warn("MCP server still running after SIGTERM; sending SIGKILL to its process group", "grace", p.grace)
+			p.signalGroup(syscall.SIGKILL)
+		}
+	}
+	// Once the leader is reaped, wait has already killed the rest of the
+	// group; done follows when stderr is drained.
+	<-p.done
+	p.stdout.close()
+}
+
+// waitExit reports whether the leader exited within the grace period. It
+// returns false at once if a Stop caller gave up.
+func (p *localProcess) waitExit() bool {
+	select {
+	case <-p.exited:
+		return true
+	case <-p.hurry:
+		return false
+	case <-p.after(p.grace):
+		return false
+	}
+}
+
+// signalGroup sends sig to the child's whole process group, unless the
+// leader was already reaped (then wait has killed the group, and the group
+// ID may no longer be ours).
+func (p *localProcess) signalGroup(sig syscall.Signal) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.reaped {
+		return
+	}
+	if err := syscall.Kill(-p.pid, sig); err != nil && !errors.Is(err, syscall.ESRCH) {
+		p.logger.Warn("cannot signal the MCP server's process group", "signal", sig.String(), "error", err)
+	}
+}
+
+// localStdin makes Close idempotent: the caller and Stop may both close it.
+// Closing also unblocks a Write stuck on a full pipe.
+type localStdin struct {
+	f    *os.File
+	once sync.Once
+	err  error
+}
+
+func (s *localStdin) Write(b []byte) (int, error) { return s.f.Write(b) }
+
+func (s *localStdin) Close() error {
+	s.once.Do(func() { s.err = s.f.Close() })
+	return s.err
+}
+
+// localStdout is the parent's end of the child's stdout. cmd.Wait never
+// touches it; Stop closes it to release the descriptor, after which reads
+// return io.EOF: the caller asked for the end of the output.
+type localStdout struct {
+	f *os.File
+}
+
+func (s *localStdout) Read(b []byte) (int, error) {
+	n, err := s.f.Read(b)
+	if err != nil && errors.Is(err, os.ErrClosed) {
+		err = io.EOF
+	}
+	return n, err
+}
+
+// close is called once, by stop.
+func (s *localStdout) close() { s.f.Close() }

@@ -1,0 +1,390 @@
+package session
+
+import (
+	"context"
+	"errors"
+	"io"
+	"strconv"
+	"strings"
+	"sync"
+)
+
+// Errors of the event log.
+var (
+	// ErrEventsPurged means a resume point is older than what the log still
+	// holds: the events after it were evicted to bound memory. Replaying from
+	// there would silently skip messages, so the log refuses.
+	ErrEventsPurged = errors.New("the events after this Last-Event-ID were evicted from the session's log")
+	// ErrUnknownEvent means a Last-Event-ID that names no stream of the
+	// session, or a position that stream never reached.
+	ErrUnknownEvent = errors.New("Last-Event-ID names no event of this session")
+	// ErrSuperseded ends a reader whose stream was taken over by a newer
+	// connection (a resume of the same stream).
+	ErrSuperseded = errors.New("the stream was resumed on another connection")
+)
+
+// Default bounds of a session's event log.
+const (
+	DefaultLogMaxEvents = 1024
+	DefaultLogMaxBytes  = 8 << 20
+)
+
+// EventLog holds the SSE events of one session's streams, so that a broken
+// connection can be resumed with Last-Event-ID without losing or repeating a
+// message.
+//
+// Concurrency: all methods are safe for concurrent use. Each stream has at
+// most one reader at a time; attaching a new reader to a stream (a resume)
+// ends the previous one with ErrSuperseded.
+//
+// Memory: the log holds at most maxEvents events and maxBytes bytes of event
+// data across all of its streams. An append that would exceed either bound
+// first evicts the oldest events of the session, whatever their stream, but
+// never the event being appended (so one message larger than maxBytes still
+// passes through). Streams that are finished and hold no events are freed.
+//
+// Eviction: a reader or a resume point whose next event was evicted gets
+// ErrEventsPurged, never a partial replay.
+//
+// Event IDs have the form "<stream>_<seq>": seq counts the events of the
+// stream from 1, and "<stream>_0" (the priming event's ID) names the
+// position before its first event.
+type EventLog struct {
+	maxEvents int
+	maxBytes  int64
+
+	mu      sync.Mutex
+	streams map[int64]*logStream
+	lastID  int64
+	events  int   // events held
+	bytes   int64 // bytes of event data held
+	// order is a FIFO of the stream of each held event, oldest first: it
+	// says which stream's first event to evict next. A ring, so that an
+	// append allocates nothing once the log has warmed up.
+	order ring
+}
+
+type logStream struct {
+	id     int64
+	first  uint64   // seq of events[0]
+	events [][]byte // held events, seq first, first+1, ...
+	next   uint64   // seq the next appended event gets
+	done   bool     // no event will be appended any more
+	// sent is the highest seq handed to a reader: events after it never
+	// reached any connection.
+	sent uint64
+	// gen counts attachments; a reader whose gen is stale was superseded.
+	gen      uint64
+	attached bool
+	// wake is closed (and set to nil) on append or finish. A waiting reader
+	// creates it, so an append with no reader waiting allocates nothing.
+	wake chan struct{}
+}
+
+// NewEventLog returns a log bounded by maxEvents events and maxBytes bytes.
+// Zero values mean DefaultLogMaxEvents and DefaultLogMaxBytes.
+func NewEventLog(maxEvents int, maxBytes int64) *EventLog {
+	if maxEvents <= 0 {
+		maxEvents = DefaultLogMaxEvents
+	}
+	if maxBytes <= 0 {
+		maxBytes = DefaultLogMaxBytes
+	}
+	return &EventLog{maxEvents: maxEvents, maxBytes: maxBytes, streams: make(map[int64]*logStream)}
+}
+
+// NewStream opens a stream and returns its ID.
+func (l *EventLog) NewStream() int64 {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.newStreamLocked().id
+}
+
+func (l *EventLog) newStreamLocked() *logStream {
+	l.lastID++
+	s := &logStream{id: l.lastID, first: 1, next: 1}
+	l.streams[s.id] = s
+	return s
+}
+
+// Append adds an event to a stream. It reports false if the stream is
+// finished or unknown (the event is then dropped by the caller's choice).
+func (l *EventLog) Append(stream int64, data []byte) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	s := l.streams[stream]
+	if s == nil || s.done {
+		return false
+	}
+	l.appendLocked(s, data)
+	return true
+}
+
+func (l *EventLog) appendLocked(s *logStream, data []byte) {
+	for l.events > 0 && (l.events+1 > l.maxEvents || l.bytes+int64(len(data)) > l.maxBytes) {
+		l.evictLocked()
+	}
+	s.events = append(s.events, data)
+	s.next++
+	l.events++
+	l.bytes += int64(len(data))
+	l.order.push(s)
+	s.wakeLocked()
+}
+
+func (s *logStream) wakeLocked() {
+	if s.wake != nil {
+		close(s.wake)
+		s.wake = nil
+	}
+}
+
+// evictLocked drops the oldest event of the session.
+func (l *EventLog) evictLocked() {
+	s := l.order.pop()
+	data := s.events[0]
+	s.events[0] = nil
+	s.events = s.events[1:]
+	s.first++
+	l.events--
+	l.bytes -= int64(len(data))
+	l.maybeFreeLocked(s)
+}
+
+func (l *EventLog) maybeFreeLocked(s *logStream) {
+	if s.done && len(s.events) == 0 && !s.attached {
+		delete(l.streams, s.id)
+	}
+}
+
+// Finish marks a stream complete: its reader gets io.EOF after the held
+// events. Finishing twice is harmless.
+func (l *EventLog) Finish(stream int64) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if s := l.streams[stream]; s != nil && !s.done {
+		s.done = true
+		s.wakeLocked()
+		l.maybeFreeLocked(s)
+	}
+}
+
+// FinishAll finishes every stream (the session ended).
+func (l *EventLog) FinishAll() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for _, s := range l.streams {
+		if !s.done {
+			s.done = true
+			s.wakeLocked()
+			l.maybeFreeLocked(s)
+		}
+	}
+}
+
+// StreamState describes a stream of the log.
+type StreamState struct {
+	Exists       bool // the stream is in the log
+	Open         bool // events can still be appended
+	Attached     bool // a reader holds it now
+	EverAttached bool // a reader held it at some point
+}
+
+// State describes a stream.
+func (l *EventLog) State(stream int64) StreamState {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	s := l.streams[stream]
+	if s == nil {
+		return StreamState{}
+	}
+	return StreamState{Exists: true, Open: !s.done, Attached: s.attached, EverAttached: s.gen > 0}
+}
+
+// Adopt finishes stream old and moves the events no reader was ever handed
+// into a new stream, whose ID it returns. It serves a client that opens a
+// fresh standalone stream instead of resuming the old one: messages that
+// never reached a connection must not be stranded on a stream nobody will
+// resume (DESIGN: "never the same message on two streams", and none lost).
+func (l *EventLog) Adopt(old int64) int64 {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	n := l.newStreamLocked()
+	o := l.streams[old]
+	if o == nil {
+		return n.id
+	}
+	k := 0
+	if o.sent+1 >= o.first {
+		k = int(o.next - (o.sent + 1))
+	} else {
+		k = len(o.events)
+	}
+	if k > 0 {
+		moved := o.events[len(o.events)-k:]
+		n.events = append(n.events, moved...)
+		n.next += uint64(k)
+		clear(moved)
+		o.events = o.events[:len(o.events)-k]
+		o.next -= uint64(k)
+		// The moved events are the newest k of stream o: re-point the last
+		// k entries of o in the eviction order.
+		for i, left := l.order.n-1, k; i >= 0 && left > 0; i-- {
+			j := (l.order.head + i) % len(l.order.buf)
+			if l.order.buf[j] == o {
+				l.order.buf[j] = n
+				left--
+			}
+		}
+	}
+	o.done = true
+	o.wakeLocked()
+	l.maybeFreeLocked(o)
+	return n.id
+}
+
+// EventID formats the ID of event seq of a stream.
+func EventID(stream int64, seq uint64) string {
+	return strconv.FormatInt(stream, 10) + "_" + strconv.FormatUint(seq, 10)
+}
+
+// ParseEventID parses an ID made by EventID.
+func ParseEventID(id string) (stream int64, seq uint64, err error) {
+	a, b, ok := strings.Cut(id, "_")
+	if !ok {
+		return 0, 0, ErrUnknownEvent
+	}
+	stream, err1 := strconv.ParseInt(a, 10, 64)
+	seq, err2 := strconv.ParseUint(b, 10, 64)
+	if err1 != nil || err2 != nil || stream <= 0 || (len(a) > 1 && a[0] == '0') || (len(b) > 1 && b[0] == '0') {
+		return 0, 0, ErrUnknownEvent
+	}
+	return stream, seq, nil
+}
+
+// A Reader reads one stream's events in order, waiting for live ones.
+// It is used by one goroutine.
+type Reader struct {
+	l   *EventLog
+	s   *logStream
+	gen uint64
+	pos uint64 // seq of the last event returned
+}
+
+// Attach starts reading a stream after position after (0: from its start),
+// superseding any reader attached before. It fails with ErrUnknownEvent or
+// ErrEventsPurged.
+func (l *EventLog) Attach(stream int64, after uint64) (*Reader, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	s := l.streams[stream]
+	if s == nil || after >= s.next {
+		return nil, ErrUnknownEvent
+	}
+	if after+1 < s.first {
+		return nil, ErrEventsPurged
+	}
+	s.gen++
+	s.attached = true
+	s.wakeLocked() // a superseded reader must notice
+	return &Reader{l: l, s: s, gen: s.gen, pos: after}, nil
+}
+
+// Stream is the ID of the stream being read.
+func (r *Reader) Stream() int64 { return r.s.id }
+
+// Next returns the next event: its ID and data. It waits for one if none is
+// held yet. It returns io.EOF once the stream is finished and fully read,
+// ErrSuperseded if another reader took the stream over, ErrEventsPurged if
+// the reader fell so far behind that its next event was evicted, or the
+// context's error.
+func (r *Reader) Next(ctx context.Context) (id string, data []byte, err error) {
+	l, s := r.l, r.s
+	for {
+		l.mu.Lock()
+		switch {
+		case r.gen != s.gen:
+			l.mu.Unlock()
+			return "", nil, ErrSuperseded
+		case r.pos+1 < s.first:
+			l.mu.Unlock()
+			return "", nil, ErrEventsPurged
+		case r.pos+1 < s.next:
+			r.pos++
+			data = s.events[r.pos-s.first]
+			if r.pos > s.sent {
+				s.sent = r.pos
+			}
+			l.mu.Unlock()
+			return EventID(s.id, r.pos), data, nil
+		case s.done:
+			l.mu.Unlock()
+			return "", nil, io.EOF
+		}
+		if s.wake == nil {
+			s.wake = make(chan struct{})
+		}
+		wake := s.wake
+		l.mu.Unlock()
+		select {
+		case <-wake:
+		case <-ctx.Done():
+			return "", nil, ctx.Err()
+		}
+	}
+}
+
+// Ready reports whether Next would return an event without waiting.
+func (r *Reader) Ready() bool {
+	r.l.mu.Lock()
+	defer r.l.mu.Unlock()
+	return r.gen == r.s.gen && r.pos+1 < r.s.next
+}
+
+// Detach releases the stream; it stays in the log for a later resume.
+func (r *Reader) Detach() {
+	l, s := r.l, r.s
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if r.gen == s.gen {
+		s.attached = false
+		l.maybeFreeLocked(s)
+	}
+}
+
+// Pos is the ID of the last event returned, or the priming position.
+func (r *Reader) Pos() string { return EventID(r.s.id, r.pos) }
+
+// Stats reports what the log holds, for tests and metrics.
+func (l *EventLog) Stats() (events int, bytes int64, streams int) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.events, l.bytes, len(l.streams)
+}
+
+// ring is a growable FIFO of streams.
+type ring struct {
+	buf  []*logStream
+	head int
+	n    int
+}
+
+func (r *ring) push(s *logStream) {
+	if r.n == len(r.buf) {
+		nb := make([]*logStream, max(16, 2*len(r.buf)))
+		for i := 0; i < r.n; i++ {
+			nb[i] = r.buf[(r.head+i)%len(r.buf)]
+		}
+		r.buf, r.head = nb, 0
+	}
+	r.buf[(r.head+r.n)%len(r.buf)] = s
+	r.n++
+}
+
+func (r *ring) pop() *logStream {
+	s := r.buf[r.head]
+	r.buf[r.head] = nil
+	r.head = (r.head + 1) % len(r.buf)
+	r.n--
+	return s
+}

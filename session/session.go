@@ -1,0 +1,676 @@
+// Package session keeps the bridge's sessions: one stdio MCP server per
+// session, the routing of JSON-RPC messages between the client's HTTP
+// streams and the server's stdin and stdout, and the event log that makes
+// those streams resumable.
+//
+// It speaks JSON-RPC envelopes and never HTTP: the bridge package maps its
+// streams to SSE and its sentinel errors to status codes, so that another
+// front end can reuse it unchanged.
+//
+// Routing (DESIGN.md): a response goes to the stream of its request, which
+// then ends; notifications/progress follows its progressToken;
+// notifications/cancelled follows the request it names; anything else from
+// the server goes to the single in-flight request's stream if exactly one is
+// in flight, else to the standalone (GET) stream, where it waits in the log
+// until a client reads it. A message goes to exactly one stream.
+package session
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/mcp-bridge/mcp-bridge/sandbox"
+)
+
+// Defaults of Options.
+const (
+	DefaultIdleTimeout     = 30 * time.Minute
+	DefaultMaxSessions     = 1000
+	DefaultMaxMessageBytes = 4 << 20
+)
+
+// Options configure a Registry. Every zero value means the documented default.
+type Options struct {
+	// Launcher starts each session's server. Required.
+	Launcher sandbox.Launcher
+	// NewID makes session IDs. Nil means 32 lowercase hex characters from
+	// crypto/rand (128 bits). IDs must be visible ASCII (0x21 to 0x7E).
+	NewID func() (string, error)
+	// IdleTimeout ends a session that received no client message for this
+	// long, whatever streams are open. Zero means DefaultIdleTimeout; a
+	// negative value disables it.
+	IdleTimeout time.Duration
+	// MaxSessions bounds the sessions alive at once (starting ones count).
+	// Zero means DefaultMaxSessions.
+	MaxSessions int
+	// MaxMessageBytes bounds one message from the server (one stdout line).
+	// A longer line ends the session. Zero means DefaultMaxMessageBytes.
+	MaxMessageBytes int
+	// LogMaxEvents and LogMaxBytes bound each session's event log. Zero
+	// means DefaultLogMaxEvents and DefaultLogMaxBytes.
+	LogMaxEvents int
+	LogMaxBytes  int64
+	// Logger receives the sessions' logs. Nil means slog.Default().
+	Logger *slog.Logger
+}
+
+// Errors callers branch on.
+var (
+	// ErrNotFound: no session has this ID, or it has ended.
+	ErrNotFound = errors.New("session not found or ended")
+	// ErrTooManySessions: MaxSessions are alive.
+	ErrTooManySessions = errors.New("too many sessions")
+	// ErrShuttingDown: the registry no longer creates sessions.
+	ErrShuttingDown = errors.New("the bridge is shutting down")
+	// ErrConflict: the standalone stream is already being read.
+	ErrConflict = errors.New("the session's standalone SSE stream is already open on another connection")
+	// ErrDuplicateID: a request reuses the ID of a request still in flight.
+	ErrDuplicateID = errors.New("a request with this id is already in flight in this session")
+)
+
+// Reasons a session ends; Session.Err wraps one of them.
+var (
+	ErrDeleted          = errors.New("the client ended the session (HTTP DELETE)")
+	ErrIdle             = errors.New("the session was idle for longer than the idle timeout")
+	ErrServerExited     = errors.New("the MCP server exited")
+	ErrOversizedMessage = errors.New("the MCP server wrote a message larger than the limit")
+	ErrShutdown         = errors.New("the bridge is shutting down")
+)
+
+// A Registry holds the live sessions. Its methods are safe for concurrent use.
+type Registry struct {
+	opts   Options
+	logger *slog.Logger
+
+	mu       sync.Mutex
+	sessions map[string]*Session
+	starting int
+	closed   bool
+
+	// wg counts the goroutines the sessions started (stdout readers,
+	// child stops); Shutdown waits for them.
+	wg sync.WaitGroup
+}
+
+// NewRegistry returns an empty registry. opts must name a Launcher.
+func NewRegistry(opts *Options) *Registry {
+	r := &Registry{sessions: make(map[string]*Session)}
+	if opts != nil {
+		r.opts = *opts
+	}
+	o := &r.opts
+	if o.NewID == nil {
+		o.NewID = randomID
+	}
+	if o.IdleTimeout == 0 {
+		o.IdleTimeout = DefaultIdleTimeout
+	}
+	if o.MaxSessions <= 0 {
+		o.MaxSessions = DefaultMaxSessions
+	}
+	if o.MaxMessageBytes <= 0 {
+		o.MaxMessageBytes = DefaultMaxMessageBytes
+	}
+	if o.Logger == nil {
+		o.Logger = slog.Default()
+	}
+	r.logger = o.Logger
+	return r
+}
+
+func randomID() (string, error) {
+	var b [16]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		return "", err
+	}
+	return hex.EncodeToString(b[:]), nil
+}
+
+// Create starts a session: it launches the session's server and returns the
+// session, ready for its initialize request. owner is what the session is
+// bound to (a hash of the bearer token that created it, or "").
+func (r *Registry) Create(ctx context.Context, owner string) (*Session, error) {
+	r.mu.Lock()
+	switch {
+	case r.closed:
+		r.mu.Unlock()
+		return nil, ErrShuttingDown
+	case len(r.sessions)+r.starting >= r.opts.MaxSessions:
+		r.mu.Unlock()
+		return nil, fmt.Errorf("%w: the limit is %d; end idle sessions with DELETE or raise --max-sessions", ErrTooManySessions, r.opts.MaxSessions)
+	}
+	r.starting++
+	r.mu.Unlock()
+	defer func() {
+		r.mu.Lock()
+		r.starting--
+		r.mu.Unlock()
+	}()
+
+	id, err := r.opts.NewID()
+	if err != nil {
+		return nil, fmt.Errorf("making a session ID: %w", err)
+	}
+	logger := r.logger.With("session", id)
+	proc, err := r.opts.Launcher.Launch(ctx, id)
+	if err != nil {
+		logger.Error("cannot start the MCP server for a new session", "err", err)
+		return nil, fmt.Errorf("session %s: %w", id, err)
+	}
+	s := &Session{
+		id:        id,
+		owner:     owner,
+		reg:       r,
+		proc:      proc,
+		logger:    logger,
+		log:       NewEventLog(r.opts.LogMaxEvents, r.opts.LogMaxBytes),
+		stdin:     bufio.NewWriterSize(proc.Stdin(), 64<<10),
+		inflight:  make(map[ID]*call),
+		progress:  make(map[ID]*call),
+		childReqs: make(map[ID]int64),
+		done:      make(chan struct{}),
+		stopped:   make(chan struct{}),
+	}
+	s.touch()
+
+	r.mu.Lock()
+	if r.closed {
+		r.mu.Unlock()
+		_ = proc.Stop(context.Background())
+		return nil, ErrShuttingDown
+	}
+	r.sessions[id] = s
+	r.wg.Add(1)
+	r.mu.Unlock()
+
+	go func() {
+		defer r.wg.Done()
+		s.readServer()
+	}()
+	if r.opts.IdleTimeout > 0 {
+		s.idle = time.AfterFunc(r.opts.IdleTimeout, s.checkIdle)
+	}
+	logger.Info("session started", "server", proc.ID())
+	return s, nil
+}
+
+// Get returns the live session with this ID, or ErrNotFound.
+func (r *Registry) Get(id string) (*Session, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if s := r.sessions[id]; s != nil {
+		return s, nil
+	}
+	return nil, ErrNotFound
+}
+
+// Len is the number of live sessions.
+func (r *Registry) Len() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return len(r.sessions)
+}
+
+// EndStandaloneStreams finishes every session's standalone stream, so that
+// GET connections end while requests in flight may still complete. The
+// bridge calls it when it starts draining.
+func (r *Registry) EndStandaloneStreams() {
+	for _, s := range r.list() {
+		s.mu.Lock()
+		if s.standalone != 0 {
+			s.log.Finish(s.standalone)
+		}
+		s.draining = true
+		s.mu.Unlock()
+	}
+}
+
+func (r *Registry) list() []*Session {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	out := make([]*Session, 0, len(r.sessions))
+	for _, s := range r.sessions {
+		out = append(out, s)
+	}
+	return out
+}
+
+// Shutdown refuses new sessions, ends every session (their requests in
+// flight get an error) and waits until every server is stopped or ctx is
+// done.
+func (r *Registry) Shutdown(ctx context.Context) error {
+	r.mu.Lock()
+	r.closed = true
+	r.mu.Unlock()
+	for _, s := range r.list() {
+		s.Close(ErrShutdown)
+	}
+	done := make(chan struct{})
+	go func() {
+		r.wg.Wait()
+		close(done)
+	}()
+	select {
+	case <-done:
+		return nil
+	case <-ctx.Done():
+		return fmt.Errorf("servers still stopping at shutdown: %w", ctx.Err())
+	}
+}
+
+func (r *Registry) remove(s *Session) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.sessions[s.id] == s {
+		delete(r.sessions, s.id)
+	}
+}
+
+// A Session is one client's session with its own MCP server.
+type Session struct {
+	id     string
+	owner  string
+	reg    *Registry
+	proc   sandbox.Process
+	logger *slog.Logger
+	log    *EventLog
+
+	// wmu serializes writes to the server's stdin: one line per message.
+	wmu   sync.Mutex
+	stdin *bufio.Writer
+
+	lastActivity atomic.Int64 // unix nanoseconds of the last client message
+	idle         *time.Timer  // nil when there is no idle timeout
+
+	mu sync.Mutex
+	// inflight maps the client's requests still waiting for an answer.
+	inflight map[ID]*call
+	// progress maps progress tokens of requests in flight.
+	progress map[ID]*call
+	// childReqs maps the server's requests to the stream they went on,
+	// until the client answers (for notifications/cancelled).
+	childReqs map[ID]int64
+	// standalone is the current standalone stream (0: none yet).
+	standalone      int64
+	protocolVersion string
+	draining        bool
+	closed          bool
+	reason          error
+
+	done    chan struct{} // closed by Close
+	stopped chan struct{} // closed once the server is stopped
+}
+
+// call is a client request in flight.
+type call struct {
+	rawID  []byte
+	method string
+	token  ID
+	post   *post
+}
+
+// post is the stream of one POST carrying requests.
+type post struct {
+	stream  int64
+	waiting int  // requests of the POST not answered yet
+	json    bool // answered as one JSON body: no other message may go on it
+}
+
+// ID is the session's ID.
+func (s *Session) ID() string { return s.id }
+
+// Owner is what the session was bound to at creation.
+func (s *Session) Owner() string { return s.owner }
+
+// Done is closed when the session has ended.
+func (s *Session) Done() <-chan struct{} { return s.done }
+
+// Stopped is closed once the session's server is stopped, after Done.
+func (s *Session) Stopped() <-chan struct{} { return s.stopped }
+
+// Err says why the session ended, or nil while it lives.
+func (s *Session) Err() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.reason
+}
+
+// Server names the session's server process or container.
+func (s *Session) Server() string { return s.proc.ID() }
+
+// ProtocolVersion is the version the server chose in its initialize
+// result, or "" before that.
+func (s *Session) ProtocolVersion() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.protocolVersion
+}
+
+// Log is the session's event log.
+func (s *Session) Log() *EventLog { return s.log }
+
+// Message is one JSON-RPC message from the client with its envelope.
+type Message struct {
+	Data []byte
+	Env  Envelope
+}
+
+// Post sends the messages of one client POST to the server, in order. If
+// they include requests, it opens a stream for their answers and returns a
+// reader on it (registered before anything is written, so no answer can
+// arrive first); otherwise it returns nil. With asJSON the stream carries the
+// responses only: everything else the server sends meanwhile goes to the
+// standalone stream.
+func (s *Session) Post(msgs []Message, asJSON bool) (*Reader, error) {
+	s.touch()
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return nil, ErrNotFound
+	}
+	var p *post
+	for i := range msgs {
+		env := &msgs[i].Env
+		if env.Kind != KindRequest {
+			continue
+		}
+		if _, dup := s.inflight[env.ID]; dup {
+			s.unregisterLocked(msgs[:i])
+			s.mu.Unlock()
+			return nil, ErrDuplicateID
+		}
+		if p == nil {
+			p = &post{stream: s.log.NewStream(), json: asJSON}
+		}
+		c := &call{rawID: RawID(msgs[i].Data), method: env.Method, post: p}
+		if env.ProgressToken != "" && !asJSON {
+			c.token = env.ProgressToken
+			s.progress[c.token] = c
+		}
+		s.inflight[env.ID] = c
+		p.waiting++
+	}
+	for _, m := range msgs {
+		switch m.Env.Kind {
+		case KindResponse:
+			delete(s.childReqs, m.Env.ID)
+		case KindNotification:
+			if m.Env.Method == "notifications/cancelled" && m.Env.RequestID != "" {
+				// The client gave up on its request: it will ignore a late
+				// answer, so stop waiting for one (the spec lets the server
+				// not answer a cancelled request at all).
+				if c := s.inflight[m.Env.RequestID]; c != nil {
+					s.answeredLocked(m.Env.RequestID, c)
+				}
+			}
+		}
+	}
+	var r *Reader
+	if p != nil {
+		var err error
+		if r, err = s.log.Attach(p.stream, 0); err != nil {
+			panic("session: attaching a new stream: " + err.Error())
+		}
+	}
+	s.mu.Unlock()
+
+	if err := s.write(msgs); err != nil {
+		// The server is gone; ending the session answers the requests
+		// registered above with an error on their stream.
+		s.Close(fmt.Errorf("%w: writing to its stdin failed: %v", ErrServerExited, err))
+	}
+	return r, nil
+}
+
+func (s *Session) unregisterLocked(msgs []Message) {
+	for _, m := range msgs {
+		if m.Env.Kind == KindRequest {
+			if c := s.inflight[m.Env.ID]; c != nil {
+				s.answeredLocked(m.Env.ID, c)
+			}
+		}
+	}
+}
+
+// answeredLocked forgets a request in flight and finishes its stream when
+// it was the last one of its POST.
+func (s *Session) answeredLocked(id ID, c *call) {
+	delete(s.inflight, id)
+	if c.token != "" {
+		delete(s.progress, c.token)
+	}
+	c.post.waiting--
+	if c.post.waiting == 0 {
+		s.log.Finish(c.post.stream)
+	}
+}
+
+// write puts each message on the server's stdin as one line.
+func (s *Session) write(msgs []Message) error {
+	s.wmu.Lock()
+	defer s.wmu.Unlock()
+	for _, m := range msgs {
+		data := m.Data
+		if bytes.ContainsAny(data, "\r\n") {
+			// Pretty-printed JSON: stdio framing needs one message per line.
+			var buf bytes.Buffer
+			if err := json.Compact(&buf, data); err != nil {
+				return err
+			}
+			data = buf.Bytes()
+		}
+		if _, err := s.stdin.Write(data); err != nil {
+			return err
+		}
+		if err := s.stdin.WriteByte('\n'); err != nil {
+			return err
+		}
+	}
+	return s.stdin.Flush()
+}
+
+// Listen opens the standalone stream for a GET without Last-Event-ID.
+// Messages that waited for it are delivered first.
+func (s *Session) Listen() (*Reader, error) {
+	s.touch()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed || s.draining {
+		return nil, ErrNotFound
+	}
+	switch st := s.log.State(s.standalone); {
+	case st.Attached:
+		return nil, ErrConflict
+	case st.Exists && st.EverAttached:
+		// The client opened a fresh stream rather than resuming the old
+		// one: carry over what never reached a connection.
+		s.standalone = s.log.Adopt(s.standalone)
+	case !st.Open:
+		s.standalone = s.log.NewStream()
+	}
+	return s.log.Attach(s.standalone, 0)
+}
+
+// Resume reattaches to a stream after the event lastEventID, for a GET
+// with Last-Event-ID. It fails with ErrUnknownEvent or ErrEventsPurged.
+func (s *Session) Resume(lastEventID string) (*Reader, error) {
+	s.touch()
+	stream, seq, err := ParseEventID(lastEventID)
+	if err != nil {
+		return nil, err
+	}
+	return s.log.Attach(stream, seq)
+}
+
+// Close ends the session for the given reason: requests in flight get a
+// JSON-RPC error on their stream, every stream ends after its held events,
+// later lookups of its ID fail, and the server is stopped in the background
+// (Stopped is closed when it is gone). Closing twice is harmless.
+func (s *Session) Close(reason error) {
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return
+	}
+	s.closed = true
+	s.reason = reason
+	msg := "session ended: " + reason.Error()
+	for id, c := range s.inflight {
+		s.log.Append(c.post.stream, ErrorResponse(c.rawID, CodeServerError, msg, nil))
+		s.answeredLocked(id, c)
+	}
+	s.log.FinishAll()
+	s.mu.Unlock()
+
+	close(s.done)
+	s.reg.remove(s)
+	if s.idle != nil {
+		s.idle.Stop()
+	}
+	level := slog.LevelInfo
+	if !errors.Is(reason, ErrDeleted) && !errors.Is(reason, ErrShutdown) && !errors.Is(reason, ErrIdle) {
+		level = slog.LevelWarn
+	}
+	s.logger.Log(context.Background(), level, "session ended", "reason", reason.Error())
+
+	s.reg.wg.Add(1)
+	go func() {
+		defer s.reg.wg.Done()
+		defer close(s.stopped)
+		if err := s.proc.Stop(context.Background()); err != nil {
+			s.logger.Error("stopping the MCP server failed", "server", s.proc.ID(), "err", err)
+		}
+	}()
+}
+
+func (s *Session) touch() { s.lastActivity.Store(time.Now().UnixNano()) }
+
+func (s *Session) checkIdle() {
+	idle := time.Since(time.Unix(0, s.lastActivity.Load()))
+	if left := s.reg.opts.IdleTimeout - idle; left > 0 {
+		s.idle.Reset(left)
+		return
+	}
+	s.Close(fmt.Errorf("%w (%s without a client message)", ErrIdle, s.reg.opts.IdleTimeout))
+}
+
+// readServer reads the server's stdout until it ends, routing each line,
+// then ends the session with the server's exit status.
+func (s *Session) readServer() {
+	max := s.reg.opts.MaxMessageBytes
+	sc := bufio.NewScanner(s.proc.Stdout())
+	sc.Buffer(make([]byte, 0, min(64<<10, max)), max)
+	for sc.Scan() {
+		line := bytes.TrimSpace(sc.Bytes())
+		if len(line) == 0 {
+			continue
+		}
+		env, err := Parse(line)
+		if err != nil {
+			s.logger.Warn("skipping a line from the MCP server that is not a JSON-RPC message",
+				"err", err, "line", truncate(line, 200))
+			continue
+		}
+		// The scanner reuses its buffer; the log keeps the message.
+		s.route(bytes.Clone(line), env)
+	}
+	err := sc.Err()
+	if errors.Is(err, bufio.ErrTooLong) {
+		s.Close(fmt.Errorf("%w (%d bytes); raise --max-message-bytes if the server's messages are legitimately this large", ErrOversizedMessage, max))
+		// Keep draining so the server is not blocked writing while it stops.
+		_, _ = io.Copy(io.Discard, s.proc.Stdout())
+		return
+	}
+	werr := s.proc.Wait()
+	if werr == nil {
+		werr = errors.New("exit status 0")
+	}
+	s.Close(fmt.Errorf("%w: %w", ErrServerExited, werr))
+}
+
+func truncate(b []byte, n int) string {
+	if len(b) <= n {
+		return string(b)
+	}
+	return string(b[:n]) + "…"
+}
+
+// route delivers one message from the server to its stream.
+func (s *Session) route(data []byte, env Envelope) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	switch env.Kind {
+	case KindResponse:
+		c := s.inflight[env.ID]
+		if c == nil {
+			s.logger.Warn("dropping a response from the MCP server to no request in flight (unknown or cancelled id)",
+				"id", string(env.ID))
+			return
+		}
+		if c.method == "initialize" && !env.IsError {
+			s.protocolVersion = initializeVersion(data)
+		}
+		s.log.Append(c.post.stream, data)
+		s.answeredLocked(env.ID, c)
+		return
+	case KindNotification:
+		if env.ProgressToken != "" && env.Method == "notifications/progress" {
+			if c := s.progress[env.ProgressToken]; c != nil {
+				s.log.Append(c.post.stream, data)
+				return
+			}
+		}
+		if env.RequestID != "" {
+			if stream, ok := s.childReqs[env.RequestID]; ok {
+				delete(s.childReqs, env.RequestID)
+				if s.log.Append(stream, data) {
+					return
+				}
+			}
+		}
+	}
+	stream := s.generalStreamLocked()
+	if env.Kind == KindRequest {
+		s.childReqs[env.ID] = stream
+	}
+	if !s.log.Append(stream, data) {
+		s.logger.Warn("dropping a message from the MCP server: the session is ending", "method", env.Method)
+	}
+}
+
+// generalStreamLocked picks the stream for a server message that answers
+// nothing: the single request in flight's, else the standalone stream.
+func (s *Session) generalStreamLocked() int64 {
+	if len(s.inflight) == 1 {
+		for _, c := range s.inflight {
+			if !c.post.json {
+				return c.post.stream
+			}
+		}
+	}
+	if !s.log.State(s.standalone).Open {
+		s.standalone = s.log.NewStream()
+	}
+	return s.standalone
+}
+
+func initializeVersion(data []byte) string {
+	var r struct {
+		Result struct {
+			ProtocolVersion string `json:"protocolVersion"`
+		} `json:"result"`
+	}
+	_ = json.Unmarshal(data, &r)
+	return r.Result.ProtocolVersion
+}
