@@ -671,3 +671,6 @@ func writeError(w http.ResponseWriter, status int, rawID []byte, code int, msg s
 	w.WriteHeader(status)
 	w.Write(session.ErrorResponse(rawID, code, msg, data))
 }
+
+// Path is the MCP endpoint's path.
+func (h *Handler) Path() string { return h.opts.Path }
