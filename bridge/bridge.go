@@ -130,13 +130,11 @@ func NewHandler(reg *session.Registry, opts *Options) *Handler {
 
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) { h.mux.ServeHTTP(w, r) }
 
-// Drain makes the handler refuse new sessions and report not ready, and ends
-// the standalone streams so that GET connections close; requests in flight
-// may still complete. Used at shutdown.
-func (h *Handler) Drain() {
-	h.draining.Store(true)
-	h.reg.EndStandaloneStreams()
-}
+// Drain makes the handler refuse new sessions and report not ready, at
+// shutdown. Open streams stay open: a client whose standalone stream ended
+// would try to reconnect, fail against a closed listener, and give up the
+// calls it still has in flight.
+func (h *Handler) Drain() { h.draining.Store(true) }
 
 func (h *Handler) serveReady(w http.ResponseWriter, _ *http.Request) {
 	if h.draining.Load() {

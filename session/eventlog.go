@@ -41,10 +41,15 @@ const (
 // data across all of its streams. An append that would exceed either bound
 // first evicts the oldest events of the session, whatever their stream, but
 // never the event being appended (so one message larger than maxBytes still
-// passes through). Streams that are finished and hold no events are freed.
+// passes through). A stream that is finished, holds no events and has no
+// reader is freed, so the number of streams is bounded by the held events
+// plus the open and read streams. The log belongs to one session: it holds
+// no goroutine and is garbage once the session and its readers are gone.
 //
 // Eviction: a reader or a resume point whose next event was evicted gets
-// ErrEventsPurged, never a partial replay.
+// ErrEventsPurged, never a partial replay; so does any position of a stream
+// that was freed. A position the stream never reached, or a stream the log
+// never opened, gets ErrUnknownEvent.
 //
 // Event IDs have the form "<stream>_<seq>": seq counts the events of the
 // stream from 1, and "<stream>_0" (the priming event's ID) names the
@@ -248,18 +253,36 @@ func EventID(stream int64, seq uint64) string {
 	return strconv.FormatInt(stream, 10) + "_" + strconv.FormatUint(seq, 10)
 }
 
-// ParseEventID parses an ID made by EventID.
+// ParseEventID parses an ID made by EventID. It accepts only the canonical
+// form EventID makes (decimal digits, no sign, no leading zero, a stream
+// above zero), so that one event has one ID: any other string fails with
+// ErrUnknownEvent.
 func ParseEventID(id string) (stream int64, seq uint64, err error) {
 	a, b, ok := strings.Cut(id, "_")
-	if !ok {
+	// strconv accepts a sign ("+1"); digits alone make the form canonical.
+	if !ok || !canonicalDigits(a) || !canonicalDigits(b) {
 		return 0, 0, ErrUnknownEvent
 	}
 	stream, err1 := strconv.ParseInt(a, 10, 64)
 	seq, err2 := strconv.ParseUint(b, 10, 64)
-	if err1 != nil || err2 != nil || stream <= 0 || (len(a) > 1 && a[0] == '0') || (len(b) > 1 && b[0] == '0') {
+	if err1 != nil || err2 != nil || stream <= 0 {
 		return 0, 0, ErrUnknownEvent
 	}
 	return stream, seq, nil
+}
+
+// canonicalDigits reports whether s is a decimal number without sign or
+// leading zero.
+func canonicalDigits(s string) bool {
+	if s == "" || (len(s) > 1 && s[0] == '0') {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		if s[i] < '0' || s[i] > '9' {
+			return false
+		}
+	}
+	return true
 }
 
 // A Reader reads one stream's events in order, waiting for live ones.
@@ -272,13 +295,26 @@ type Reader struct {
 }
 
 // Attach starts reading a stream after position after (0: from its start),
-// superseding any reader attached before. It fails with ErrUnknownEvent or
-// ErrEventsPurged.
+// superseding any reader attached before. It fails with ErrUnknownEvent for
+// a stream the log never opened or a position the stream never reached, and
+// with ErrEventsPurged when the event after that position was evicted or the
+// stream itself was freed.
 func (l *EventLog) Attach(stream int64, after uint64) (*Reader, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	s := l.streams[stream]
-	if s == nil || after >= s.next {
+	if s == nil {
+		if stream > 0 && stream <= l.lastID {
+			// The stream existed and was freed: it finished and lost its
+			// last held event to eviction (or to Adopt). Its end position is
+			// forgotten with it, so whatever followed this resume point is
+			// gone; refusing is the only answer that cannot be a silent
+			// partial replay.
+			return nil, ErrEventsPurged
+		}
+		return nil, ErrUnknownEvent
+	}
+	if after >= s.next {
 		return nil, ErrUnknownEvent
 	}
 	if after+1 < s.first {

@@ -101,6 +101,11 @@ type Registry struct {
 	// wg counts the goroutines the sessions started (stdout readers,
 	// child stops); Shutdown waits for them.
 	wg sync.WaitGroup
+
+	// inflight counts client requests in flight across sessions; idle is
+	// closed (and replaced) whenever it drops to zero. Both under mu.
+	inflight int
+	idle     chan struct{}
 }
 
 // NewRegistry returns an empty registry. opts must name a Launcher.
@@ -222,20 +227,6 @@ func (r *Registry) Len() int {
 	return len(r.sessions)
 }
 
-// EndStandaloneStreams finishes every session's standalone stream, so that
-// GET connections end while requests in flight may still complete. The
-// bridge calls it when it starts draining.
-func (r *Registry) EndStandaloneStreams() {
-	for _, s := range r.list() {
-		s.mu.Lock()
-		if s.standalone != 0 {
-			s.log.Finish(s.standalone)
-		}
-		s.draining = true
-		s.mu.Unlock()
-	}
-}
-
 func (r *Registry) list() []*Session {
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -266,6 +257,39 @@ func (r *Registry) Shutdown(ctx context.Context) error {
 		return nil
 	case <-ctx.Done():
 		return fmt.Errorf("servers still stopping at shutdown: %w", ctx.Err())
+	}
+}
+
+// WaitIdle waits until no client request is in flight in any session, or
+// ctx is done. The bridge drains with it at shutdown.
+func (r *Registry) WaitIdle(ctx context.Context) error {
+	for {
+		r.mu.Lock()
+		if r.inflight == 0 {
+			r.mu.Unlock()
+			return nil
+		}
+		if r.idle == nil {
+			r.idle = make(chan struct{})
+		}
+		idle := r.idle
+		r.mu.Unlock()
+		select {
+		case <-idle:
+		case <-ctx.Done():
+			return fmt.Errorf("requests still in flight: %w", ctx.Err())
+		}
+	}
+}
+
+// addInflight adjusts the count of requests in flight.
+func (r *Registry) addInflight(n int) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.inflight += n
+	if r.inflight == 0 && r.idle != nil {
+		close(r.idle)
+		r.idle = nil
 	}
 }
 
@@ -304,7 +328,6 @@ type Session struct {
 	// standalone is the current standalone stream (0: none yet).
 	standalone      int64
 	protocolVersion string
-	draining        bool
 	closed          bool
 	reason          error
 
@@ -400,6 +423,7 @@ func (s *Session) Post(msgs []Message, asJSON bool) (*Reader, error) {
 		}
 		s.inflight[env.ID] = c
 		p.waiting++
+		s.reg.addInflight(1)
 	}
 	for _, m := range msgs {
 		switch m.Env.Kind {
@@ -447,6 +471,7 @@ func (s *Session) unregisterLocked(msgs []Message) {
 // it was the last one of its POST.
 func (s *Session) answeredLocked(id ID, c *call) {
 	delete(s.inflight, id)
+	s.reg.addInflight(-1)
 	if c.token != "" {
 		delete(s.progress, c.token)
 	}
@@ -486,7 +511,7 @@ func (s *Session) Listen() (*Reader, error) {
 	s.touch()
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.closed || s.draining {
+	if s.closed {
 		return nil, ErrNotFound
 	}
 	switch st := s.log.State(s.standalone); {

@@ -168,6 +168,15 @@ Flags (each also read from the environment variable shown; flags win):
 
 // parseConfig reads the environment, then the flags, and checks the result.
 func parseConfig(args []string, out io.Writer) (*config, error) {
+	c, err := loadConfig(args, out)
+	if err != nil {
+		return nil, err
+	}
+	return c, c.finish()
+}
+
+// loadConfig reads the environment, then the flags.
+func loadConfig(args []string, out io.Writer) (*config, error) {
 	c := &config{}
 	if err := envconfig.Process("", c); err != nil {
 		return nil, fmt.Errorf("reading %s_* environment variables: %w", envPrefix, err)
@@ -176,8 +185,10 @@ func parseConfig(args []string, out io.Writer) (*config, error) {
 	if err := fs.Parse(args); err != nil {
 		return nil, err
 	}
-	c.command = fs.Args()
-	return c, c.finish()
+	if fs.NArg() > 0 {
+		c.command = fs.Args()
+	}
+	return c, nil
 }
 
 func (c *config) finish() error {

@@ -124,26 +124,32 @@ func serve(ctx context.Context, cfg *config, logger *slog.Logger, ready chan<- n
 	case <-ctx.Done():
 	}
 
-	// Shutdown order: stop accepting and drain (requests in flight may
-	// finish within the grace period), then end every session (what is
-	// still in flight gets a JSON-RPC error), then close what remains.
-	logger.Info("shutting down", "grace", cfg.ShutdownGrace)
+	// Shutdown order: stop accepting (the listener closes, readiness
+	// fails), let requests in flight finish within the grace period, then
+	// end every session (what is still in flight gets a JSON-RPC error and
+	// every stream ends), stop the servers, and close what remains.
+	logger.Info("shutting down", "grace", cfg.ShutdownGrace, "sessions", reg.Len())
 	h.Drain()
+	httpDone := make(chan error, 1)
+	go func() { httpDone <- srv.Shutdown(context.Background()) }()
 	graceCtx, cancel := context.WithTimeout(context.Background(), cfg.ShutdownGrace)
 	defer cancel()
-	if err := srv.Shutdown(graceCtx); err != nil {
-		logger.Warn("requests still in flight after the shutdown grace period; ending their sessions", "err", err)
+	if err := reg.WaitIdle(graceCtx); err != nil {
+		logger.Warn("ending sessions with requests still in flight after the shutdown grace period", "err", err)
 	}
 	stopCtx, cancelStop := context.WithTimeout(context.Background(), 2*cfg.StopGrace+30*time.Second)
 	defer cancelStop()
 	if err := reg.Shutdown(stopCtx); err != nil {
 		logger.Error("some MCP servers did not stop", "err", err)
 	}
-	// Let handlers write the errors of the sessions just ended.
-	finalCtx, cancelFinal := context.WithTimeout(context.Background(), 2*time.Second)
-	defer cancelFinal()
-	_ = srv.Shutdown(finalCtx)
-	_ = srv.Close()
+	// Every stream has ended; give handlers a moment to write their last
+	// events before cutting connections that are stuck on slow clients.
+	select {
+	case <-httpDone:
+	case <-time.After(5 * time.Second):
+		_ = srv.Close()
+		<-httpDone
+	}
 	logger.Info("bridge stopped")
 	return nil
 }

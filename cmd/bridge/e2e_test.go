@@ -1,0 +1,151 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"go.uber.org/goleak"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+// buildBinaries compiles the bridge and the example server once per test.
+func buildBinaries(t *testing.T) (bridgeBin, helloBin string) {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("builds binaries")
+	}
+	dir := t.TempDir()
+	for _, b := range []struct{ out, pkg string }{{"bridge", "."}, {"hello", "../../examples/hello"}} {
+		cmd := exec.Command("go", "build", "-o", filepath.Join(dir, b.out), b.pkg)
+		if out, err := cmd.CombinedOutput(); err != nil {
+			t.Fatalf("go build %s: %v\n%s", b.pkg, err, out)
+		}
+	}
+	return filepath.Join(dir, "bridge"), filepath.Join(dir, "hello")
+}
+
+// childrenOf lists the processes whose parent is pid, from /proc.
+func childrenOf(t *testing.T, pid int) []int {
+	t.Helper()
+	entries, err := os.ReadDir("/proc")
+	if err != nil {
+		t.Skip("no /proc: cannot find child processes")
+	}
+	var out []int
+	for _, e := range entries {
+		p, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		stat, err := os.ReadFile(filepath.Join("/proc", e.Name(), "stat"))
+		if err != nil {
+			continue
+		}
+		// pid (comm) state ppid ...: comm may hold spaces; cut at the last ')'.
+		fields := strings.Fields(string(stat[strings.LastIndexByte(string(stat), ')')+1:]))
+		if len(fields) > 1 && fields[1] == strconv.Itoa(pid) {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+// TestShutdownOnSIGTERM runs the real binary: SIGTERM lets a call in flight
+// finish, ends every session, stops every server and exits 0.
+func TestShutdownOnSIGTERM(t *testing.T) {
+	bridgeBin, helloBin := buildBinaries(t)
+	cmd := exec.Command(bridgeBin, "--listen", "127.0.0.1:0", "--log-format", "json", "--shutdown-grace", "30s", "--", helloBin)
+	stderr, err := cmd.StderrPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+	urls := make(chan string, 1)
+	logDone := make(chan []string)
+	go func() {
+		var lines []string
+		sc := bufio.NewScanner(stderr)
+		for sc.Scan() {
+			lines = append(lines, sc.Text())
+			var rec struct{ Msg, URL string }
+			if json.Unmarshal(sc.Bytes(), &rec) == nil && rec.Msg == "bridge listening" {
+				urls <- rec.URL
+			}
+		}
+		logDone <- lines
+	}()
+	var url string
+	select {
+	case url = <-urls:
+	case <-time.After(60 * time.Second):
+		t.Fatal("the bridge never said it was listening")
+	}
+
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	progressed := make(chan struct{}, 100)
+	client := mcp.NewClient(&mcp.Implementation{Name: "e2e", Version: "1"}, &mcp.ClientOptions{
+		ProgressNotificationHandler: func(context.Context, *mcp.ProgressNotificationClientRequest) { progressed <- struct{}{} },
+	})
+	var sessions []*mcp.ClientSession
+	for range 2 {
+		cs, err := client.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: url}, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer cs.Close()
+		sessions = append(sessions, cs)
+	}
+	children := childrenOf(t, cmd.Process.Pid)
+	if len(children) != 2 {
+		t.Fatalf("bridge has children %v, want one per session", children)
+	}
+
+	callDone := make(chan error, 1)
+	go func() {
+		params := &mcp.CallToolParams{Name: "countdown", Arguments: map[string]any{"from": 5}}
+		params.SetProgressToken("c")
+		res, err := sessions[0].CallTool(ctx, params)
+		if err == nil && res.Content[0].(*mcp.TextContent).Text != "liftoff" {
+			err = errors.New("unexpected result")
+		}
+		callDone <- err
+	}()
+	<-progressed // the call is in flight
+	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-callDone; err != nil {
+		t.Fatalf("the call in flight at SIGTERM did not complete: %v", err)
+	}
+	if err := cmd.Wait(); err != nil {
+		t.Fatalf("bridge exit: %v", err)
+	}
+	lines := <-logDone
+	for _, pid := range children {
+		if err := syscall.Kill(pid, 0); !errors.Is(err, syscall.ESRCH) {
+			t.Errorf("server %d survived the bridge's shutdown", pid)
+		}
+	}
+	log := strings.Join(lines, "\n")
+	for _, want := range []string{`"msg":"shutting down"`, `"msg":"bridge stopped"`} {
+		if !strings.Contains(log, want) {
+			t.Errorf("log lacks %s:\n%s", want, log)
+		}
+	}
+}
