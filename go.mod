@@ -40,3 +40,5 @@ require (
 	gopkg.in/cenkalti/backoff.v1 v1.1.0 // indirect
 	gopkg.in/yaml.v3 v3.0.1 // indirect
 )
+
+tool github.com/modelcontextprotocol/go-sdk/conformance/everything-server
