@@ -287,3 +287,29 @@ func TestCancelledCall(t *testing.T) {
 		t.Fatalf("count after cancel = %d", got)
 	}
 }
+
+// A stdout line over the message limit ends the session with a clear error;
+// a line that is not JSON-RPC is skipped.
+func TestServerOutputLimits(t *testing.T) {
+	b := startBridge(t, bridgeConfig{session: session.Options{MaxMessageBytes: 8192}})
+	cs := connect(t, b.URL, nil)
+	res, err := cs.CallTool(ctxT(t), &mcp.CallToolParams{Name: "garbage"})
+	if err != nil || res.Content[0].(*mcp.TextContent).Text != "after garbage" {
+		t.Fatalf("a non-JSON line broke the session: %v %v", res, err)
+	}
+	if _, err := cs.CallTool(ctxT(t), &mcp.CallToolParams{Name: "big", Arguments: map[string]any{"n": 4000}}); err != nil {
+		t.Fatalf("a message under the limit: %v", err)
+	}
+	sess, err := b.Reg.Get(cs.ID())
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = cs.CallTool(ctxT(t), &mcp.CallToolParams{Name: "big", Arguments: map[string]any{"n": 20000}})
+	if err == nil || !strings.Contains(err.Error(), "larger than the limit") {
+		t.Fatalf("a message over the limit: %v", err)
+	}
+	<-sess.Stopped()
+	if !errors.Is(sess.Err(), session.ErrOversizedMessage) {
+		t.Fatalf("session ended with %v", sess.Err())
+	}
+}

@@ -120,6 +120,12 @@ func runChild(mode string) {
 		os.Exit(3)
 		return nil, nil, nil
 	})
+	// garbage writes a line that is not JSON-RPC to stdout (one write, so
+	// it cannot interleave with the SDK's own lines), then answers.
+	mcp.AddTool(server, &mcp.Tool{Name: "garbage"}, func(context.Context, *mcp.CallToolRequest, struct{}) (*mcp.CallToolResult, any, error) {
+		os.Stdout.Write([]byte("this line is not JSON-RPC\n"))
+		return text("after garbage"), nil, nil
+	})
 	// big answers with n bytes of text.
 	mcp.AddTool(server, &mcp.Tool{Name: "big"}, func(_ context.Context, _ *mcp.CallToolRequest, a nArgs) (*mcp.CallToolResult, any, error) {
 		return text(strings.Repeat("x", a.N)), nil, nil

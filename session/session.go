@@ -180,7 +180,7 @@ func (r *Registry) Create(ctx context.Context, owner string) (*Session, error) {
 		proc:      proc,
 		logger:    logger,
 		log:       NewEventLog(r.opts.LogMaxEvents, r.opts.LogMaxBytes),
-		stdin:     bufio.NewWriterSize(proc.Stdin(), 64<<10),
+		stdin:     proc.Stdin(),
 		inflight:  make(map[ID]*call),
 		progress:  make(map[ID]*call),
 		childReqs: make(map[ID]int64),
@@ -312,7 +312,7 @@ type Session struct {
 
 	// wmu serializes writes to the server's stdin: one line per message.
 	wmu   sync.Mutex
-	stdin *bufio.Writer
+	stdin io.Writer
 
 	lastActivity atomic.Int64 // unix nanoseconds of the last client message
 	idle         *time.Timer  // nil when there is no idle timeout
@@ -481,6 +481,12 @@ func (s *Session) answeredLocked(id ID, c *call) {
 	}
 }
 
+// lineBufs holds buffers for framing small messages, so that a message and
+// its newline reach the pipe in one write without a buffer per session.
+var lineBufs = sync.Pool{New: func() any { return new([]byte) }}
+
+const pooledLineBytes = 64 << 10
+
 // write puts each message on the server's stdin as one line.
 func (s *Session) write(msgs []Message) error {
 	s.wmu.Lock()
@@ -495,15 +501,28 @@ func (s *Session) write(msgs []Message) error {
 			}
 			data = buf.Bytes()
 		}
-		if _, err := s.stdin.Write(data); err != nil {
-			return err
+		if len(data) >= pooledLineBytes {
+			if _, err := s.stdin.Write(data); err != nil {
+				return err
+			}
+			if _, err := s.stdin.Write(newline); err != nil {
+				return err
+			}
+			continue
 		}
-		if err := s.stdin.WriteByte('\n'); err != nil {
+		bp := lineBufs.Get().(*[]byte)
+		line := append(append((*bp)[:0], data...), '\n')
+		_, err := s.stdin.Write(line)
+		*bp = line
+		lineBufs.Put(bp)
+		if err != nil {
 			return err
 		}
 	}
-	return s.stdin.Flush()
+	return nil
 }
+
+var newline = []byte{'\n'}
 
 // Listen opens the standalone stream for a GET without Last-Event-ID.
 // Messages that waited for it are delivered first.
@@ -593,11 +612,20 @@ func (s *Session) checkIdle() {
 // readServer reads the server's stdout until it ends, routing each line,
 // then ends the session with the server's exit status.
 func (s *Session) readServer() {
-	max := s.reg.opts.MaxMessageBytes
-	sc := bufio.NewScanner(s.proc.Stdout())
-	sc.Buffer(make([]byte, 0, min(64<<10, max)), max)
-	for sc.Scan() {
-		line := bytes.TrimSpace(sc.Bytes())
+	limit := s.reg.opts.MaxMessageBytes
+	lr := newLineReader(s.proc.Stdout(), limit)
+	for {
+		line, err := lr.next()
+		if err != nil {
+			if errors.Is(err, errLineTooLong) {
+				s.Close(fmt.Errorf("%w (%d bytes); raise --max-message-bytes if the server's messages are legitimately this large", ErrOversizedMessage, limit))
+				// Keep draining so the server is not blocked writing while it stops.
+				_, _ = io.Copy(io.Discard, s.proc.Stdout())
+				return
+			}
+			break
+		}
+		line = bytes.TrimSpace(line)
 		if len(line) == 0 {
 			continue
 		}
@@ -607,21 +635,65 @@ func (s *Session) readServer() {
 				"err", err, "line", truncate(line, 200))
 			continue
 		}
-		// The scanner reuses its buffer; the log keeps the message.
-		s.route(bytes.Clone(line), env)
-	}
-	err := sc.Err()
-	if errors.Is(err, bufio.ErrTooLong) {
-		s.Close(fmt.Errorf("%w (%d bytes); raise --max-message-bytes if the server's messages are legitimately this large", ErrOversizedMessage, max))
-		// Keep draining so the server is not blocked writing while it stops.
-		_, _ = io.Copy(io.Discard, s.proc.Stdout())
-		return
+		s.route(line, env)
 	}
 	werr := s.proc.Wait()
 	if werr == nil {
 		werr = errors.New("exit status 0")
 	}
 	s.Close(fmt.Errorf("%w: %w", ErrServerExited, werr))
+}
+
+var errLineTooLong = errors.New("line too long")
+
+// lineReader splits a stream into lines, each returned in memory of its own
+// (the event log keeps it). It reads through a small buffer, so an idle
+// session holds little memory; a long line is gathered in chunks and copied
+// once into a slice of its exact size.
+type lineReader struct {
+	r     *bufio.Reader
+	limit int
+}
+
+func newLineReader(r io.Reader, limit int) *lineReader {
+	return &lineReader{r: bufio.NewReaderSize(r, 4096), limit: limit}
+}
+
+func (l *lineReader) next() ([]byte, error) {
+	frag, err := l.r.ReadSlice('\n')
+	if err == nil {
+		if len(frag) > l.limit+1 {
+			return nil, errLineTooLong
+		}
+		return bytes.Clone(frag), nil
+	}
+	if err != bufio.ErrBufferFull {
+		if len(frag) > 0 && err == io.EOF {
+			return bytes.Clone(frag), nil // a last line without newline
+		}
+		return nil, err
+	}
+	chunks := [][]byte{bytes.Clone(frag)}
+	total := len(frag)
+	for {
+		frag, err = l.r.ReadSlice('\n')
+		total += len(frag)
+		if total > l.limit+1 {
+			return nil, errLineTooLong
+		}
+		chunks = append(chunks, bytes.Clone(frag))
+		if err == nil || (err == io.EOF && len(frag) > 0) {
+			break
+		}
+		if err != bufio.ErrBufferFull {
+			return nil, err
+		}
+	}
+	line := make([]byte, 0, total)
+	for _, c := range chunks {
+		line = append(line, c...)
+	}
+	return line, nil
 }
 
 func truncate(b []byte, n int) string {
