@@ -275,3 +275,43 @@ func TestHealth(t *testing.T) {
 		t.Fatalf("/readyz while draining: %d", resp.StatusCode)
 	}
 }
+
+// One standalone stream per session: a second GET while the first is open
+// gets 409, and messages wait for the stream when none is open.
+func TestStandaloneConflictAndPending(t *testing.T) {
+	b := startBridge(t, bridgeConfig{})
+	sid := rawSession(t, b.URL, "2025-11-25")
+	h := map[string]string{"Mcp-Session-Id": sid, "MCP-Protocol-Version": "2025-11-25"}
+	// "changed" makes the server send tools/list_changed after its answer,
+	// with no request in flight and no GET stream open yet.
+	resp := rawPost(t, b.URL, `{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"changed"}}`, h)
+	readAll(t, resp.Body)
+	get := func() *http.Response {
+		req, _ := http.NewRequest("GET", b.URL, nil)
+		req.Header.Set("Accept", "text/event-stream")
+		req.Header.Set("Mcp-Session-Id", sid)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { resp.Body.Close() })
+		return resp
+	}
+	first := get()
+	if first.StatusCode != http.StatusOK {
+		t.Fatalf("GET: %d", first.StatusCode)
+	}
+	// The held notification is delivered on the new stream.
+	buf := make([]byte, 4096)
+	var got string
+	for !strings.Contains(got, "notifications/tools/list_changed") {
+		n, err := first.Body.Read(buf)
+		if err != nil {
+			t.Fatalf("standalone stream ended before the held message: %q %v", got, err)
+		}
+		got += string(buf[:n])
+	}
+	if second := get(); second.StatusCode != http.StatusConflict {
+		t.Fatalf("second GET: %d", second.StatusCode)
+	}
+}

@@ -110,7 +110,7 @@ func newFlagSet(c *config, out io.Writer) *flag.FlagSet {
 	fs.DurationVar(&c.SessionIdleTimeout, "session-idle-timeout", c.SessionIdleTimeout, "end a session after this long without a client message, whatever streams are open (negative: never)")
 	fs.IntVar(&c.MaxSessions, "max-sessions", c.MaxSessions, "most sessions alive at once; beyond it initialize gets 503")
 	fs.IntVar(&c.MaxMessageBytes, "max-message-bytes", c.MaxMessageBytes, "largest message in `bytes`, either way: a larger POST gets 413, a larger server line ends the session")
-	fs.Var(&listFlag{dst: &c.AllowedOrigins}, "allowed-origins", "browser `origins` allowed besides loopback ones and the endpoint's own (comma-separated or repeated; * allows any)")
+	fs.Var(&listFlag{dst: &c.AllowedOrigins}, "allowed-origins", "browser `origins` allowed besides loopback ones (comma-separated or repeated; * allows any); a request without Origin is not from a browser and is allowed")
 	fs.Var(&listFlag{dst: &c.AllowedHosts}, "allowed-hosts", "Host header `names` accepted (comma-separated or repeated; * allows any); default: the loopback names when --listen is loopback, else any")
 	fs.StringVar(&c.AuthTokenFile, "auth-token-file", c.AuthTokenFile, "`file` of accepted bearer tokens, one per line (BRIDGE_AUTH_TOKENS also takes them, comma-separated)")
 	fs.BoolVar(&c.InsecureNoAuth, "insecure-no-auth", c.InsecureNoAuth, "allow a non-loopback --listen address without auth tokens (anyone who reaches it runs your server)")
