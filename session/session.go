@@ -204,7 +204,9 @@ func (r *Registry) Create(ctx context.Context, owner string) (*Session, error) {
 		s.readServer()
 	}()
 	if r.opts.IdleTimeout > 0 {
+		s.mu.Lock() // checkIdle may run before AfterFunc returns
 		s.idle = time.AfterFunc(r.opts.IdleTimeout, s.checkIdle)
+		s.mu.Unlock()
 	}
 	logger.Info("session started", "server", proc.ID())
 	return s, nil
@@ -314,8 +316,8 @@ type Session struct {
 	wmu   sync.Mutex
 	stdin io.Writer
 
-	lastActivity atomic.Int64 // unix nanoseconds of the last client message
-	idle         *time.Timer  // nil when there is no idle timeout
+	lastActivity atomic.Int64 // time since epoch of the last client message
+	idle         *time.Timer  // nil when there is no idle timeout; set under mu
 
 	mu sync.Mutex
 	// inflight maps the client's requests still waiting for an answer.
@@ -579,9 +581,11 @@ func (s *Session) Close(reason error) {
 
 	close(s.done)
 	s.reg.remove(s)
+	s.mu.Lock()
 	if s.idle != nil {
 		s.idle.Stop()
 	}
+	s.mu.Unlock()
 	level := slog.LevelInfo
 	if !errors.Is(reason, ErrDeleted) && !errors.Is(reason, ErrShutdown) && !errors.Is(reason, ErrIdle) {
 		level = slog.LevelWarn
@@ -598,12 +602,20 @@ func (s *Session) Close(reason error) {
 	}()
 }
 
-func (s *Session) touch() { s.lastActivity.Store(time.Now().UnixNano()) }
+// epoch anchors lastActivity on the monotonic clock: wall-clock jumps
+// must not end sessions early or keep them alive.
+var epoch = time.Now()
+
+func (s *Session) touch() { s.lastActivity.Store(int64(time.Since(epoch))) }
 
 func (s *Session) checkIdle() {
-	idle := time.Since(time.Unix(0, s.lastActivity.Load()))
+	idle := time.Since(epoch) - time.Duration(s.lastActivity.Load())
 	if left := s.reg.opts.IdleTimeout - idle; left > 0 {
-		s.idle.Reset(left)
+		s.mu.Lock()
+		if !s.closed {
+			s.idle.Reset(left)
+		}
+		s.mu.Unlock()
 		return
 	}
 	s.Close(fmt.Errorf("%w (%s without a client message)", ErrIdle, s.reg.opts.IdleTimeout))
