@@ -2,6 +2,7 @@ package main
 
 import (
 	"bufio"
+	"bytes"
 	"errors"
 	"flag"
 	"fmt"
@@ -60,11 +61,17 @@ type config struct {
 	SandboxUser    string   `envconfig:"BRIDGE_SANDBOX_USER" default:"65534:65534"`
 	Instance       string   `envconfig:"BRIDGE_INSTANCE"`
 
+	AffinityAddr       string `envconfig:"BRIDGE_AFFINITY_ADDR"`
+	AffinitySecretFile string `envconfig:"BRIDGE_AFFINITY_SECRET_FILE"`
+	// AffinitySecret has no flag, like AuthTokens.
+	AffinitySecret string `envconfig:"BRIDGE_AFFINITY_SECRET"`
+
 	// Derived.
-	command  []string
-	tokens   []string
-	logLevel slog.Level
-	memory   int64
+	command        []string
+	tokens         []string
+	logLevel       slog.Level
+	memory         int64
+	affinitySecret []byte
 }
 
 const envPrefix = "BRIDGE"
@@ -135,6 +142,8 @@ func newFlagSet(c *config, out io.Writer) *flag.FlagSet {
 	fs.Int64Var(&c.SandboxPids, "sandbox-pids", c.SandboxPids, "process limit of each server container")
 	fs.StringVar(&c.SandboxUser, "sandbox-user", c.SandboxUser, "`uid:gid` servers run as in containers; 0 (root) weakens the sandbox")
 	fs.StringVar(&c.Instance, "instance", c.Instance, "`name` of this bridge on the Docker host, in container labels (default: bridge-<pid>); a restarted bridge of the same name removes its predecessor's containers")
+	fs.StringVar(&c.AffinityAddr, "affinity-addr", c.AffinityAddr, "`host:port` other instances reach this one at, or ecs (from the ECS task metadata); with an affinity secret, session IDs name their owner and any instance forwards a request to it")
+	fs.StringVar(&c.AffinitySecretFile, "affinity-secret-file", c.AffinitySecretFile, "`file` holding the secret (32 bytes or more) shared by all instances, which authenticates owners in session IDs (BRIDGE_AFFINITY_SECRET also takes it)")
 	fs.Usage = func() { usage(fs, out) }
 	return fs
 }
@@ -164,6 +173,7 @@ Flags (each also read from the environment variable shown; flags win):
 		fmt.Fprintln(out)
 	}
 	fmt.Fprintf(out, "  env %s_AUTH_TOKENS\n        accepted bearer tokens, comma-separated (no flag: tokens on a command line are visible to every local user)\n", envPrefix)
+	fmt.Fprintf(out, "  env %s_AFFINITY_SECRET\n        the session-affinity secret (no flag, for the same reason)\n", envPrefix)
 }
 
 // parseConfig reads the environment, then the flags, and checks the result.
@@ -228,7 +238,13 @@ func (c *config) finish() error {
 	}
 	c.memory = mem
 
-	c.tokens = append(c.tokens, c.AuthTokens...)
+	for _, t := range c.AuthTokens {
+		// An empty token must never be accepted: BRIDGE_AUTH_TOKENS=""
+		// means no tokens, not a token that is empty.
+		if t = strings.TrimSpace(t); t != "" {
+			c.tokens = append(c.tokens, t)
+		}
+	}
 	if c.AuthTokenFile != "" {
 		toks, err := readTokens(c.AuthTokenFile)
 		if err != nil {
@@ -236,6 +252,21 @@ func (c *config) finish() error {
 		}
 		c.tokens = append(c.tokens, toks...)
 	}
+	secret := []byte(strings.TrimSpace(c.AffinitySecret))
+	if c.AffinitySecretFile != "" {
+		b, err := os.ReadFile(c.AffinitySecretFile)
+		if err != nil {
+			return fmt.Errorf("--affinity-secret-file: %w", err)
+		}
+		secret = bytes.TrimSpace(b)
+	}
+	switch {
+	case len(secret) > 0 && c.AffinityAddr == "":
+		return errors.New("an affinity secret needs --affinity-addr (this instance's address, or ecs)")
+	case len(secret) == 0 && c.AffinityAddr != "":
+		return fmt.Errorf("--affinity-addr needs a secret: --affinity-secret-file or %s_AFFINITY_SECRET", envPrefix)
+	}
+	c.affinitySecret = secret
 	if len(c.AllowedHosts) == 0 && isLoopback(c.Listen) {
 		// DNS rebinding protection: a browser tricked into calling a
 		// loopback bridge sends the attacker's host name.

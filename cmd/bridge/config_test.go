@@ -126,6 +126,18 @@ func TestConfigErrors(t *testing.T) {
 			t.Errorf("tokens read: %q", c.tokens)
 		}
 	}
+	t.Setenv("BRIDGE_AUTH_TOKENS", " , ")
+	if _, err := parseConfig([]string{"--listen", "0.0.0.0:1", "--", "srv"}, io.Discard); err == nil {
+		t.Fatal("blank BRIDGE_AUTH_TOKENS counted as a token")
+	}
+	if _, err := parseConfig([]string{"--affinity-addr", "10.0.0.1:8080", "--", "srv"}, io.Discard); err == nil || !strings.Contains(err.Error(), "needs a secret") {
+		t.Fatalf("--affinity-addr without a secret: %v", err)
+	}
+	t.Setenv("BRIDGE_AFFINITY_SECRET", strings.Repeat("s", 32))
+	if _, err := parseConfig([]string{"--", "srv"}, io.Discard); err == nil || !strings.Contains(err.Error(), "needs --affinity-addr") {
+		t.Fatalf("an affinity secret without --affinity-addr: %v", err)
+	}
+	t.Setenv("BRIDGE_AFFINITY_SECRET", "")
 	t.Setenv("BRIDGE_AUTH_TOKENS", "t1,t2")
 	c, err := parseConfig([]string{"--listen", "0.0.0.0:1", "--", "srv"}, io.Discard)
 	if err != nil || len(c.tokens) != 2 {

@@ -25,6 +25,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/mcp-bridge/mcp-bridge/affinity"
 	"github.com/mcp-bridge/mcp-bridge/bridge"
 	"github.com/mcp-bridge/mcp-bridge/session"
 )
@@ -79,7 +80,19 @@ func serve(ctx context.Context, cfg *config, logger *slog.Logger, ready chan<- n
 	}
 	defer closeLauncher()
 
-	reg := session.NewRegistry(&session.Options{
+	var router *affinity.Router
+	if len(cfg.affinitySecret) > 0 {
+		self, err := affinity.ResolveSelf(ctx, cfg.AffinityAddr, cfg.Listen, nil)
+		if err != nil {
+			return fmt.Errorf("--affinity-addr: %w", err)
+		}
+		if router, err = affinity.New(&affinity.Options{Self: self, Secret: cfg.affinitySecret, Logger: logger}); err != nil {
+			return fmt.Errorf("session affinity: %w", err)
+		}
+		defer router.Close()
+		logger.Info("session affinity on: session IDs name this instance", "self", self)
+	}
+	sessOpts := &session.Options{
 		Launcher:        launcher,
 		IdleTimeout:     cfg.SessionIdleTimeout,
 		MaxSessions:     cfg.MaxSessions,
@@ -87,7 +100,11 @@ func serve(ctx context.Context, cfg *config, logger *slog.Logger, ready chan<- n
 		LogMaxEvents:    cfg.LogMaxEvents,
 		LogMaxBytes:     cfg.LogMaxBytes,
 		Logger:          logger,
-	})
+	}
+	if router != nil {
+		sessOpts.NewID = router.NewID
+	}
+	reg := session.NewRegistry(sessOpts)
 	h := bridge.NewHandler(reg, &bridge.Options{
 		Path:            cfg.Path,
 		AllowedOrigins:  cfg.AllowedOrigins,
@@ -104,8 +121,12 @@ func serve(ctx context.Context, cfg *config, logger *slog.Logger, ready chan<- n
 	if err != nil {
 		return fmt.Errorf("listening on %s: %w (is another process using the port? choose another with --listen)", cfg.Listen, err)
 	}
+	var handler http.Handler = h
+	if router != nil {
+		handler = router.Wrap(h)
+	}
 	srv := &http.Server{
-		Handler:           h,
+		Handler:           handler,
 		ReadHeaderTimeout: 10 * time.Second,
 		ErrorLog:          slog.NewLogLogger(logger.Handler(), slog.LevelWarn),
 	}

@@ -1,0 +1,365 @@
+// Package affinity keeps every request of an MCP session on the bridge
+// instance that holds the session's child, when several instances run behind
+// a load balancer that spreads requests among them.
+//
+// A session lives in one process: its child's stdio pipes, its in-flight
+// requests and its event log cannot move. An AWS Application Load Balancer
+// cannot route on a request header (Mcp-Session-Id), and many MCP clients
+// keep no cookies, so neither header routing nor a stickiness cookie can be
+// relied on. Instead the session ID itself names its owner:
+//
+//	<random>.<owner>.<mac>
+//
+// random is 128 bits from crypto/rand, owner is the owner's reachable
+// "host:port", and mac is an HMAC-SHA256 over both under a secret that all
+// instances of one deployment share. Each part is unpadded base64url, so the
+// whole ID is visible ASCII (0x21-0x7E) as the MCP specification requires of
+// session IDs.
+//
+// Any instance receiving a request whose ID names another owner
+// reverse-proxies it there, streaming (SSE events are flushed as they
+// arrive). Three rules keep this safe:
+//
+//   - Only IDs with a valid MAC are forwarded. Without the secret nobody can
+//     make an instance send requests to an address of their choosing (SSRF);
+//     an unknown, tampered or foreign ID is served locally, where the session
+//     registry answers 404 because it does not know it.
+//   - A forwarded request carries HopHeader and is never forwarded again, so
+//     a misconfigured address cannot loop.
+//   - An owner that cannot be reached (its task stopped, its address now
+//     refuses connections) is answered 404, which the MCP specification gives
+//     as the signal to start a new session: "The server MAY terminate the
+//     session at any time, after which it MUST respond to requests containing
+//     that session ID with HTTP 404 Not Found" (basic/transports, 2025-06-18).
+//
+// Forwarding grants nothing: the owner authenticates the forwarded request
+// exactly as if the client had reached it directly (the Authorization header
+// is passed through unchanged).
+//
+// All instances of a deployment must share the secret. Changing it ends
+// every session: their IDs no longer verify, so they are served where they
+// land and answered 404.
+package affinity
+
+import (
+	"bytes"
+	"context"
+	"crypto/hmac"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/http/httputil"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// SessionHeader is the MCP session header; the router reads nothing else.
+const SessionHeader = "Mcp-Session-Id"
+
+// HopHeader marks a request that one instance forwarded to another. Its
+// value is the forwarding instance's address, for the owner's logs. A request
+// that carries it is never forwarded again.
+const HopHeader = "Mcp-Bridge-Forwarded-By"
+
+// MinSecretBytes is the shortest accepted Secret.
+const MinSecretBytes = 32
+
+// DefaultDialTimeout bounds how long a forwarding instance waits to connect
+// to an owner before it declares the owner gone and answers 404.
+const DefaultDialTimeout = 5 * time.Second
+
+// Sizes of the ID parts, in bytes before encoding.
+const (
+	randomBytes = 16 // 128 bits
+	macBytes    = 16 // HMAC-SHA256 truncated to 128 bits
+)
+
+// macDomain separates these MACs from any other use of the same secret and
+// versions the format: a later format uses another string.
+const macDomain = "mcp-bridge affinity session id v1\x00"
+
+// b64 is strict so that each ID has one spelling: the lenient decoder
+// ignores the unused low bits of the last character, and the registry looks
+// sessions up by the exact string.
+var b64 = base64.RawURLEncoding.Strict()
+
+// Options configures a Router. Self and Secret are required.
+type Options struct {
+	// Self is this instance's address as the other instances reach it,
+	// "host:port" ("10.0.3.7:8080"). It is written into every session ID this
+	// instance mints. It must not be an unspecified address such as 0.0.0.0.
+	// On ECS, ResolveSelf finds it through the task metadata endpoint.
+	Self string
+	// Secret authenticates the owner address in session IDs. Every instance
+	// of one deployment must use the same secret; at least MinSecretBytes.
+	Secret []byte
+	// Logger receives one line per forwarded request that fails. Nil means
+	// slog.Default().
+	Logger *slog.Logger
+	// Transport carries forwarded requests. Nil means a transport that
+	// ignores HTTP_PROXY (instances talk to each other directly), connects
+	// within DialTimeout and sets no response timeout (SSE streams are long).
+	Transport http.RoundTripper
+	// DialTimeout bounds connecting to an owner when Transport is nil.
+	// Zero means DefaultDialTimeout.
+	DialTimeout time.Duration
+}
+
+// A Router mints session IDs that name this instance and forwards requests
+// for sessions owned by other instances. Its methods are safe for concurrent
+// use.
+type Router struct {
+	self   string
+	secret []byte
+	logger *slog.Logger
+	proxy  *httputil.ReverseProxy
+	// ownTransport is the transport New made, closed by Close; nil when the
+	// caller supplied Options.Transport (the caller owns it then).
+	ownTransport *http.Transport
+}
+
+// New returns a Router, or an error saying which option is wrong.
+func New(opts *Options) (*Router, error) {
+	if opts == nil {
+		return nil, errors.New("affinity: options are required (Self and Secret)")
+	}
+	if err := checkAddr(opts.Self); err != nil {
+		return nil, fmt.Errorf("affinity: this instance's address %q: %w; set it to the host:port other instances reach it at", opts.Self, err)
+	}
+	if len(opts.Secret) < MinSecretBytes {
+		return nil, fmt.Errorf("affinity: the secret is %d bytes, need at least %d shared by all instances (for example the output of `openssl rand -hex 32`)", len(opts.Secret), MinSecretBytes)
+	}
+	r := &Router{
+		self:   opts.Self,
+		secret: bytes.Clone(opts.Secret),
+		logger: opts.Logger,
+	}
+	if r.logger == nil {
+		r.logger = slog.Default()
+	}
+	transport := opts.Transport
+	if transport == nil {
+		dt := opts.DialTimeout
+		if dt <= 0 {
+			dt = DefaultDialTimeout
+		}
+		r.ownTransport = &http.Transport{
+			// Proxy is nil on purpose: an HTTP_PROXY meant for the internet
+			// must not carry traffic between instances of one deployment.
+			DialContext:         (&net.Dialer{Timeout: dt, KeepAlive: 30 * time.Second}).DialContext,
+			MaxIdleConnsPerHost: 32,
+			IdleConnTimeout:     90 * time.Second,
+		}
+		transport = r.ownTransport
+	}
+	r.proxy = &httputil.ReverseProxy{
+		Rewrite:   r.rewrite,
+		Transport: transport,
+		// -1 flushes after every write: an SSE event must reach the client
+		// when the owner sends it, not when a buffer fills.
+		FlushInterval: -1,
+		ErrorHandler:  r.proxyError,
+		ErrorLog:      log.New(slogWriter{r.logger}, "", 0),
+	}
+	return r, nil
+}
+
+// Self returns the address this instance writes into the IDs it mints.
+func (r *Router) Self() string { return r.self }
+
+// Close releases idle connections to other instances. Call it after the HTTP
+// server has shut down. Requests still being forwarded are not interrupted.
+func (r *Router) Close() {
+	if r.ownTransport != nil {
+		r.ownTransport.CloseIdleConnections()
+	}
+}
+
+// NewID returns a fresh session ID owned by this instance. It is meant for
+// session.Options.NewID.
+func (r *Router) NewID() (string, error) {
+	random := make([]byte, randomBytes)
+	if _, err := rand.Read(random); err != nil {
+		return "", fmt.Errorf("affinity: cannot read random bytes for a session ID: %w", err)
+	}
+	head := b64.EncodeToString(random) + "." + b64.EncodeToString([]byte(r.self))
+	return head + "." + b64.EncodeToString(r.mac(head)), nil
+}
+
+// Owner returns the owner address named by a session ID, and whether the ID
+// was minted by an instance holding the same secret. It returns false for
+// any ID it did not verify; such IDs are never forwarded.
+func (r *Router) Owner(id string) (string, bool) {
+	// The MAC covers everything before the last dot, so split there.
+	dot := strings.LastIndexByte(id, '.')
+	if dot < 0 {
+		return "", false
+	}
+	head, tag := id[:dot], id[dot+1:]
+	parts := strings.Split(head, ".")
+	if len(parts) != 2 {
+		return "", false
+	}
+	got, err := b64.DecodeString(tag)
+	if err != nil || len(got) != macBytes || !hmac.Equal(got, r.mac(head)) {
+		return "", false
+	}
+	if random, err := b64.DecodeString(parts[0]); err != nil || len(random) != randomBytes {
+		return "", false
+	}
+	owner, err := b64.DecodeString(parts[1])
+	if err != nil || checkAddr(string(owner)) != nil {
+		return "", false
+	}
+	return string(owner), true
+}
+
+func (r *Router) mac(head string) []byte {
+	m := hmac.New(sha256.New, r.secret)
+	m.Write([]byte(macDomain))
+	m.Write([]byte(head))
+	return m.Sum(nil)[:macBytes]
+}
+
+type ownerKey struct{}
+
+// Wrap returns a handler that forwards each request whose session ID names
+// another instance to that instance, and hands every other request to next:
+// requests without a session ID (initialize, /healthz), sessions this
+// instance owns, IDs that fail verification, and requests another instance
+// already forwarded.
+func (r *Router) Wrap(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		id := req.Header.Get(SessionHeader)
+		if id == "" {
+			next.ServeHTTP(w, req)
+			return
+		}
+		owner, ok := r.Owner(id)
+		if !ok || owner == r.self {
+			next.ServeHTTP(w, req)
+			return
+		}
+		if from := req.Header.Get(HopHeader); from != "" {
+			// The instance at `from` believed we own this session, but the
+			// ID names someone else: our address differs from the one it
+			// dialled (an alias, or a reused IP). Forwarding again could
+			// loop; serving locally answers 404, so the client starts over.
+			r.logger.Warn("affinity: not forwarding a request twice; serving it here",
+				"session", id, "owner", owner, "self", r.self, "forwarded_by", from)
+			next.ServeHTTP(w, req)
+			return
+		}
+		// By default an HTTP/1 server reads and closes what is left of the
+		// request body when the handler first writes its response. Here the
+		// body is still being copied to the owner by the transport, which
+		// reads it once more after the last byte to check for extra data:
+		// if the owner answers first (it does, as soon as it has the whole
+		// message), the two race, the transport's read fails, and it closes
+		// the connection in the middle of the owner's SSE stream. Full
+		// duplex leaves the body to the transport alone.
+		_ = http.NewResponseController(w).EnableFullDuplex()
+		r.proxy.ServeHTTP(w, req.WithContext(context.WithValue(req.Context(), ownerKey{}, owner)))
+	})
+}
+
+func (r *Router) rewrite(pr *httputil.ProxyRequest) {
+	owner := pr.In.Context().Value(ownerKey{}).(string)
+	pr.Out.URL.Scheme = "http"
+	pr.Out.URL.Host = owner
+	// Keep the Host the client sent: the owner checks it (and Origin) the
+	// same way whichever instance the load balancer picked.
+	pr.Out.Host = pr.In.Host
+	// ReverseProxy drops the X-Forwarded-* headers before Rewrite, so that
+	// a client cannot spoof them. The ones on In were set by the load
+	// balancer in front of us (its X-Forwarded-Proto says whether the
+	// client used HTTPS); keep them and add this hop to the chain.
+	for _, h := range []string{"X-Forwarded-For", "X-Forwarded-Proto", "X-Forwarded-Host", "X-Forwarded-Port", "Forwarded"} {
+		if v, ok := pr.In.Header[h]; ok {
+			pr.Out.Header[h] = v
+		}
+	}
+	if ip, _, err := net.SplitHostPort(pr.In.RemoteAddr); err == nil {
+		if prior := pr.Out.Header.Get("X-Forwarded-For"); prior != "" {
+			pr.Out.Header.Set("X-Forwarded-For", prior+", "+ip)
+		} else {
+			pr.Out.Header.Set("X-Forwarded-For", ip)
+		}
+	}
+	pr.Out.Header.Set(HopHeader, r.self)
+}
+
+// proxyError answers a request that could not be forwarded.
+func (r *Router) proxyError(w http.ResponseWriter, req *http.Request, err error) {
+	owner, _ := req.Context().Value(ownerKey{}).(string)
+	id := req.Header.Get(SessionHeader)
+	if req.Context().Err() != nil {
+		// The client went away; there is nobody to answer.
+		return
+	}
+	var op *net.OpError
+	if errors.As(err, &op) && op.Op == "dial" {
+		// Nobody listens at the owner's address any more: its task stopped
+		// or is shutting down, and the session ended with it.
+		r.logger.Info("affinity: the session's owner is unreachable; answering 404 so the client starts a new session",
+			"session", id, "owner", owner, "err", err)
+		writeJSONRPCError(w, http.StatusNotFound, -32001,
+			"session not found: the bridge instance that held it is gone; start a new session with initialize")
+		return
+	}
+	r.logger.Warn("affinity: forwarding to the session's owner failed",
+		"session", id, "owner", owner, "err", err)
+	writeJSONRPCError(w, http.StatusBadGateway, -32603,
+		"the bridge instance holding this session did not answer; retry the request")
+}
+
+func writeJSONRPCError(w http.ResponseWriter, status, code int, msg string) {
+	body, _ := json.Marshal(map[string]any{
+		"jsonrpc": "2.0",
+		"id":      nil,
+		"error":   map[string]any{"code": code, "message": msg},
+	})
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	w.Write(append(body, '\n'))
+}
+
+// checkAddr accepts "host:port" with a non-empty host that other instances
+// can dial, and a numeric port.
+func checkAddr(addr string) error {
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return err
+	}
+	if host == "" {
+		return errors.New("the host is empty")
+	}
+	if ip := net.ParseIP(host); ip != nil && ip.IsUnspecified() {
+		return errors.New("an unspecified address cannot be dialled by other instances")
+	}
+	for _, c := range host {
+		if c <= 0x20 || c >= 0x7f {
+			return errors.New("the host has a character outside visible ASCII")
+		}
+	}
+	if n, err := strconv.Atoi(port); err != nil || n < 1 || n > 65535 {
+		return fmt.Errorf("the port %q is not a number from 1 to 65535", port)
+	}
+	return nil
+}
+
+// slogWriter lets ReverseProxy's log.Logger write into slog.
+type slogWriter struct{ l *slog.Logger }
+
+func (s slogWriter) Write(p []byte) (int, error) {
+	s.l.Warn("affinity: reverse proxy", "msg", strings.TrimSpace(string(p)))
+	return len(p), nil
+}

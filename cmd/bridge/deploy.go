@@ -1,0 +1,184 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+
+	"github.com/mcp-bridge/mcp-bridge/deploy"
+)
+
+const deployUsage = `Usage:
+  bridge deploy aws --stack NAME [--region R] (--image IMAGE | --from SPEC) [flags] [-- COMMAND ARGS...]
+  bridge deploy aws --stack NAME [--region R] --delete
+
+Deploys the bridge to Amazon ECS (Fargate) behind an Application Load
+Balancer with the template of cloudformation/bridge.yaml: with --from, builds
+an image bundling the bridge and the server (see bridge image build), pushes
+it to ECR (creating the repository mcp-bridge/NAME if needed), then creates
+or updates the stack, waits for it, and prints the MCP URL and a client
+configuration. Needs the aws CLI with credentials, and for --from the Docker
+Engine. --dry-run prints the Dockerfile, the template and every step, and
+runs none of them. -- COMMAND ARGS... replaces the image's server command.
+
+Template parameters not set by a flag keep their previous value on an
+update (or the template's default).
+
+Flags:
+`
+
+// runDeploy implements `bridge deploy ...`; args follow "deploy".
+func runDeploy(args []string, stdout, stderr io.Writer) int {
+	if len(args) == 0 || args[0] != "aws" {
+		fmt.Fprint(stderr, deployUsage)
+		newDeployFlags(stderr, new(deployFlags)).PrintDefaults()
+		if len(args) == 0 {
+			return 2
+		}
+		if args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
+			return 0
+		}
+		fmt.Fprintf(stderr, "\nbridge deploy: unknown target %q (only aws)\n", args[0])
+		return 2
+	}
+	var f deployFlags
+	fs := newDeployFlags(stderr, &f)
+	if err := fs.Parse(args[1:]); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return 0
+		}
+		return 2
+	}
+	command, err := trailingCommand(fs, args[1:])
+	if err != nil {
+		fmt.Fprintf(stderr, "bridge deploy aws: %v\n", err)
+		return 2
+	}
+	cfg, err := f.config(command)
+	if err != nil {
+		fmt.Fprintf(stderr, "bridge deploy aws: %v\n", err)
+		return 2
+	}
+	d := &deploy.Deployer{Config: cfg, Out: stdout, Progress: stderr}
+	if f.dryRun {
+		if err := d.DryRun(stdout); err != nil {
+			fmt.Fprintf(stderr, "bridge deploy aws: %v\n", err)
+			return 2
+		}
+		return 0
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := d.Run(ctx); err != nil {
+		fmt.Fprintf(stderr, "bridge deploy aws: %v\n", err)
+		if errors.Is(err, deploy.ErrConfig) {
+			return 2
+		}
+		return 1
+	}
+	return 0
+}
+
+type deployFlags struct {
+	stack, region, image, from, bridgeBinary, arch   string
+	certificateArn, domain, hostedZoneID, authSecret string
+	allowHTTP, dryRun, delete                        bool
+	desired, minTasks, maxTasks                      int
+	params                                           []string
+}
+
+func newDeployFlags(out io.Writer, f *deployFlags) *flag.FlagSet {
+	fs := flag.NewFlagSet("bridge deploy aws", flag.ContinueOnError)
+	fs.SetOutput(out)
+	fs.StringVar(&f.stack, "stack", "", "CloudFormation stack `name` (also names the ECR repository mcp-bridge/<name>)")
+	fs.StringVar(&f.region, "region", "", "AWS `region` (default: AWS_REGION, AWS_DEFAULT_REGION, then the aws CLI's configured region)")
+	fs.StringVar(&f.image, "image", "", "deploy this `image` as is; its entrypoint must be the bridge")
+	fs.StringVar(&f.from, "from", "", "build an image bundling the server of this pinned package `SPEC` (npx:, uvx: or go:) and push it to ECR")
+	fs.StringVar(&f.bridgeBinary, "bridge-binary", "", "with --from: bridge executable to put in the image, static Linux amd64 or arm64 (default: this executable)")
+	fs.StringVar(&f.arch, "arch", "", "with --image: its CPU `architecture`, amd64 (default) or arm64")
+	fs.StringVar(&f.certificateArn, "certificate-arn", "", "ACM certificate `ARN`: serve HTTPS on 443")
+	fs.BoolVar(&f.allowHTTP, "allow-http", false, "without --certificate-arn, accept serving plain HTTP on 80 (tokens cross the network in clear; for tests)")
+	fs.StringVar(&f.domain, "domain", "", "`name` clients use, matching the certificate (default: the load balancer's DNS name)")
+	fs.StringVar(&f.hostedZoneID, "hosted-zone-id", "", "Route 53 hosted zone `ID` in which to create --domain as an alias of the load balancer")
+	fs.StringVar(&f.authSecret, "auth-secret-arn", "", "existing Secrets Manager secret `ARN` holding the bearer tokens, comma-separated (default: the stack creates one with a random token)")
+	fs.IntVar(&f.desired, "desired-count", 2, "tasks to run")
+	fs.IntVar(&f.minTasks, "min-tasks", 1, "fewest tasks autoscaling keeps")
+	fs.IntVar(&f.maxTasks, "max-tasks", 4, "most tasks autoscaling starts")
+	fs.Func("parameter", "set another template parameter, `KEY=VALUE` (repeatable), e.g. TaskCpu=1024", func(s string) error {
+		if !strings.Contains(s, "=") {
+			return fmt.Errorf("want KEY=VALUE, got %q", s)
+		}
+		f.params = append(f.params, s)
+		return nil
+	})
+	fs.BoolVar(&f.dryRun, "dry-run", false, "print the Dockerfile, the template and every step; run nothing, call nothing")
+	fs.BoolVar(&f.delete, "delete", false, "delete the stack (the ECR repository is kept)")
+	fs.Usage = func() {
+		fmt.Fprint(out, deployUsage)
+		fs.PrintDefaults()
+	}
+	return fs
+}
+
+func (f *deployFlags) config(command []string) (*deploy.AWSConfig, error) {
+	if f.stack == "" {
+		return nil, errors.New("--stack is required")
+	}
+	c := &deploy.AWSConfig{
+		Stack:          f.stack,
+		Region:         f.region,
+		Image:          f.image,
+		Arch:           f.arch,
+		Command:        command,
+		CertificateArn: f.certificateArn,
+		AllowHTTP:      f.allowHTTP,
+		DomainName:     f.domain,
+		HostedZoneID:   f.hostedZoneID,
+		AuthSecretArn:  f.authSecret,
+		DesiredCount:   f.desired,
+		MinTasks:       f.minTasks,
+		MaxTasks:       f.maxTasks,
+		Delete:         f.delete,
+	}
+	if f.from != "" {
+		spec, err := deploy.ParseSpec(f.from)
+		if err != nil {
+			return nil, err
+		}
+		c.Spec = spec
+		if !f.dryRun {
+			p, err := bridgeBinaryPath(f.bridgeBinary)
+			if err != nil {
+				return nil, err
+			}
+			c.BridgeBinary = p
+		} else {
+			// A dry run reads nothing; it names the binary it would read.
+			c.BridgeBinary = f.bridgeBinary
+			if c.BridgeBinary == "" {
+				c.BridgeBinary = "<this executable>"
+			}
+		}
+	}
+	if len(f.params) > 0 {
+		c.Parameters = map[string]string{}
+		for _, p := range f.params {
+			k, v, _ := strings.Cut(p, "=")
+			c.Parameters[k] = v
+		}
+	}
+	if c.Delete {
+		// Sizes have defaults; they mean nothing to a delete.
+		c.DesiredCount, c.MinTasks, c.MaxTasks = 0, 0, 0
+	}
+	if err := c.Check(); err != nil {
+		return nil, err
+	}
+	return c, nil
+}

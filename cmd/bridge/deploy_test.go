@@ -1,0 +1,179 @@
+package main
+
+import (
+	"bytes"
+	"flag"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/mcp-bridge/mcp-bridge/cloudformation"
+	"github.com/mcp-bridge/mcp-bridge/deploy"
+)
+
+var updateDeployGolden = flag.Bool("update-deploy-golden", false, "rewrite cmd/bridge/testdata/deploy/*.golden from the current output")
+
+// golden compares got with testdata/deploy/name, or rewrites it with
+// -update-deploy-golden.
+func golden(t *testing.T, name string, got []byte) {
+	t.Helper()
+	path := filepath.Join("testdata", "deploy", name)
+	if *updateDeployGolden {
+		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(path, got, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return
+	}
+	want, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatalf("%v (run with -update-deploy-golden to create it)", err)
+	}
+	if !bytes.Equal(got, want) {
+		t.Errorf("output differs from %s (run with -update-deploy-golden after checking the change):\n%s", path, lineDiff(string(want), string(got)))
+	}
+}
+
+// lineDiff shows the first differing line of two texts, with context.
+func lineDiff(want, got string) string {
+	w, g := strings.Split(want, "\n"), strings.Split(got, "\n")
+	for i := 0; i < len(w) || i < len(g); i++ {
+		var wl, gl string
+		if i < len(w) {
+			wl = w[i]
+		}
+		if i < len(g) {
+			gl = g[i]
+		}
+		if wl != gl {
+			return "line " + strconv.Itoa(i+1) + ":\n- " + wl + "\n+ " + gl
+		}
+	}
+	return "(no line differs)"
+}
+
+// noAmbientAWS keeps this machine's AWS settings out of the output.
+func noAmbientAWS(t *testing.T) {
+	for _, k := range []string{"AWS_REGION", "AWS_DEFAULT_REGION", "AWS_PROFILE"} {
+		t.Setenv(k, "")
+	}
+}
+
+func TestDeployDryRunGolden(t *testing.T) {
+	noAmbientAWS(t)
+	// Nothing on PATH and no Docker: a dry run must not need them.
+	t.Setenv("PATH", t.TempDir())
+	t.Setenv("DOCKER_HOST", "unix:///nonexistent/docker.sock")
+	for _, c := range []struct {
+		name string
+		args []string
+	}{
+		{"dry-run-npx-https.golden", []string{"aws", "--stack", "everything", "--region", "eu-west-1",
+			"--from", "npx:@modelcontextprotocol/server-everything@2025.1.14", "--bridge-binary", "bridge-linux-amd64",
+			"--certificate-arn", "arn:aws:acm:eu-west-1:123456789012:certificate/0f1e2d3c-4b5a-6978-8a9b-0c1d2e3f4a5b",
+			"--domain", "mcp.example.com", "--hosted-zone-id", "Z0123456789ABCDEFGHIJ", "--dry-run"}},
+		{"dry-run-uvx-http.golden", []string{"aws", "--stack", "fetch", "--region", "us-east-1",
+			"--from", "uvx:mcp-server-fetch==2025.4.7", "--bridge-binary", "bridge-linux-arm64", "--allow-http",
+			"--desired-count", "3", "--max-tasks", "6", "--parameter", "TaskCpu=1024", "--parameter", "TaskMemory=2048", "--dry-run"}},
+		{"dry-run-image-command.golden", []string{"aws", "--stack", "acme", "--region", "ap-southeast-2",
+			"--image", "123456789012.dkr.ecr.ap-southeast-2.amazonaws.com/acme/mcp:1.2.3", "--arch", "arm64",
+			"--allow-http", "--auth-secret-arn", "arn:aws:secretsmanager:ap-southeast-2:123456789012:secret:acme-tokens-AbCdEf",
+			"--dry-run", "--", "/app/server", "--root", "/data dir"}},
+		{"dry-run-delete.golden", []string{"aws", "--stack", "everything", "--region", "eu-west-1", "--delete", "--dry-run"}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			var out, errb bytes.Buffer
+			if code := runDeploy(c.args, &out, &errb); code != 0 {
+				t.Fatalf("exit %d: %s", code, errb.String())
+			}
+			if errb.Len() != 0 {
+				t.Errorf("stderr: %s", errb.String())
+			}
+			golden(t, c.name, out.Bytes())
+		})
+	}
+}
+
+// TestDeployDryRunShowsWhatItWouldDo checks the golden outputs for what the
+// issue requires of a dry run, so that an -update cannot quietly lose it.
+func TestDeployDryRunShowsWhatItWouldDo(t *testing.T) {
+	read := func(name string) string {
+		b, err := os.ReadFile(filepath.Join("testdata", "deploy", name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return string(b)
+	}
+	npx := read("dry-run-npx-https.golden")
+	for _, want := range []string{
+		"# Dockerfile",
+		`RUN ["npm","install","--omit=dev","--save-exact","@modelcontextprotocol/server-everything@2025.1.14"]`,
+		string(cloudformation.Template),
+		"$ aws sts get-caller-identity --region eu-west-1",
+		"$ aws ecr describe-repositories --region eu-west-1 --repository-names mcp-bridge/everything",
+		"$ aws ecr create-repository --region eu-west-1 --repository-name mcp-bridge/everything",
+		"$ aws ecr get-login-password --region eu-west-1",
+		"POST /images/<account-id>.dkr.ecr.eu-west-1.amazonaws.com/mcp-bridge/everything:2025.1.14-<content-hash>/push",
+		"$ aws cloudformation deploy --region eu-west-1 --stack-name everything",
+		"CertificateArn=arn:aws:acm:eu-west-1:123456789012:certificate/",
+		"$ aws cloudformation describe-stacks --region eu-west-1 --stack-name everything",
+		`"Authorization": "Bearer ${MCP_BRIDGE_TOKEN}"`,
+	} {
+		if !strings.Contains(npx, want) {
+			t.Errorf("the npx dry run lacks %q", want)
+		}
+	}
+	img := read("dry-run-image-command.golden")
+	if strings.Contains(img, "# Dockerfile") || strings.Contains(img, "aws ecr") {
+		t.Errorf("deploying an existing image builds or pushes something")
+	}
+	if !strings.Contains(img, "ServerCommand=--,/app/server,--root,/data dir") || !strings.Contains(img, "CpuArchitecture=ARM64") {
+		t.Errorf("the image dry run does not pass the command and architecture")
+	}
+	del := read("dry-run-delete.golden")
+	if !strings.Contains(del, "$ aws cloudformation delete-stack --region eu-west-1 --stack-name everything") ||
+		!strings.Contains(del, "$ aws cloudformation wait stack-delete-complete") || strings.Contains(del, "AWSTemplateFormatVersion") {
+		t.Errorf("the delete dry run is wrong:\n%s", del)
+	}
+}
+
+func TestDeployUsageErrors(t *testing.T) {
+	noAmbientAWS(t)
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"gcp"}, `unknown target "gcp"`},
+		{[]string{"aws", "--region", "eu-west-1", "--image", "x:1", "--allow-http"}, "--stack is required"},
+		{[]string{"aws", "--stack", "s", "--image", "x:1"}, "--allow-http"},
+		{[]string{"aws", "--stack", "s", "--allow-http"}, "exactly one of --image"},
+		{[]string{"aws", "--stack", "s", "--from", "npx:pkg@latest", "--allow-http"}, "must be exact"},
+		{[]string{"aws", "--stack", "s", "--image", "x:1", "--allow-http", "--parameter", "Bogus=1"}, "no such parameter"},
+		{[]string{"aws", "--stack", "s", "--image", "x:1", "--allow-http", "--parameter", "novalue"}, "KEY=VALUE"},
+		{[]string{"aws", "--stack", "s", "--image", "x:1", "--allow-http", "stray"}, "after --"},
+		{[]string{"aws", "--stack", "s", "--image", "x:1", "--allow-http", "--"}, "nothing after --"},
+	} {
+		var out, errb bytes.Buffer
+		if code := runDeploy(c.args, &out, &errb); code != 2 {
+			t.Errorf("%q: exit %d; want 2", c.args, code)
+		}
+		if !strings.Contains(errb.String(), c.want) {
+			t.Errorf("%q: stderr %q; want it to contain %q", c.args, errb.String(), c.want)
+		}
+	}
+}
+
+func TestDeployReportsMissingCLI(t *testing.T) {
+	// A real run with no aws CLI on PATH stops at the first step and says
+	// what to install.
+	t.Setenv("PATH", t.TempDir())
+	var out, errb bytes.Buffer
+	code := runDeploy([]string{"aws", "--stack", "s", "--region", "eu-west-1", "--image", "x:1", "--allow-http"}, &out, &errb)
+	if code != 1 || !strings.Contains(errb.String(), deploy.ErrNoAWSCLI.Error()) || !strings.Contains(errb.String(), "install AWS CLI") {
+		t.Fatalf("exit %d, stderr %q", code, errb.String())
+	}
+}

@@ -1,0 +1,170 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/mcp-bridge/mcp-bridge/deploy"
+)
+
+const imageUsage = `Usage:
+  bridge image build [--from SPEC] [--tag TAG] [--bridge-binary PATH] [--dockerfile-only] [-- COMMAND ARGS...]
+
+Builds an image with the bridge as entrypoint, through the Docker Engine API
+(DOCKER_HOST, else the local socket). With --from, the image also holds a
+stdio MCP server installed at build time from a pinned package, which the
+bridge runs for each session:
+
+  npx:@scope/pkg@1.2.3     an npm package, run with npx
+  uvx:pkg==1.2.3           a Python package, installed with uv
+  go:example.com/cmd@v1.2.3  a Go program, built with go install
+
+Without --from the image holds the bridge alone, on an empty (scratch) base.
+-- COMMAND ARGS... replaces the server command the image runs by default.
+No secret goes into the image: give tokens at run time (BRIDGE_AUTH_TOKENS).
+
+Flags:
+`
+
+// runImage implements `bridge image ...`; args follow "image".
+func runImage(args []string, stdout, stderr io.Writer) int {
+	if len(args) == 0 || args[0] != "build" {
+		fmt.Fprint(stderr, imageUsage)
+		newImageFlags(stderr, new(imageFlags)).PrintDefaults()
+		if len(args) == 0 {
+			return 2
+		}
+		if args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
+			return 0
+		}
+		fmt.Fprintf(stderr, "\nbridge image: unknown subcommand %q\n", args[0])
+		return 2
+	}
+	var f imageFlags
+	fs := newImageFlags(stderr, &f)
+	if err := fs.Parse(args[1:]); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return 0
+		}
+		return 2
+	}
+	command, err := trailingCommand(fs, args[1:])
+	if err != nil {
+		fmt.Fprintf(stderr, "bridge image build: %v\n", err)
+		return 2
+	}
+	var spec *deploy.Spec
+	if f.from != "" {
+		if spec, err = deploy.ParseSpec(f.from); err != nil {
+			fmt.Fprintf(stderr, "bridge image build: %v\n", err)
+			return 2
+		}
+	}
+	df, err := deploy.RenderDockerfile(spec, command)
+	if err != nil {
+		fmt.Fprintf(stderr, "bridge image build: %v\n", err)
+		return 2
+	}
+	if f.dockerfileOnly {
+		stdout.Write(df)
+		return 0
+	}
+
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	id, tag, err := buildImage(ctx, spec, df, &f, stderr)
+	if err != nil {
+		fmt.Fprintf(stderr, "bridge image build: %v\n", err)
+		return 1
+	}
+	fmt.Fprintf(stdout, "%s %s\n", tag, id)
+	fmt.Fprintf(stderr, "\nRun it (the bridge refuses to listen on all interfaces without tokens):\n  docker run --rm -p 8080:8080 -e BRIDGE_AUTH_TOKENS=\"$TOKEN\" %s\n", tag)
+	return 0
+}
+
+type imageFlags struct {
+	from, tag, bridgeBinary string
+	dockerfileOnly          bool
+}
+
+func newImageFlags(out io.Writer, f *imageFlags) *flag.FlagSet {
+	fs := flag.NewFlagSet("bridge image build", flag.ContinueOnError)
+	fs.SetOutput(out)
+	fs.StringVar(&f.from, "from", "", "pinned package `SPEC` of the stdio MCP server to bundle (npx:, uvx: or go:)")
+	fs.StringVar(&f.tag, "tag", "", "image `name:tag` (default mcp-bridge-<server>:<version>, or mcp-bridge:<content hash> for the bridge alone)")
+	fs.StringVar(&f.bridgeBinary, "bridge-binary", "", "bridge executable to put in the image: static, Linux, amd64 or arm64 (default: this executable)")
+	fs.BoolVar(&f.dockerfileOnly, "dockerfile-only", false, "print the Dockerfile instead of building")
+	fs.Usage = func() {
+		fmt.Fprint(out, imageUsage)
+		fs.PrintDefaults()
+	}
+	return fs
+}
+
+// buildImage builds df with the bridge binary and returns the image ID and
+// its tag. Build output goes to progress.
+func buildImage(ctx context.Context, spec *deploy.Spec, df []byte, f *imageFlags, progress io.Writer) (id, tag string, err error) {
+	path, err := bridgeBinaryPath(f.bridgeBinary)
+	if err != nil {
+		return "", "", err
+	}
+	bin, err := deploy.ReadBinary(path)
+	if err != nil {
+		return "", "", err
+	}
+	bctx, err := deploy.BuildContext(df, bin.Data)
+	if err != nil {
+		return "", "", err
+	}
+	tag = f.tag
+	if tag == "" {
+		if spec != nil {
+			tag = "mcp-bridge-" + spec.Name() + ":" + spec.ImageTag()
+		} else {
+			tag = "mcp-bridge:" + deploy.ContentTag(bctx)
+		}
+	}
+	eng, err := deploy.NewEngine(ctx)
+	if err != nil {
+		return "", "", err
+	}
+	defer eng.Close()
+	id, err = eng.Build(ctx, bctx, []string{tag}, bin.Arch, progress)
+	return id, tag, err
+}
+
+// bridgeBinaryPath is the flag's value, or this executable.
+func bridgeBinaryPath(flagValue string) (string, error) {
+	if flagValue != "" {
+		return flagValue, nil
+	}
+	p, err := os.Executable()
+	if err != nil {
+		return "", fmt.Errorf("cannot find this executable to put in the image (%v); pass --bridge-binary", err)
+	}
+	return p, nil
+}
+
+// trailingCommand returns what follows "--" in args, and refuses stray
+// positional arguments before it.
+func trailingCommand(fs *flag.FlagSet, args []string) ([]string, error) {
+	rest := fs.Args()
+	// flag stops at "--" and drops it, or at the first non-flag argument.
+	consumed := len(args) - len(rest)
+	if consumed > 0 && args[consumed-1] == "--" {
+		if len(rest) == 0 {
+			return nil, errors.New("nothing after --: give the server COMMAND [ARGS...]")
+		}
+		return rest, nil
+	}
+	if len(rest) > 0 {
+		return nil, fmt.Errorf("unexpected argument %q; put the server command after --", rest[0])
+	}
+	return nil, nil
+}
