@@ -62,11 +62,19 @@ func childrenOf(t *testing.T, pid int) []int {
 	return out
 }
 
-// TestShutdownOnSIGTERM runs the real binary: SIGTERM lets a call in flight
-// finish, ends every session, stops every server and exits 0.
-func TestShutdownOnSIGTERM(t *testing.T) {
-	bridgeBin, helloBin := buildBinaries(t)
-	cmd := exec.Command(bridgeBin, "--listen", "127.0.0.1:0", "--log-format", "json", "--shutdown-grace", "30s", "--", helloBin)
+// bridgeProc is the bridge binary running in a test.
+type bridgeProc struct {
+	cmd  *exec.Cmd
+	url  string
+	done chan []string // the log lines, once the process closed stderr
+}
+
+// startBridgeBinary runs the bridge with --listen 127.0.0.1:0 and JSON logs,
+// and returns once it logged its URL.
+func startBridgeBinary(t *testing.T, bin string, args ...string) *bridgeProc {
+	t.Helper()
+	args = append([]string{"--listen", "127.0.0.1:0", "--log-format", "json"}, args...)
+	cmd := exec.Command(bin, args...)
 	stderr, err := cmd.StderrPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -76,7 +84,7 @@ func TestShutdownOnSIGTERM(t *testing.T) {
 	}
 	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
 	urls := make(chan string, 1)
-	logDone := make(chan []string)
+	p := &bridgeProc{cmd: cmd, done: make(chan []string, 1)}
 	go func() {
 		var lines []string
 		sc := bufio.NewScanner(stderr)
@@ -87,14 +95,27 @@ func TestShutdownOnSIGTERM(t *testing.T) {
 				urls <- rec.URL
 			}
 		}
-		logDone <- lines
+		p.done <- lines
+		close(urls)
 	}()
-	var url string
 	select {
-	case url = <-urls:
-	case <-time.After(60 * time.Second):
+	case url, ok := <-urls:
+		if !ok {
+			t.Fatalf("the bridge exited before listening:\n%s", strings.Join(<-p.done, "\n"))
+		}
+		p.url = url
+	case <-time.After(120 * time.Second):
 		t.Fatal("the bridge never said it was listening")
 	}
+	return p
+}
+
+// TestShutdownOnSIGTERM runs the real binary: SIGTERM lets a call in flight
+// finish, ends every session, stops every server and exits 0.
+func TestShutdownOnSIGTERM(t *testing.T) {
+	bridgeBin, helloBin := buildBinaries(t)
+	p := startBridgeBinary(t, bridgeBin, "--shutdown-grace", "30s", "--", helloBin)
+	cmd, url := p.cmd, p.url
 
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
@@ -136,7 +157,7 @@ func TestShutdownOnSIGTERM(t *testing.T) {
 	if err := cmd.Wait(); err != nil {
 		t.Fatalf("bridge exit: %v", err)
 	}
-	lines := <-logDone
+	lines := <-p.done
 	for _, pid := range children {
 		if err := syscall.Kill(pid, 0); !errors.Is(err, syscall.ESRCH) {
 			t.Errorf("server %d survived the bridge's shutdown", pid)

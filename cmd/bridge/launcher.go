@@ -2,13 +2,15 @@ package main
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
+	"time"
 
 	"github.com/mcp-bridge/mcp-bridge/sandbox"
 )
 
 // newLauncher builds the launcher the configuration asks for, and a
-// function that releases it at exit.
+// function that releases it at exit (after every session has ended).
 func newLauncher(ctx context.Context, cfg *config, logger *slog.Logger) (sandbox.Launcher, func(), error) {
 	if cfg.Sandbox == "docker" {
 		return newDockerLauncher(ctx, cfg, logger)
@@ -21,4 +23,42 @@ func newLauncher(ctx context.Context, cfg *config, logger *slog.Logger) (sandbox
 		Logger:          logger,
 	})
 	return l, func() {}, nil
+}
+
+func newDockerLauncher(ctx context.Context, cfg *config, logger *slog.Logger) (sandbox.Launcher, func(), error) {
+	d, err := sandbox.NewDocker(ctx, &sandbox.DockerOptions{
+		Image:     cfg.Image,
+		Command:   cfg.command,
+		Pull:      sandbox.PullPolicy(cfg.Pull),
+		Network:   cfg.SandboxNetwork,
+		Mounts:    cfg.SandboxMounts,
+		Env:       cfg.SandboxEnv,
+		Memory:    cfg.memory,
+		CPUs:      cfg.SandboxCPUs,
+		Pids:      cfg.SandboxPids,
+		User:      cfg.SandboxUser,
+		StopGrace: cfg.StopGrace,
+		Instance:  cfg.Instance,
+		Logger:    logger,
+	})
+	if err != nil {
+		return nil, nil, fmt.Errorf("--sandbox docker: %w", err)
+	}
+	// Containers of a bridge that died without cleaning up (kill -9, a
+	// crash, a lost host) are removed before serving.
+	n, err := d.RemoveLeftovers(ctx)
+	if err != nil {
+		logger.Warn("could not remove containers left by an earlier bridge", "err", err)
+	} else if n > 0 {
+		logger.Info("removed containers left by an earlier bridge", "count", n)
+	}
+	logger.Info("docker sandbox ready", "image", cfg.Image, "instance", d.Instance(),
+		"network", cfg.SandboxNetwork, "memory", cfg.SandboxMemory, "cpus", cfg.SandboxCPUs, "pids", cfg.SandboxPids, "user", cfg.SandboxUser)
+	return d, func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*cfg.StopGrace+30*time.Second)
+		defer cancel()
+		if err := d.Close(ctx); err != nil {
+			logger.Error("removing server containers at exit", "err", err)
+		}
+	}, nil
 }

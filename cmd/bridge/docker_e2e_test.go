@@ -1,0 +1,235 @@
+package main
+
+import (
+	"archive/tar"
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/moby/moby/client"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// dockerE2E is the Docker Engine and an image holding the example server,
+// FROM scratch with a static binary (no registry is reachable: nothing can
+// be pulled).
+type dockerE2E struct {
+	cli    *client.Client
+	image  string
+	bridge string
+}
+
+func setupDockerE2E(t *testing.T) *dockerE2E {
+	t.Helper()
+	bridgeBin, _ := buildBinaries(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	cli, err := client.New(client.FromEnv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cli.Close() })
+	if _, err := cli.Ping(ctx, client.PingOptions{NegotiateAPIVersion: true}); err != nil {
+		t.Skipf("no Docker Engine reachable (%v): the Docker sandbox tests need one; CI has one", err)
+	}
+	dir := t.TempDir()
+	build := exec.Command("go", "build", "-trimpath", "-o", filepath.Join(dir, "hello"), "../../examples/hello")
+	build.Env = append(os.Environ(), "CGO_ENABLED=0", "GOOS=linux", "GOARCH="+runtime.GOARCH)
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("building the static example server: %v\n%s", err, out)
+	}
+	exe, err := os.ReadFile(filepath.Join(dir, "hello"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var buf bytes.Buffer
+	tw := tar.NewWriter(&buf)
+	for _, f := range []struct {
+		name string
+		mode int64
+		data []byte
+	}{
+		{"Dockerfile", 0o644, []byte("FROM scratch\nCOPY hello /hello\nENTRYPOINT [\"/hello\"]\n")},
+		{"hello", 0o755, exe},
+	} {
+		tw.WriteHeader(&tar.Header{Name: f.name, Mode: f.mode, Size: int64(len(f.data))})
+		tw.Write(f.data)
+	}
+	tw.Close()
+	tag := "mcp-bridge-e2e-hello:" + randomSuffix()
+	res, err := cli.ImageBuild(ctx, &buf, client.ImageBuildOptions{Tags: []string{tag}, Remove: true, ForceRemove: true})
+	if err != nil {
+		t.Fatalf("building the test image: %v", err)
+	}
+	out, _ := io.ReadAll(res.Body)
+	res.Body.Close()
+	if bytes.Contains(out, []byte(`"errorDetail"`)) {
+		t.Fatalf("building the test image: %s", out)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		cli.ImageRemove(ctx, tag, client.ImageRemoveOptions{Force: true, PruneChildren: true})
+	})
+	return &dockerE2E{cli: cli, image: tag, bridge: bridgeBin}
+}
+
+func randomSuffix() string {
+	var b [6]byte
+	rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}
+
+// containers lists the containers of a bridge instance, running or not.
+func (d *dockerE2E) containers(t *testing.T, instance string) int {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	res, err := d.cli.ContainerList(ctx, client.ContainerListOptions{
+		All: true, Filters: make(client.Filters).Add("label", "io.mcp-bridge.instance="+instance),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return len(res.Items)
+}
+
+// destroyed returns a channel that receives once per container of the
+// instance the engine destroys. Subscribed before the action that should
+// cause it, so no event is missed.
+func (d *dockerE2E) destroyed(t *testing.T, instance string) <-chan struct{} {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	ev := d.cli.Events(ctx, client.EventsListOptions{Filters: make(client.Filters).
+		Add("type", "container").Add("event", "destroy").Add("label", "io.mcp-bridge.instance="+instance)})
+	out := make(chan struct{}, 16)
+	go func() {
+		for {
+			select {
+			case <-ev.Messages:
+				out <- struct{}{}
+			case <-ev.Err:
+				return
+			}
+		}
+	}()
+	return out
+}
+
+func waitFor(t *testing.T, c <-chan struct{}, what string) {
+	t.Helper()
+	select {
+	case <-c:
+	case <-time.After(2 * time.Minute):
+		t.Fatalf("timed out waiting for %s", what)
+	}
+}
+
+// A whole session through a container, and no container left after DELETE,
+// after the idle timeout, at shutdown, and after kill -9 of the bridge
+// followed by a restart.
+func TestDockerSandboxEndToEnd(t *testing.T) {
+	d := setupDockerE2E(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	client := mcp.NewClient(&mcp.Implementation{Name: "e2e", Version: "1"}, nil)
+	connect := func(url string) *mcp.ClientSession {
+		t.Helper()
+		cs, err := client.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: url}, nil)
+		if err != nil {
+			t.Fatalf("connecting through a Docker sandbox: %v", err)
+		}
+		return cs
+	}
+	count := func(cs *mcp.ClientSession) {
+		t.Helper()
+		res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "count"})
+		if err != nil || res.IsError {
+			t.Fatalf("count through a container: %v %v", res, err)
+		}
+	}
+	dockerArgs := func(instance string, extra ...string) []string {
+		return append([]string{"--sandbox", "docker", "--image", d.image, "--pull", "never",
+			"--instance", instance, "--stop-grace", "2s"}, extra...)
+	}
+
+	t.Run("delete and shutdown", func(t *testing.T) {
+		inst := "e2e-" + randomSuffix()
+		gone := d.destroyed(t, inst)
+		p := startBridgeBinary(t, d.bridge, dockerArgs(inst)...)
+		a, b := connect(p.url), connect(p.url)
+		count(a)
+		count(b)
+		if n := d.containers(t, inst); n != 2 {
+			t.Fatalf("%d containers for two sessions", n)
+		}
+		a.Close() // DELETE
+		waitFor(t, gone, "the container of a deleted session to be removed")
+		if n := d.containers(t, inst); n != 1 {
+			t.Fatalf("%d containers after DELETE of one of two sessions", n)
+		}
+		p.cmd.Process.Signal(syscall.SIGTERM)
+		if err := p.cmd.Wait(); err != nil {
+			t.Fatalf("bridge exit: %v", err)
+		}
+		b.Close()
+		if n := d.containers(t, inst); n != 0 {
+			t.Fatalf("%d containers left after shutdown", n)
+		}
+	})
+
+	t.Run("idle timeout", func(t *testing.T) {
+		inst := "e2e-" + randomSuffix()
+		gone := d.destroyed(t, inst)
+		p := startBridgeBinary(t, d.bridge, dockerArgs(inst, "--session-idle-timeout", "1s")...)
+		cs := connect(p.url)
+		defer cs.Close()
+		count(cs)
+		waitFor(t, gone, "the container of an idle session to be removed")
+		if n := d.containers(t, inst); n != 0 {
+			t.Fatalf("%d containers after the idle timeout", n)
+		}
+	})
+
+	t.Run("kill -9 then restart", func(t *testing.T) {
+		// Without --instance: the restarted bridge finds the containers of
+		// a bridge process that no longer exists.
+		p := startBridgeBinary(t, d.bridge, "--sandbox", "docker", "--image", d.image, "--pull", "never")
+		cs := connect(p.url)
+		defer cs.Close()
+		count(cs)
+		p.cmd.Process.Kill()
+		p.cmd.Wait()
+		lines := <-p.done
+		var inst string
+		for _, l := range lines {
+			if i := bytes.Index([]byte(l), []byte(`"instance":"`)); i >= 0 {
+				rest := l[i+len(`"instance":"`):]
+				inst = rest[:bytes.IndexByte([]byte(rest), '"')]
+				break
+			}
+		}
+		if inst == "" {
+			t.Fatalf("the bridge did not log its instance:\n%v", lines)
+		}
+		if n := d.containers(t, inst); n != 1 {
+			t.Fatalf("%d containers after kill -9, want the orphan", n)
+		}
+		p2 := startBridgeBinary(t, d.bridge, "--sandbox", "docker", "--image", d.image, "--pull", "never")
+		if n := d.containers(t, inst); n != 0 {
+			t.Fatalf("%d containers of the killed bridge after a restart", n)
+		}
+		p2.cmd.Process.Signal(syscall.SIGTERM)
+		p2.cmd.Wait()
+	})
+}
