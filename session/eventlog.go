@@ -72,9 +72,14 @@ type EventLog struct {
 type logStream struct {
 	id     int64
 	first  uint64   // seq of events[0]
-	events [][]byte // held events, seq first, first+1, ...
-	next   uint64   // seq the next appended event gets
-	done   bool     // no event will be appended any more
+	events [][]byte // held events, seq first, first+1, ...: a window of buf
+	// buf is the array events lives in. Eviction moves the window's start
+	// forward; push slides the window back to the front instead of
+	// reallocating, so a stream in its steady state appends without
+	// allocating.
+	buf  [][]byte
+	next uint64 // seq the next appended event gets
+	done bool   // no event will be appended any more
 	// sent is the highest seq handed to a reader: events after it never
 	// reached any connection.
 	sent uint64
@@ -129,13 +134,32 @@ func (l *EventLog) appendLocked(s *logStream, data []byte) {
 	for l.events > 0 && (l.events+1 > l.maxEvents || l.bytes+int64(len(data)) > l.maxBytes) {
 		l.evictLocked()
 	}
-	s.events = append(s.events, data)
+	s.push(data)
 	s.next++
 	l.events++
 	l.bytes += int64(len(data))
 	l.order.push(s)
 	s.wakeLocked()
 }
+
+// push appends data to s.events, keeping events a window of buf.
+func (s *logStream) push(data []byte) {
+	if n := len(s.events); n == cap(s.events) { // the window reached buf's end
+		if len(s.buf) == 0 || 2*n > len(s.buf) {
+			nb := make([][]byte, max(8, 2*n))
+			copy(nb, s.events)
+			s.buf = nb
+		} else {
+			copy(s.buf, s.events)
+			clear(s.buf[n:]) // no stale references to evicted events
+		}
+		s.events = s.buf[:n]
+	}
+	s.events = append(s.events, data)
+}
+
+// maxIdleBuf is the largest array an empty stream keeps for its next events.
+const maxIdleBuf = 64
 
 func (s *logStream) wakeLocked() {
 	if s.wake != nil {
@@ -150,6 +174,14 @@ func (l *EventLog) evictLocked() {
 	data := s.events[0]
 	s.events[0] = nil
 	s.events = s.events[1:]
+	if len(s.events) == 0 {
+		// Start the window over at the front, and let a stream that once
+		// held many events give their array back.
+		if len(s.buf) > maxIdleBuf {
+			s.buf = nil
+		}
+		s.events = s.buf[:0]
+	}
 	s.first++
 	l.events--
 	l.bytes -= int64(len(data))
@@ -227,7 +259,9 @@ func (l *EventLog) Adopt(old int64) int64 {
 	}
 	if k > 0 {
 		moved := o.events[len(o.events)-k:]
-		n.events = append(n.events, moved...)
+		for _, e := range moved {
+			n.push(e)
+		}
 		n.next += uint64(k)
 		clear(moved)
 		o.events = o.events[:len(o.events)-k]
@@ -250,7 +284,10 @@ func (l *EventLog) Adopt(old int64) int64 {
 
 // EventID formats the ID of event seq of a stream.
 func EventID(stream int64, seq uint64) string {
-	return strconv.FormatInt(stream, 10) + "_" + strconv.FormatUint(seq, 10)
+	var b [41]byte // two 20-digit numbers and "_": one allocation, the string
+	buf := strconv.AppendInt(b[:0], stream, 10)
+	buf = append(buf, '_')
+	return string(strconv.AppendUint(buf, seq, 10))
 }
 
 // ParseEventID parses an ID made by EventID. It accepts only the canonical
@@ -305,11 +342,11 @@ func (l *EventLog) Attach(stream int64, after uint64) (*Reader, error) {
 	s := l.streams[stream]
 	if s == nil {
 		if stream > 0 && stream <= l.lastID {
-			// The stream existed and was freed: it finished and lost its
-			// last held event to eviction (or to Adopt). Its end position is
-			// forgotten with it, so whatever followed this resume point is
-			// gone; refusing is the only answer that cannot be a silent
-			// partial replay.
+			// The stream existed and was freed: it finished holding no
+			// event (evicted, moved by Adopt, or none ever appended). Its
+			// end position is forgotten with it, so whatever followed this
+			// resume point is gone; refusing is the only answer that cannot
+			// be a silent partial replay.
 			return nil, ErrEventsPurged
 		}
 		return nil, ErrUnknownEvent
@@ -333,7 +370,9 @@ func (r *Reader) Stream() int64 { return r.s.id }
 // held yet. It returns io.EOF once the stream is finished and fully read,
 // ErrSuperseded if another reader took the stream over, ErrEventsPurged if
 // the reader fell so far behind that its next event was evicted, or the
-// context's error.
+// context's error. Those states come before the context: with a context
+// that is already done, Next is a poll that never waits and allocates
+// nothing.
 func (r *Reader) Next(ctx context.Context) (id string, data []byte, err error) {
 	l, s := r.l, r.s
 	for {
@@ -356,6 +395,12 @@ func (r *Reader) Next(ctx context.Context) (id string, data []byte, err error) {
 		case s.done:
 			l.mu.Unlock()
 			return "", nil, io.EOF
+		}
+		if err := ctx.Err(); err != nil {
+			// Nothing to return and the caller will not wait (a done
+			// context asks "is an event ready?"): no wake channel needed.
+			l.mu.Unlock()
+			return "", nil, err
 		}
 		if s.wake == nil {
 			s.wake = make(chan struct{})

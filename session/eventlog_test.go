@@ -46,6 +46,14 @@ func checkInvariants(t testing.TB, l *EventLog) {
 		if s.done && len(s.events) == 0 && !s.attached {
 			t.Fatalf("stream %d is finished, empty and unread but was not freed", id)
 		}
+		// events is a window of buf, and buf is at most twice the bound:
+		// the memory of a stream's index stays bounded as events come and go.
+		if len(s.events) > 0 && (cap(s.events) > len(s.buf) || &s.events[0] != &s.buf[len(s.buf)-cap(s.events)]) {
+			t.Fatalf("stream %d: its events are not a window of its array", id)
+		}
+		if len(s.buf) > max(8, 2*l.maxEvents) {
+			t.Fatalf("stream %d: an array of %d slots for a bound of %d events", id, len(s.buf), l.maxEvents)
+		}
 		events += len(s.events)
 		for _, e := range s.events {
 			bytes += int64(len(e))
@@ -126,7 +134,7 @@ func TestParseEventIDRejects(t *testing.T) {
 		"", "_", "1", "1_", "_1", "1__1", "1_1_1", "a_1", "1_a",
 		"0_1", "-1_1", "+1_1", "1_+1", "1_-1", "01_1", "1_01", "00_0", "1_00",
 		" 1_1", "1_1 ", "1 _1", "1_1\n", "0x1_1", "1_0x1", "1e3_1", "1_1.0", "1_1_",
-		"١_١", // Arabic-Indic digits
+		"١_١",                    // Arabic-Indic digits
 		"9223372036854775808_1",  // stream overflows int64
 		"1_18446744073709551616", // seq overflows uint64
 		"1,1", "1-1", "stream_1",
@@ -740,6 +748,9 @@ func TestEventLogConcurrent(t *testing.T) {
 					for {
 						r, err := l.Attach(s, after)
 						if errors.Is(err, ErrEventsPurged) {
+							if !l.State(s).Exists {
+								return // finished, and all its events evicted: freed
+							}
 							after += uint64(rng.IntN(50) + 1) // skip ahead past the gap
 							continue
 						}
@@ -855,4 +866,60 @@ func TestEventLogSupersedeRace(t *testing.T) {
 		t.Fatalf("the readers together reached %d, want %d", maxSeen, total)
 	}
 	checkInvariants(t, l)
+}
+
+// TestEventLogAppendAllocates: once warm, an append (with its eviction)
+// allocates nothing; the event's bytes are the caller's.
+func TestEventLogAppendAllocates(t *testing.T) {
+	l := NewEventLog(100, 1<<20)
+	a, b := l.NewStream(), l.NewStream()
+	data := []byte(`{"jsonrpc":"2.0","method":"notifications/progress","params":{"progressToken":1,"progress":1}}`)
+	i := 0
+	appendOne := func() {
+		l.Append([]int64{a, a, b}[i%3], data)
+		i++
+	}
+	for range 1000 {
+		appendOne()
+	}
+	// One run of 10,000 appends: AllocsPerRun truncates its average, which
+	// would hide an array regrown every few hundred appends.
+	if n := testing.AllocsPerRun(1, func() {
+		for range 10000 {
+			appendOne()
+		}
+	}); n != 0 {
+		t.Fatalf("10,000 appends in the steady state allocated %v times, want 0", n)
+	}
+	checkInvariants(t, l)
+}
+
+// TestEventLogNextPoll: with a done context Next still returns what is
+// ready (an event, the end, a takeover) and otherwise the context's error
+// at once, without allocating.
+func TestEventLogNextPoll(t *testing.T) {
+	done, cancel := context.WithCancel(context.Background())
+	cancel()
+	l := NewEventLog(10, 1<<20)
+	s := l.NewStream()
+	r := mustAttach(t, l, s, 0)
+	if _, _, err := r.Next(done); !errors.Is(err, context.Canceled) {
+		t.Fatalf("poll of an empty stream = %v", err)
+	}
+	if n := testing.AllocsPerRun(100, func() { r.Next(done) }); n != 0 {
+		t.Fatalf("a poll with nothing ready allocates %v times", n)
+	}
+	l.Append(s, []byte("x"))
+	if id, d, err := r.Next(done); err != nil || id != EventID(s, 1) || string(d) != "x" {
+		t.Fatalf("poll with an event ready = %q %q %v", id, d, err)
+	}
+	l.Finish(s)
+	if _, _, err := r.Next(done); err != io.EOF {
+		t.Fatalf("poll of a finished stream = %v, want io.EOF", err)
+	}
+	r2 := mustAttach(t, l, s, 1)
+	if _, _, err := r.Next(done); !errors.Is(err, ErrSuperseded) {
+		t.Fatalf("poll of a superseded reader = %v", err)
+	}
+	r2.Detach()
 }
