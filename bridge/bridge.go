@@ -567,19 +567,32 @@ func (h *Handler) stream(w http.ResponseWriter, r *http.Request, sess *session.S
 			return
 		}
 	}
-	if err := rc.Flush(); err != nil {
-		return
-	}
+	// The headers and the priming event go out with the first event if it
+	// is ready within primeFlushDelay, else on their own when it expires: a
+	// quick answer then costs one write to the connection instead of two
+	// (issue 6; the profile showed these writes as the bridge's main cost).
+	waitCtx, cancelWait := context.WithTimeout(ctx, primeFlushDelay)
+	defer cancelWait()
+	id, data, err := reader.Next(waitCtx)
+	cancelWait()
 	for {
-		id, data, err := reader.Next(ctx)
 		switch {
 		case err == io.EOF:
-			return
+			return // the end of the handler flushes what is buffered
 		case errors.Is(err, session.ErrEventsPurged):
 			h.logger.Warn("closing an SSE connection whose reader fell behind the session's event log",
 				"session", sess.ID(), "stream", reader.Stream(),
 				"hint", "raise --log-max-events / --log-max-bytes or read the stream faster")
 			return
+		case errors.Is(err, context.DeadlineExceeded) && waitCtx != nil && ctx.Err() == nil:
+			// No event within primeFlushDelay: send the headers and the
+			// priming event now, then wait as long as it takes.
+			waitCtx = nil
+			if err := rc.Flush(); err != nil {
+				return
+			}
+			id, data, err = reader.Next(ctx)
+			continue
 		case err != nil:
 			if poll && r.Context().Err() == nil {
 				// "If the server does close the connection prior to
@@ -590,6 +603,7 @@ func (h *Handler) stream(w http.ResponseWriter, r *http.Request, sess *session.S
 			}
 			return // superseded, or the client left: the stream stays in the log
 		}
+		waitCtx = nil
 		// Each event is one line of JSON: the server wrote it as one line.
 		if _, err := w.Write(sseID); err != nil {
 			return
@@ -600,15 +614,34 @@ func (h *Handler) stream(w http.ResponseWriter, r *http.Request, sess *session.S
 		if _, err := w.Write(sseEnd); err != nil {
 			return
 		}
-		if !reader.Ready() {
-			// Flush each event, batching only those already waiting: "a
-			// mid-stream write error" ends the connection; the client resumes.
+		// Flush each event, batching only what is already there: events
+		// waiting in the log, or the end of the stream, which the handler's
+		// return writes with the final chunk (one write, not two). After "a
+		// mid-stream write error" the connection ends; the client resumes.
+		id, data, err = reader.Next(readyCtx)
+		if err == context.Canceled {
 			if err := rc.Flush(); err != nil {
 				return
 			}
+			id, data, err = reader.Next(ctx)
 		}
 	}
 }
+
+// primeFlushDelay is how long the headers and the priming event of an SSE
+// stream may wait in the buffer for the first event, so that a quick answer
+// leaves in the same write. The spec asks for the priming event
+// "immediately"; a millisecond is well within what a client can observe of
+// a network round trip, and buys one write per request.
+const primeFlushDelay = time.Millisecond
+
+// readyCtx is already done: Reader.Next with it returns an event only if
+// one is ready, and context.Canceled instead of waiting.
+var readyCtx = func() context.Context {
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	return ctx
+}()
 
 func (h *Handler) serveGet(w http.ResponseWriter, r *http.Request, owner string) {
 	// "The client MUST include an Accept header, listing text/event-stream."
@@ -638,10 +671,6 @@ func (h *Handler) serveGet(w http.ResponseWriter, r *http.Request, owner string)
 	case errors.Is(err, session.ErrUnknownEvent):
 		writeError(w, http.StatusBadRequest, nil, session.CodeInvalidRequest,
 			"Bad Request: Last-Event-ID "+strconv.Quote(r.Header.Get("Last-Event-ID"))+" names no event of this session", nil)
-		return
-	case errors.Is(err, session.ErrConflict):
-		writeError(w, http.StatusConflict, nil, session.CodeInvalidRequest,
-			"Conflict: "+err.Error()+"; resume it with Last-Event-ID instead", nil)
 		return
 	case errors.Is(err, session.ErrNotFound):
 		writeError(w, http.StatusNotFound, nil, session.CodeInvalidRequest,

@@ -276,9 +276,10 @@ func TestHealth(t *testing.T) {
 	}
 }
 
-// One standalone stream per session: a second GET while the first is open
-// gets 409, and messages wait for the stream when none is open.
-func TestStandaloneConflictAndPending(t *testing.T) {
+// Messages wait for the standalone stream when none is open; a second GET
+// takes the stream over (the first may be a half-open connection): the
+// first connection ends, the second gets what was never delivered.
+func TestStandaloneTakeoverAndPending(t *testing.T) {
 	b := startBridge(t, bridgeConfig{})
 	sid := rawSession(t, b.URL, "2025-11-25")
 	h := map[string]string{"Mcp-Session-Id": sid, "MCP-Protocol-Version": "2025-11-25"}
@@ -311,7 +312,24 @@ func TestStandaloneConflictAndPending(t *testing.T) {
 		}
 		got += string(buf[:n])
 	}
-	if second := get(); second.StatusCode != http.StatusConflict {
+	second := get()
+	if second.StatusCode != http.StatusOK {
 		t.Fatalf("second GET: %d", second.StatusCode)
+	}
+	for {
+		if _, err := first.Body.Read(buf); err != nil {
+			break // the first connection ended
+		}
+	}
+	// A message for the standalone stream now goes to the second.
+	resp = rawPost(t, b.URL, `{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"changed"}}`, h)
+	readAll(t, resp.Body)
+	got = ""
+	for !strings.Contains(got, "notifications/tools/list_changed") {
+		n, err := second.Body.Read(buf)
+		if err != nil {
+			t.Fatalf("the second standalone stream ended: %q %v", got, err)
+		}
+		got += string(buf[:n])
 	}
 }

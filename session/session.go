@@ -73,8 +73,6 @@ var (
 	ErrTooManySessions = errors.New("too many sessions")
 	// ErrShuttingDown: the registry no longer creates sessions.
 	ErrShuttingDown = errors.New("the bridge is shutting down")
-	// ErrConflict: the standalone stream is already being read.
-	ErrConflict = errors.New("the session's standalone SSE stream is already open on another connection")
 	// ErrDuplicateID: a request reuses the ID of a request still in flight.
 	ErrDuplicateID = errors.New("a request with this id is already in flight in this session")
 )
@@ -527,7 +525,11 @@ func (s *Session) write(msgs []Message) error {
 var newline = []byte{'\n'}
 
 // Listen opens the standalone stream for a GET without Last-Event-ID.
-// Messages that waited for it are delivered first.
+// Messages that waited for it are delivered first. A standalone stream that
+// was read before is finished (its connection, if any, ends) and what it
+// never handed out moves to the new one: a client opening a fresh GET has
+// given up on the old connection, which may be half-open and unnoticed.
+// Refusing it (409) would leave such a client without its messages.
 func (s *Session) Listen() (*Reader, error) {
 	s.touch()
 	s.mu.Lock()
@@ -536,11 +538,7 @@ func (s *Session) Listen() (*Reader, error) {
 		return nil, ErrNotFound
 	}
 	switch st := s.log.State(s.standalone); {
-	case st.Attached:
-		return nil, ErrConflict
 	case st.Exists && st.EverAttached:
-		// The client opened a fresh stream rather than resuming the old
-		// one: carry over what never reached a connection.
 		s.standalone = s.log.Adopt(s.standalone)
 	case !st.Open:
 		s.standalone = s.log.NewStream()
