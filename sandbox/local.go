@@ -56,7 +56,13 @@ type LocalOptions struct {
 // Local launches each session's MCP server as a local child process in its
 // own process group, so that stopping it also ends whatever it started.
 //
-// A Local is safe for concurrent use.
+// A Local is safe for concurrent use. Each running child costs three pipe
+// descriptors (released by Stop), two goroutines (one of them holding an OS
+// thread in waitid, as exec.Cmd.Wait would) and, during Stop, a third.
+//
+// A process that leaves the child's group (setsid, setpgid) escapes the
+// group signals; Wait then stops reading stderr after StopGrace, and Stop
+// closes stdout, so the bridge never hangs on it.
 type Local struct {
 	opts LocalOptions // a private copy: the caller may reuse its struct
 }
@@ -244,18 +250,25 @@ func (p *localProcess) wait() {
 			break
 		}
 	}
-	p.mu.Lock()
+	var werr error
 	if err != nil {
 		// Should not happen. Without knowing that the leader exited, a
-		// group kill could cut a running server short: skip it. cmd.Wait
-		// still reaps, and Stop still signals the group while it runs.
+		// group kill could cut a running server short: skip it, and reap
+		// without holding mu, so that Stop can still signal the group.
 		p.logger.Warn("cannot watch the MCP server's exit; processes it started may survive it", "error", err)
-	} else if err := syscall.Kill(-p.pid, syscall.SIGKILL); err != nil && !errors.Is(err, syscall.ESRCH) {
-		p.logger.Warn("cannot kill the MCP server's process group", "error", err)
+		werr = p.cmd.Wait()
+		p.mu.Lock()
+		p.reaped = true
+		p.mu.Unlock()
+	} else {
+		p.mu.Lock()
+		if err := syscall.Kill(-p.pid, syscall.SIGKILL); err != nil && !errors.Is(err, syscall.ESRCH) {
+			p.logger.Warn("cannot kill the MCP server's process group", "error", err)
+		}
+		werr = p.cmd.Wait() // returns at once: the leader is a zombie
+		p.reaped = true
+		p.mu.Unlock()
 	}
-	werr := p.cmd.Wait()
-	p.reaped = true
-	p.mu.Unlock()
 	close(p.exited)
 
 	// With the group dead, stderr reaches EOF at once unless a process that
@@ -362,7 +375,17 @@ func (p *localProcess) signalGroup(sig syscall.Signal) {
 	if p.reaped {
 		return
 	}
-	if err := syscall.Kill(-p.pid, sig); err != nil && !errors.Is(err, syscall.ESRCH) {
+	err := syscall.Kill(-p.pid, sig)
+	if errors.Is(err, syscall.ESRCH) {
+		// The group is gone though the leader is not reaped: it moved itself
+		// to another group (setpgid). Signal it alone, so that Stop still
+		// ends it; what it started elsewhere is beyond our reach.
+		err = p.cmd.Process.Signal(sig)
+		if errors.Is(err, os.ErrProcessDone) {
+			err = nil
+		}
+	}
+	if err != nil {
 		p.logger.Warn("cannot signal the MCP server's process group", "signal", sig.String(), "error", err)
 	}
 }
