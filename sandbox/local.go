@@ -333,7 +333,7 @@ func (p *localProcess) Stop(ctx context.Context) error {
 
 func (p *localProcess) stop() {
 	defer close(p.stopped)
-	// MCP stdio transport, Shutdown: "the client SHOULD initiate shutdown
+	// MCP 2025-11-25, Lifecycle, Shutdown, stdio: "the client SHOULD initiate shutdown
 	// by: 1. First, closing the input stream to the child process (the
 	// server) 2. Waiting for the server to exit, or sending SIGTERM if the
 	// server does not exit within a reasonable time 3. Sending SIGKILL if

@@ -172,6 +172,9 @@ var children = map[string]func(){
 
 const exit3Lines = 2000
 
+// blockForever keeps a child alive until a signal ends it. A sleeping loop
+// rather than select{}: with no timer pending, the runtime would call that a
+// deadlock and exit.
 func blockForever() {
 	for {
 		time.Sleep(time.Hour)
