@@ -35,30 +35,9 @@ Flags:
 
 // runDeploy implements `bridge deploy ...`; args follow "deploy".
 func runDeploy(args []string, stdout, stderr io.Writer) int {
-	if len(args) == 0 || args[0] != "aws" {
-		fmt.Fprint(stderr, deployUsage)
-		newDeployFlags(stderr, new(deployFlags)).PrintDefaults()
-		if len(args) == 0 {
-			return 2
-		}
-		if args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
-			return 0
-		}
-		fmt.Fprintf(stderr, "\nbridge deploy: unknown target %q (only aws)\n", args[0])
-		return 2
-	}
-	var f deployFlags
-	fs := newDeployFlags(stderr, &f)
-	if err := fs.Parse(args[1:]); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return 0
-		}
-		return 2
-	}
-	command, err := trailingCommand(fs, args[1:])
-	if err != nil {
-		fmt.Fprintf(stderr, "bridge deploy aws: %v\n", err)
-		return 2
+	f, command, code, ok := parseSubcommand(args, "aws", "bridge deploy", "target", deployUsage, stderr, newDeployFlags)
+	if !ok {
+		return code
 	}
 	cfg, err := f.config(command)
 	if err != nil {

@@ -34,31 +34,11 @@ Flags:
 
 // runImage implements `bridge image ...`; args follow "image".
 func runImage(args []string, stdout, stderr io.Writer) int {
-	if len(args) == 0 || args[0] != "build" {
-		fmt.Fprint(stderr, imageUsage)
-		newImageFlags(stderr, new(imageFlags)).PrintDefaults()
-		if len(args) == 0 {
-			return 2
-		}
-		if args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
-			return 0
-		}
-		fmt.Fprintf(stderr, "\nbridge image: unknown subcommand %q\n", args[0])
-		return 2
+	f, command, code, ok := parseSubcommand(args, "build", "bridge image", "subcommand", imageUsage, stderr, newImageFlags)
+	if !ok {
+		return code
 	}
-	var f imageFlags
-	fs := newImageFlags(stderr, &f)
-	if err := fs.Parse(args[1:]); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return 0
-		}
-		return 2
-	}
-	command, err := trailingCommand(fs, args[1:])
-	if err != nil {
-		fmt.Fprintf(stderr, "bridge image build: %v\n", err)
-		return 2
-	}
+	var err error
 	var spec *deploy.Spec
 	if f.from != "" {
 		if spec, err = deploy.ParseSpec(f.from); err != nil {
@@ -78,7 +58,7 @@ func runImage(args []string, stdout, stderr io.Writer) int {
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	id, tag, err := buildImage(ctx, spec, df, &f, stderr)
+	id, tag, err := buildImage(ctx, spec, df, f, stderr)
 	if err != nil {
 		fmt.Fprintf(stderr, "bridge image build: %v\n", err)
 		return 1
@@ -153,6 +133,39 @@ func bridgeBinaryPath(flagValue string) (string, error) {
 
 // trailingCommand returns what follows "--" in args, and refuses stray
 // positional arguments before it.
+// parseSubcommand parses "bridge NOUN VERB [flags] [-- COMMAND ARGS...]"
+// (args follow NOUN). When there is nothing to run (usage, help, a bad
+// flag) it returns ok=false and the exit status.
+func parseSubcommand[F any](args []string, verb, noun, what, usage string, stderr io.Writer,
+	newFlags func(io.Writer, *F) *flag.FlagSet) (f *F, command []string, code int, ok bool) {
+	if len(args) == 0 || args[0] != verb {
+		fmt.Fprint(stderr, usage)
+		newFlags(stderr, new(F)).PrintDefaults()
+		switch {
+		case len(args) == 0:
+			return nil, nil, 2, false
+		case args[0] == "-h" || args[0] == "--help" || args[0] == "help":
+			return nil, nil, 0, false
+		}
+		fmt.Fprintf(stderr, "\n%s: unknown %s %q\n", noun, what, args[0])
+		return nil, nil, 2, false
+	}
+	f = new(F)
+	fs := newFlags(stderr, f)
+	if err := fs.Parse(args[1:]); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return nil, nil, 0, false
+		}
+		return nil, nil, 2, false
+	}
+	command, err := trailingCommand(fs, args[1:])
+	if err != nil {
+		fmt.Fprintf(stderr, "%s %s: %v\n", noun, verb, err)
+		return nil, nil, 2, false
+	}
+	return f, command, 0, true
+}
+
 func trailingCommand(fs *flag.FlagSet, args []string) ([]string, error) {
 	rest := fs.Args()
 	// flag stops at "--" and drops it, or at the first non-flag argument.
