@@ -141,7 +141,7 @@ func newFlagSet(c *config, out io.Writer) *flag.FlagSet {
 	fs.Float64Var(&c.SandboxCPUs, "sandbox-cpus", c.SandboxCPUs, "CPU limit of each server container")
 	fs.Int64Var(&c.SandboxPids, "sandbox-pids", c.SandboxPids, "process limit of each server container")
 	fs.StringVar(&c.SandboxUser, "sandbox-user", c.SandboxUser, "`uid:gid` servers run as in containers; 0 (root) weakens the sandbox")
-	fs.StringVar(&c.Instance, "instance", c.Instance, "`name` of this bridge on the Docker host, in container labels (default: bridge-<pid>); a restarted bridge of the same name removes its predecessor's containers")
+	fs.StringVar(&c.Instance, "instance", c.Instance, "`name` of this bridge on the Docker host, in container labels (default: a random bridge-<hex>); a restarted bridge of the same name removes its predecessor's containers")
 	fs.StringVar(&c.AffinityAddr, "affinity-addr", c.AffinityAddr, "`host:port` other instances reach this one at, or ecs (from the ECS task metadata); with an affinity secret, session IDs name their owner and any instance forwards a request to it")
 	fs.StringVar(&c.AffinitySecretFile, "affinity-secret-file", c.AffinitySecretFile, "`file` holding the secret (32 bytes or more) shared by all instances, which authenticates owners in session IDs (BRIDGE_AFFINITY_SECRET also takes it)")
 	fs.Usage = func() { usage(fs, out) }
