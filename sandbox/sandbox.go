@@ -138,8 +138,8 @@ func (s *stderrLogger) run(r io.Reader) {
 	// One byte more than the bound: a CRLF line of exactly maxLine bytes
 	// must fit with its '\r' so that it is not reported as truncated.
 	buf := make([]byte, 0, s.maxLine+1)
-	chunk := make([]byte, 32*1024)
-	truncated := false // bytes of the current line were discarded
+	chunk := make([]byte, 4096) // small: every idle child has one
+	truncated := false          // bytes of the current line were discarded
 	emit := func() {
 		line := buf
 		if !truncated {

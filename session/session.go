@@ -337,10 +337,37 @@ type Session struct {
 
 // call is a client request in flight.
 type call struct {
-	rawID  []byte
+	// msg is a copy of the request, or for a large one its raw id only
+	// (idOnly). The id is needed only for the error answer when the
+	// session ends first: parsing it for every request would be
+	// per-message work that is rarely needed (issue 6).
+	msg    []byte
+	idOnly bool
 	method string
 	token  ID
 	post   *post
+}
+
+// lazyIDBytes is the largest request a call keeps whole instead of
+// parsing its id at once.
+const lazyIDBytes = 1024
+
+func newCall(data []byte, method string, p *post) *call {
+	c := &call{method: method, post: p}
+	if len(data) <= lazyIDBytes {
+		c.msg = bytes.Clone(data) // the caller may reuse its buffer
+	} else {
+		c.msg, c.idOnly = RawID(data), true
+	}
+	return c
+}
+
+// rawID is the request's id as the client wrote it.
+func (c *call) rawID() []byte {
+	if c.idOnly {
+		return c.msg
+	}
+	return RawID(c.msg)
 }
 
 // post is the stream of one POST carrying requests.
@@ -416,7 +443,7 @@ func (s *Session) Post(msgs []Message, asJSON bool) (*Reader, error) {
 		if p == nil {
 			p = &post{stream: s.log.NewStream(), json: asJSON}
 		}
-		c := &call{rawID: RawID(msgs[i].Data), method: env.Method, post: p}
+		c := newCall(msgs[i].Data, env.Method, p)
 		if env.ProgressToken != "" && !asJSON {
 			c.token = env.ProgressToken
 			s.progress[c.token] = c
@@ -571,7 +598,7 @@ func (s *Session) Close(reason error) {
 	s.reason = reason
 	msg := "session ended: " + reason.Error()
 	for id, c := range s.inflight {
-		s.log.Append(c.post.stream, ErrorResponse(c.rawID, CodeServerError, msg, nil))
+		s.log.Append(c.post.stream, ErrorResponse(c.rawID(), CodeServerError, msg, nil))
 		s.answeredLocked(id, c)
 	}
 	s.log.FinishAll()

@@ -61,6 +61,8 @@ type config struct {
 	SandboxUser    string   `envconfig:"BRIDGE_SANDBOX_USER" default:"65534:65534"`
 	Instance       string   `envconfig:"BRIDGE_INSTANCE"`
 
+	Warm int `envconfig:"BRIDGE_WARM"`
+
 	AffinityAddr       string `envconfig:"BRIDGE_AFFINITY_ADDR"`
 	AffinitySecretFile string `envconfig:"BRIDGE_AFFINITY_SECRET_FILE"`
 	// AffinitySecret has no flag, like AuthTokens.
@@ -142,6 +144,7 @@ func newFlagSet(c *config, out io.Writer) *flag.FlagSet {
 	fs.Int64Var(&c.SandboxPids, "sandbox-pids", c.SandboxPids, "process limit of each server container")
 	fs.StringVar(&c.SandboxUser, "sandbox-user", c.SandboxUser, "`uid:gid` servers run as in containers; 0 (root) weakens the sandbox")
 	fs.StringVar(&c.Instance, "instance", c.Instance, "`name` of this bridge on the Docker host, in container labels (default: a random bridge-<hex>); a restarted bridge of the same name removes its predecessor's containers")
+	fs.IntVar(&c.Warm, "warm", c.Warm, "keep `N` MCP servers (processes or containers) started ahead of sessions, so that a new session does not wait for a launch (0: none)")
 	fs.StringVar(&c.AffinityAddr, "affinity-addr", c.AffinityAddr, "`host:port` other instances reach this one at, or ecs (from the ECS task metadata); with an affinity secret, session IDs name their owner and any instance forwards a request to it")
 	fs.StringVar(&c.AffinitySecretFile, "affinity-secret-file", c.AffinitySecretFile, "`file` holding the secret (32 bytes or more) shared by all instances, which authenticates owners in session IDs (BRIDGE_AFFINITY_SECRET also takes it)")
 	fs.Usage = func() { usage(fs, out) }
@@ -228,6 +231,9 @@ func (c *config) finish() error {
 	}
 	if !strings.HasPrefix(c.Path, "/") {
 		return fmt.Errorf("--path %q must start with /", c.Path)
+	}
+	if c.Warm < 0 {
+		return fmt.Errorf("--warm %d: want 0 or more", c.Warm)
 	}
 	if c.MaxSessions <= 0 || c.MaxMessageBytes <= 0 || c.LogMaxEvents <= 0 || c.LogMaxBytes <= 0 {
 		return errors.New("--max-sessions, --max-message-bytes, --log-max-events and --log-max-bytes must be positive")

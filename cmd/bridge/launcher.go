@@ -9,9 +9,27 @@ import (
 	"github.com/mcp-bridge/mcp-bridge/sandbox"
 )
 
-// newLauncher builds the launcher the configuration asks for, and a
-// function that releases it at exit (after every session has ended).
+// newLauncher builds the launcher the configuration asks for, with a warm
+// pool in front of it when --warm is set, and a function that releases it
+// at exit (after every session has ended).
 func newLauncher(ctx context.Context, cfg *config, logger *slog.Logger) (sandbox.Launcher, func(), error) {
+	l, closeInner, err := newInnerLauncher(ctx, cfg, logger)
+	if err != nil || cfg.Warm <= 0 {
+		return l, closeInner, err
+	}
+	pool := sandbox.NewPool(l, cfg.Warm, logger)
+	return pool, func() {
+		// The spares go first: the Docker launcher's close removes what remains.
+		ctx, cancel := context.WithTimeout(context.Background(), 2*cfg.StopGrace+30*time.Second)
+		defer cancel()
+		if err := pool.Close(ctx); err != nil {
+			logger.Error("stopping the warm MCP servers at exit", "err", err)
+		}
+		closeInner()
+	}, nil
+}
+
+func newInnerLauncher(ctx context.Context, cfg *config, logger *slog.Logger) (sandbox.Launcher, func(), error) {
 	if cfg.Sandbox == "docker" {
 		return newDockerLauncher(ctx, cfg, logger)
 	}

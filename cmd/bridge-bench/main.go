@@ -1,0 +1,680 @@
+// Command bridge-bench measures what the bridge costs (issue 6) and prints
+// one table, every figure from the same run:
+//
+//   - floors: round trips straight over the stdio of the minimal server (no
+//     HTTP), and a bare Go HTTP server answering the same JSON itself (no
+//     child);
+//   - the bridge in front of the minimal server: calls/s and p50/p99 latency
+//     at 1 and at many concurrent sessions, with SSE answers (the default)
+//     and with --json-response; session start with and without --warm;
+//     bridge memory per idle session; a large tool result passing through;
+//     the replay of a long stream;
+//   - optionally supergateway, side by side, with the same load generator.
+//
+// Throughput rounds interleave the targets (floor, bridge, ...) so that a
+// change in the machine's load hits all of them alike; the rate shown is the
+// median round, the latencies are over all rounds.
+//
+// It runs from the module (it builds ./cmd/bridge and the minimal server
+// unless given -bridge and -minimal), uses loopback only, and stops by
+// itself: every phase is bounded by counts and durations, the whole run by
+// -timeout. Bridge memory is read from /proc/<pid>/status of the bridge
+// process, so the children's memory is not counted.
+//
+//	go run ./cmd/bridge-bench
+//	go run ./cmd/bridge-bench -supergateway PATH -node PATH
+//	go run ./cmd/bridge-bench -profile /tmp/prof   # CPU and heap profiles of the bridge
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"os"
+	"os/signal"
+	"runtime"
+	"slices"
+	"strings"
+	"syscall"
+	"time"
+)
+
+type config struct {
+	bridge, minimal string
+	duration, warm  time.Duration
+	rounds          int
+	concurrency     int
+	starts          int
+	startInterval   time.Duration
+	warmPool        int
+	idle            int
+	settle          time.Duration
+	bigBytes        int
+	bigCalls        int
+	replayEvents    int
+	sg, node        string
+	profileDir      string
+	only            string
+	timeout         time.Duration
+}
+
+func main() {
+	var c config
+	flag.StringVar(&c.bridge, "bridge", "", "bridge `binary` (default: build ./cmd/bridge into a temporary directory)")
+	flag.StringVar(&c.minimal, "minimal", "", "minimal server `binary` (default: build ./cmd/bridge-bench/minimal)")
+	flag.DurationVar(&c.duration, "duration", 3*time.Second, "measurement window of each throughput figure, per round")
+	flag.DurationVar(&c.warm, "warmup", 500*time.Millisecond, "warm-up before each throughput window")
+	flag.IntVar(&c.rounds, "rounds", 5, "throughput rounds (targets interleaved; the median round is shown)")
+	flag.IntVar(&c.concurrency, "concurrency", 50, "concurrent sessions of the second throughput figure")
+	flag.IntVar(&c.starts, "starts", 200, "session starts timed, per target")
+	flag.DurationVar(&c.startInterval, "start-interval", 20*time.Millisecond, "one session start every this long")
+	flag.IntVar(&c.warmPool, "warm", 4, "also time session starts with the bridge's --warm N (0: skip)")
+	flag.IntVar(&c.idle, "idle", 1000, "idle sessions held for the memory figure")
+	flag.DurationVar(&c.settle, "settle", 2*time.Second, "pause before each memory reading")
+	flag.IntVar(&c.bigBytes, "big", 10<<20, "`bytes` of the large tool result")
+	flag.IntVar(&c.bigCalls, "big-calls", 5, "large results passed in a row")
+	flag.IntVar(&c.replayEvents, "replay", 10000, "events in the replayed stream")
+	flag.StringVar(&c.sg, "supergateway", "", "supergateway `script` to measure side by side (optional)")
+	flag.StringVar(&c.node, "node", "node", "`node` binary that runs -supergateway")
+	flag.StringVar(&c.profileDir, "profile", "", "build the bridge with a pprof hook and write CPU and heap profiles to `dir`")
+	flag.StringVar(&c.only, "only", "", "comma-separated phases to run: floor,bridge,json,sg,start,idle,big,replay (default: all)")
+	flag.DurationVar(&c.timeout, "timeout", 20*time.Minute, "stop the whole run after this long")
+	flag.Parse()
+
+	ctx, cancel := context.WithTimeout(context.Background(), c.timeout)
+	defer cancel()
+	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := run(ctx, &c); err != nil {
+		fmt.Fprintln(os.Stderr, "bridge-bench:", err)
+		os.Exit(1)
+	}
+}
+
+func logf(format string, args ...any) {
+	fmt.Fprintf(os.Stderr, "bridge-bench: "+format+"\n", args...)
+}
+
+func (c *config) phase(name string) bool {
+	return c.only == "" || slices.Contains(strings.Split(c.only, ","), name)
+}
+
+// row is one line of the table.
+type row struct {
+	what, result, cpu, target, met string
+}
+
+func run(ctx context.Context, c *config) error {
+	started := time.Now()
+	loadStart := loadavg()
+	dir, err := os.MkdirTemp("", "bridge-bench-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(dir)
+	var prof *profiler
+	if c.profileDir != "" {
+		if err := os.MkdirAll(c.profileDir, 0o755); err != nil {
+			return err
+		}
+		prof = &profiler{dir: c.profileDir}
+	}
+	if c.bridge == "" || c.minimal == "" {
+		logf("building the bridge and the minimal server")
+		b, m, err := build(ctx, dir, prof != nil)
+		if err != nil {
+			return err
+		}
+		if c.bridge == "" {
+			c.bridge = b
+		}
+		if c.minimal == "" {
+			c.minimal = m
+		}
+	}
+
+	var rows []row
+	add := func(what, result, target, met string) {
+		rows = append(rows, row{what: what, result: result, target: target, met: met})
+		logf("%s: %s", what, result)
+	}
+	addCPU := func(what, result, cpu, target, met string) {
+		rows = append(rows, row{what, result, cpu, target, met})
+		logf("%s: %s (CPU µs/call %s)", what, result, cpu)
+	}
+	var bad []string // failures, reported under the table
+	fail := func(what string, err error) {
+		bad = append(bad, fmt.Sprintf("%s: %v", what, err))
+		logf("FAILED %s: %v", what, err)
+		rows = append(rows, row{what: what, result: "FAILED (see below)", met: "NO"})
+	}
+
+	tp := &throughput{c: c, prof: prof}
+	if err := tp.run(ctx); err != nil {
+		return err
+	}
+	tp.rows(addCPU, fail)
+
+	if c.phase("start") {
+		startRows(ctx, c, prof, add, fail)
+	}
+	if c.phase("idle") {
+		idleRows(ctx, c, prof, add, fail)
+	}
+	if c.phase("big") {
+		bigRows(ctx, c, prof, add, fail)
+	}
+	if c.phase("replay") {
+		replayRows(ctx, c, prof, add, fail)
+	}
+
+	loadEnd := loadavg()
+	printReport(c, rows, bad, started, loadStart, loadEnd, prof != nil)
+	if ctx.Err() != nil {
+		return fmt.Errorf("the run was cut short: %w", ctx.Err())
+	}
+	return nil
+}
+
+// target is something that answers MCP over HTTP in a throughput round.
+type target struct {
+	name  string
+	phase string
+	start func(ctx context.Context) (url string, stop func(), p *process, b *bridgeProc, err error)
+
+	url  string
+	stop func()
+	pid  int // the process serving url
+	b    *bridgeProc
+	err  error
+	res  map[int][]sample // by concurrency, one sample per round
+}
+
+type throughput struct {
+	c      *config
+	prof   *profiler
+	stdio  map[int][]sample
+	stdErr error
+	ts     []*target
+}
+
+func (t *throughput) run(ctx context.Context) error {
+	c := t.c
+	bridgeArgs := []string{"--max-sessions", "5000"}
+	bridgeTarget := func(name, phase string, extra ...string) *target {
+		return &target{name: name, phase: phase, start: func(ctx context.Context) (string, func(), *process, *bridgeProc, error) {
+			b, err := startBridge(ctx, c.bridge, c.minimal, t.prof != nil, append(bridgeArgs, extra...)...)
+			if err != nil {
+				return "", nil, nil, nil, err
+			}
+			return b.url, func() { b.stopAndReport(name, 60*time.Second) }, b.process, b, nil
+		}}
+	}
+	all := []*target{
+		{name: "HTTP floor (bare Go server, no child)", phase: "floor", start: func(context.Context) (string, func(), *process, *bridgeProc, error) {
+			f, err := startFloor(c.minimal)
+			if err != nil {
+				return "", nil, nil, nil, err
+			}
+			return f.url, f.close, f.process, nil, nil
+		}},
+		bridgeTarget("bridge, SSE answers", "bridge"),
+		bridgeTarget("bridge, --json-response", "json", "--json-response"),
+	}
+	if c.sg != "" {
+		for _, stateful := range []bool{false, true} {
+			name := "supergateway 4, stateless (default)"
+			if stateful {
+				name = "supergateway 4, --stateful"
+			}
+			all = append(all, &target{name: name, phase: "sg", start: func(ctx context.Context) (string, func(), *process, *bridgeProc, error) {
+				p, url, err := startSupergateway(ctx, c.node, c.sg, c.minimal, stateful)
+				if err != nil {
+					return "", nil, nil, nil, err
+				}
+				return url, func() { p.stopAndReport(name, 10*time.Second) }, p, nil, nil
+			}})
+		}
+	}
+	for _, tg := range all {
+		if !c.phase(tg.phase) {
+			continue
+		}
+		tg.res = map[int][]sample{}
+		t.ts = append(t.ts, tg)
+	}
+	t.stdio = map[int][]sample{}
+	if len(t.ts) == 0 && !c.phase("floor") {
+		return nil
+	}
+	for _, tg := range t.ts {
+		logf("starting %s", tg.name)
+		var p *process
+		tg.url, tg.stop, p, tg.b, tg.err = tg.start(ctx)
+		if tg.err != nil {
+			logf("FAILED to start %s: %v", tg.name, tg.err)
+			continue
+		}
+		tg.pid = p.pid
+	}
+	defer func() {
+		for _, tg := range t.ts {
+			if tg.b != nil {
+				t.prof.fetch(ctx, tg.b.pprof, "/debug/pprof/allocs", "allocs-"+tg.phase)
+			}
+			if tg.stop != nil {
+				tg.stop()
+			}
+		}
+	}()
+	levels := []int{1, c.concurrency}
+	for round := 1; round <= c.rounds && ctx.Err() == nil; round++ {
+		for _, n := range levels {
+			if c.phase("floor") && t.stdErr == nil {
+				logf("round %d: stdio floor, %d sessions", round, n)
+				s, err := stdioThroughput(ctx, c.minimal, n, c.warm, c.duration)
+				if err != nil {
+					t.stdErr = err
+				} else {
+					t.stdio[n] = append(t.stdio[n], s)
+				}
+			}
+			for _, tg := range t.ts {
+				if tg.err != nil {
+					continue
+				}
+				logf("round %d: %s, %d sessions", round, tg.name, n)
+				var during func(time.Duration, time.Duration)
+				if tg.b != nil && round == 1 {
+					during = t.prof.cpu(ctx, tg.b, fmt.Sprintf("cpu-%s-c%d", tg.phase, n))
+				}
+				s, err := httpThroughput(ctx, tg.url, n, c.warm, c.duration, meterFor(tg.pid, nil), during)
+				if err != nil {
+					tg.err = err
+					continue
+				}
+				tg.res[n] = append(tg.res[n], s)
+			}
+		}
+	}
+	return nil
+}
+
+// summary is the median round's rate and the latencies of all rounds.
+type summary struct {
+	ok       bool
+	rate     float64
+	p50, p99 time.Duration
+	calls    int
+	cpu      cpuSnap // per call
+}
+
+func summarize(ss []sample) summary {
+	if len(ss) == 0 {
+		return summary{}
+	}
+	rates := make([]float64, len(ss))
+	var lats []time.Duration
+	calls := 0
+	var cpu cpuSnap
+	for i, s := range ss {
+		rates[i] = s.rate()
+		lats = append(lats, s.lats...)
+		calls += s.calls
+		cpu.self += s.cpu.self
+		cpu.target += s.cpu.target
+		cpu.kids += s.cpu.kids
+	}
+	if calls > 0 {
+		n := time.Duration(calls)
+		cpu = cpuSnap{cpu.self / n, cpu.target / n, cpu.kids / n}
+	}
+	return summary{ok: true, rate: median(rates), p50: percentile(lats, 50), p99: percentile(lats, 99), calls: calls, cpu: cpu}
+}
+
+func (s summary) String() string {
+	return fmt.Sprintf("%s calls/s, p50 %s, p99 %s", thousands(s.rate), dur(s.p50), dur(s.p99))
+}
+
+// cpuString is the CPU time per call: load generator / server / children.
+func (s summary) cpuString() string {
+	return fmt.Sprintf("%d / %d / %d", s.cpu.self.Microseconds(), s.cpu.target.Microseconds(), s.cpu.kids.Microseconds())
+}
+
+func (t *throughput) rows(add func(what, result, cpu, target, met string), fail func(string, error)) {
+	c := t.c
+	levels := []int{1, c.concurrency}
+	sessions := func(n int) string {
+		if n == 1 {
+			return "1 session"
+		}
+		return fmt.Sprintf("%d sessions", n)
+	}
+	if c.phase("floor") {
+		for _, n := range levels {
+			what := "stdio floor (direct round trips, no HTTP), " + sessions(n)
+			if s := summarize(t.stdio[n]); s.ok {
+				add(what, s.String(), s.cpuString(), "", "")
+			} else if t.stdErr != nil {
+				fail(what, t.stdErr)
+			}
+		}
+	}
+	var floor map[int][]sample
+	for _, tg := range t.ts {
+		if tg.phase == "floor" {
+			floor = tg.res
+		}
+	}
+	for _, tg := range t.ts {
+		for i, n := range levels {
+			what := tg.name + ", " + sessions(n)
+			s := summarize(tg.res[n])
+			if !s.ok {
+				if tg.err != nil {
+					fail(what, tg.err)
+				}
+				continue
+			}
+			result := s.String()
+			target, met := "", ""
+			if ratio, ok := pairedRatio(tg.res[n], floor[n]); tg.phase != "floor" && ok {
+				result += fmt.Sprintf(" = %.2f x HTTP floor", ratio)
+				if tg.phase == "bridge" || tg.phase == "json" {
+					want := []float64{0.6, 0.5}[i]
+					target = fmt.Sprintf(">= %.1f x floor", want)
+					met = yesNo(ratio >= want)
+				}
+			}
+			add(what, result, s.cpuString(), target, met)
+		}
+		if tg.err != nil && (len(tg.res[1]) > 0 || len(tg.res[c.concurrency]) > 0) {
+			fail(tg.name+" (a later round)", tg.err)
+		}
+	}
+}
+
+// pairedRatio is the median over rounds of a target's rate divided by the
+// floor's rate in the same round: rounds interleave the targets, so a
+// change in the machine's load affects both sides of each quotient alike.
+func pairedRatio(ts, fs []sample) (float64, bool) {
+	var rs []float64
+	for i := range min(len(ts), len(fs)) {
+		if f := fs[i].rate(); f > 0 {
+			rs = append(rs, ts[i].rate()/f)
+		}
+	}
+	if len(rs) == 0 {
+		return 0, false
+	}
+	return median(rs), true
+}
+
+// median of xs (sorted in place); the mean of the middle two for an even count.
+func median(xs []float64) float64 {
+	slices.Sort(xs)
+	n := len(xs)
+	if n%2 == 1 {
+		return xs[n/2]
+	}
+	return (xs[n/2-1] + xs[n/2]) / 2
+}
+
+func startRows(ctx context.Context, c *config, prof *profiler, add func(string, string, string, string), fail func(string, error)) {
+	logf("session starts: direct")
+	direct, err := directStarts(ctx, c.minimal, c.starts, c.startInterval)
+	if err != nil {
+		fail("child start (spawn + initialize over stdio)", err)
+		return
+	}
+	dp50, dp99 := percentile(direct, 50), percentile(direct, 99)
+	add("child start alone (spawn + initialize over stdio)", fmt.Sprintf("p50 %s, p99 %s (%d starts, one per %s)",
+		dur(dp50), dur(dp99), len(direct), c.startInterval), "", "")
+
+	type variant struct {
+		what  string
+		warm  int
+		extra []string
+	}
+	vs := []variant{{what: "session start through the bridge (cold: launch per session)"}}
+	if c.warmPool > 0 {
+		vs = append(vs, variant{what: fmt.Sprintf("session start through the bridge, --warm %d", c.warmPool), warm: c.warmPool,
+			extra: []string{"--warm", fmt.Sprint(c.warmPool)}})
+	}
+	for _, v := range vs {
+		logf("session starts: %s", v.what)
+		b, err := startBridge(ctx, c.bridge, c.minimal, prof != nil, v.extra...)
+		if err != nil {
+			fail(v.what, err)
+			continue
+		}
+		if v.warm > 0 {
+			if err := waitChildren(ctx, b, v.warm, 30*time.Second); err != nil {
+				fail(v.what, err)
+				b.stop(30 * time.Second)
+				continue
+			}
+		}
+		profDone := make(chan struct{})
+		if prof != nil && b.pprof != "" {
+			secs := max(1, int(time.Duration(c.starts)*c.startInterval/time.Second))
+			go func() {
+				defer close(profDone)
+				prof.fetch(ctx, b.pprof, fmt.Sprintf("/debug/pprof/profile?seconds=%d", secs), fmt.Sprintf("cpu-start-warm%d", v.warm))
+			}()
+		} else {
+			close(profDone)
+		}
+		d, err := bridgeStarts(ctx, b.url, c.starts, c.startInterval)
+		<-profDone
+		handouts := b.Handouts()
+		b.stopAndReport(v.what, 30*time.Second)
+		if err != nil {
+			fail(v.what, err)
+			continue
+		}
+		p50, p99 := percentile(d, 50), percentile(d, 99)
+		over50, over99 := p50-dp50, p99-dp99
+		res := fmt.Sprintf("p50 %s, p99 %s; minus the child's own start: p50 %s, p99 %s", dur(p50), dur(p99), dur(over50), dur(over99))
+		if v.warm > 0 {
+			res += fmt.Sprintf("; %d of %d sessions got a warm child", handouts, len(d))
+			add(v.what, res, "no process launch waited for", yesNo(handouts == len(d)))
+		} else {
+			add(v.what, res, "<= 5ms + child start", yesNo(over50 <= 5*time.Millisecond && over99 <= 5*time.Millisecond))
+		}
+	}
+}
+
+func idleRows(ctx context.Context, c *config, prof *profiler, add func(string, string, string, string), fail func(string, error)) {
+	what := fmt.Sprintf("bridge memory per idle session (%d sessions held)", c.idle)
+	logf("%s", what)
+	b, err := startBridge(ctx, c.bridge, c.minimal, prof != nil, "--max-sessions", fmt.Sprint(c.idle+100))
+	if err != nil {
+		fail(what, err)
+		return
+	}
+	defer b.stopAndReport(what, 120*time.Second)
+	r, err := idleMemory(ctx, b, c.idle, c.settle, prof)
+	if err != nil {
+		fail(what, err)
+		return
+	}
+	per := (r.idle - r.base) / int64(r.n)
+	add(what, fmt.Sprintf("%s each (RSS %s -> %s, %d children alive)", kib(per), mib(r.base), mib(r.idle), r.children),
+		"<= 64 KiB", yesNo(per <= 64<<10 && r.children >= r.n))
+	if r.statsBase != nil && r.statsIdle != nil {
+		d := func(k string) string { return kib((r.statsIdle[k] - r.statsBase[k]) / int64(r.n)) }
+		add("... of which, per session, in the Go runtime's view (profiling build)",
+			fmt.Sprintf("HeapAlloc %s, HeapInuse %s, stacks %s, Sys %s", d("HeapAlloc"), d("HeapInuse"), d("Stack"), d("Sys")), "", "")
+	}
+	perStream := (r.streams - r.base) / int64(r.n)
+	add(fmt.Sprintf("... the same %d sessions, each also holding a GET stream", c.idle),
+		fmt.Sprintf("%s each (RSS %s)", kib(perStream), mib(r.streams)), "", "")
+}
+
+func bigRows(ctx context.Context, c *config, prof *profiler, add func(string, string, string, string), fail func(string, error)) {
+	what := fmt.Sprintf("a %s tool result through the bridge", mib(int64(c.bigBytes)))
+	logf("%s", what)
+	limit := fmt.Sprint(2*c.bigBytes + 1<<20)
+	b, err := startBridge(ctx, c.bridge, c.minimal, prof != nil, "--max-message-bytes", limit)
+	if err != nil {
+		fail(what, err)
+		return
+	}
+	defer b.stopAndReport(what, 30*time.Second)
+	profDone := make(chan struct{})
+	if prof != nil && b.pprof != "" {
+		go func() {
+			defer close(profDone)
+			prof.fetch(ctx, b.pprof, "/debug/pprof/profile?seconds=2", "cpu-big")
+		}()
+	} else {
+		close(profDone)
+	}
+	r, err := bigResult(ctx, b, c.bigBytes, c.bigCalls)
+	<-profDone
+	if err != nil {
+		fail(what, err)
+		return
+	}
+	if h := prof.heap(ctx, b); h != nil {
+		h("heap-big")
+	}
+	add(what, fmt.Sprintf("%s end to end (%.0f MiB/s); bridge peak RSS (VmHWM) %s = %.2f x the result; "+
+		"RSS before the call %s (of which %s file-backed: the executable), growth to the peak %s = %.2f x",
+		dur(r.first), float64(r.size)/(1<<20)/r.first.Seconds(), mib(r.hwmFirst), float64(r.hwmFirst)/float64(r.size),
+		mib(r.base), mib(r.file), mib(r.hwmFirst-r.base), float64(r.hwmFirst-r.base)/float64(r.size)),
+		"peak RSS <= 3 x size", yesNo(r.hwmFirst <= 3*int64(r.size)))
+	add(fmt.Sprintf("... %d such results in a row", r.calls),
+		fmt.Sprintf("fastest %s; bridge peak RSS %s = %.2f x the result", dur(r.best), mib(r.hwmAll), float64(r.hwmAll)/float64(r.size)),
+		"", "")
+}
+
+func replayRows(ctx context.Context, c *config, prof *profiler, add func(string, string, string, string), fail func(string, error)) {
+	what := fmt.Sprintf("replay of %s events (GET with Last-Event-ID)", thousands(float64(c.replayEvents)))
+	logf("%s", what)
+	b, err := startBridge(ctx, c.bridge, c.minimal, prof != nil, "--log-max-events", fmt.Sprint(2*c.replayEvents+16))
+	if err != nil {
+		fail(what, err)
+		return
+	}
+	defer b.stopAndReport(what, 30*time.Second)
+	r, err := replay(ctx, b, c.replayEvents)
+	if err != nil {
+		fail(what, err)
+		return
+	}
+	add(what, fmt.Sprintf("%s for %s events (%s events/s, %s of SSE)", dur(r.replay), thousands(float64(r.replayedEvents)),
+		thousands(float64(r.replayedEvents)/r.replay.Seconds()), mib(int64(r.logBytes))), "", "")
+	add(fmt.Sprintf("... the same %s events live (tool call with progress)", thousands(float64(c.replayEvents))),
+		fmt.Sprintf("%s (%s events/s)", dur(r.live), thousands(float64(r.events+1)/r.live.Seconds())), "", "")
+}
+
+func yesNo(ok bool) string {
+	if ok {
+		return "yes"
+	}
+	return "NO"
+}
+
+func dur(d time.Duration) string {
+	switch {
+	case d < 0:
+		return "-" + dur(-d)
+	case d < time.Millisecond:
+		return fmt.Sprintf("%dµs", d.Microseconds())
+	case d < 10*time.Second:
+		return fmt.Sprintf("%.2fms", float64(d)/float64(time.Millisecond))
+	}
+	return d.Round(time.Millisecond).String()
+}
+
+func thousands(f float64) string {
+	s := fmt.Sprintf("%.0f", f)
+	var b strings.Builder
+	for i, r := range s {
+		if i > 0 && (len(s)-i)%3 == 0 {
+			b.WriteByte(',')
+		}
+		b.WriteRune(r)
+	}
+	return b.String()
+}
+
+func kib(n int64) string { return fmt.Sprintf("%.1f KiB", float64(n)/1024) }
+func mib(n int64) string { return fmt.Sprintf("%.1f MiB", float64(n)/(1<<20)) }
+
+func loadavg() string {
+	b, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return "?"
+	}
+	f := strings.Fields(string(b))
+	if len(f) < 3 {
+		return "?"
+	}
+	return strings.Join(f[:3], " ")
+}
+
+func machine() string {
+	model := "?"
+	if b, err := os.ReadFile("/proc/cpuinfo"); err == nil {
+		for _, line := range strings.Split(string(b), "\n") {
+			if k, v, ok := strings.Cut(line, ":"); ok && strings.TrimSpace(k) == "model name" {
+				model = strings.TrimSpace(v)
+				break
+			}
+		}
+	}
+	mem := "?"
+	if b, err := os.ReadFile("/proc/meminfo"); err == nil {
+		for _, line := range strings.Split(string(b), "\n") {
+			if v, ok := strings.CutPrefix(line, "MemTotal:"); ok {
+				var kb int64
+				fmt.Sscan(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(v), "kB")), &kb)
+				mem = fmt.Sprintf("%.1f GiB", float64(kb)/(1<<20))
+			}
+		}
+	}
+	kernel := "?"
+	if b, err := os.ReadFile("/proc/sys/kernel/osrelease"); err == nil {
+		kernel = strings.TrimSpace(string(b))
+	}
+	return fmt.Sprintf("%s, %d CPUs, %s RAM, Linux %s, %s %s/%s", model, runtime.NumCPU(), mem, kernel,
+		runtime.Version(), runtime.GOOS, runtime.GOARCH)
+}
+
+func printReport(c *config, rows []row, bad []string, started time.Time, loadStart, loadEnd string, profiling bool) {
+	fmt.Printf("bridge-bench: %s\n", strings.Join(os.Args[1:], " "))
+	fmt.Printf("machine: %s\n", machine())
+	fmt.Printf("load average (1, 5, 15 min): %s at start, %s at end; run took %s\n", loadStart, loadEnd,
+		time.Since(started).Round(time.Second))
+	fmt.Printf("throughput: %d rounds of %s (after %s warm-up) per figure, targets interleaved; calls/s = median round, "+
+		"latencies over all rounds, x floor = median over rounds of the ratio to the HTTP floor's rate in the same round\n",
+		c.rounds, c.duration, c.warm)
+	if profiling {
+		fmt.Println("NOTE: profiling build (-profile): figures are not the release figures")
+	}
+	fmt.Println()
+	fmt.Println("| measurement | result | CPU µs per call: client / server / children | target | met |")
+	fmt.Println("|---|---|---|---|---|")
+	for _, r := range rows {
+		fmt.Printf("| %s | %s | %s | %s | %s |\n", r.what, r.result, r.cpu, r.target, r.met)
+	}
+	if len(bad) > 0 {
+		fmt.Println()
+		fmt.Println("failures:")
+		for _, b := range bad {
+			fmt.Println("- " + b)
+		}
+	}
+	notes.Lock()
+	defer notes.Unlock()
+	if len(notes.list) > 0 {
+		fmt.Println()
+		fmt.Println("notes:")
+		for _, n := range notes.list {
+			fmt.Println("- " + n)
+		}
+	}
+}

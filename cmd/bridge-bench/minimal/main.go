@@ -1,0 +1,142 @@
+// Command minimal is the stdio MCP server bridge-bench puts behind the
+// bridge, and with -http the bare HTTP server that is the benchmark's HTTP
+// floor. Both modes answer with the same code (package mini), so they send
+// the same JSON; neither uses an SDK, so that the figures measure the bridge
+// and not the server.
+//
+//	minimal                  serve MCP over stdin/stdout until stdin ends
+//	minimal -http ADDR       serve the same answers over HTTP POST on ADDR;
+//	                         prints "http://HOST:PORT/mcp" on stdout once
+//	                         listening, and stops when stdin ends
+package main
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"time"
+
+	"github.com/mcp-bridge/mcp-bridge/cmd/bridge-bench/internal/mini"
+)
+
+func main() {
+	httpAddr := flag.String("http", "", "serve the HTTP floor on this `address` (loopback, e.g. 127.0.0.1:0) instead of stdio")
+	flag.Parse()
+	var err error
+	if *httpAddr != "" {
+		err = serveHTTP(*httpAddr)
+	} else {
+		err = serveStdio(os.Stdin, os.Stdout)
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "minimal:", err)
+		os.Exit(1)
+	}
+}
+
+// serveStdio answers each line of in on out. Answers are flushed when no
+// further input is waiting, so a burst of requests costs one write.
+func serveStdio(in io.Reader, out io.Writer) error {
+	r := bufio.NewReaderSize(in, 64<<10)
+	w := bufio.NewWriterSize(out, 64<<10)
+	emit := func(line []byte) error {
+		if _, err := w.Write(line); err != nil {
+			return err
+		}
+		return w.WriteByte('\n')
+	}
+	var long []byte // a line longer than r's buffer, gathered
+	for {
+		frag, err := r.ReadSlice('\n')
+		if err == bufio.ErrBufferFull {
+			long = append(long, frag...)
+			continue
+		}
+		line := frag
+		if long != nil {
+			line = append(long, frag...)
+			long = nil
+		}
+		if len(line) > 0 && (line[0] != '\n' || len(line) > 1) {
+			if herr := mini.Handle(line, emit); herr != nil {
+				return herr
+			}
+		}
+		if r.Buffered() == 0 || err != nil {
+			if ferr := w.Flush(); ferr != nil {
+				return ferr
+			}
+		}
+		if err == io.EOF {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+	}
+}
+
+// serveHTTP is the HTTP floor: each POST body is one message, answered
+// with the same JSON the stdio server would write, as application/json.
+func serveHTTP(addr string) error {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return err
+	}
+	srv := &http.Server{
+		Handler:           http.HandlerFunc(handleHTTP),
+		ReadHeaderTimeout: 10 * time.Second,
+	}
+	fmt.Printf("http://%s/mcp\n", ln.Addr())
+	served := make(chan error, 1)
+	go func() { served <- srv.Serve(ln) }()
+	// The parent ends the floor by closing our stdin (or by dying).
+	stdinDone := make(chan struct{})
+	go func() {
+		_, _ = io.Copy(io.Discard, os.Stdin)
+		close(stdinDone)
+	}()
+	select {
+	case err := <-served:
+		return err
+	case <-stdinDone:
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := srv.Shutdown(ctx); err != nil {
+		return err
+	}
+	if err := <-served; !errors.Is(err, http.ErrServerClosed) {
+		return err
+	}
+	return nil
+}
+
+func handleHTTP(w http.ResponseWriter, r *http.Request) {
+	if r.Method != http.MethodPost {
+		w.Header().Set("Allow", "POST")
+		w.WriteHeader(http.StatusMethodNotAllowed)
+		return
+	}
+	body, err := io.ReadAll(r.Body)
+	if err != nil {
+		http.Error(w, err.Error(), http.StatusBadRequest)
+		return
+	}
+	var answer []byte
+	_ = mini.Handle(body, func(line []byte) error { answer = line; return nil })
+	if answer == nil {
+		w.WriteHeader(http.StatusAccepted)
+		return
+	}
+	h := w.Header()
+	h.Set("Content-Type", "application/json")
+	h.Set("Mcp-Session-Id", "floor")
+	w.Write(answer)
+}
