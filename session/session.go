@@ -202,8 +202,18 @@ func (r *Registry) Create(ctx context.Context, owner string) (*Session, error) {
 		s.readServer()
 	}()
 	if r.opts.IdleTimeout > 0 {
-		s.mu.Lock() // checkIdle may run before AfterFunc returns
-		s.idle = time.AfterFunc(r.opts.IdleTimeout, s.checkIdle)
+		// The timer reaches the session through ref, which Close clears: a
+		// stopped timer may stay in the runtime's timer heap for a while,
+		// and must not keep an ended session and its log reachable.
+		ref := new(atomic.Pointer[Session])
+		ref.Store(s)
+		s.mu.Lock() // the callback may run before AfterFunc returns
+		s.idleRef = ref
+		s.idle = time.AfterFunc(r.opts.IdleTimeout, func() {
+			if s := ref.Load(); s != nil {
+				s.checkIdle()
+			}
+		})
 		s.mu.Unlock()
 	}
 	logger.Info("session started", "server", proc.ID())
@@ -316,6 +326,7 @@ type Session struct {
 
 	lastActivity atomic.Int64 // time since epoch of the last client message
 	idle         *time.Timer  // nil when there is no idle timeout; set under mu
+	idleRef      *atomic.Pointer[Session]
 
 	mu sync.Mutex
 	// inflight maps the client's requests still waiting for an answer.
@@ -609,6 +620,7 @@ func (s *Session) Close(reason error) {
 	s.mu.Lock()
 	if s.idle != nil {
 		s.idle.Stop()
+		s.idleRef.Store(nil)
 	}
 	s.mu.Unlock()
 	level := slog.LevelInfo

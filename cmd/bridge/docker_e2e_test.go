@@ -7,10 +7,13 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"io"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"slices"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -28,7 +31,7 @@ type dockerE2E struct {
 	bridge string
 }
 
-func setupDockerE2E(t *testing.T) *dockerE2E {
+func setupDockerE2E(t testing.TB) *dockerE2E {
 	t.Helper()
 	bridgeBin, _ := buildBinaries(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
@@ -232,4 +235,57 @@ func TestDockerSandboxEndToEnd(t *testing.T) {
 		p2.cmd.Process.Signal(syscall.SIGTERM)
 		p2.cmd.Wait()
 	})
+}
+
+// BenchmarkSessionStart times the initialize round trip through the bridge
+// binary (POST initialize until its answer is read), with the example
+// server as a local process and in a Docker container, with and without a
+// warm pool. Reported as p50/p99 in milliseconds:
+//
+//	go test -run '^$' -bench SessionStart -benchtime 50x ./cmd/bridge/
+func BenchmarkSessionStart(b *testing.B) {
+	d := setupDockerE2E(b)
+	_, helloBin := buildBinaries(b)
+	for _, bc := range []struct {
+		name string
+		args []string
+	}{
+		{"local", []string{"--", helloBin}},
+		{"local-warm", []string{"--warm", "4", "--", helloBin}},
+		{"docker", []string{"--sandbox", "docker", "--image", d.image, "--pull", "never", "--instance", "bench-" + randomSuffix()}},
+		{"docker-warm", []string{"--sandbox", "docker", "--image", d.image, "--pull", "never", "--warm", "4", "--instance", "bench-" + randomSuffix()}},
+	} {
+		b.Run(bc.name, func(b *testing.B) {
+			p := startBridgeBinary(b, d.bridge, bc.args...)
+			defer func() { p.cmd.Process.Signal(syscall.SIGTERM); p.cmd.Wait() }()
+			body := `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"bench","version":"1"}}}`
+			lat := make([]time.Duration, 0, b.N)
+			for b.Loop() {
+				req, _ := http.NewRequest("POST", p.url, strings.NewReader(body))
+				req.Header.Set("Content-Type", "application/json")
+				req.Header.Set("Accept", "application/json, text/event-stream")
+				start := time.Now()
+				resp, err := http.DefaultClient.Do(req)
+				if err != nil {
+					b.Fatal(err)
+				}
+				out, _ := io.ReadAll(resp.Body)
+				resp.Body.Close()
+				lat = append(lat, time.Since(start))
+				if !strings.Contains(string(out), `"result"`) {
+					b.Fatalf("initialize: %d %s", resp.StatusCode, out)
+				}
+				b.StopTimer()
+				del, _ := http.NewRequest("DELETE", p.url, nil)
+				del.Header.Set("Mcp-Session-Id", resp.Header.Get("Mcp-Session-Id"))
+				if r, err := http.DefaultClient.Do(del); err == nil {
+					r.Body.Close()
+				}
+				b.StartTimer()
+			}
+			slices.Sort(lat)
+			b.ReportMetric(float64(lat[len(lat)/2].Microseconds())/1000, "p50-ms")
+			b.ReportMetric(float64(lat[(len(lat)*99)/100].Microseconds())/1000, "p99-ms")
+		})
+	}
 }

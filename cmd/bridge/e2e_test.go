@@ -21,7 +21,7 @@ import (
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
 // buildBinaries compiles the bridge and the example server once per test.
-func buildBinaries(t *testing.T) (bridgeBin, helloBin string) {
+func buildBinaries(t testing.TB) (bridgeBin, helloBin string) {
 	t.Helper()
 	if testing.Short() {
 		t.Skip("builds binaries")
@@ -71,7 +71,7 @@ type bridgeProc struct {
 
 // startBridgeBinary runs the bridge with --listen 127.0.0.1:0 and JSON logs,
 // and returns once it logged its URL.
-func startBridgeBinary(t *testing.T, bin string, args ...string) *bridgeProc {
+func startBridgeBinary(t testing.TB, bin string, args ...string) *bridgeProc {
 	t.Helper()
 	args = append([]string{"--listen", "127.0.0.1:0", "--log-format", "json"}, args...)
 	cmd := exec.Command(bin, args...)
