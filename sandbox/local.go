@@ -111,8 +111,14 @@ func (l *Local) Launch(ctx context.Context, sessionID string) (Process, error) {
 	cmd.Env = l.opts.Env
 	cmd.Dir = l.opts.Dir
 	// Its own process group (pgid = its pid), so signals reach everything it
-	// started and nothing of the bridge's group.
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	// started and nothing of the bridge's group. Pdeathsig: the kernel
+	// SIGKILLs the child if the bridge dies without stopping it (kill -9, a
+	// crash), so a server that ignores the end of its stdin cannot outlive
+	// the bridge as an orphan. (The signal follows the death of the thread
+	// that started the child; Go keeps its threads for the life of the
+	// process unless a goroutine locked to one exits, which never happens
+	// here.)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 
 	// Our own pipes rather than cmd.StdinPipe/StdoutPipe: those are closed by
 	// cmd.Wait, which would cut the caller's read of stdout short ("it is

@@ -5,9 +5,11 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"strings"
 	"syscall"
@@ -64,9 +66,10 @@ func childrenOf(t *testing.T, pid int) []int {
 
 // bridgeProc is the bridge binary running in a test.
 type bridgeProc struct {
-	cmd  *exec.Cmd
-	url  string
-	done chan []string // the log lines, once the process closed stderr
+	cmd     *exec.Cmd
+	url     string
+	started chan int      // the pid of each MCP server the bridge logs as started
+	done    chan []string // the log lines, once the process closed stderr
 }
 
 // startBridgeBinary runs the bridge with --listen 127.0.0.1:0 and JSON logs,
@@ -84,15 +87,26 @@ func startBridgeBinary(t testing.TB, bin string, args ...string) *bridgeProc {
 	}
 	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
 	urls := make(chan string, 1)
-	p := &bridgeProc{cmd: cmd, done: make(chan []string, 1)}
+	p := &bridgeProc{cmd: cmd, started: make(chan int, 1024), done: make(chan []string, 1)}
 	go func() {
 		var lines []string
 		sc := bufio.NewScanner(stderr)
 		for sc.Scan() {
 			lines = append(lines, sc.Text())
-			var rec struct{ Msg, URL string }
-			if json.Unmarshal(sc.Bytes(), &rec) == nil && rec.Msg == "bridge listening" {
-				urls <- rec.URL
+			var rec struct {
+				Msg, URL string
+				PID      int
+			}
+			if json.Unmarshal(sc.Bytes(), &rec) == nil {
+				switch rec.Msg {
+				case "bridge listening":
+					urls <- rec.URL
+				case "MCP server started":
+					select {
+					case p.started <- rec.PID:
+					default:
+					}
+				}
 			}
 		}
 		p.done <- lines
@@ -168,5 +182,57 @@ func TestShutdownOnSIGTERM(t *testing.T) {
 		if !strings.Contains(log, want) {
 			t.Errorf("log lacks %s:\n%s", want, log)
 		}
+	}
+}
+
+// procState is the state letter of a process in /proc ("Z" for a zombie),
+// or "" if it no longer exists.
+func procState(pid int) string {
+	stat, err := os.ReadFile(filepath.Join("/proc", strconv.Itoa(pid), "stat"))
+	if err != nil {
+		return ""
+	}
+	fields := strings.Fields(string(stat[strings.LastIndexByte(string(stat), ')')+1:]))
+	return fields[0]
+}
+
+// A bridge killed with SIGKILL cannot stop its servers; the kernel kills
+// them (parent-death signal), even one that ignores the end of its stdin.
+func TestKill9LeavesNoServer(t *testing.T) {
+	bridgeBin, _ := buildBinaries(t)
+	sleep, err := exec.LookPath("sleep")
+	if err != nil {
+		t.Skip("no sleep command")
+	}
+	// "sleep" never reads stdin and never answers: the initialize below
+	// waits, with the server running, until the bridge dies.
+	p := startBridgeBinary(t, bridgeBin, "--", sleep, "1000")
+	go func() {
+		req, _ := http.NewRequest("POST", p.url, strings.NewReader(
+			`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"c","version":"1"}}}`))
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Accept", "application/json, text/event-stream")
+		if resp, err := http.DefaultClient.Do(req); err == nil {
+			resp.Body.Close()
+		}
+	}()
+	var pid int
+	select {
+	case pid = <-p.started:
+	case <-time.After(60 * time.Second):
+		t.Fatal("the bridge never started its server")
+	}
+	p.cmd.Process.Kill()
+	p.cmd.Wait()
+	// The kernel sends the parent-death signal as the bridge exits, but
+	// delivers it to the child asynchronously; nothing announces the
+	// child's death to this test (it is not its parent), so look until it
+	// is dead or a zombie.
+	deadline := time.Now().Add(30 * time.Second)
+	for st := procState(pid); st != "" && st != "Z"; st = procState(pid) {
+		if time.Now().After(deadline) {
+			t.Fatalf("server %d survived kill -9 of the bridge (state %s)", pid, st)
+		}
+		runtime.Gosched()
 	}
 }
