@@ -3,17 +3,15 @@ package deploy
 import (
 	"bytes"
 	"context"
-	"errors"
 	"fmt"
-	"io"
 	"slices"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/moby/moby/api/pkg/stdcopy"
-	"github.com/moby/moby/api/types/container"
 	"github.com/moby/moby/client"
+
+	"github.com/mcp-bridge/mcp-bridge/internal/dockertest"
 )
 
 // TestBuildScratchImage builds the bridge-alone image (scratch.Dockerfile)
@@ -74,41 +72,13 @@ func TestBuildScratchImage(t *testing.T) {
 	}
 
 	// Run it; the binary reports its uid, arguments and root directory.
-	created, err := cli.ContainerCreate(ctx, client.ContainerCreateOptions{
-		Image:      tag,
-		Config:     &container.Config{Cmd: []string{"--", "a", "b"}},
-		HostConfig: &container.HostConfig{NetworkMode: "none"},
-	})
-	if err != nil {
-		t.Fatal(err)
+	status, stdout, stderr := dockertest.Run(t, cli, tag, []string{"--", "a", "b"})
+	if status != 0 {
+		t.Fatalf("exit status %d: %s", status, stderr)
 	}
-	t.Cleanup(func() {
-		cli.ContainerRemove(context.Background(), created.ID, client.ContainerRemoveOptions{Force: true})
-	})
-	wait := cli.ContainerWait(ctx, created.ID, client.ContainerWaitOptions{Condition: container.WaitConditionNextExit})
-	if _, err := cli.ContainerStart(ctx, created.ID, client.ContainerStartOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	select {
-	case res := <-wait.Result:
-		if res.StatusCode != 0 {
-			t.Fatalf("exit status %d", res.StatusCode)
-		}
-	case err := <-wait.Error:
-		t.Fatal(err)
-	}
-	logs, err := cli.ContainerLogs(ctx, created.ID, client.ContainerLogsOptions{ShowStdout: true, ShowStderr: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer logs.Close()
-	var stdout, stderr bytes.Buffer
-	if _, err := stdcopy.StdCopy(&stdout, &stderr, logs); err != nil && !errors.Is(err, io.EOF) {
-		t.Fatal(err)
-	}
-	got := strings.TrimSpace(stdout.String())
+	got := strings.TrimSpace(stdout)
 	if !strings.HasPrefix(got, "uid=65532 gid=65532 args=--,a,b root=") {
-		t.Fatalf("container output %q (stderr %q)", got, stderr.String())
+		t.Fatalf("container output %q (stderr %q)", got, stderr)
 	}
 	root := strings.Split(strings.TrimPrefix(got, "uid=65532 gid=65532 args=--,a,b root="), ",")
 	if !slices.Contains(root, "bridge") || slices.Contains(root, "bin") || slices.Contains(root, "usr") {

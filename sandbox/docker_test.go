@@ -24,7 +24,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
-	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -34,6 +33,7 @@ import (
 	"time"
 
 	cerrdefs "github.com/containerd/errdefs"
+	"github.com/mcp-bridge/mcp-bridge/internal/dockertest"
 	"github.com/moby/moby/api/types/container"
 	"github.com/moby/moby/client"
 	"go.uber.org/goleak"
@@ -52,72 +52,11 @@ type dockerEnv struct {
 // and builds the test image, removed when tb ends.
 func setupDocker(tb testing.TB) *dockerEnv {
 	tb.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), dockerTestTimeout)
-	defer cancel()
-	cli, err := client.New(client.FromEnv)
-	if err != nil {
-		tb.Fatalf("Docker client: %v", err)
-	}
-	if _, err := cli.Ping(ctx, client.PingOptions{NegotiateAPIVersion: true}); err != nil {
-		cli.Close()
-		tb.Skipf("no Docker Engine reachable at %s (%v): the Docker sandbox tests need one (set DOCKER_HOST); CI has one", cli.DaemonHost(), err)
-	}
-	tb.Cleanup(func() { cli.Close() })
+	cli := dockertest.Client(tb)
 
-	dir := tb.TempDir()
-	bin := filepath.Join(dir, "dockerchild")
-	build := exec.Command("go", "build", "-trimpath", "-ldflags=-s -w", "-o", bin, "./testdata/dockerchild")
-	build.Env = append(os.Environ(), "CGO_ENABLED=0", "GOOS=linux", "GOARCH="+runtime.GOARCH)
-	if out, err := build.CombinedOutput(); err != nil {
-		tb.Fatalf("compiling the test child: %v\n%s", err, out)
-	}
-	exe, err := os.ReadFile(bin)
-	if err != nil {
-		tb.Fatal(err)
-	}
-	var buf bytes.Buffer
-	tw := tar.NewWriter(&buf)
-	for _, f := range []struct {
-		name string
-		mode int64
-		data []byte
-	}{
-		{"Dockerfile", 0o644, []byte("FROM scratch\nCOPY dockerchild /dockerchild\nENTRYPOINT [\"/dockerchild\"]\n")},
-		{"dockerchild", 0o755, exe},
-	} {
-		if err := tw.WriteHeader(&tar.Header{Name: f.name, Mode: f.mode, Size: int64(len(f.data))}); err != nil {
-			tb.Fatal(err)
-		}
-		if _, err := tw.Write(f.data); err != nil {
-			tb.Fatal(err)
-		}
-	}
-	if err := tw.Close(); err != nil {
-		tb.Fatal(err)
-	}
-	tag := "mcp-bridge-test-child:" + randomHex(6)
-	res, err := cli.ImageBuild(ctx, &buf, client.ImageBuildOptions{
-		Tags: []string{tag}, Remove: true, ForceRemove: true,
-		Labels: map[string]string{"io.mcp-bridge.test": "sandbox"},
-	})
-	if err != nil {
-		tb.Fatalf("building the test image: %v", err)
-	}
-	out, err := io.ReadAll(res.Body)
-	res.Body.Close()
-	if err != nil {
-		tb.Fatalf("building the test image: %v", err)
-	}
-	tb.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), dockerTestTimeout)
-		defer cancel()
-		if _, err := cli.ImageRemove(ctx, tag, client.ImageRemoveOptions{Force: true, PruneChildren: true}); err != nil {
-			tb.Errorf("removing the test image %s: %v", tag, err)
-		}
-	})
-	if bytes.Contains(out, []byte(`"errorDetail"`)) {
-		tb.Fatalf("building the test image: %s", out)
-	}
+	exe := dockertest.StaticBinary(tb, "./testdata/dockerchild")
+	tag := dockertest.BuildImage(tb, cli, "mcp-bridge-test-child", "FROM scratch\nCOPY dockerchild /dockerchild\nENTRYPOINT [\"/dockerchild\"]\n",
+		dockertest.File{Name: "dockerchild", Mode: 0o755, Data: exe})
 	return &dockerEnv{cli: cli, image: tag}
 }
 

@@ -1,23 +1,17 @@
 package main
 
 import (
-	"archive/tar"
 	"bytes"
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"io"
 	"net/http"
-	"os"
-	"os/exec"
-	"path/filepath"
-	"runtime"
 	"slices"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
 
+	"github.com/mcp-bridge/mcp-bridge/internal/dockertest"
 	"github.com/moby/moby/client"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
@@ -34,62 +28,11 @@ type dockerE2E struct {
 func setupDockerE2E(t testing.TB) *dockerE2E {
 	t.Helper()
 	bridgeBin, _ := buildBinaries(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
-	defer cancel()
-	cli, err := client.New(client.FromEnv)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { cli.Close() })
-	if _, err := cli.Ping(ctx, client.PingOptions{NegotiateAPIVersion: true}); err != nil {
-		t.Skipf("no Docker Engine reachable (%v): the Docker sandbox tests need one; CI has one", err)
-	}
-	dir := t.TempDir()
-	build := exec.Command("go", "build", "-trimpath", "-o", filepath.Join(dir, "hello"), "../../examples/hello")
-	build.Env = append(os.Environ(), "CGO_ENABLED=0", "GOOS=linux", "GOARCH="+runtime.GOARCH)
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("building the static example server: %v\n%s", err, out)
-	}
-	exe, err := os.ReadFile(filepath.Join(dir, "hello"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var buf bytes.Buffer
-	tw := tar.NewWriter(&buf)
-	for _, f := range []struct {
-		name string
-		mode int64
-		data []byte
-	}{
-		{"Dockerfile", 0o644, []byte("FROM scratch\nCOPY hello /hello\nENTRYPOINT [\"/hello\"]\n")},
-		{"hello", 0o755, exe},
-	} {
-		tw.WriteHeader(&tar.Header{Name: f.name, Mode: f.mode, Size: int64(len(f.data))})
-		tw.Write(f.data)
-	}
-	tw.Close()
-	tag := "mcp-bridge-e2e-hello:" + randomSuffix()
-	res, err := cli.ImageBuild(ctx, &buf, client.ImageBuildOptions{Tags: []string{tag}, Remove: true, ForceRemove: true})
-	if err != nil {
-		t.Fatalf("building the test image: %v", err)
-	}
-	out, _ := io.ReadAll(res.Body)
-	res.Body.Close()
-	if bytes.Contains(out, []byte(`"errorDetail"`)) {
-		t.Fatalf("building the test image: %s", out)
-	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-		defer cancel()
-		cli.ImageRemove(ctx, tag, client.ImageRemoveOptions{Force: true, PruneChildren: true})
-	})
+	cli := dockertest.Client(t)
+	exe := dockertest.StaticBinary(t, "../../examples/hello")
+	tag := dockertest.BuildImage(t, cli, "mcp-bridge-e2e-hello", "FROM scratch\nCOPY hello /hello\nENTRYPOINT [\"/hello\"]\n",
+		dockertest.File{Name: "hello", Mode: 0o755, Data: exe})
 	return &dockerE2E{cli: cli, image: tag, bridge: bridgeBin}
-}
-
-func randomSuffix() string {
-	var b [6]byte
-	rand.Read(b[:])
-	return hex.EncodeToString(b[:])
 }
 
 // containers lists the containers of a bridge instance, running or not.
@@ -167,7 +110,7 @@ func TestDockerSandboxEndToEnd(t *testing.T) {
 	}
 
 	t.Run("delete and shutdown", func(t *testing.T) {
-		inst := "e2e-" + randomSuffix()
+		inst := "e2e-" + dockertest.RandomSuffix()
 		gone := d.destroyed(t, inst)
 		p := startBridgeBinary(t, d.bridge, dockerArgs(inst)...)
 		a, b := connect(p.url), connect(p.url)
@@ -192,7 +135,7 @@ func TestDockerSandboxEndToEnd(t *testing.T) {
 	})
 
 	t.Run("idle timeout", func(t *testing.T) {
-		inst := "e2e-" + randomSuffix()
+		inst := "e2e-" + dockertest.RandomSuffix()
 		gone := d.destroyed(t, inst)
 		p := startBridgeBinary(t, d.bridge, dockerArgs(inst, "--session-idle-timeout", "1s")...)
 		cs := connect(p.url)
@@ -252,8 +195,8 @@ func BenchmarkSessionStart(b *testing.B) {
 	}{
 		{"local", []string{"--", helloBin}},
 		{"local-warm", []string{"--warm", "4", "--", helloBin}},
-		{"docker", []string{"--sandbox", "docker", "--image", d.image, "--pull", "never", "--instance", "bench-" + randomSuffix()}},
-		{"docker-warm", []string{"--sandbox", "docker", "--image", d.image, "--pull", "never", "--warm", "4", "--instance", "bench-" + randomSuffix()}},
+		{"docker", []string{"--sandbox", "docker", "--image", d.image, "--pull", "never", "--instance", "bench-" + dockertest.RandomSuffix()}},
+		{"docker-warm", []string{"--sandbox", "docker", "--image", d.image, "--pull", "never", "--warm", "4", "--instance", "bench-" + dockertest.RandomSuffix()}},
 	} {
 		b.Run(bc.name, func(b *testing.B) {
 			p := startBridgeBinary(b, d.bridge, bc.args...)

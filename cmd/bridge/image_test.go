@@ -3,8 +3,6 @@ package main
 import (
 	"bytes"
 	"context"
-	"errors"
-	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -12,9 +10,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/moby/moby/api/pkg/stdcopy"
-	"github.com/moby/moby/api/types/container"
 	"github.com/moby/moby/client"
+
+	"github.com/mcp-bridge/mcp-bridge/internal/dockertest"
 
 	"github.com/mcp-bridge/mcp-bridge/deploy"
 )
@@ -93,43 +91,13 @@ func TestImageBuildRunsBridge(t *testing.T) {
 		t.Fatalf("stdout %q; want %q and the image ID", out.String(), tag)
 	}
 
-	created, err := cli.ContainerCreate(ctx, client.ContainerCreateOptions{
-		Image:      tag,
-		Config:     &container.Config{Cmd: []string{"image", "build", "--dockerfile-only", "--from", "npx:pkg@1.0.0"}},
-		HostConfig: &container.HostConfig{NetworkMode: "none"},
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		cli.ContainerRemove(context.Background(), created.ID, client.ContainerRemoveOptions{Force: true})
-	})
-	wait := cli.ContainerWait(ctx, created.ID, client.ContainerWaitOptions{Condition: container.WaitConditionNextExit})
-	if _, err := cli.ContainerStart(ctx, created.ID, client.ContainerStartOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	var status int64
-	select {
-	case res := <-wait.Result:
-		status = res.StatusCode
-	case err := <-wait.Error:
-		t.Fatal(err)
-	}
-	logs, err := cli.ContainerLogs(ctx, created.ID, client.ContainerLogsOptions{ShowStdout: true, ShowStderr: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer logs.Close()
-	var stdout, stderr bytes.Buffer
-	if _, err := stdcopy.StdCopy(&stdout, &stderr, logs); err != nil && !errors.Is(err, io.EOF) {
-		t.Fatal(err)
-	}
+	status, stdout, stderr := dockertest.Run(t, cli, tag, []string{"image", "build", "--dockerfile-only", "--from", "npx:pkg@1.0.0"})
 	if status != 0 {
-		t.Fatalf("the bridge in the image exited %d: %s", status, stderr.String())
+		t.Fatalf("the bridge in the image exited %d: %s", status, stderr)
 	}
 	want, _ := deploy.RenderDockerfile(&deploy.Spec{Kind: deploy.KindNPX, Package: "pkg", Version: "1.0.0"}, nil)
-	if stdout.String() != string(want) {
-		t.Fatalf("the bridge in the image printed\n%s\nwant\n%s", stdout.String(), want)
+	if stdout != string(want) {
+		t.Fatalf("the bridge in the image printed\n%s\nwant\n%s", stdout, want)
 	}
 	insp, err := cli.ImageInspect(ctx, tag)
 	if err != nil {
