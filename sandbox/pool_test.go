@@ -110,82 +110,10 @@ func echoes(t *testing.T, p Process, out *bufio.Reader, line string) {
 	}
 }
 
-// logWatch is a slog.Handler that keeps records and lets a test wait for one.
-type logWatch struct {
-	mu      *sync.Mutex
-	entries *[]logEntry
-	changed *chan struct{} // closed and replaced at each record
-	attrs   []slog.Attr
-}
-
-func newLogWatch() *logWatch {
-	ch := make(chan struct{})
-	return &logWatch{mu: new(sync.Mutex), entries: new([]logEntry), changed: &ch}
-}
-
-func (h *logWatch) Enabled(context.Context, slog.Level) bool { return true }
-
-func (h *logWatch) Handle(_ context.Context, r slog.Record) error {
-	e := logEntry{msg: r.Message, attrs: map[string]string{}}
-	for _, a := range h.attrs {
-		e.attrs[a.Key] = a.Value.String()
-	}
-	r.Attrs(func(a slog.Attr) bool {
-		e.attrs[a.Key] = a.Value.String()
-		return true
-	})
-	h.mu.Lock()
-	*h.entries = append(*h.entries, e)
-	close(*h.changed)
-	*h.changed = make(chan struct{})
-	h.mu.Unlock()
-	return nil
-}
-
-func (h *logWatch) WithAttrs(attrs []slog.Attr) slog.Handler {
-	h2 := *h
-	h2.attrs = append(append([]slog.Attr(nil), h.attrs...), attrs...)
-	return &h2
-}
-
-func (h *logWatch) WithGroup(string) slog.Handler { return h }
-
-// find returns the entries logged with message msg.
-func (h *logWatch) find(msg string) []logEntry {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	var out []logEntry
-	for _, e := range *h.entries {
-		if e.msg == msg {
-			out = append(out, e)
-		}
-	}
-	return out
-}
-
-// wait blocks until n entries with message msg were logged.
-func (h *logWatch) wait(t *testing.T, msg string, n int) []logEntry {
-	t.Helper()
-	guard := time.After(30 * time.Second) // a guard against a hang, not a synchronization
-	for {
-		h.mu.Lock()
-		changed := *h.changed
-		h.mu.Unlock()
-		if got := h.find(msg); len(got) >= n {
-			return got
-		}
-		select {
-		case <-changed:
-		case <-guard:
-			t.Fatalf("%q was not logged %d times within 30s", msg, n)
-		}
-	}
-}
-
 const handOutMsg = "warm MCP server handed to a session"
 
 func TestPoolHandsOutSpares(t *testing.T) {
-	logs := newLogWatch()
+	logs := newLogRecorder()
 	logger := slog.New(logs)
 	local := testLocal(t, "echo", logger)
 	inner := newRecLauncher(local.Launch)
@@ -291,7 +219,7 @@ func (g *gated) Launch(ctx context.Context, name string) (Process, error) {
 }
 
 func TestPoolColdStartWhenEmpty(t *testing.T) {
-	logs := newLogWatch()
+	logs := newLogRecorder()
 	logger := slog.New(logs)
 	g := &gated{local: testLocal(t, "echo", logger), entered: make(chan string, 8), release: make(chan struct{})}
 	inner := newRecLauncher(g.Launch)
@@ -327,7 +255,7 @@ func TestPoolColdStartWhenEmpty(t *testing.T) {
 }
 
 func TestPoolCloseStopsLaunchInProgress(t *testing.T) {
-	logger := slog.New(newLogWatch())
+	logger := slog.New(newLogRecorder())
 	g := &gated{local: testLocal(t, "echo", logger), entered: make(chan string, 8), release: make(chan struct{}),
 		ignoreCtx: true, cancelled: make(chan struct{})}
 	inner := newRecLauncher(g.Launch)
@@ -354,7 +282,7 @@ func TestPoolCloseStopsLaunchInProgress(t *testing.T) {
 }
 
 func TestPoolDiscardsDeadSpare(t *testing.T) {
-	logs := newLogWatch()
+	logs := newLogRecorder()
 	logger := slog.New(logs)
 	dying, echo := testLocal(t, "exit3", logger), testLocal(t, "echo", logger)
 	inner := newRecLauncher(func(ctx context.Context, name string) (Process, error) {
@@ -398,7 +326,7 @@ func TestPoolDiscardsDeadSpare(t *testing.T) {
 }
 
 func TestPoolConcurrentLaunches(t *testing.T) {
-	logger := slog.New(newLogWatch())
+	logger := slog.New(newLogRecorder())
 	inner := newRecLauncher(testLocal(t, "echo", logger).Launch)
 	pool := NewPool(inner, 3, logger)
 	const sessions = 8
@@ -442,7 +370,7 @@ func TestPoolConcurrentLaunches(t *testing.T) {
 }
 
 func TestPoolWithoutSpares(t *testing.T) {
-	logger := slog.New(newLogWatch())
+	logger := slog.New(newLogRecorder())
 	inner := newRecLauncher(testLocal(t, "echo", logger).Launch)
 	pool := NewPool(inner, 0, logger)
 	proc, err := pool.Launch(t.Context(), "s1")

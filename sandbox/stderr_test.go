@@ -10,6 +10,7 @@ import (
 	"sync"
 	"testing"
 	"testing/iotest"
+	"time"
 	"unicode/utf8"
 )
 
@@ -20,15 +21,18 @@ type logEntry struct {
 	attrs map[string]string
 }
 
-// logRecorder is a slog.Handler that keeps every record, for tests.
+// logRecorder is a slog.Handler that keeps every record, for tests, and
+// lets a test wait for one.
 type logRecorder struct {
 	mu      *sync.Mutex
 	entries *[]logEntry
+	changed *chan struct{} // closed and replaced at each record
 	attrs   []slog.Attr
 }
 
 func newLogRecorder() *logRecorder {
-	return &logRecorder{mu: new(sync.Mutex), entries: new([]logEntry)}
+	ch := make(chan struct{})
+	return &logRecorder{mu: new(sync.Mutex), entries: new([]logEntry), changed: &ch}
 }
 
 func (h *logRecorder) Enabled(context.Context, slog.Level) bool { return true }
@@ -44,6 +48,8 @@ func (h *logRecorder) Handle(_ context.Context, r slog.Record) error {
 	})
 	h.mu.Lock()
 	*h.entries = append(*h.entries, e)
+	close(*h.changed)
+	*h.changed = make(chan struct{})
 	h.mu.Unlock()
 	return nil
 }
@@ -71,6 +77,36 @@ func (h *logRecorder) all() []logEntry {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	return slices.Clone(*h.entries)
+}
+
+// find returns the entries logged with message msg.
+func (h *logRecorder) find(msg string) []logEntry {
+	var out []logEntry
+	for _, e := range h.all() {
+		if e.msg == msg {
+			out = append(out, e)
+		}
+	}
+	return out
+}
+
+// wait blocks until n entries with message msg were logged.
+func (h *logRecorder) wait(t *testing.T, msg string, n int) []logEntry {
+	t.Helper()
+	guard := time.After(30 * time.Second) // a guard against a hang, not a synchronization
+	for {
+		h.mu.Lock()
+		changed := *h.changed
+		h.mu.Unlock()
+		if got := h.find(msg); len(got) >= n {
+			return got
+		}
+		select {
+		case <-changed:
+		case <-guard:
+			t.Fatalf("%q was not logged %d times within 30s", msg, n)
+		}
+	}
 }
 
 // chunkReader returns its data in reads of the given sizes, cycling.
