@@ -216,7 +216,7 @@ func TestDeleteStopsChild(t *testing.T) {
 }
 
 func TestIdleTimeoutStopsChild(t *testing.T) {
-	b := startBridge(t, bridgeConfig{session: session.Options{IdleTimeout: 300 * time.Millisecond}})
+	b := startBridge(t, bridgeConfig{session: session.Options{IdleTimeout: time.Second}})
 	cs := connect(t, b.URL, nil) // holds a GET stream open: that is not activity
 	pid := childPID(t, cs)
 	sess, err := b.Reg.Get(cs.ID())

@@ -137,7 +137,7 @@ func TestDockerSandboxEndToEnd(t *testing.T) {
 	t.Run("idle timeout", func(t *testing.T) {
 		inst := "e2e-" + dockertest.RandomSuffix()
 		gone := d.destroyed(t, inst)
-		p := startBridgeBinary(t, d.bridge, dockerArgs(inst, "--session-idle-timeout", "1s")...)
+		p := startBridgeBinary(t, d.bridge, dockerArgs(inst, "--session-idle-timeout", "3s")...)
 		cs := connect(p.url)
 		defer cs.Close()
 		count(cs)
