@@ -118,24 +118,10 @@ func httpThroughput(ctx context.Context, url string, n int, warm, dur time.Durat
 	tr := newTransport(n)
 	defer tr.CloseIdleConnections()
 	hc := &http.Client{Transport: tr}
-	clients := make([]*mcpClient, n)
-	defer func() {
-		_ = forEach(n, 8, func(i int) error {
-			if clients[i] != nil {
-				clients[i].close(context.WithoutCancel(ctx))
-			}
-			return nil
-		})
-	}()
-	if err := forEach(n, 8, func(i int) error {
-		c := newMCPClient(hc, url)
-		if err := c.initialize(ctx); err != nil {
-			return err
-		}
-		clients[i] = c
-		return nil
-	}); err != nil {
-		return sample{}, fmt.Errorf("opening %d sessions: %w", n, err)
+	clients, closeAll, err := openSessions(ctx, hc, url, n)
+	defer closeAll()
+	if err != nil {
+		return sample{}, err
 	}
 	if during != nil {
 		go during(warm, dur)
@@ -301,24 +287,10 @@ func idleMemory(ctx context.Context, b *bridgeProc, n int, settle time.Duration,
 		return res, err
 	}
 	res.statsBase = prof.memStats(ctx, b)
-	clients := make([]*mcpClient, n)
-	defer func() {
-		_ = forEach(n, 8, func(i int) error {
-			if clients[i] != nil {
-				clients[i].close(context.WithoutCancel(ctx))
-			}
-			return nil
-		})
-	}()
-	if err := forEach(n, 8, func(i int) error {
-		c := newMCPClient(hc, b.url)
-		if err := c.initialize(ctx); err != nil {
-			return err
-		}
-		clients[i] = c
-		return nil
-	}); err != nil {
-		return res, fmt.Errorf("opening %d sessions: %w", n, err)
+	clients, closeAll, err := openSessions(ctx, hc, b.url, n)
+	defer closeAll()
+	if err != nil {
+		return res, err
 	}
 	if err := pace(ctx, time.Now().Add(settle)); err != nil {
 		return res, err
@@ -594,4 +566,30 @@ func (p *profiler) heap(ctx context.Context, b *bridgeProc) func(string) {
 		return nil
 	}
 	return func(name string) { p.fetch(ctx, b.pprof, "/debug/pprof/heap", name) }
+}
+
+// openSessions initializes n sessions, 8 at a time. closeAll deletes those
+// that were opened; call it even when err is not nil.
+func openSessions(ctx context.Context, hc *http.Client, url string, n int) (clients []*mcpClient, closeAll func(), err error) {
+	clients = make([]*mcpClient, n)
+	closeAll = func() {
+		_ = forEach(n, 8, func(i int) error {
+			if clients[i] != nil {
+				clients[i].close(context.WithoutCancel(ctx))
+			}
+			return nil
+		})
+	}
+	err = forEach(n, 8, func(i int) error {
+		c := newMCPClient(hc, url)
+		if err := c.initialize(ctx); err != nil {
+			return err
+		}
+		clients[i] = c
+		return nil
+	})
+	if err != nil {
+		err = fmt.Errorf("opening %d sessions: %w", n, err)
+	}
+	return clients, closeAll, err
 }
