@@ -258,6 +258,8 @@ func (r *Registry) Shutdown(ctx context.Context) error {
 		s.Close(ErrShutdown)
 	}
 	done := make(chan struct{})
+	// Owned by the stops it waits for: if ctx ends first, it lingers until
+	// the last server is gone (each Stop is bounded by its grace periods).
 	go func() {
 		r.wg.Wait()
 		close(done)
@@ -406,9 +408,6 @@ func (s *Session) Err() error {
 	defer s.mu.Unlock()
 	return s.reason
 }
-
-// Server names the session's server process or container.
-func (s *Session) Server() string { return s.proc.ID() }
 
 // ProtocolVersion is the version the server chose in its initialize
 // result, or "" before that.
