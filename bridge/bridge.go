@@ -22,7 +22,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"mime"
 	"net"
 	"net/http"
 	"net/url"
@@ -269,19 +268,29 @@ func (h *Handler) servePreflight(w http.ResponseWriter, r *http.Request) {
 	w.WriteHeader(http.StatusNoContent)
 }
 
-// accepts reports whether an Accept header admits the media type.
+// accepts reports whether an Accept header admits the media type. It runs
+// on every request, so it compares in place rather than splitting the
+// header and parsing each part (mime.ParseMediaType): parameters such as q
+// are not weighed, only the media ranges listed.
 func accepts(header, want string) bool {
 	typ, _, _ := strings.Cut(want, "/")
-	for _, part := range strings.Split(header, ",") {
-		mt, _, err := mime.ParseMediaType(strings.TrimSpace(part))
-		if err != nil {
-			continue
-		}
-		if mt == want || mt == "*/*" || mt == typ+"/*" {
+	for header != "" {
+		var part string
+		part, header, _ = strings.Cut(header, ",")
+		mt := mediaType(part)
+		if strings.EqualFold(mt, want) || mt == "*/*" ||
+			(len(mt) == len(typ)+2 && strings.EqualFold(mt[:len(typ)], typ) && mt[len(typ):] == "/*") {
 			return true
 		}
 	}
 	return false
+}
+
+// mediaType is the media type of a Content-Type or of one Accept range:
+// what comes before any parameters, without surrounding white space.
+func mediaType(v string) string {
+	mt, _, _ := strings.Cut(v, ";")
+	return strings.TrimSpace(mt)
 }
 
 // checkVersion validates MCP-Protocol-Version: "If the server receives a
@@ -345,7 +354,7 @@ func (h *Handler) servePost(w http.ResponseWriter, r *http.Request, owner string
 			"Not Acceptable: the Accept header must list both application/json and text/event-stream", nil)
 		return
 	}
-	if mt, _, _ := mime.ParseMediaType(r.Header.Get("Content-Type")); mt != "application/json" {
+	if !strings.EqualFold(mediaType(r.Header.Get("Content-Type")), "application/json") {
 		writeError(w, http.StatusUnsupportedMediaType, nil, session.CodeInvalidRequest,
 			"Unsupported Media Type: the body must be application/json", nil)
 		return

@@ -16,7 +16,6 @@
 package session
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"crypto/rand"
@@ -690,58 +689,6 @@ func (s *Session) readServer() {
 		werr = errors.New("exit status 0")
 	}
 	s.Close(fmt.Errorf("%w: %w", ErrServerExited, werr))
-}
-
-var errLineTooLong = errors.New("line too long")
-
-// lineReader splits a stream into lines, each returned in memory of its own
-// (the event log keeps it). It reads through a small buffer, so an idle
-// session holds little memory; a long line is gathered in chunks and copied
-// once into a slice of its exact size.
-type lineReader struct {
-	r     *bufio.Reader
-	limit int
-}
-
-func newLineReader(r io.Reader, limit int) *lineReader {
-	return &lineReader{r: bufio.NewReaderSize(r, 4096), limit: limit}
-}
-
-func (l *lineReader) next() ([]byte, error) {
-	frag, err := l.r.ReadSlice('\n')
-	if err == nil {
-		if len(frag) > l.limit+1 {
-			return nil, errLineTooLong
-		}
-		return bytes.Clone(frag), nil
-	}
-	if err != bufio.ErrBufferFull {
-		if len(frag) > 0 && err == io.EOF {
-			return bytes.Clone(frag), nil // a last line without newline
-		}
-		return nil, err
-	}
-	chunks := [][]byte{bytes.Clone(frag)}
-	total := len(frag)
-	for {
-		frag, err = l.r.ReadSlice('\n')
-		total += len(frag)
-		if total > l.limit+1 {
-			return nil, errLineTooLong
-		}
-		chunks = append(chunks, bytes.Clone(frag))
-		if err == nil || (err == io.EOF && len(frag) > 0) {
-			break
-		}
-		if err != bufio.ErrBufferFull {
-			return nil, err
-		}
-	}
-	line := make([]byte, 0, total)
-	for _, c := range chunks {
-		line = append(line, c...)
-	}
-	return line, nil
 }
 
 func truncate(b []byte, n int) string {
