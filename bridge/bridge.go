@@ -28,6 +28,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -364,7 +365,7 @@ func (h *Handler) servePost(w http.ResponseWriter, r *http.Request, owner string
 			"Bad Request: Last-Event-ID belongs on a GET request (resumption is always via GET)", nil)
 		return
 	}
-	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, h.opts.MaxMessageBytes))
+	body, err := readBody(w, r, h.opts.MaxMessageBytes)
 	if err != nil {
 		var tooBig *http.MaxBytesError
 		if errors.As(err, &tooBig) {
@@ -480,6 +481,20 @@ func (h *Handler) initialize(w http.ResponseWriter, r *http.Request, owner strin
 	h.answer(w, r, sess, reader, false, params.Params.ProtocolVersion >= primingVersion)
 }
 
+// readBody reads a request body of at most limit bytes, failing with
+// *http.MaxBytesError beyond. A body of declared length is read into a
+// slice of that size, without io.ReadAll's growing.
+func readBody(w http.ResponseWriter, r *http.Request, limit int64) ([]byte, error) {
+	if n := r.ContentLength; n >= 0 && n <= limit {
+		body := make([]byte, n)
+		if _, err := io.ReadFull(r.Body, body); err != nil {
+			return nil, err
+		}
+		return body, nil
+	}
+	return io.ReadAll(http.MaxBytesReader(w, r.Body, limit))
+}
+
 // parseBody splits a POST body into its messages.
 func parseBody(body []byte) (msgs []session.Message, batch bool, err error) {
 	parts, batch, err := session.SplitBatch(body)
@@ -519,7 +534,7 @@ func (h *Handler) answer(w http.ResponseWriter, r *http.Request, sess *session.S
 		}
 		out = append(out, data)
 	}
-	w.Header().Set("Content-Type", "application/json")
+	w.Header()["Content-Type"] = jsonContentType
 	switch {
 	case len(out) == 0:
 		writeError(w, http.StatusInternalServerError, nil, session.CodeInternalError, "the request was cancelled or the session ended", nil)
@@ -537,6 +552,16 @@ func (h *Handler) answer(w http.ResponseWriter, r *http.Request, sess *session.S
 	}
 }
 
+// Header values set on every answer, shared rather than allocated per
+// request (Header.Set allocates a slice). net/http copies a handler's
+// header values when it writes them and never appends to them in place.
+var (
+	sseContentType  = []string{"text/event-stream"}
+	sseCacheControl = []string{"no-cache, no-transform"}
+	sseNoBuffering  = []string{"no"}
+	jsonContentType = []string{"application/json"}
+)
+
 var (
 	sseID    = []byte("id: ")
 	sseData  = []byte("\ndata: ")
@@ -549,9 +574,9 @@ var (
 func (h *Handler) stream(w http.ResponseWriter, r *http.Request, sess *session.Session, reader *session.Reader, prime bool) {
 	defer reader.Detach()
 	hd := w.Header()
-	hd.Set("Content-Type", "text/event-stream")
-	hd.Set("Cache-Control", "no-cache, no-transform")
-	hd.Set("X-Accel-Buffering", "no")
+	hd["Content-Type"] = sseContentType
+	hd["Cache-Control"] = sseCacheControl
+	hd["X-Accel-Buffering"] = sseNoBuffering
 	w.WriteHeader(http.StatusOK)
 	rc := http.NewResponseController(w)
 
@@ -566,13 +591,12 @@ func (h *Handler) stream(w http.ResponseWriter, r *http.Request, sess *session.S
 		// "The server SHOULD immediately send an SSE event consisting of an
 		// event ID and an empty data field in order to prime the client to
 		// reconnect (using that event ID as Last-Event-ID)."
-		buf := append(append([]byte(nil), sseID...), reader.Pos()...)
+		w.Write(sseID)
+		io.WriteString(w, reader.Pos())
 		if poll {
-			buf = append(buf, "\nretry: "...)
-			buf = strconv.AppendInt(buf, h.opts.SSERetry.Milliseconds(), 10)
+			io.WriteString(w, "\nretry: "+strconv.FormatInt(h.opts.SSERetry.Milliseconds(), 10))
 		}
-		buf = append(buf, ssePrime...)
-		if _, err := w.Write(buf); err != nil {
+		if _, err := w.Write(ssePrime); err != nil {
 			return
 		}
 	}
@@ -580,10 +604,14 @@ func (h *Handler) stream(w http.ResponseWriter, r *http.Request, sess *session.S
 	// is ready within primeFlushDelay, else on their own when it expires: a
 	// quick answer then costs one write to the connection instead of two
 	// (issue 6; the profile showed these writes as the bridge's main cost).
-	waitCtx, cancelWait := context.WithTimeout(ctx, primeFlushDelay)
-	defer cancelWait()
-	id, data, err := reader.Next(waitCtx)
-	cancelWait()
+	id, data, err := reader.Next(readyCtx)
+	if err == context.Canceled {
+		t := primeTimers.Get().(*time.Timer)
+		t.Reset(primeFlushDelay)
+		id, data, err = reader.NextBefore(ctx, t.C)
+		t.Stop()
+		primeTimers.Put(t)
+	}
 	for {
 		switch {
 		case err == io.EOF:
@@ -593,10 +621,9 @@ func (h *Handler) stream(w http.ResponseWriter, r *http.Request, sess *session.S
 				"session", sess.ID(), "stream", reader.Stream(),
 				"hint", "raise --log-max-events / --log-max-bytes or read the stream faster")
 			return
-		case errors.Is(err, context.DeadlineExceeded) && waitCtx != nil && ctx.Err() == nil:
+		case err == session.ErrNotYet:
 			// No event within primeFlushDelay: send the headers and the
 			// priming event now, then wait as long as it takes.
-			waitCtx = nil
 			if err := rc.Flush(); err != nil {
 				return
 			}
@@ -612,7 +639,6 @@ func (h *Handler) stream(w http.ResponseWriter, r *http.Request, sess *session.S
 			}
 			return // superseded, or the client left: the stream stays in the log
 		}
-		waitCtx = nil
 		// Each event is one line of JSON: the server wrote it as one line.
 		if _, err := w.Write(sseID); err != nil {
 			return
@@ -643,6 +669,15 @@ func (h *Handler) stream(w http.ResponseWriter, r *http.Request, sess *session.S
 // "immediately"; a millisecond is well within what a client can observe of
 // a network round trip, and buys one write per request.
 const primeFlushDelay = time.Millisecond
+
+// primeTimers are stopped timers for primeFlushDelay, reused across
+// requests. (Since Go 1.23 a stopped or reset timer's channel holds no
+// stale value.)
+var primeTimers = sync.Pool{New: func() any {
+	t := time.NewTimer(time.Hour)
+	t.Stop()
+	return t
+}}
 
 // readyCtx is already done: Reader.Next with it returns an event only if
 // one is ready, and context.Canceled instead of waiting.

@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"time"
 )
 
 // Errors of the event log.
@@ -374,6 +375,17 @@ func (r *Reader) Stream() int64 { return r.s.id }
 // that is already done, Next is a poll that never waits and allocates
 // nothing.
 func (r *Reader) Next(ctx context.Context) (id string, data []byte, err error) {
+	return r.NextBefore(ctx, nil)
+}
+
+// ErrNotYet is NextBefore's answer when expire fires before an event.
+var ErrNotYet = errors.New("no event yet")
+
+// NextBefore is Next that also stops waiting, with ErrNotYet, when expire
+// delivers (a timer's channel). It spares a caller that waits a little on
+// every request a context of its own (context.WithTimeout allocates and
+// registers with its parent each time).
+func (r *Reader) NextBefore(ctx context.Context, expire <-chan time.Time) (id string, data []byte, err error) {
 	l, s := r.l, r.s
 	for {
 		l.mu.Lock()
@@ -411,6 +423,8 @@ func (r *Reader) Next(ctx context.Context) (id string, data []byte, err error) {
 		case <-wake:
 		case <-ctx.Done():
 			return "", nil, ctx.Err()
+		case <-expire:
+			return "", nil, ErrNotYet
 		}
 	}
 }

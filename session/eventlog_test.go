@@ -15,6 +15,7 @@ import (
 	"strconv"
 	"sync"
 	"testing"
+	"time"
 
 	"go.uber.org/goleak"
 )
@@ -922,4 +923,42 @@ func TestEventLogNextPoll(t *testing.T) {
 		t.Fatalf("poll of a superseded reader = %v", err)
 	}
 	r2.Detach()
+}
+
+// NextBefore gives up with ErrNotYet when its channel delivers, returns an
+// event that comes first, and leaves the reader usable either way.
+func TestEventLogNextBefore(t *testing.T) {
+	defer goleak.VerifyNone(t)
+	l := NewEventLog(10, 1<<20)
+	s := l.NewStream()
+	r := mustAttach(t, l, s, 0)
+	expire := make(chan time.Time, 1)
+	expire <- time.Time{}
+	if _, _, err := r.NextBefore(context.Background(), expire); err != ErrNotYet {
+		t.Fatalf("NextBefore with an expired channel = %v, want ErrNotYet", err)
+	}
+	// An event held wins over a channel that has fired.
+	l.Append(s, []byte("held"))
+	expire <- time.Time{}
+	if id, d, err := r.NextBefore(context.Background(), expire); err != nil || id != EventID(s, 1) || string(d) != "held" {
+		t.Fatalf("NextBefore with an event held = %q %q %v", id, d, err)
+	}
+	<-expire
+	// An event appended while it waits.
+	got := make(chan string)
+	go func() {
+		_, d, err := r.NextBefore(context.Background(), expire)
+		if err != nil {
+			d = []byte(err.Error())
+		}
+		got <- string(d)
+	}()
+	l.Append(s, []byte("live"))
+	if d := <-got; d != "live" {
+		t.Fatalf("NextBefore while waiting = %q", d)
+	}
+	l.Finish(s)
+	if _, _, err := r.NextBefore(context.Background(), expire); err != io.EOF {
+		t.Fatalf("NextBefore of a finished stream = %v, want io.EOF", err)
+	}
 }
