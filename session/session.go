@@ -367,7 +367,7 @@ const lazyIDBytes = 1024
 func newCall(data []byte, method string, p *post) *call {
 	c := &call{method: method, post: p}
 	if len(data) <= lazyIDBytes {
-		c.msg = bytes.Clone(data) // the caller may reuse its buffer
+		c.msg = data // Post owns the message (no copy)
 	} else {
 		c.msg, c.idOnly = RawID(data), true
 	}
@@ -430,7 +430,8 @@ type Message struct {
 // reader on it (registered before anything is written, so no answer can
 // arrive first); otherwise it returns nil. With asJSON the stream carries the
 // responses only: everything else the server sends meanwhile goes to the
-// standalone stream.
+// standalone stream. Post keeps the messages' data while their requests
+// are in flight: the caller must not modify it.
 func (s *Session) Post(msgs []Message, asJSON bool) (*Reader, error) {
 	s.touch()
 	s.mu.Lock()
