@@ -5,7 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"strconv"
-	"strings"
+	"unicode/utf8"
 )
 
 // Kind is the kind of a JSON-RPC message.
@@ -65,134 +65,497 @@ func (e *parseError) Unwrap() error { return ErrInvalidMessage }
 // (JSON-RPC -32700), as opposed to JSON that is not a valid message (-32600).
 func IsParseError(err error) bool { return err == errParse }
 
-// present records that a JSON member exists without copying its value.
-type present bool
-
-func (p *present) UnmarshalJSON([]byte) error { *p = true; return nil }
-
-// rawID keeps the bytes of an id without copying more than the id itself.
-type rawID []byte
-
-func (r *rawID) UnmarshalJSON(b []byte) error { *r = append(rawID(nil), b...); return nil }
-
-type wireMessage struct {
-	JSONRPC string  `json:"jsonrpc"`
-	ID      rawID   `json:"id"`
-	Method  *string `json:"method"`
-	Params  struct {
-		Meta struct {
-			ProgressToken rawID `json:"progressToken"`
-		} `json:"_meta"`
-		ProgressToken rawID `json:"progressToken"`
-		RequestID     rawID `json:"requestId"`
-	} `json:"params"`
-	Result present `json:"result"`
-	Error  present `json:"error"`
+// members holds the members of a message that routing needs, each as the
+// bytes of its value (nil when absent). Scanning fills it; the rules of
+// JSON-RPC are applied only once the whole input is known to be JSON, so
+// that broken JSON anywhere is always a parse error. Names are matched
+// exactly (JSON-RPC member names are case-sensitive), and a name given
+// twice counts as given last, as in a Go map.
+type members struct {
+	jsonrpc, id, method []byte
+	result, error       bool
+	// From params, if it is an object; from params._meta for metaToken.
+	metaToken, progressToken, requestID []byte
 }
 
-// Parse reads the routing envelope of one JSON-RPC message.
-func Parse(data []byte) (Envelope, error) {
-	var w wireMessage
-	if err := json.Unmarshal(data, &w); err != nil {
-		var typeErr *json.UnmarshalTypeError
-		switch {
-		case !errors.As(err, &typeErr):
-			return Envelope{}, errParse
-		case !strings.HasPrefix(typeErr.Field, "params"):
-			return Envelope{}, &parseError{"member " + typeErr.Field + " has the wrong type"}
-		}
-		// A params member of an unexpected type (JSON-RPC allows
-		// by-position params) only means there is nothing to route on;
-		// encoding/json decoded every other member.
+// scanMessage validates data as exactly one JSON value and, if it is an
+// object, fills m from its members.
+func (m *members) scanMessage(data []byte) (valid, object bool) {
+	s := scanner{data: data}
+	if s.peek() == '{' {
+		object = true
+		valid = m.scanObject(&s)
+	} else {
+		valid = s.skipValue()
 	}
-	if w.JSONRPC != "2.0" {
+	s.skipSpace()
+	return valid && s.pos == len(data), object
+}
+
+// scanObject reads the message object at s.pos.
+func (m *members) scanObject(s *scanner) bool {
+	more, ok := s.openObject()
+	for ok && more {
+		var key []byte
+		var escaped bool
+		if key, escaped, ok = s.key(); !ok {
+			break
+		}
+		switch memberName(key, escaped) {
+		case nameJSONRPC:
+			m.jsonrpc, ok = s.value()
+		case nameID:
+			m.id, ok = s.value()
+		case nameMethod:
+			m.method, ok = s.value()
+		case nameResult:
+			m.result, ok = true, s.skipValue()
+		case nameError:
+			m.error, ok = true, s.skipValue()
+		case nameParams:
+			m.metaToken, m.progressToken, m.requestID = nil, nil, nil
+			if s.peek() == '{' {
+				ok = m.scanParams(s)
+			} else {
+				ok = s.skipValue() // by-position params: nothing to route on
+			}
+		default:
+			ok = s.skipValue()
+		}
+		if ok {
+			more, ok = s.nextMember()
+		}
+	}
+	return ok
+}
+
+// scanParams reads the params object at s.pos.
+func (m *members) scanParams(s *scanner) bool {
+	more, ok := s.openObject()
+	for ok && more {
+		var key []byte
+		var escaped bool
+		if key, escaped, ok = s.key(); !ok {
+			break
+		}
+		switch memberName(key, escaped) {
+		case nameProgressToken:
+			m.progressToken, ok = s.value()
+		case nameRequestID:
+			m.requestID, ok = s.value()
+		case nameMeta:
+			m.metaToken = nil
+			if s.peek() == '{' {
+				ok = m.scanMeta(s)
+			} else {
+				ok = s.skipValue()
+			}
+		default:
+			ok = s.skipValue()
+		}
+		if ok {
+			more, ok = s.nextMember()
+		}
+	}
+	return ok
+}
+
+// scanMeta reads the params._meta object at s.pos.
+func (m *members) scanMeta(s *scanner) bool {
+	more, ok := s.openObject()
+	for ok && more {
+		var key []byte
+		var escaped bool
+		if key, escaped, ok = s.key(); !ok {
+			break
+		}
+		if memberName(key, escaped) == nameProgressToken {
+			m.metaToken, ok = s.value()
+		} else {
+			ok = s.skipValue()
+		}
+		if ok {
+			more, ok = s.nextMember()
+		}
+	}
+	return ok
+}
+
+// name is a member name the bridge looks for.
+type name uint8
+
+const (
+	nameOther name = iota
+	nameJSONRPC
+	nameID
+	nameMethod
+	nameParams
+	nameResult
+	nameError
+	nameMeta
+	nameProgressToken
+	nameRequestID
+)
+
+// memberName returns the member name the bridge knows that raw (as
+// written, escaped or not) stands for, or nameOther. Every known name is
+// ASCII, so a name whose unescaped form is not ASCII is another name,
+// whatever encoding/json would replace its bytes with.
+func memberName(raw []byte, escaped bool) name {
+	if escaped {
+		var buf [len("progressToken")]byte
+		n, ok := unescapeASCII(buf[:], raw)
+		if !ok {
+			return nameOther
+		}
+		raw = buf[:n]
+	}
+	switch string(raw) {
+	case "jsonrpc":
+		return nameJSONRPC
+	case "id":
+		return nameID
+	case "method":
+		return nameMethod
+	case "params":
+		return nameParams
+	case "result":
+		return nameResult
+	case "error":
+		return nameError
+	case "_meta":
+		return nameMeta
+	case "progressToken":
+		return nameProgressToken
+	case "requestId":
+		return nameRequestID
+	}
+	return nameOther
+}
+
+// unescapeASCII unescapes the contents of a valid JSON string into buf. It
+// fails when the result does not fit in buf or is not ASCII.
+func unescapeASCII(buf, s []byte) (int, bool) {
+	n := 0
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if c == '\\' {
+			i++
+			switch s[i] {
+			case 'b':
+				c = '\b'
+			case 'f':
+				c = '\f'
+			case 'n':
+				c = '\n'
+			case 'r':
+				c = '\r'
+			case 't':
+				c = '\t'
+			case 'u':
+				r := hexValue(s[i+1])<<12 | hexValue(s[i+2])<<8 | hexValue(s[i+3])<<4 | hexValue(s[i+4])
+				if r >= utf8.RuneSelf {
+					return 0, false
+				}
+				c = byte(r)
+				i += 4
+			default: // '"', '\\' or '/': itself
+				c = s[i]
+			}
+		}
+		if c >= utf8.RuneSelf || n == len(buf) {
+			return 0, false
+		}
+		buf[n] = c
+		n++
+	}
+	return n, true
+}
+
+// hexValue is the value of a hex digit the scanner has checked.
+func hexValue(c byte) rune {
+	switch {
+	case c <= '9':
+		return rune(c - '0')
+	case c >= 'a':
+		return rune(c - 'a' + 10)
+	}
+	return rune(c - 'A' + 10)
+}
+
+// Parse reads the routing envelope of one JSON-RPC message. It reads the
+// input once, validating all of it as encoding/json would, and copies
+// nothing of it but the strings of the Envelope; it neither keeps nor
+// modifies data.
+func Parse(data []byte) (Envelope, error) {
+	var m members
+	switch valid, object := m.scanMessage(data); {
+	case !valid:
+		return Envelope{}, errParse
+	case !object:
+		return Envelope{}, &parseError{"a message must be a JSON object"}
+	}
+	return m.envelope()
+}
+
+// envelope applies the rules of JSON-RPC to the members of a message.
+func (m *members) envelope() (Envelope, error) {
+	if !isString(m.jsonrpc, "2.0") {
 		return Envelope{}, &parseError{`"jsonrpc" must be "2.0"`}
 	}
 	var env Envelope
-	if w.ID != nil {
-		id, err := canonicalID(w.ID)
+	if m.id != nil {
+		id, err := canonicalID(m.id)
 		if err != nil {
 			return Envelope{}, err
 		}
 		env.ID = id
 	}
+	method := m.method
+	if method != nil && method[0] == 'n' {
+		method = nil // a null method is no method, as it was with encoding/json
+	}
 	switch {
-	case w.Method != nil:
-		if w.Result || w.Error {
+	case method != nil:
+		if method[0] != '"' {
+			return Envelope{}, &parseError{`"method" must be a string`}
+		}
+		if m.result || m.error {
 			return Envelope{}, &parseError{`a message cannot have both "method" and "result" or "error"`}
 		}
-		if *w.Method == "" {
+		if len(method) == len(`""`) {
 			return Envelope{}, &parseError{`"method" must not be empty`}
 		}
-		env.Method = *w.Method
+		env.Method = methodName(method)
 		env.Kind = KindRequest
-		if w.ID == nil {
+		if m.id == nil {
 			env.Kind = KindNotification
 		} else if env.ID == "" {
 			return Envelope{}, &parseError{`a request's "id" must not be null`}
 		}
+		// Tokens that are not valid ids route nowhere; they do not make
+		// the message invalid.
 		switch {
-		case env.Kind == KindRequest && w.Params.Meta.ProgressToken != nil:
-			env.ProgressToken, _ = canonicalID(w.Params.Meta.ProgressToken)
-		case env.Method == "notifications/progress" && w.Params.ProgressToken != nil:
-			env.ProgressToken, _ = canonicalID(w.Params.ProgressToken)
-		case env.Method == "notifications/cancelled" && w.Params.RequestID != nil:
-			env.RequestID, _ = canonicalID(w.Params.RequestID)
+		case env.Kind == KindRequest && m.metaToken != nil:
+			env.ProgressToken, _ = canonicalID(m.metaToken)
+		case env.Method == "notifications/progress" && m.progressToken != nil:
+			env.ProgressToken, _ = canonicalID(m.progressToken)
+		case env.Method == "notifications/cancelled" && m.requestID != nil:
+			env.RequestID, _ = canonicalID(m.requestID)
 		}
-	case bool(w.Result) || bool(w.Error):
-		if w.Result && w.Error {
+	case m.result || m.error:
+		if m.result && m.error {
 			return Envelope{}, &parseError{`a response cannot have both "result" and "error"`}
 		}
-		if w.ID == nil {
+		if m.id == nil {
 			return Envelope{}, &parseError{`a response needs an "id"`}
 		}
 		env.Kind = KindResponse
-		env.IsError = bool(w.Error)
+		env.IsError = m.error
 	default:
 		return Envelope{}, &parseError{`a message needs "method", "result" or "error"`}
 	}
 	return env, nil
 }
 
+// isString reports whether the JSON value raw is the string want.
+func isString(raw []byte, want string) bool {
+	if len(raw) == 0 || raw[0] != '"' {
+		return false
+	}
+	if string(raw[1:len(raw)-1]) == want {
+		return true
+	}
+	return bytes.IndexByte(raw, '\\') >= 0 && stringValue(raw) == want
+}
+
+// stringValue decodes a valid JSON string token as encoding/json does,
+// invalid UTF-8 becoming U+FFFD. Strings without escapes, the usual kind,
+// are copied without encoding/json's help.
+func stringValue(raw []byte) string {
+	if s := raw[1 : len(raw)-1]; bytes.IndexByte(s, '\\') < 0 && utf8.Valid(s) {
+		return string(s)
+	}
+	var s string
+	_ = json.Unmarshal(raw, &s) // cannot fail: the scanner checked raw
+	return s
+}
+
+// methodName decodes a method string, sharing the strings of the methods
+// of MCP rather than allocating one per message.
+func methodName(raw []byte) string {
+	switch s := raw[1 : len(raw)-1]; string(s) {
+	case "initialize":
+		return "initialize"
+	case "ping":
+		return "ping"
+	case "tools/list":
+		return "tools/list"
+	case "tools/call":
+		return "tools/call"
+	case "resources/list":
+		return "resources/list"
+	case "resources/templates/list":
+		return "resources/templates/list"
+	case "resources/read":
+		return "resources/read"
+	case "resources/subscribe":
+		return "resources/subscribe"
+	case "resources/unsubscribe":
+		return "resources/unsubscribe"
+	case "prompts/list":
+		return "prompts/list"
+	case "prompts/get":
+		return "prompts/get"
+	case "completion/complete":
+		return "completion/complete"
+	case "logging/setLevel":
+		return "logging/setLevel"
+	case "sampling/createMessage":
+		return "sampling/createMessage"
+	case "elicitation/create":
+		return "elicitation/create"
+	case "roots/list":
+		return "roots/list"
+	case "notifications/initialized":
+		return "notifications/initialized"
+	case "notifications/progress":
+		return "notifications/progress"
+	case "notifications/cancelled":
+		return "notifications/cancelled"
+	case "notifications/message":
+		return "notifications/message"
+	case "notifications/resources/updated":
+		return "notifications/resources/updated"
+	case "notifications/resources/list_changed":
+		return "notifications/resources/list_changed"
+	case "notifications/tools/list_changed":
+		return "notifications/tools/list_changed"
+	case "notifications/prompts/list_changed":
+		return "notifications/prompts/list_changed"
+	case "notifications/roots/list_changed":
+		return "notifications/roots/list_changed"
+	}
+	return stringValue(raw)
+}
+
 // canonicalID turns a raw JSON id into its map key. Strings and numbers are
 // accepted; null is accepted only on error responses by the caller's choice
-// (it yields the zero ID).
+// (it yields the zero ID). raw is one JSON value, as the scanner found it.
 func canonicalID(raw []byte) (ID, error) {
-	raw = bytes.TrimSpace(raw)
 	if len(raw) == 0 {
 		return "", &parseError{"empty id"}
 	}
 	switch raw[0] {
 	case '"':
-		var s string
-		if err := json.Unmarshal(raw, &s); err != nil {
-			return "", &parseError{"id is not a valid string"}
+		if s := raw[1 : len(raw)-1]; bytes.IndexByte(s, '\\') < 0 && utf8.Valid(s) {
+			return ID("s" + string(s)), nil // one allocation, not two
 		}
-		return ID("s" + s), nil
+		return ID("s" + stringValue(raw)), nil
 	case 'n':
 		return "", nil // null: only meaningful for error responses
 	case '-', '0', '1', '2', '3', '4', '5', '6', '7', '8', '9':
-		s := string(raw)
-		if i, err := strconv.ParseInt(s, 10, 64); err == nil {
-			return ID("n" + strconv.FormatInt(i, 10)), nil
-		}
-		f, err := strconv.ParseFloat(s, 64)
-		if err != nil {
-			return "", &parseError{"id is not a valid number"}
-		}
-		return ID("n" + strconv.FormatFloat(f, 'g', -1, 64)), nil
+		return canonicalNumber(raw)
 	}
 	return "", &parseError{"id must be a string or a number"}
 }
 
-// SplitBatch splits a JSON array of messages into its elements. It reports
-// ok=false when data is not an array (after leading white space).
+// canonicalNumber is canonicalID for a number: "n" and the number as
+// strconv formats an int64 if it is one, else as it formats a float64.
+func canonicalNumber(raw []byte) (ID, error) {
+	// An integer of at most 18 digits is an int64 and, JSON having no
+	// leading zeros, already in canonical form but for "-0".
+	if len(raw) <= 18 && isInteger(raw) {
+		if raw[0] == '-' {
+			if len(raw) == 2 && raw[1] == '0' {
+				return smallIDs[0], nil
+			}
+			return ID("n" + string(raw)), nil
+		}
+		if len(raw) <= 4 {
+			n := 0
+			for _, c := range raw {
+				n = n*10 + int(c-'0')
+			}
+			if n < len(smallIDs) {
+				return smallIDs[n], nil
+			}
+		}
+		return ID("n" + string(raw)), nil
+	}
+	s := string(raw)
+	if i, err := strconv.ParseInt(s, 10, 64); err == nil {
+		return ID("n" + strconv.FormatInt(i, 10)), nil
+	}
+	f, err := strconv.ParseFloat(s, 64)
+	if err != nil {
+		return "", &parseError{"id is not a valid number"}
+	}
+	return ID("n" + strconv.FormatFloat(f, 'g', -1, 64)), nil
+}
+
+// isInteger reports whether the JSON number raw has neither a fraction nor
+// an exponent.
+func isInteger(raw []byte) bool {
+	for _, c := range raw {
+		if c == '.' || c == 'e' || c == 'E' {
+			return false
+		}
+	}
+	return true
+}
+
+// smallIDs are the IDs of the numbers 0 to 1023, which clients count their
+// requests from: a message with such an id needs no allocation for it.
+// They share one string.
+var smallIDs = func() (ids [1024]ID) {
+	var b []byte
+	ends := make([]int, len(ids))
+	for i := range ids {
+		b = append(b, 'n')
+		b = strconv.AppendInt(b, int64(i), 10)
+		ends[i] = len(b)
+	}
+	all, start := string(b), 0
+	for i, end := range ends {
+		ids[i] = ID(all[start:end])
+		start = end
+	}
+	return ids
+}()
+
+// SplitBatch splits a JSON array of messages into its elements, which are
+// sub-slices of data (capped, so appending to one cannot overwrite the
+// next). It reports ok=false when data is not an array (after leading white
+// space), without reading further.
 func SplitBatch(data []byte) (msgs []json.RawMessage, ok bool, err error) {
-	trimmed := bytes.TrimLeft(data, " \t\r\n")
-	if len(trimmed) == 0 || trimmed[0] != '[' {
+	s := scanner{data: data}
+	if s.peek() != '[' {
 		return nil, false, nil
 	}
-	if err := json.Unmarshal(trimmed, &msgs); err != nil {
+	s.pos++
+	s.depth = 1
+	if s.peek() == ']' {
+		s.pos++
+	} else {
+		for {
+			s.skipSpace()
+			start := s.pos
+			if !s.skipValue() {
+				return nil, true, errParse
+			}
+			msgs = append(msgs, data[start:s.pos:s.pos])
+			c := s.peek()
+			if c != ',' && c != ']' {
+				return nil, true, errParse
+			}
+			s.pos++
+			if c == ']' {
+				break
+			}
+		}
+	}
+	if s.skipSpace(); s.pos != len(data) {
 		return nil, true, errParse
 	}
 	if len(msgs) == 0 {
@@ -221,13 +584,15 @@ func ErrorResponse(rawID []byte, code int, message string, data any) []byte {
 	return b
 }
 
-// RawID extracts the raw bytes of a message's id, for ErrorResponse.
+// RawID extracts the raw bytes of a message's id, for ErrorResponse: a
+// copy of the "id" member's value, or nil if data is not a JSON object with
+// one.
 func RawID(data []byte) []byte {
-	var w struct {
-		ID rawID `json:"id"`
+	var m members
+	if valid, object := m.scanMessage(data); !valid || !object {
+		return nil
 	}
-	_ = json.Unmarshal(data, &w)
-	return w.ID
+	return bytes.Clone(m.id)
 }
 
 // Standard JSON-RPC error codes.
