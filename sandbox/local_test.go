@@ -756,3 +756,42 @@ func BenchmarkLocalRoundTrip(b *testing.B) {
 		}
 	}
 }
+
+// A running child costs the bridge no OS thread: its exit is awaited in
+// the poller (a pidfd), not by a blocking waitid. Without that, each of
+// these children would hold a thread until it exits.
+func TestLocalWaitHoldsNoThread(t *testing.T) {
+	const n = 32
+	before := osThreads(t)
+	for i := range n {
+		c := launch(t, "echo", nil)
+		// A round trip: the child runs, and its waiter has long started.
+		msg := fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":"ping"}`, i)
+		c.write(t, msg+"\n")
+		if got := c.readLine(t); got != msg {
+			t.Fatalf("echo = %q, want %q", got, msg)
+		}
+	}
+	if grew := osThreads(t) - before; grew >= n/2 {
+		t.Fatalf("%d running children added %d OS threads to the process", n, grew)
+	}
+}
+
+func osThreads(t *testing.T) int {
+	t.Helper()
+	status, err := os.ReadFile("/proc/self/status")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for line := range strings.Lines(string(status)) {
+		if v, ok := strings.CutPrefix(line, "Threads:"); ok {
+			n, err := strconv.Atoi(strings.TrimSpace(v))
+			if err != nil {
+				t.Fatal(err)
+			}
+			return n
+		}
+	}
+	t.Fatal("no Threads line in /proc/self/status")
+	return 0
+}
