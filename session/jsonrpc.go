@@ -94,90 +94,71 @@ func (m *members) scanMessage(data []byte) (valid, object bool) {
 
 // scanObject reads the message object at s.pos.
 func (m *members) scanObject(s *scanner) bool {
-	more, ok := s.openObject()
-	for ok && more {
-		var key []byte
-		var escaped bool
-		if key, escaped, ok = s.key(); !ok {
-			break
-		}
-		switch memberName(key, escaped) {
+	return s.eachMember(func(n name) bool {
+		switch n {
 		case nameJSONRPC:
-			m.jsonrpc, ok = s.value()
+			return s.valueInto(&m.jsonrpc)
 		case nameID:
-			m.id, ok = s.value()
+			return s.valueInto(&m.id)
 		case nameMethod:
-			m.method, ok = s.value()
+			return s.valueInto(&m.method)
 		case nameResult:
-			m.result, ok = true, s.skipValue()
+			m.result = true
+			return s.skipValue()
 		case nameError:
-			m.error, ok = true, s.skipValue()
+			m.error = true
+			return s.skipValue()
 		case nameParams:
 			m.metaToken, m.progressToken, m.requestID = nil, nil, nil
-			if s.peek() == '{' {
-				ok = m.scanParams(s)
-			} else {
-				ok = s.skipValue() // by-position params: nothing to route on
+			if s.peek() != '{' {
+				return s.skipValue() // by-position params: nothing to route on
 			}
-		default:
-			ok = s.skipValue()
+			return s.eachMember(func(n name) bool {
+				switch n {
+				case nameProgressToken:
+					return s.valueInto(&m.progressToken)
+				case nameRequestID:
+					return s.valueInto(&m.requestID)
+				case nameMeta:
+					m.metaToken = nil
+					if s.peek() != '{' {
+						return s.skipValue()
+					}
+					return s.eachMember(func(n name) bool {
+						if n == nameProgressToken {
+							return s.valueInto(&m.metaToken)
+						}
+						return s.skipValue()
+					})
+				}
+				return s.skipValue()
+			})
 		}
-		if ok {
+		return s.skipValue()
+	})
+}
+
+// eachMember walks the object whose '{' is at pos, calling f for each
+// member with pos at its value; f scans the value and reports whether it
+// was valid.
+func (s *scanner) eachMember(f func(name) bool) bool {
+	more, ok := s.openObject()
+	for ok && more {
+		key, escaped, valid := s.key()
+		if !valid {
+			return false
+		}
+		if ok = f(memberName(key, escaped)); ok {
 			more, ok = s.nextMember()
 		}
 	}
 	return ok
 }
 
-// scanParams reads the params object at s.pos.
-func (m *members) scanParams(s *scanner) bool {
-	more, ok := s.openObject()
-	for ok && more {
-		var key []byte
-		var escaped bool
-		if key, escaped, ok = s.key(); !ok {
-			break
-		}
-		switch memberName(key, escaped) {
-		case nameProgressToken:
-			m.progressToken, ok = s.value()
-		case nameRequestID:
-			m.requestID, ok = s.value()
-		case nameMeta:
-			m.metaToken = nil
-			if s.peek() == '{' {
-				ok = m.scanMeta(s)
-			} else {
-				ok = s.skipValue()
-			}
-		default:
-			ok = s.skipValue()
-		}
-		if ok {
-			more, ok = s.nextMember()
-		}
-	}
-	return ok
-}
-
-// scanMeta reads the params._meta object at s.pos.
-func (m *members) scanMeta(s *scanner) bool {
-	more, ok := s.openObject()
-	for ok && more {
-		var key []byte
-		var escaped bool
-		if key, escaped, ok = s.key(); !ok {
-			break
-		}
-		if memberName(key, escaped) == nameProgressToken {
-			m.metaToken, ok = s.value()
-		} else {
-			ok = s.skipValue()
-		}
-		if ok {
-			more, ok = s.nextMember()
-		}
-	}
+// valueInto scans a value into *dst, reporting whether it was valid.
+func (s *scanner) valueInto(dst *[]byte) bool {
+	var ok bool
+	*dst, ok = s.value()
 	return ok
 }
 
