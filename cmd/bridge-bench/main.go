@@ -77,7 +77,7 @@ func main() {
 	flag.StringVar(&c.sg, "supergateway", "", "supergateway `script` to measure side by side (optional)")
 	flag.StringVar(&c.node, "node", "node", "`node` binary that runs -supergateway")
 	flag.StringVar(&c.profileDir, "profile", "", "build the bridge with a pprof hook and write CPU and heap profiles to `dir`")
-	flag.StringVar(&c.only, "only", "", "comma-separated phases to run: floor,bridge,json,sg,start,idle,big,replay (default: all)")
+	flag.StringVar(&c.only, "only", "", "comma-separated phases to run: floor,hop,bridge,json,sg,start,idle,big,replay (default: all)")
 	flag.DurationVar(&c.timeout, "timeout", 20*time.Minute, "stop the whole run after this long")
 	flag.Parse()
 
@@ -212,7 +212,14 @@ func (t *throughput) run(ctx context.Context) error {
 	}
 	all := []*target{
 		{name: "HTTP floor (bare Go server, no child)", phase: "floor", start: func(context.Context) (string, func(), *process, *bridgeProc, error) {
-			f, err := startFloor(c.minimal)
+			f, err := startFloor(c.minimal, "-http")
+			if err != nil {
+				return "", nil, nil, nil, err
+			}
+			return f.url, f.close, f.process, nil, nil
+		}},
+		{name: "hop floor (HTTP to a stdio child per session, nothing else)", phase: "hop", start: func(context.Context) (string, func(), *process, *bridgeProc, error) {
+			f, err := startFloor(c.minimal, "-hop")
 			if err != nil {
 				return "", nil, nil, nil, err
 			}

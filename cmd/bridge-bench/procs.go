@@ -351,8 +351,10 @@ type floorProc struct {
 	stdin io.WriteCloser
 }
 
-func startFloor(minimal string) (*floorProc, error) {
-	p, stdout, stdin, err := startProcess("http floor", minimal, []string{"-http", "127.0.0.1:0"}, nil, nil)
+// startFloor runs the minimal server as an HTTP floor: mode is -http (the
+// HTTP floor) or -hop (the hop floor).
+func startFloor(minimal, mode string) (*floorProc, error) {
+	p, stdout, stdin, err := startProcess("floor "+mode, minimal, []string{mode, "127.0.0.1:0"}, nil, nil)
 	if err != nil {
 		return nil, err
 	}
@@ -360,7 +362,7 @@ func startFloor(minimal string) (*floorProc, error) {
 	if err != nil {
 		stdin.Close()
 		p.stop(5 * time.Second)
-		return nil, fmt.Errorf("the HTTP floor did not print its address: %v\n%s", err, p.diagnosis())
+		return nil, fmt.Errorf("the floor (%s) did not print its address: %v\n%s", mode, err, p.diagnosis())
 	}
 	go func() { _, _ = io.Copy(io.Discard, stdout) }()
 	return &floorProc{process: p, url: strings.TrimSpace(line), stdin: stdin}, nil

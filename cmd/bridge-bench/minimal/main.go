@@ -8,6 +8,9 @@
 //	minimal -http ADDR       serve the same answers over HTTP POST on ADDR;
 //	                         prints "http://HOST:PORT/mcp" on stdout once
 //	                         listening, and stops when stdin ends
+//	minimal -hop ADDR        the hop floor: HTTP in front of one child
+//	                         (this program, stdio) per session, forwarding
+//	                         each POST as a line; prints and stops likewise
 package main
 
 import (
@@ -29,11 +32,15 @@ import (
 
 func main() {
 	httpAddr := flag.String("http", "", "serve the HTTP floor on this `address` (loopback, e.g. 127.0.0.1:0) instead of stdio")
+	hopAddr := flag.String("hop", "", "serve the hop floor (HTTP to one stdio child per session, nothing else) on this `address`")
 	flag.Parse()
 	var err error
-	if *httpAddr != "" {
+	switch {
+	case *httpAddr != "":
 		err = serveHTTP(*httpAddr)
-	} else {
+	case *hopAddr != "":
+		err = serveHop(*hopAddr)
+	default:
 		err = serveStdio(stdin(), os.Stdout)
 	}
 	if err != nil {
@@ -110,18 +117,23 @@ func serveStdio(in io.Reader, out io.Writer) error {
 // serveHTTP is the HTTP floor: each POST body is one message, answered
 // with the same JSON the stdio server would write, as application/json.
 func serveHTTP(addr string) error {
+	return serveUntilStdinEnds(addr, http.HandlerFunc(handleHTTP))
+}
+
+// serveUntilStdinEnds serves h on addr, printing its URL, until the parent
+// closes our stdin (or dies).
+func serveUntilStdinEnds(addr string, h http.Handler) error {
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		return err
 	}
 	srv := &http.Server{
-		Handler:           http.HandlerFunc(handleHTTP),
+		Handler:           h,
 		ReadHeaderTimeout: 10 * time.Second,
 	}
 	fmt.Printf("http://%s/mcp\n", ln.Addr())
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(ln) }()
-	// The parent ends the floor by closing our stdin (or by dying).
 	stdinDone := make(chan struct{})
 	go func() {
 		_, _ = io.Copy(io.Discard, os.Stdin)
