@@ -2,8 +2,9 @@
 // one table, every figure from the same run:
 //
 //   - floors: round trips straight over the stdio of the minimal server (no
-//     HTTP), and a bare Go HTTP server answering the same JSON itself (no
-//     child);
+//     HTTP); a bare Go HTTP server answering the same JSON itself (no
+//     child); and the hop floor, a bare Go HTTP server forwarding each POST
+//     to one minimal server per session, with none of a bridge's work;
 //   - the bridge in front of the minimal server: calls/s and p50/p99 latency
 //     at 1 and at many concurrent sessions, with SSE answers (the default)
 //     and with --json-response; session start with and without --warm;
