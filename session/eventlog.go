@@ -143,11 +143,14 @@ func (l *EventLog) appendLocked(s *logStream, data []byte) {
 	s.wakeLocked()
 }
 
-// push appends data to s.events, keeping events a window of buf.
+// push appends data to s.events, keeping events a window of buf. The
+// array starts with one slot: most streams are a POST's and hold one
+// event, its answer, for as long as the log keeps it (issue 6: eight slots
+// were 168 of the 350 bytes a held answer cost besides its own).
 func (s *logStream) push(data []byte) {
 	if n := len(s.events); n == cap(s.events) { // the window reached buf's end
 		if len(s.buf) == 0 || 2*n > len(s.buf) {
-			nb := make([][]byte, max(8, 2*n))
+			nb := make([][]byte, max(1, 2*n))
 			copy(nb, s.events)
 			s.buf = nb
 		} else {

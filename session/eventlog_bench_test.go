@@ -10,6 +10,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"runtime"
 	"testing"
 )
 
@@ -103,4 +104,48 @@ func BenchmarkEventLogAppendRead(b *testing.B) {
 			b.Fatal(err)
 		}
 	}
+}
+
+// BenchmarkEventLogCall is one answered request as Session.Post and the
+// bridge's answer make it: a stream opened, attached, one answer appended
+// and read, the stream finished and detached. The log then holds the answer
+// for a resume until newer events evict it, so the log's memory on a busy
+// session is DefaultLogMaxEvents such calls; held-B/call is what each one
+// holds besides the answer's own bytes (the stream, its index array, the
+// map entry and the eviction order), measured on the heap with the log full.
+func BenchmarkEventLogCall(b *testing.B) {
+	answer := []byte(`{"jsonrpc":"2.0","id":7,"result":{"content":[{"type":"text","text":"hello"}]}}`)
+	ctx := context.Background()
+	call := func(l *EventLog) {
+		s := l.NewStream()
+		r, err := l.Attach(s, 0)
+		if err != nil {
+			b.Fatal(err)
+		}
+		l.Append(s, answer)
+		l.Finish(s)
+		if _, _, err := r.Next(ctx); err != nil {
+			b.Fatal(err)
+		}
+		r.Detach()
+	}
+	held := func() float64 {
+		var before, after runtime.MemStats
+		runtime.GC()
+		runtime.ReadMemStats(&before)
+		l := NewEventLog(DefaultLogMaxEvents, DefaultLogMaxBytes)
+		for range 4 * DefaultLogMaxEvents {
+			call(l)
+		}
+		runtime.GC()
+		runtime.ReadMemStats(&after)
+		runtime.KeepAlive(l)
+		return float64(int64(after.HeapAlloc)-int64(before.HeapAlloc)) / DefaultLogMaxEvents
+	}
+	l := NewEventLog(DefaultLogMaxEvents, DefaultLogMaxBytes)
+	b.ReportAllocs()
+	for b.Loop() {
+		call(l)
+	}
+	b.ReportMetric(held(), "held-B/call")
 }

@@ -52,7 +52,7 @@ func checkInvariants(t testing.TB, l *EventLog) {
 		if len(s.events) > 0 && (cap(s.events) > len(s.buf) || &s.events[0] != &s.buf[len(s.buf)-cap(s.events)]) {
 			t.Fatalf("stream %d: its events are not a window of its array", id)
 		}
-		if len(s.buf) > max(8, 2*l.maxEvents) {
+		if len(s.buf) > max(1, 2*l.maxEvents) {
 			t.Fatalf("stream %d: an array of %d slots for a bound of %d events", id, len(s.buf), l.maxEvents)
 		}
 		events += len(s.events)

@@ -189,6 +189,7 @@ type target struct {
 	b    *bridgeProc
 	err  error
 	res  map[int][]sample // by concurrency, one sample per round
+	hwm  int64            // a bridge's peak RSS after the rounds
 }
 
 type throughput struct {
@@ -305,6 +306,11 @@ func (t *throughput) run(ctx context.Context) error {
 			}
 		}
 	}
+	for _, tg := range t.ts {
+		if tg.b != nil && tg.err == nil {
+			_, tg.hwm, _ = tg.b.memory()
+		}
+	}
 	return nil
 }
 
@@ -395,6 +401,11 @@ func (t *throughput) rows(add func(what, result, cpu, target, met string), fail 
 				}
 			}
 			add(what, result, s.cpuString(), target, met)
+		}
+		if tg.hwm > 0 {
+			// Each answer stays in its session's log for resumption
+			// (--log-max-events), so a busy bridge holds more than an idle one.
+			add("... its peak RSS (VmHWM) over all these rounds", mib(tg.hwm), "", "", "")
 		}
 		if tg.err != nil && (len(tg.res[1]) > 0 || len(tg.res[c.concurrency]) > 0) {
 			fail(tg.name+" (a later round)", tg.err)
