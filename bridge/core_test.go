@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -311,5 +312,50 @@ func TestServerOutputLimits(t *testing.T) {
 	<-sess.Stopped()
 	if !errors.Is(sess.Err(), session.ErrOversizedMessage) {
 		t.Fatalf("session ended with %v", sess.Err())
+	}
+}
+
+// session.Options.Inflight hears the count of requests in flight across
+// sessions rise to 2 while two calls overlap, and fall back to 0 when both
+// ended (the bridge's GOMAXPROCS governor acts on it).
+func TestInflightHook(t *testing.T) {
+	counts := make(chan int, 1024)
+	b := startBridge(t, bridgeConfig{session: session.Options{Inflight: func(n int) { counts <- n }}})
+	started := make(chan struct{}, 1)
+	cs := connect(t, b.URL, &mcp.ClientOptions{
+		ProgressNotificationHandler: func(context.Context, *mcp.ProgressNotificationClientRequest) {
+			started <- struct{}{}
+		},
+	})
+	ctx, cancel := context.WithCancel(ctxT(t))
+	done := make(chan error, 1)
+	go func() {
+		params := &mcp.CallToolParams{Name: "wait"}
+		params.SetProgressToken("w")
+		_, err := cs.CallTool(ctx, params)
+		done <- err
+	}()
+	<-started // "wait" is in flight
+	if _, err := cs.CallTool(ctxT(t), &mcp.CallToolParams{Name: "echo", Arguments: map[string]any{"text": "x"}}); err != nil {
+		t.Fatal(err)
+	}
+	cancel()
+	<-done
+	var seen []int
+	wait := ctxT(t)
+	for two := false; ; {
+		select {
+		case n := <-counts:
+			seen = append(seen, n)
+			two = two || n == 2
+			if two && n == 0 {
+				if slices.Max(seen) != 2 {
+					t.Fatalf("counts heard: %v, want a peak of 2", seen)
+				}
+				return
+			}
+		case <-wait.Done():
+			t.Fatalf("counts heard: %v, want 2 then 0", seen)
+		}
 	}
 }

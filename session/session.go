@@ -62,6 +62,11 @@ type Options struct {
 	LogMaxBytes  int64
 	// Logger receives the sessions' logs. Nil means slog.Default().
 	Logger *slog.Logger
+	// Inflight, if set, is told the number of client requests in flight
+	// across sessions each time it rises or falls, on the request's path:
+	// it must be quick. Calls may arrive out of order when requests start
+	// and end at the same moment.
+	Inflight func(n int)
 }
 
 // Errors callers branch on.
@@ -296,11 +301,15 @@ func (r *Registry) WaitIdle(ctx context.Context) error {
 // addInflight adjusts the count of requests in flight.
 func (r *Registry) addInflight(n int) {
 	r.mu.Lock()
-	defer r.mu.Unlock()
 	r.inflight += n
+	now := r.inflight
 	if r.inflight == 0 && r.idle != nil {
 		close(r.idle)
 		r.idle = nil
+	}
+	r.mu.Unlock()
+	if r.opts.Inflight != nil {
+		r.opts.Inflight(now)
 	}
 }
 

@@ -177,6 +177,13 @@ Flags (each also read from the environment variable shown; flags win):
 	}
 	fmt.Fprintf(out, "  env %s_AUTH_TOKENS\n        accepted bearer tokens, comma-separated (no flag: tokens on a command line are visible to every local user)\n", envPrefix)
 	fmt.Fprintf(out, "  env %s_AFFINITY_SECRET\n        the session-affinity secret (no flag, for the same reason)\n", envPrefix)
+	fmt.Fprint(out, `
+Go runtime:
+  env GOMAXPROCS
+        unset: the bridge runs on one processor while at most one request is in flight,
+        and on all of them (Go's default) from the moment a second one is, back to one
+        after a second without; set it to fix the number and turn that off
+`)
 }
 
 // parseConfig reads the environment, then the flags, and checks the result.

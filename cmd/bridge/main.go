@@ -104,6 +104,9 @@ func serve(ctx context.Context, cfg *config, logger *slog.Logger, ready chan<- n
 	if router != nil {
 		sessOpts.NewID = router.NewID
 	}
+	inflight, stopGovernor := startProcsGovernor(logger)
+	defer stopGovernor()
+	sessOpts.Inflight = inflight
 	reg := session.NewRegistry(sessOpts)
 	h := bridge.NewHandler(reg, &bridge.Options{
 		Path:            cfg.Path,

@@ -1,0 +1,124 @@
+package main
+
+import (
+	"context"
+	"log/slog"
+	"os"
+	"runtime"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// procsHold is how long at most one request must have been in flight
+// before the governor drops to one P.
+const procsHold = time.Second
+
+// A procsGovernor sets GOMAXPROCS from the bridge's load: one P while it
+// serves at most one client request at a time, all of them (the value Go
+// chose at start) from the moment a second request is in flight, and back
+// to one after procsHold without two.
+//
+// Why (issue 6, BENCHMARKS.md): with one request at a time nothing is
+// parallel, but every answer crosses from the session's stdout reader to
+// the waiting handler, and readying a goroutine while a P is idle wakes an
+// idle thread to look for work (futex wake, a spin, futex sleep), on every
+// call. With one P there is no idle P to wake: on 2 CPUs the bridge at one
+// session spent 30–40% less CPU per call and answered 25–45% more calls/s.
+// Under concurrent load the same setting would serialise the bridge behind
+// one thread (7% fewer calls/s at 50 sessions), so the governor gives the
+// Ps back as soon as concurrency appears: on the request path, before the
+// second request is written to its server.
+//
+// It is off when the GOMAXPROCS environment variable is set (the operator
+// chose) or Go runs with one P anyway.
+type procsGovernor struct {
+	max    int
+	hold   time.Duration
+	set    func(int) // runtime.GOMAXPROCS; tests count calls instead
+	logger *slog.Logger
+
+	low    atomic.Bool  // running on one P
+	busyAt atomic.Int64 // g.now() when two requests were last in flight
+	now    func() time.Duration
+
+	mu sync.Mutex // orders changes: low always says what was set last
+}
+
+func newProcsGovernor(max int, hold time.Duration, set func(int), logger *slog.Logger) *procsGovernor {
+	start := time.Now()
+	return &procsGovernor{max: max, hold: hold, set: set, logger: logger,
+		now: func() time.Duration { return time.Since(start) }}
+}
+
+// inflight is session.Options.Inflight: n client requests are in flight.
+// With two or more it raises GOMAXPROCS at once; otherwise it costs one
+// atomic load.
+func (g *procsGovernor) inflight(n int) {
+	if n < 2 {
+		return
+	}
+	g.busyAt.Store(int64(g.now()))
+	if g.low.Load() {
+		g.change(false, n)
+	}
+}
+
+// tick drops to one P if no two requests were in flight for g.hold.
+func (g *procsGovernor) tick() {
+	if !g.low.Load() && g.now()-time.Duration(g.busyAt.Load()) >= g.hold {
+		g.change(true, 1)
+	}
+}
+
+func (g *procsGovernor) change(low bool, n int) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.low.Load() == low {
+		return
+	}
+	procs := g.max
+	if low {
+		procs = 1
+	}
+	g.set(procs)
+	g.low.Store(low)
+	g.logger.Debug("GOMAXPROCS changed with the load", "gomaxprocs", procs, "requests_in_flight", n)
+}
+
+// run ticks every g.hold until ctx is done, then restores g.max.
+func (g *procsGovernor) run(ctx context.Context) {
+	t := time.NewTicker(g.hold)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			g.change(false, 0)
+			return
+		case <-t.C:
+			g.tick()
+		}
+	}
+}
+
+// startProcsGovernor starts a governor unless the GOMAXPROCS environment
+// variable is set or Go runs on one P. It returns the session.Options
+// Inflight hook (nil without a governor) and a stop function that restores
+// GOMAXPROCS and waits for the governor's goroutine.
+func startProcsGovernor(logger *slog.Logger) (inflight func(int), stop func()) {
+	max := runtime.GOMAXPROCS(0)
+	if os.Getenv("GOMAXPROCS") != "" || max < 2 {
+		return nil, func() {}
+	}
+	g := newProcsGovernor(max, procsHold, func(n int) { runtime.GOMAXPROCS(n) }, logger)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		g.run(ctx)
+	}()
+	return g.inflight, func() {
+		cancel()
+		<-done
+	}
+}
