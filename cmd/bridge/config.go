@@ -182,7 +182,8 @@ Go runtime:
   env GOMAXPROCS
         unset: the bridge runs on one processor while at most one request is in flight,
         and on all of them (Go's default) from the moment a second one is, back to one
-        after a second without; set it to fix the number and turn that off
+        after a second without (not with session affinity, whose forwarded requests
+        it would not see); set it to fix the number and turn that off
 `)
 }
 

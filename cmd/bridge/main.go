@@ -104,9 +104,13 @@ func serve(ctx context.Context, cfg *config, logger *slog.Logger, ready chan<- n
 	if router != nil {
 		sessOpts.NewID = router.NewID
 	}
-	inflight, stopGovernor := startProcsGovernor(logger)
-	defer stopGovernor()
-	sessOpts.Inflight = inflight
+	if router == nil {
+		// With affinity, requests forwarded to their owner are not in
+		// flight here: the governor would not see them, so it stays off.
+		inflight, stopGovernor := startProcsGovernor(logger)
+		defer stopGovernor()
+		sessOpts.Inflight = inflight
+	}
 	reg := session.NewRegistry(sessOpts)
 	h := bridge.NewHandler(reg, &bridge.Options{
 		Path:            cfg.Path,

@@ -31,7 +31,8 @@ const procsHold = time.Second
 // second request is written to its server.
 //
 // It is off when the GOMAXPROCS environment variable is set (the operator
-// chose) or Go runs with one P anyway.
+// chose), when Go runs with one P anyway, and with session affinity (serve
+// does not start it: requests forwarded to their owner are not counted).
 type procsGovernor struct {
 	max    int
 	hold   time.Duration
