@@ -261,25 +261,34 @@ func TestChildExitsBeforeInitialize(t *testing.T) {
 	}
 }
 
-// Cancelling a call frees its stream: the next call is the single request
-// in flight and gets its server messages on its own stream.
-func TestCancelledCall(t *testing.T) {
-	b := startBridge(t, bridgeConfig{})
+// callWait connects a client and calls the "wait" tool, which runs until
+// cancelled; it returns once the server is inside the call. done reports
+// how CallTool returned.
+func callWait(t *testing.T, url string) (cs *mcp.ClientSession, cancel context.CancelFunc, done <-chan error) {
+	t.Helper()
 	started := make(chan struct{}, 1)
-	cs := connect(t, b.URL, &mcp.ClientOptions{
+	cs = connect(t, url, &mcp.ClientOptions{
 		ProgressNotificationHandler: func(context.Context, *mcp.ProgressNotificationClientRequest) {
 			started <- struct{}{}
 		},
 	})
 	ctx, cancel := context.WithCancel(ctxT(t))
-	done := make(chan error, 1)
+	errc := make(chan error, 1)
 	go func() {
 		params := &mcp.CallToolParams{Name: "wait"}
 		params.SetProgressToken("w")
 		_, err := cs.CallTool(ctx, params)
-		done <- err
+		errc <- err
 	}()
 	<-started // the server is inside the call
+	return cs, cancel, errc
+}
+
+// Cancelling a call frees its stream: the next call is the single request
+// in flight and gets its server messages on its own stream.
+func TestCancelledCall(t *testing.T) {
+	b := startBridge(t, bridgeConfig{})
+	cs, cancel, done := callWait(t, b.URL)
 	cancel()
 	if err := <-done; !errors.Is(err, context.Canceled) {
 		t.Fatalf("cancelled call returned %v", err)
@@ -321,21 +330,7 @@ func TestServerOutputLimits(t *testing.T) {
 func TestInflightHook(t *testing.T) {
 	counts := make(chan int, 1024)
 	b := startBridge(t, bridgeConfig{session: session.Options{Inflight: func(n int) { counts <- n }}})
-	started := make(chan struct{}, 1)
-	cs := connect(t, b.URL, &mcp.ClientOptions{
-		ProgressNotificationHandler: func(context.Context, *mcp.ProgressNotificationClientRequest) {
-			started <- struct{}{}
-		},
-	})
-	ctx, cancel := context.WithCancel(ctxT(t))
-	done := make(chan error, 1)
-	go func() {
-		params := &mcp.CallToolParams{Name: "wait"}
-		params.SetProgressToken("w")
-		_, err := cs.CallTool(ctx, params)
-		done <- err
-	}()
-	<-started // "wait" is in flight
+	cs, cancel, done := callWait(t, b.URL)
 	if _, err := cs.CallTool(ctxT(t), &mcp.CallToolParams{Name: "echo", Arguments: map[string]any{"text": "x"}}); err != nil {
 		t.Fatal(err)
 	}
