@@ -24,7 +24,8 @@ const procsHold = time.Second
 // the waiting handler, and readying a goroutine while a P is idle wakes an
 // idle thread to look for work (futex wake, a spin, futex sleep), on every
 // call. With one P there is no idle P to wake: on 2 CPUs the bridge at one
-// session spent 30–40% less CPU per call and answered 25–45% more calls/s.
+// session spent about 40% less CPU per call and answered 25–45% more
+// calls/s.
 // Under concurrent load the same setting would serialise the bridge behind
 // one thread (7% fewer calls/s at 50 sessions), so the governor gives the
 // Ps back as soon as concurrency appears: on the request path, before the
