@@ -884,13 +884,21 @@ func TestEventLogAppendAllocates(t *testing.T) {
 		appendOne()
 	}
 	// One run of 10,000 appends: AllocsPerRun truncates its average, which
-	// would hide an array regrown every few hundred appends.
-	if n := testing.AllocsPerRun(1, func() {
-		for range 10000 {
-			appendOne()
-		}
-	}); n != 0 {
-		t.Fatalf("10,000 appends in the steady state allocated %v times, want 0", n)
+	// would hide an array regrown every few hundred appends. It counts the
+	// whole process's allocations, so a goroutine another test left behind
+	// can add one: the fewest of three runs is the log's own (an array
+	// regrown in the steady state shows in every run).
+	fewest := math.MaxInt
+	for range 3 {
+		n := testing.AllocsPerRun(1, func() {
+			for range 10000 {
+				appendOne()
+			}
+		})
+		fewest = min(fewest, int(n))
+	}
+	if fewest != 0 {
+		t.Fatalf("10,000 appends in the steady state allocated %v times, want 0", fewest)
 	}
 	checkInvariants(t, l)
 }
