@@ -101,23 +101,36 @@ func (c *mcpClient) answer(resp *http.Response) []byte {
 	return last
 }
 
-// initialize starts the session: initialize, then notifications/initialized.
-func (c *mcpClient) initialize(ctx context.Context) error {
-	c.nextID++
-	msg := `{"jsonrpc":"2.0","id":` + strconv.FormatInt(c.nextID, 10) +
+// initializeMsg is the initialize request every client of the harness
+// sends, without a line end.
+func initializeMsg(id int64) []byte {
+	return []byte(`{"jsonrpc":"2.0","id":` + strconv.FormatInt(id, 10) +
 		`,"method":"initialize","params":{"protocolVersion":"` + protocolVersion +
-		`","capabilities":{},"clientInfo":{"name":"bridge-bench","version":"1.0.0"}}}`
-	resp, err := c.post(ctx, []byte(msg))
+		`","capabilities":{},"clientInfo":{"name":"bridge-bench","version":"1.0.0"}}}`)
+}
+
+// open sends initialize and checks its answer: the session exists, not
+// yet initialized (the session start the harness times).
+func (c *mcpClient) open(ctx context.Context) error {
+	c.nextID++
+	resp, err := c.post(ctx, initializeMsg(c.nextID))
 	if err != nil {
 		return fmt.Errorf("initialize: %w", err)
 	}
-	a := c.answer(resp)
-	if resp.StatusCode != http.StatusOK || !bytes.Contains(a, []byte(`"protocolVersion"`)) {
+	if resp.StatusCode != http.StatusOK || !bytes.Contains(c.answer(resp), []byte(`"protocolVersion"`)) {
 		return fmt.Errorf("initialize: HTTP %d: %s", resp.StatusCode, truncate(c.body.Bytes(), 300))
 	}
 	c.sid = resp.Header.Get("Mcp-Session-Id")
 	c.proto = protocolVersion
-	resp, err = c.post(ctx, []byte(`{"jsonrpc":"2.0","method":"notifications/initialized"}`))
+	return nil
+}
+
+// initialize starts the session: initialize, then notifications/initialized.
+func (c *mcpClient) initialize(ctx context.Context) error {
+	if err := c.open(ctx); err != nil {
+		return err
+	}
+	resp, err := c.post(ctx, []byte(`{"jsonrpc":"2.0","method":"notifications/initialized"}`))
 	if err != nil {
 		return fmt.Errorf("notifications/initialized: %w", err)
 	}
@@ -211,10 +224,7 @@ func (c *stdioChild) roundTrip(msg []byte) ([]byte, error) {
 
 func (c *stdioChild) initialize() error {
 	c.nextID++
-	msg := `{"jsonrpc":"2.0","id":` + strconv.FormatInt(c.nextID, 10) +
-		`,"method":"initialize","params":{"protocolVersion":"` + protocolVersion +
-		`","capabilities":{},"clientInfo":{"name":"bridge-bench","version":"1.0.0"}}}` + "\n"
-	a, err := c.roundTrip([]byte(msg))
+	a, err := c.roundTrip(append(initializeMsg(c.nextID), '\n'))
 	if err != nil {
 		return err
 	}

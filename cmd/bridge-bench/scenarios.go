@@ -170,9 +170,8 @@ func pace(ctx context.Context, next time.Time) error {
 	}
 }
 
-// directStarts times n starts of the minimal server driven over stdio:
-// spawn, initialize, answer read. It is the child's own start time.
-func directStarts(ctx context.Context, minimal string, n int, interval time.Duration) ([]time.Duration, error) {
+// pacedStarts times n session starts, one per interval (see pace).
+func pacedStarts(ctx context.Context, n int, interval time.Duration, start func() (time.Duration, error)) ([]time.Duration, error) {
 	out := make([]time.Duration, 0, n)
 	next := time.Now()
 	for range n {
@@ -180,23 +179,31 @@ func directStarts(ctx context.Context, minimal string, n int, interval time.Dura
 			return out, err
 		}
 		next = next.Add(interval)
-		t0 := time.Now()
-		c, err := startChild(minimal)
-		if err != nil {
-			return out, err
-		}
-		_, err = c.roundTrip([]byte(`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"` +
-			protocolVersion + `","capabilities":{},"clientInfo":{"name":"bridge-bench","version":"1.0.0"}}}` + "\n"))
-		el := time.Since(t0)
-		if cerr := c.close(); err == nil {
-			err = cerr
-		}
+		el, err := start()
 		if err != nil {
 			return out, err
 		}
 		out = append(out, el)
 	}
 	return out, nil
+}
+
+// directStarts times n starts of the minimal server driven over stdio:
+// spawn, initialize, answer read. It is the child's own start time.
+func directStarts(ctx context.Context, minimal string, n int, interval time.Duration) ([]time.Duration, error) {
+	return pacedStarts(ctx, n, interval, func() (time.Duration, error) {
+		t0 := time.Now()
+		c, err := startChild(minimal)
+		if err != nil {
+			return 0, err
+		}
+		_, err = c.roundTrip(append(initializeMsg(1), '\n'))
+		el := time.Since(t0)
+		if cerr := c.close(); err == nil {
+			err = cerr
+		}
+		return el, err
+	})
 }
 
 // bridgeStarts times n session starts through the bridge: the initialize
@@ -206,30 +213,17 @@ func bridgeStarts(ctx context.Context, url string, n int, interval time.Duration
 	tr := newTransport(1)
 	defer tr.CloseIdleConnections()
 	hc := &http.Client{Transport: tr}
-	out := make([]time.Duration, 0, n)
-	next := time.Now()
-	for range n {
-		if err := pace(ctx, next); err != nil {
-			return out, err
-		}
-		next = next.Add(interval)
+	return pacedStarts(ctx, n, interval, func() (time.Duration, error) {
 		c := newMCPClient(hc, url)
 		t0 := time.Now()
-		c.nextID++
-		resp, err := c.post(ctx, []byte(`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"`+
-			protocolVersion+`","capabilities":{},"clientInfo":{"name":"bridge-bench","version":"1.0.0"}}}`))
+		err := c.open(ctx)
 		el := time.Since(t0)
 		if err != nil {
-			return out, err
+			return 0, err
 		}
-		if resp.StatusCode != http.StatusOK || !bytes.Contains(c.answer(resp), []byte(`"protocolVersion"`)) {
-			return out, fmt.Errorf("initialize: HTTP %d: %s", resp.StatusCode, truncate(c.body.Bytes(), 300))
-		}
-		c.sid, c.proto = resp.Header.Get("Mcp-Session-Id"), protocolVersion
 		c.close(ctx)
-		out = append(out, el)
-	}
-	return out, nil
+		return el, nil
+	})
 }
 
 // waitChildren waits until the bridge has at least n children (its warm
@@ -359,19 +353,31 @@ type bigRes struct {
 	answeredBytes int
 }
 
+// oneSession opens an initialized session on its own connection; end
+// deletes it and closes the connection.
+func oneSession(ctx context.Context, url string) (c *mcpClient, end func(), err error) {
+	tr := newTransport(1)
+	c = newMCPClient(&http.Client{Transport: tr}, url)
+	if err := c.initialize(ctx); err != nil {
+		tr.CloseIdleConnections()
+		return nil, nil, err
+	}
+	return c, func() {
+		c.close(ctx)
+		tr.CloseIdleConnections()
+	}, nil
+}
+
 func bigResult(ctx context.Context, b *bridgeProc, size, calls int) (bigRes, error) {
 	res := bigRes{size: size, calls: calls}
-	tr := newTransport(1)
-	defer tr.CloseIdleConnections()
-	c := newMCPClient(&http.Client{Transport: tr}, b.url)
-	if err := c.initialize(ctx); err != nil {
+	c, end, err := oneSession(ctx, b.url)
+	if err != nil {
 		return res, err
 	}
-	defer c.close(ctx)
+	defer end()
 	if err := c.echo(ctx); err != nil {
 		return res, err
 	}
-	var err error
 	if res.base, _, err = b.memory(); err != nil {
 		return res, err
 	}
@@ -432,13 +438,11 @@ func sseEvents(body []byte) (n int, firstID string) {
 
 func replay(ctx context.Context, b *bridgeProc, n int) (replayRes, error) {
 	res := replayRes{events: n}
-	tr := newTransport(1)
-	defer tr.CloseIdleConnections()
-	c := newMCPClient(&http.Client{Transport: tr}, b.url)
-	if err := c.initialize(ctx); err != nil {
+	c, end, err := oneSession(ctx, b.url)
+	if err != nil {
 		return res, err
 	}
-	defer c.close(ctx)
+	defer end()
 	msg := `{"jsonrpc":"2.0","id":99,"method":"tools/call","params":{"name":"flood","arguments":{"n":` +
 		strconv.Itoa(n) + `},"_meta":{"progressToken":"bench"}}}`
 	t0 := time.Now()

@@ -55,12 +55,12 @@ func (h *hop) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		w.WriteHeader(http.StatusMethodNotAllowed)
 		return
 	}
-	body, err := io.ReadAll(r.Body)
-	if err != nil {
-		http.Error(w, err.Error(), http.StatusBadRequest)
+	body, ok := readBody(w, r)
+	if !ok {
 		return
 	}
 	sid := r.Header.Get("Mcp-Session-Id")
+	var err error
 	if sid == "" {
 		if sid, err = h.start(); err != nil {
 			http.Error(w, err.Error(), http.StatusBadGateway)
