@@ -42,6 +42,7 @@ import (
 
 type config struct {
 	bridge, minimal string
+	baseline        string
 	duration, warm  time.Duration
 	rounds          int
 	concurrency     int
@@ -62,6 +63,7 @@ type config struct {
 func main() {
 	var c config
 	flag.StringVar(&c.bridge, "bridge", "", "bridge `binary` (default: build ./cmd/bridge into a temporary directory)")
+	flag.StringVar(&c.baseline, "baseline", "", "another bridge `binary` (an earlier build) measured in the same rounds as the bridge, for before/after figures")
 	flag.StringVar(&c.minimal, "minimal", "", "minimal server `binary` (default: build ./cmd/bridge-bench/minimal)")
 	flag.DurationVar(&c.duration, "duration", 3*time.Second, "measurement window of each throughput figure, per round")
 	flag.DurationVar(&c.warm, "warmup", 500*time.Millisecond, "warm-up before each throughput window")
@@ -181,6 +183,7 @@ func run(ctx context.Context, c *config) error {
 type target struct {
 	name  string
 	phase string
+	base  bool // the -baseline build
 	start func(ctx context.Context) (url string, stop func(), p *process, b *bridgeProc, err error)
 
 	url  string
@@ -203,9 +206,9 @@ type throughput struct {
 func (t *throughput) run(ctx context.Context) error {
 	c := t.c
 	bridgeArgs := []string{"--max-sessions", "5000"}
-	bridgeTarget := func(name, phase string, extra ...string) *target {
+	bridgeTarget := func(bin, name, phase string, extra ...string) *target {
 		return &target{name: name, phase: phase, start: func(ctx context.Context) (string, func(), *process, *bridgeProc, error) {
-			b, err := startBridge(ctx, c.bridge, c.minimal, t.prof != nil, append(bridgeArgs, extra...)...)
+			b, err := startBridge(ctx, bin, c.minimal, t.prof != nil && bin == c.bridge, append(bridgeArgs, extra...)...)
 			if err != nil {
 				return "", nil, nil, nil, err
 			}
@@ -227,8 +230,16 @@ func (t *throughput) run(ctx context.Context) error {
 			}
 			return f.url, f.close, f.process, nil, nil
 		}},
-		bridgeTarget("bridge, SSE answers", "bridge"),
-		bridgeTarget("bridge, --json-response", "json", "--json-response"),
+		bridgeTarget(c.bridge, "bridge, SSE answers", "bridge"),
+		bridgeTarget(c.bridge, "bridge, --json-response", "json", "--json-response"),
+	}
+	if c.baseline != "" {
+		// Interleaved with the bridge's rounds, so that the machine's load
+		// changes hit both builds alike (see pairedRatio).
+		all = append(all,
+			bridgeTarget(c.baseline, "baseline bridge, SSE answers", "bridge"),
+			bridgeTarget(c.baseline, "baseline bridge, --json-response", "json", "--json-response"))
+		all[len(all)-2].base, all[len(all)-1].base = true, true
 	}
 	if c.sg != "" {
 		for _, stateful := range []bool{false, true} {
@@ -268,7 +279,7 @@ func (t *throughput) run(ctx context.Context) error {
 	}
 	defer func() {
 		for _, tg := range t.ts {
-			if tg.b != nil {
+			if tg.b != nil && !tg.base {
 				t.prof.fetch(ctx, tg.b.pprof, "/debug/pprof/allocs", "allocs-"+tg.phase)
 			}
 			if tg.stop != nil {
@@ -288,13 +299,19 @@ func (t *throughput) run(ctx context.Context) error {
 					t.stdio[n] = append(t.stdio[n], s)
 				}
 			}
-			for _, tg := range t.ts {
+			// Every other round runs the targets in reverse order, so that
+			// none is always measured first or right after another.
+			order := slices.Clone(t.ts)
+			if round%2 == 0 {
+				slices.Reverse(order)
+			}
+			for _, tg := range order {
 				if tg.err != nil {
 					continue
 				}
 				logf("round %d: %s, %d sessions", round, tg.name, n)
 				var during func(time.Duration, time.Duration)
-				if tg.b != nil && round == 1 {
+				if tg.b != nil && !tg.base && round == 1 {
 					during = t.prof.cpu(ctx, tg.b, fmt.Sprintf("cpu-%s-c%d", tg.phase, n))
 				}
 				s, err := httpThroughput(ctx, tg.url, n, c.warm, c.duration, meterFor(tg.pid, nil), during)
@@ -394,10 +411,15 @@ func (t *throughput) rows(add func(what, result, cpu, target, met string), fail 
 			target, met := "", ""
 			if ratio, ok := pairedRatio(tg.res[n], floor[n]); tg.phase != "floor" && ok {
 				result += fmt.Sprintf(" = %.2f x HTTP floor", ratio)
-				if tg.phase == "bridge" || tg.phase == "json" {
+				if (tg.phase == "bridge" || tg.phase == "json") && !tg.base {
 					want := []float64{0.6, 0.5}[i]
 					target = fmt.Sprintf(">= %.1f x floor", want)
 					met = yesNo(ratio >= want)
+					if b := baselineOf(t.ts, tg); b != nil {
+						if r, ok := pairedRatio(tg.res[n], b.res[n]); ok {
+							result += fmt.Sprintf(" = %.2f x baseline", r)
+						}
+					}
 				}
 			}
 			add(what, result, s.cpuString(), target, met)
@@ -411,6 +433,16 @@ func (t *throughput) rows(add func(what, result, cpu, target, met string), fail 
 			fail(tg.name+" (a later round)", tg.err)
 		}
 	}
+}
+
+// baselineOf is the -baseline build's target measured like tg, if any.
+func baselineOf(ts []*target, tg *target) *target {
+	for _, b := range ts {
+		if b.base && b.phase == tg.phase {
+			return b
+		}
+	}
+	return nil
 }
 
 // pairedRatio is the median over rounds of a target's rate divided by the
