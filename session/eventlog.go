@@ -78,7 +78,12 @@ type logStream struct {
 	// forward; push slides the window back to the front instead of
 	// reallocating, so a stream in its steady state appends without
 	// allocating.
-	buf  [][]byte
+	buf [][]byte
+	// one is buf's first array, in the stream itself: most streams are a
+	// POST's and hold one event, its answer, for as long as the log keeps
+	// it, so a separate array would be one more object per held answer to
+	// allocate and for the collector to scan (issue 6).
+	one  [1][]byte
 	next uint64 // seq the next appended event gets
 	done bool   // no event will be appended any more
 	// sent is the highest seq handed to a reader: events after it never
@@ -114,6 +119,8 @@ func (l *EventLog) NewStream() int64 {
 func (l *EventLog) newStreamLocked() *logStream {
 	l.lastID++
 	s := &logStream{id: l.lastID, first: 1, next: 1}
+	s.buf = s.one[:]
+	s.events = s.buf[:0]
 	l.streams[s.id] = s
 	return s
 }
@@ -144,15 +151,15 @@ func (l *EventLog) appendLocked(s *logStream, data []byte) {
 }
 
 // push appends data to s.events, keeping events a window of buf. The
-// array starts with one slot: most streams are a POST's and hold one
-// event, its answer, for as long as the log keeps it (issue 6: eight slots
-// were 168 of the 350 bytes a held answer cost besides its own).
+// array starts as s.one (issue 6: an array of eight slots was 168 of the
+// 350 bytes a held answer cost besides its own).
 func (s *logStream) push(data []byte) {
 	if n := len(s.events); n == cap(s.events) { // the window reached buf's end
 		if len(s.buf) == 0 || 2*n > len(s.buf) {
 			nb := make([][]byte, max(1, 2*n))
 			copy(nb, s.events)
 			s.buf = nb
+			s.one[0] = nil // no stale reference: one is unused from now on
 		} else {
 			copy(s.buf, s.events)
 			clear(s.buf[n:]) // no stale references to evicted events
@@ -182,7 +189,7 @@ func (l *EventLog) evictLocked() {
 		// Start the window over at the front, and let a stream that once
 		// held many events give their array back.
 		if len(s.buf) > maxIdleBuf {
-			s.buf = nil
+			s.buf = s.one[:]
 		}
 		s.events = s.buf[:0]
 	}
@@ -289,9 +296,14 @@ func (l *EventLog) Adopt(old int64) int64 {
 // EventID formats the ID of event seq of a stream.
 func EventID(stream int64, seq uint64) string {
 	var b [41]byte // two 20-digit numbers and "_": one allocation, the string
-	buf := strconv.AppendInt(b[:0], stream, 10)
-	buf = append(buf, '_')
-	return string(strconv.AppendUint(buf, seq, 10))
+	return string(AppendEventID(b[:0], stream, seq))
+}
+
+// AppendEventID appends EventID(stream, seq) to b.
+func AppendEventID(b []byte, stream int64, seq uint64) []byte {
+	b = strconv.AppendInt(b, stream, 10)
+	b = append(b, '_')
+	return strconv.AppendUint(b, seq, 10)
 }
 
 // ParseEventID parses an ID made by EventID. It accepts only the canonical
@@ -341,6 +353,15 @@ type Reader struct {
 // with ErrEventsPurged when the event after that position was evicted or the
 // stream itself was freed.
 func (l *EventLog) Attach(stream int64, after uint64) (*Reader, error) {
+	r := new(Reader)
+	if err := l.attach(r, stream, after); err != nil {
+		return nil, err
+	}
+	return r, nil
+}
+
+// attach is Attach into a Reader the caller allocated.
+func (l *EventLog) attach(r *Reader, stream int64, after uint64) error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	s := l.streams[stream]
@@ -351,20 +372,21 @@ func (l *EventLog) Attach(stream int64, after uint64) (*Reader, error) {
 			// end position is forgotten with it, so whatever followed this
 			// resume point is gone; refusing is the only answer that cannot
 			// be a silent partial replay.
-			return nil, ErrEventsPurged
+			return ErrEventsPurged
 		}
-		return nil, ErrUnknownEvent
+		return ErrUnknownEvent
 	}
 	if after >= s.next {
-		return nil, ErrUnknownEvent
+		return ErrUnknownEvent
 	}
 	if after+1 < s.first {
-		return nil, ErrEventsPurged
+		return ErrEventsPurged
 	}
 	s.gen++
 	s.attached = true
 	s.wakeLocked() // a superseded reader must notice
-	return &Reader{l: l, s: s, gen: s.gen, pos: after}, nil
+	*r = Reader{l: l, s: s, gen: s.gen, pos: after}
+	return nil
 }
 
 // Stream is the ID of the stream being read.
@@ -378,7 +400,11 @@ func (r *Reader) Stream() int64 { return r.s.id }
 // that is already done, Next is a poll that never waits and allocates
 // nothing.
 func (r *Reader) Next(ctx context.Context) (id string, data []byte, err error) {
-	return r.NextBefore(ctx, nil)
+	seq, data, err := r.NextBefore(ctx, nil)
+	if err != nil {
+		return "", nil, err
+	}
+	return EventID(r.s.id, seq), data, nil
 }
 
 // ErrNotYet is NextBefore's answer when expire fires before an event.
@@ -387,18 +413,20 @@ var ErrNotYet = errors.New("no event yet")
 // NextBefore is Next that also stops waiting, with ErrNotYet, when expire
 // delivers (a timer's channel). It spares a caller that waits a little on
 // every request a context of its own (context.WithTimeout allocates and
-// registers with its parent each time).
-func (r *Reader) NextBefore(ctx context.Context, expire <-chan time.Time) (id string, data []byte, err error) {
+// registers with its parent each time). It returns the event's sequence
+// number, not its ID, so that it allocates nothing: AppendEventID with
+// Stream formats the ID where one is written.
+func (r *Reader) NextBefore(ctx context.Context, expire <-chan time.Time) (seq uint64, data []byte, err error) {
 	l, s := r.l, r.s
 	for {
 		l.mu.Lock()
 		switch {
 		case r.gen != s.gen:
 			l.mu.Unlock()
-			return "", nil, ErrSuperseded
+			return 0, nil, ErrSuperseded
 		case r.pos+1 < s.first:
 			l.mu.Unlock()
-			return "", nil, ErrEventsPurged
+			return 0, nil, ErrEventsPurged
 		case r.pos+1 < s.next:
 			r.pos++
 			data = s.events[r.pos-s.first]
@@ -406,16 +434,16 @@ func (r *Reader) NextBefore(ctx context.Context, expire <-chan time.Time) (id st
 				s.sent = r.pos
 			}
 			l.mu.Unlock()
-			return EventID(s.id, r.pos), data, nil
+			return r.pos, data, nil
 		case s.done:
 			l.mu.Unlock()
-			return "", nil, io.EOF
+			return 0, nil, io.EOF
 		}
 		if err := ctx.Err(); err != nil {
 			// Nothing to return and the caller will not wait (a done
 			// context asks "is an event ready?"): no wake channel needed.
 			l.mu.Unlock()
-			return "", nil, err
+			return 0, nil, err
 		}
 		if s.wake == nil {
 			s.wake = make(chan struct{})
@@ -425,9 +453,9 @@ func (r *Reader) NextBefore(ctx context.Context, expire <-chan time.Time) (id st
 		select {
 		case <-wake:
 		case <-ctx.Done():
-			return "", nil, ctx.Err()
+			return 0, nil, ctx.Err()
 		case <-expire:
-			return "", nil, ErrNotYet
+			return 0, nil, ErrNotYet
 		}
 	}
 }
@@ -452,6 +480,9 @@ func (r *Reader) Detach() {
 
 // Pos is the ID of the last event returned, or the priming position.
 func (r *Reader) Pos() string { return EventID(r.s.id, r.pos) }
+
+// AppendPos appends Pos() to b.
+func (r *Reader) AppendPos(b []byte) []byte { return AppendEventID(b, r.s.id, r.pos) }
 
 // Stats reports what the log holds, for tests and metrics.
 func (l *EventLog) Stats() (events int, bytes int64, streams int) {

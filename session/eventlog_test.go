@@ -52,6 +52,10 @@ func checkInvariants(t testing.TB, l *EventLog) {
 		if len(s.events) > 0 && (cap(s.events) > len(s.buf) || &s.events[0] != &s.buf[len(s.buf)-cap(s.events)]) {
 			t.Fatalf("stream %d: its events are not a window of its array", id)
 		}
+		// A stream that outgrew its inline array keeps no reference there.
+		if &s.buf[0] != &s.one[0] && s.one[0] != nil {
+			t.Fatalf("stream %d: its unused inline slot still references an event", id)
+		}
 		if len(s.buf) > max(1, 2*l.maxEvents) {
 			t.Fatalf("stream %d: an array of %d slots for a bound of %d events", id, len(s.buf), l.maxEvents)
 		}
@@ -948,8 +952,8 @@ func TestEventLogNextBefore(t *testing.T) {
 	// An event held wins over a channel that has fired.
 	l.Append(s, []byte("held"))
 	expire <- time.Time{}
-	if id, d, err := r.NextBefore(context.Background(), expire); err != nil || id != EventID(s, 1) || string(d) != "held" {
-		t.Fatalf("NextBefore with an event held = %q %q %v", id, d, err)
+	if seq, d, err := r.NextBefore(context.Background(), expire); err != nil || seq != 1 || string(d) != "held" {
+		t.Fatalf("NextBefore with an event held = %d %q %v", seq, d, err)
 	}
 	<-expire
 	// An event appended while it waits.

@@ -373,14 +373,13 @@ type call struct {
 // parsing its id at once.
 const lazyIDBytes = 1024
 
-func newCall(data []byte, method string, p *post) *call {
-	c := &call{method: method, post: p}
+func (c *call) init(data []byte, method string, p *post) {
+	c.method, c.post = method, p
 	if len(data) <= lazyIDBytes {
 		c.msg = data // Post owns the message (no copy)
 	} else {
 		c.msg, c.idOnly = RawID(data), true
 	}
-	return c
 }
 
 // rawID is the request's id as the client wrote it.
@@ -396,6 +395,14 @@ type post struct {
 	stream  int64
 	waiting int  // requests of the POST not answered yet
 	json    bool // answered as one JSON body: no other message may go on it
+}
+
+// postOne is a POST's first request with its post and the reader of its
+// stream.
+type postOne struct {
+	post   post
+	call   call
+	reader Reader
 }
 
 // ID is the session's ID.
@@ -449,6 +456,7 @@ func (s *Session) Post(msgs []Message, asJSON bool) (*Reader, error) {
 		return nil, ErrNotFound
 	}
 	var p *post
+	var one *postOne
 	for i := range msgs {
 		env := &msgs[i].Env
 		if env.Kind != KindRequest {
@@ -459,10 +467,17 @@ func (s *Session) Post(msgs []Message, asJSON bool) (*Reader, error) {
 			s.mu.Unlock()
 			return nil, ErrDuplicateID
 		}
+		var c *call
 		if p == nil {
-			p = &post{stream: s.log.NewStream(), json: asJSON}
+			// The POST's first request: its post, call and reader in one
+			// allocation (they live as long as the request; issue 6).
+			one = &postOne{post: post{stream: s.log.NewStream(), json: asJSON}}
+			p = &one.post
+			c = &one.call
+		} else {
+			c = new(call)
 		}
-		c := newCall(msgs[i].Data, env.Method, p)
+		c.init(msgs[i].Data, env.Method, p)
 		if env.ProgressToken != "" && !asJSON {
 			c.token = env.ProgressToken
 			s.progress[c.token] = c
@@ -488,8 +503,8 @@ func (s *Session) Post(msgs []Message, asJSON bool) (*Reader, error) {
 	}
 	var r *Reader
 	if p != nil {
-		var err error
-		if r, err = s.log.Attach(p.stream, 0); err != nil {
+		r = &one.reader
+		if err := s.log.attach(r, p.stream, 0); err != nil {
 			panic("session: attaching a new stream: " + err.Error())
 		}
 	}
