@@ -294,11 +294,20 @@ func mediaType(v string) string {
 	return strings.TrimSpace(mt)
 }
 
+// Header names in the form net/http stores them (textproto's canonical
+// form). Header.Get canonicalizes its argument, which allocates twice for
+// any other spelling, such as the spec's "MCP-Protocol-Version" and
+// "Last-Event-ID": on every request (issue 6).
+const (
+	hdrProtocolVersion = "Mcp-Protocol-Version"
+	hdrLastEventID     = "Last-Event-Id"
+)
+
 // checkVersion validates MCP-Protocol-Version: "If the server receives a
 // request with an invalid or unsupported MCP-Protocol-Version, it MUST
 // respond with 400 Bad Request." An absent header means 2025-03-26.
 func checkVersion(r *http.Request, sess *session.Session) error {
-	v := r.Header.Get("MCP-Protocol-Version")
+	v := r.Header.Get(hdrProtocolVersion)
 	if v == "" || slices.Contains(supportedVersions, v) {
 		return nil
 	}
@@ -360,7 +369,7 @@ func (h *Handler) servePost(w http.ResponseWriter, r *http.Request, owner string
 			"Unsupported Media Type: the body must be application/json", nil)
 		return
 	}
-	if r.Header.Get("Last-Event-ID") != "" {
+	if r.Header.Get(hdrLastEventID) != "" {
 		writeError(w, http.StatusBadRequest, nil, session.CodeInvalidRequest,
 			"Bad Request: Last-Event-ID belongs on a GET request (resumption is always via GET)", nil)
 		return
@@ -393,7 +402,7 @@ func (h *Handler) servePost(w http.ResponseWriter, r *http.Request, owner string
 	sid := r.Header.Get("Mcp-Session-Id")
 	for _, m := range msgs {
 		if m.Env.Method == "server/discover" ||
-			(sid == "" && r.Header.Get("MCP-Protocol-Version") >= "2026-07-28" && m.Env.Method != "initialize") {
+			(sid == "" && r.Header.Get(hdrProtocolVersion) >= "2026-07-28" && m.Env.Method != "initialize") {
 			writeError(w, http.StatusBadRequest, session.RawID(m.Data), session.CodeInvalidRequest, probeAnswer,
 				map[string]any{"supportedVersions": supportedVersions})
 			return
@@ -523,9 +532,10 @@ func (h *Handler) answer(w http.ResponseWriter, r *http.Request, sess *session.S
 		return
 	}
 	defer reader.Detach()
-	var out [][]byte
+	var one [1][]byte
+	out := one[:0] // a single answer, the common case, allocates nothing
 	for {
-		_, data, err := reader.Next(r.Context())
+		_, data, err := reader.NextBefore(r.Context(), nil)
 		if err == io.EOF {
 			break
 		}
@@ -562,12 +572,64 @@ var (
 	jsonContentType = []string{"application/json"}
 )
 
-var (
-	sseID    = []byte("id: ")
-	sseData  = []byte("\ndata: ")
-	sseEnd   = []byte("\n\n")
-	ssePrime = []byte("\ndata: \n\n")
-)
+// frameBufs hold SSE events while they are framed, so that an event
+// reaches the response in one Write: each Write on a response takes the
+// connection's lock and does its checks (issue 6). A buffer is held only
+// while one event is framed, never for a stream's life.
+var frameBufs = sync.Pool{New: func() any { b := make([]byte, 0, 512); return &b }}
+
+// frameCopyMax is the largest event data framed by copying; larger data is
+// written as it is, between its framing.
+const frameCopyMax = 16 << 10
+
+// writeEvent writes one SSE event: "id: <stream>_<seq>\ndata: <data>\n\n".
+// Each event is one line of JSON, as the server wrote it, so one data
+// field carries it.
+func writeEvent(w io.Writer, stream int64, seq uint64, data []byte) error {
+	bp := frameBufs.Get().(*[]byte)
+	defer putFrameBuf(bp)
+	b := append((*bp)[:0], "id: "...)
+	b = session.AppendEventID(b, stream, seq)
+	b = append(b, "\ndata: "...)
+	if len(data) > frameCopyMax {
+		if _, err := w.Write(b); err != nil {
+			return err
+		}
+		if _, err := w.Write(data); err != nil {
+			return err
+		}
+		b = b[:0]
+	} else {
+		b = append(b, data...)
+	}
+	b = append(b, "\n\n"...)
+	*bp = b
+	_, err := w.Write(b)
+	return err
+}
+
+// writePrime writes the priming event: the reader's position as its ID, an
+// empty data field, and a retry field unless retryMS is negative.
+func writePrime(w io.Writer, reader *session.Reader, retryMS int64) error {
+	bp := frameBufs.Get().(*[]byte)
+	defer putFrameBuf(bp)
+	b := append((*bp)[:0], "id: "...)
+	b = reader.AppendPos(b)
+	if retryMS >= 0 {
+		b = append(b, "\nretry: "...)
+		b = strconv.AppendInt(b, retryMS, 10)
+	}
+	b = append(b, "\ndata: \n\n"...)
+	*bp = b
+	_, err := w.Write(b)
+	return err
+}
+
+func putFrameBuf(bp *[]byte) {
+	if cap(*bp) <= 2*frameCopyMax {
+		frameBufs.Put(bp)
+	}
+}
 
 // stream writes a stream's events as SSE until it ends, the client leaves,
 // or the poll interval closes the connection.
@@ -591,12 +653,11 @@ func (h *Handler) stream(w http.ResponseWriter, r *http.Request, sess *session.S
 		// "The server SHOULD immediately send an SSE event consisting of an
 		// event ID and an empty data field in order to prime the client to
 		// reconnect (using that event ID as Last-Event-ID)."
-		w.Write(sseID)
-		io.WriteString(w, reader.Pos())
+		retryMS := int64(-1)
 		if poll {
-			io.WriteString(w, "\nretry: "+strconv.FormatInt(h.opts.SSERetry.Milliseconds(), 10))
+			retryMS = h.opts.SSERetry.Milliseconds()
 		}
-		if _, err := w.Write(ssePrime); err != nil {
+		if err := writePrime(w, reader, retryMS); err != nil {
 			return
 		}
 	}
@@ -604,11 +665,11 @@ func (h *Handler) stream(w http.ResponseWriter, r *http.Request, sess *session.S
 	// is ready within primeFlushDelay, else on their own when it expires: a
 	// quick answer then costs one write to the connection instead of two
 	// (issue 6; the profile showed these writes as the bridge's main cost).
-	id, data, err := reader.Next(readyCtx)
+	seq, data, err := reader.NextBefore(readyCtx, nil)
 	if err == context.Canceled {
 		t := primeTimers.Get().(*time.Timer)
 		t.Reset(primeFlushDelay)
-		id, data, err = reader.NextBefore(ctx, t.C)
+		seq, data, err = reader.NextBefore(ctx, t.C)
 		t.Stop()
 		primeTimers.Put(t)
 	}
@@ -627,7 +688,7 @@ func (h *Handler) stream(w http.ResponseWriter, r *http.Request, sess *session.S
 			if err := rc.Flush(); err != nil {
 				return
 			}
-			id, data, err = reader.Next(ctx)
+			seq, data, err = reader.NextBefore(ctx, nil)
 			continue
 		case err != nil:
 			if poll && r.Context().Err() == nil {
@@ -639,26 +700,19 @@ func (h *Handler) stream(w http.ResponseWriter, r *http.Request, sess *session.S
 			}
 			return // superseded, or the client left: the stream stays in the log
 		}
-		// Each event is one line of JSON: the server wrote it as one line.
-		if _, err := w.Write(sseID); err != nil {
-			return
-		}
-		io.WriteString(w, id)
-		w.Write(sseData)
-		w.Write(data)
-		if _, err := w.Write(sseEnd); err != nil {
+		if err := writeEvent(w, reader.Stream(), seq, data); err != nil {
 			return
 		}
 		// Flush each event, batching only what is already there: events
 		// waiting in the log, or the end of the stream, which the handler's
 		// return writes with the final chunk (one write, not two). After "a
 		// mid-stream write error" the connection ends; the client resumes.
-		id, data, err = reader.Next(readyCtx)
+		seq, data, err = reader.NextBefore(readyCtx, nil)
 		if err == context.Canceled {
 			if err := rc.Flush(); err != nil {
 				return
 			}
-			id, data, err = reader.Next(ctx)
+			seq, data, err = reader.NextBefore(ctx, nil)
 		}
 	}
 }
@@ -701,7 +755,7 @@ func (h *Handler) serveGet(w http.ResponseWriter, r *http.Request, owner string)
 	prime := sess.ProtocolVersion() >= primingVersion
 	var reader *session.Reader
 	var err error
-	if last := r.Header.Get("Last-Event-ID"); last != "" {
+	if last := r.Header.Get(hdrLastEventID); last != "" {
 		reader, err = sess.Resume(last)
 	} else {
 		reader, err = sess.Listen()
@@ -714,7 +768,7 @@ func (h *Handler) serveGet(w http.ResponseWriter, r *http.Request, owner string)
 		return
 	case errors.Is(err, session.ErrUnknownEvent):
 		writeError(w, http.StatusBadRequest, nil, session.CodeInvalidRequest,
-			"Bad Request: Last-Event-ID "+strconv.Quote(r.Header.Get("Last-Event-ID"))+" names no event of this session", nil)
+			"Bad Request: Last-Event-ID "+strconv.Quote(r.Header.Get(hdrLastEventID))+" names no event of this session", nil)
 		return
 	case errors.Is(err, session.ErrNotFound):
 		writeError(w, http.StatusNotFound, nil, session.CodeInvalidRequest,
