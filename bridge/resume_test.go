@@ -77,10 +77,18 @@ func rsOpen(t testing.TB, url, version string) *rsClient {
 	if c.sid == "" {
 		t.Fatal("initialize answered without Mcp-Session-Id")
 	}
-	evs, err := rsReadAll(resp.Body)
+	var evs []rsEvent
+	var err error
+	if resp.Header.Get("Content-Type") == "application/json" { // --json-response
+		var b []byte
+		b, err = io.ReadAll(resp.Body)
+		evs = []rsEvent{{Data: string(b)}}
+	} else {
+		evs, err = rsReadAll(resp.Body)
+	}
 	resp.Body.Close()
 	if err != nil {
-		t.Fatalf("reading the initialize stream: %v", err)
+		t.Fatalf("reading the initialize answer: %v", err)
 	}
 	var res struct {
 		Result struct {
