@@ -540,7 +540,7 @@ func (h *Handler) answer(w http.ResponseWriter, r *http.Request, sess *session.S
 			break
 		}
 		if err != nil {
-			return // the client left; the answer stays in the log
+			return // the client left: its stream is transient, so the answer is dropped when it comes
 		}
 		out = append(out, data)
 	}

@@ -252,6 +252,30 @@ func TestJSONResponseMode(t *testing.T) {
 	}
 }
 
+// With --json-response nothing is kept for a resume: no event ID reaches
+// the client, so an answer's stream is freed once the answer is written, and
+// a guessed Last-Event-ID for it is refused, not replayed.
+func TestJSONResponseKeepsNoAnswers(t *testing.T) {
+	b := startBridge(t, bridgeConfig{bridge: bridge.Options{JSONResponse: true}})
+	c := rsOpen(t, b.URL, "2025-11-25")
+	ctx := ctxT(t)
+	resp := c.post(ctx, `{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"echo","arguments":{"text":"hi"}}}`)
+	if body := readAll(t, resp.Body); resp.StatusCode != http.StatusOK || !strings.Contains(body, `"text":"hi"`) {
+		t.Fatalf("tools/call: %s %s", resp.Status, body)
+	}
+	// A session's streams are numbered from 1: initialize's, then the call's.
+	for _, id := range []string{"1_0", "2_0"} {
+		get, err := c.get(ctx, id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		body := readAll(t, get.Body)
+		if get.StatusCode != http.StatusGone {
+			t.Errorf("GET with Last-Event-ID %s: %s %s, want 410 Gone", id, get.Status, body)
+		}
+	}
+}
+
 func TestHealth(t *testing.T) {
 	b := startBridge(t, bridgeConfig{})
 	base := strings.TrimSuffix(b.URL, b.Handler.Path())

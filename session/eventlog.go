@@ -44,7 +44,10 @@ const (
 // never the event being appended (so one message larger than maxBytes still
 // passes through). A stream that is finished, holds no events and has no
 // reader is freed, so the number of streams is bounded by the held events
-// plus the open and read streams. The log belongs to one session: it holds
+// plus the open and read streams. A transient stream (NewTransientStream)
+// is outside these bounds and the eviction order: its events wait only for
+// the reader attached to it, and it is freed with them once it is finished
+// and has no reader. The log belongs to one session: it holds
 // no goroutine and is garbage once the session and its readers are gone.
 //
 // Eviction: a reader or a resume point whose next event was evicted gets
@@ -90,8 +93,9 @@ type logStream struct {
 	// reached any connection.
 	sent uint64
 	// gen counts attachments; a reader whose gen is stale was superseded.
-	gen      uint64
-	attached bool
+	gen       uint64
+	attached  bool
+	transient bool // see NewTransientStream
 	// wake is closed (and set to nil) on append or finish. A waiting reader
 	// creates it, so an append with no reader waiting allocates nothing.
 	wake chan struct{}
@@ -114,6 +118,20 @@ func (l *EventLog) NewStream() int64 {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.newStreamLocked().id
+}
+
+// NewTransientStream opens a stream whose events are handed to its reader
+// and never kept for a resume: they are not counted against the log's
+// bounds and are dropped, with the stream, once it is finished and has no
+// reader. It serves a POST answered as one JSON body: no event ID reaches
+// that client, so nothing could resume the stream, and keeping its answers
+// would only cost memory and garbage-collection work (issue 6).
+func (l *EventLog) NewTransientStream() int64 {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	s := l.newStreamLocked()
+	s.transient = true
+	return s.id
 }
 
 func (l *EventLog) newStreamLocked() *logStream {
@@ -139,6 +157,12 @@ func (l *EventLog) Append(stream int64, data []byte) bool {
 }
 
 func (l *EventLog) appendLocked(s *logStream, data []byte) {
+	if s.transient {
+		s.push(data)
+		s.next++
+		s.wakeLocked()
+		return
+	}
 	for l.events > 0 && (l.events+1 > l.maxEvents || l.bytes+int64(len(data)) > l.maxBytes) {
 		l.evictLocked()
 	}
@@ -200,7 +224,7 @@ func (l *EventLog) evictLocked() {
 }
 
 func (l *EventLog) maybeFreeLocked(s *logStream) {
-	if s.done && len(s.events) == 0 && !s.attached {
+	if s.done && !s.attached && (len(s.events) == 0 || s.transient) {
 		delete(l.streams, s.id)
 	}
 }
@@ -268,7 +292,7 @@ func (l *EventLog) Adopt(old int64) int64 {
 	} else {
 		k = len(o.events)
 	}
-	if k > 0 {
+	if k > 0 && !o.transient { // a transient stream has no place in the order
 		moved := o.events[len(o.events)-k:]
 		for _, e := range moved {
 			n.push(e)

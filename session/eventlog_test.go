@@ -37,7 +37,14 @@ func checkInvariants(t testing.TB, l *EventLog) {
 		if s.id != id {
 			t.Fatalf("stream %d is filed under %d", s.id, id)
 		}
-		if got := perStream[s]; got != len(s.events) {
+		if s.transient {
+			if perStream[s] != 0 {
+				t.Fatalf("transient stream %d has %d entries in the eviction order", id, perStream[s])
+			}
+			if s.done && !s.attached {
+				t.Fatalf("transient stream %d is finished and unread but was not freed", id)
+			}
+		} else if got := perStream[s]; got != len(s.events) {
 			t.Fatalf("stream %d holds %d events but has %d entries in the eviction order", id, len(s.events), got)
 		}
 		delete(perStream, s)
@@ -56,8 +63,11 @@ func checkInvariants(t testing.TB, l *EventLog) {
 		if &s.buf[0] != &s.one[0] && s.one[0] != nil {
 			t.Fatalf("stream %d: its unused inline slot still references an event", id)
 		}
-		if len(s.buf) > max(1, 2*l.maxEvents) {
+		if len(s.buf) > max(1, 2*l.maxEvents) && !s.transient {
 			t.Fatalf("stream %d: an array of %d slots for a bound of %d events", id, len(s.buf), l.maxEvents)
+		}
+		if s.transient {
+			continue // outside the log's bounds
 		}
 		events += len(s.events)
 		for _, e := range s.events {
@@ -972,5 +982,61 @@ func TestEventLogNextBefore(t *testing.T) {
 	l.Finish(s)
 	if _, _, err := r.NextBefore(context.Background(), expire); err != io.EOF {
 		t.Fatalf("NextBefore of a finished stream = %v, want io.EOF", err)
+	}
+}
+
+// A transient stream hands its events to its reader, holds them outside the
+// log's bounds (it evicts nothing and is never evicted), and is freed with
+// them once it is finished and unread.
+func TestEventLogTransientStream(t *testing.T) {
+	l := NewEventLog(2, 1<<20)
+	kept := l.NewStream()
+	l.Append(kept, []byte("k1"))
+	l.Append(kept, []byte("k2"))
+
+	tr := l.NewTransientStream()
+	r := mustAttach(t, l, tr, 0)
+	for i := range 5 {
+		if !l.Append(tr, []byte(strconv.Itoa(i))) {
+			t.Fatalf("append %d to a transient stream refused", i)
+		}
+	}
+	checkInvariants(t, l)
+	if n, b, _ := l.Stats(); n != 2 || b != 4 {
+		t.Fatalf("the log counts %d events / %d bytes, want the kept stream's 2 / 4", n, b)
+	}
+	l.Finish(tr)
+	for i := range 5 {
+		if _, d, err := r.Next(context.Background()); err != nil || string(d) != strconv.Itoa(i) {
+			t.Fatalf("event %d of the transient stream = %q, %v", i, d, err)
+		}
+	}
+	if _, _, err := r.Next(context.Background()); err != io.EOF {
+		t.Fatalf("after the transient stream's events: %v, want io.EOF", err)
+	}
+	r.Detach()
+	checkInvariants(t, l)
+	if _, _, streams := l.Stats(); streams != 1 {
+		t.Fatalf("%d streams after the transient one was read and released, want 1", streams)
+	}
+	if _, err := l.Attach(tr, 0); !errors.Is(err, ErrEventsPurged) {
+		t.Fatalf("resuming a freed transient stream = %v, want ErrEventsPurged", err)
+	}
+	// The kept stream lost nothing to the transient one's events.
+	r = mustAttach(t, l, kept, 0)
+	for _, want := range []string{"k1", "k2"} {
+		if _, d, err := r.Next(context.Background()); err != nil || string(d) != want {
+			t.Fatalf("kept stream: %q, %v; want %q", d, err, want)
+		}
+	}
+
+	// Finished with no reader (the client left first): freed at once, its
+	// event with it.
+	gone := l.NewTransientStream()
+	l.Append(gone, []byte("late answer"))
+	l.Finish(gone)
+	checkInvariants(t, l)
+	if _, _, streams := l.Stats(); streams != 1 {
+		t.Fatalf("%d streams after an unread transient stream finished, want 1", streams)
 	}
 }

@@ -471,7 +471,15 @@ func (s *Session) Post(msgs []Message, asJSON bool) (*Reader, error) {
 		if p == nil {
 			// The POST's first request: its post, call and reader in one
 			// allocation (they live as long as the request; issue 6).
-			one = &postOne{post: post{stream: s.log.NewStream(), json: asJSON}}
+			// Answers that go out as one JSON body carry no event ID, so
+			// no client could resume their stream: it keeps nothing.
+			var stream int64
+			if asJSON {
+				stream = s.log.NewTransientStream()
+			} else {
+				stream = s.log.NewStream()
+			}
+			one = &postOne{post: post{stream: stream, json: asJSON}}
 			p = &one.post
 			c = &one.call
 		} else {
