@@ -425,7 +425,7 @@ func (t *throughput) rows(add func(what, result, cpu, target, met string), fail 
 			add(what, result, s.cpuString(), target, met)
 		}
 		if tg.hwm > 0 {
-			// Each answer stays in its session's log for resumption
+			// Each SSE answer stays in its session's log for resumption
 			// (--log-max-events), so a busy bridge holds more than an idle one.
 			add("... its peak RSS (VmHWM) over all these rounds", mib(tg.hwm), "", "", "")
 		}
