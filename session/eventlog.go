@@ -179,8 +179,8 @@ func (l *EventLog) appendLocked(s *logStream, data []byte) {
 // 350 bytes a held answer cost besides its own).
 func (s *logStream) push(data []byte) {
 	if n := len(s.events); n == cap(s.events) { // the window reached buf's end
-		if len(s.buf) == 0 || 2*n > len(s.buf) {
-			nb := make([][]byte, max(1, 2*n))
+		if 2*n > len(s.buf) {
+			nb := make([][]byte, 2*n)
 			copy(nb, s.events)
 			s.buf = nb
 			s.one[0] = nil // no stale reference: one is unused from now on
@@ -376,16 +376,21 @@ type Reader struct {
 // a stream the log never opened or a position the stream never reached, and
 // with ErrEventsPurged when the event after that position was evicted or the
 // stream itself was freed.
+//
+// A transient stream is never attached this way: its ID never reached a
+// client, so a resume naming it gets ErrUnknownEvent (or ErrEventsPurged
+// once it is freed), and cannot take it over from its reader.
 func (l *EventLog) Attach(stream int64, after uint64) (*Reader, error) {
 	r := new(Reader)
-	if err := l.attach(r, stream, after); err != nil {
+	if err := l.attach(r, stream, after, false); err != nil {
 		return nil, err
 	}
 	return r, nil
 }
 
-// attach is Attach into a Reader the caller allocated.
-func (l *EventLog) attach(r *Reader, stream int64, after uint64) error {
+// attach is Attach into a Reader the caller allocated; with transient, a
+// transient stream may be attached (by the POST that opened it).
+func (l *EventLog) attach(r *Reader, stream int64, after uint64, transient bool) error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	s := l.streams[stream]
@@ -400,7 +405,7 @@ func (l *EventLog) attach(r *Reader, stream int64, after uint64) error {
 		}
 		return ErrUnknownEvent
 	}
-	if after >= s.next {
+	if after >= s.next || (s.transient && !transient) {
 		return ErrUnknownEvent
 	}
 	if after+1 < s.first {

@@ -995,7 +995,14 @@ func TestEventLogTransientStream(t *testing.T) {
 	l.Append(kept, []byte("k2"))
 
 	tr := l.NewTransientStream()
-	r := mustAttach(t, l, tr, 0)
+	r := new(Reader)
+	if err := l.attach(r, tr, 0, true); err != nil {
+		t.Fatal(err)
+	}
+	// No resume can take it over: its ID never reached a client.
+	if _, err := l.Attach(tr, 0); !errors.Is(err, ErrUnknownEvent) {
+		t.Fatalf("resuming a live transient stream = %v, want ErrUnknownEvent", err)
+	}
 	for i := range 5 {
 		if !l.Append(tr, []byte(strconv.Itoa(i))) {
 			t.Fatalf("append %d to a transient stream refused", i)

@@ -512,7 +512,7 @@ func (s *Session) Post(msgs []Message, asJSON bool) (*Reader, error) {
 	var r *Reader
 	if p != nil {
 		r = &one.reader
-		if err := s.log.attach(r, p.stream, 0); err != nil {
+		if err := s.log.attach(r, p.stream, 0, true); err != nil {
 			panic("session: attaching a new stream: " + err.Error())
 		}
 	}
