@@ -391,10 +391,13 @@ func (t *throughput) rows(add func(what, result, cpu, target, met string), fail 
 			}
 		}
 	}
-	var floor map[int][]sample
+	var floor, hop map[int][]sample
 	for _, tg := range t.ts {
-		if tg.phase == "floor" {
+		switch tg.phase {
+		case "floor":
 			floor = tg.res
+		case "hop":
+			hop = tg.res
 		}
 	}
 	for _, tg := range t.ts {
@@ -415,6 +418,11 @@ func (t *throughput) rows(add func(what, result, cpu, target, met string), fail 
 					want := []float64{0.6, 0.5}[i]
 					target = fmt.Sprintf(">= %.1f x floor", want)
 					met = yesNo(ratio >= want)
+					// The bridge's own cost, apart from the hop any bridge
+					// adds (the process and pipe per session).
+					if r, ok := pairedRatio(tg.res[n], hop[n]); ok {
+						result += fmt.Sprintf(" = %.2f x hop floor", r)
+					}
 					if b := baselineOf(t.ts, tg); b != nil {
 						if r, ok := pairedRatio(tg.res[n], b.res[n]); ok {
 							result += fmt.Sprintf(" = %.2f x baseline", r)
@@ -701,7 +709,7 @@ func printReport(c *config, rows []row, bad []string, started time.Time, loadSta
 	fmt.Printf("load average (1, 5, 15 min): %s at start, %s at end; run took %s\n", loadStart, loadEnd,
 		time.Since(started).Round(time.Second))
 	fmt.Printf("throughput: %d rounds of %s (after %s warm-up) per figure, targets interleaved; calls/s = median round, "+
-		"latencies over all rounds, x floor = median over rounds of the ratio to the HTTP floor's rate in the same round\n",
+		"latencies over all rounds, x floor = median over rounds of the ratio to the HTTP floor's rate in the same round (x hop floor: to the hop floor's)\n",
 		c.rounds, c.duration, c.warm)
 	if profiling {
 		fmt.Println("NOTE: profiling build (-profile): figures are not the release figures")
