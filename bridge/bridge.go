@@ -150,9 +150,6 @@ var supportedVersions = []string{"2025-03-26", "2025-06-18", "2025-11-25"}
 // The first revision whose clients expect priming events and may resume.
 const primingVersion = "2025-11-25"
 
-// owner is the identity a session is bound to: a hash of its bearer token.
-type ownerKey struct{}
-
 // guard checks what every request to the endpoint must pass: Origin, then
 // authentication.
 func (h *Handler) guard(next func(http.ResponseWriter, *http.Request, string)) http.HandlerFunc {
@@ -314,7 +311,7 @@ func checkVersion(r *http.Request, sess *session.Session) error {
 	if sess != nil && v == sess.ProtocolVersion() {
 		return nil // an older revision the server itself negotiated
 	}
-	return fmt.Errorf("Bad Request: unsupported MCP-Protocol-Version %q; this bridge serves %s", v,
+	return fmt.Errorf("unsupported MCP-Protocol-Version %q; this bridge serves %s", v,
 		strings.Join(supportedVersions, ", "))
 }
 
@@ -342,7 +339,7 @@ func (h *Handler) lookup(w http.ResponseWriter, r *http.Request, owner string) *
 		return nil
 	}
 	if err := checkVersion(r, sess); err != nil {
-		writeError(w, http.StatusBadRequest, nil, session.CodeInvalidRequest, err.Error(), nil)
+		writeError(w, http.StatusBadRequest, nil, session.CodeInvalidRequest, "Bad Request: "+err.Error(), nil)
 		return nil
 	}
 	return sess

@@ -165,11 +165,10 @@ type testBridge struct {
 }
 
 type bridgeConfig struct {
-	mode     string // child mode; "" means "server"
-	command  []string
-	session  session.Options
-	bridge   bridge.Options
-	logLevel slog.Level
+	mode    string // child mode; "" means "server"
+	command []string
+	session session.Options
+	bridge  bridge.Options
 }
 
 // startBridge starts a bridge on a loopback port; it is shut down at the
