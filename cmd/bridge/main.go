@@ -26,6 +26,7 @@ import (
 	"time"
 
 	"github.com/mcp-bridge/mcp-bridge/affinity"
+	"github.com/mcp-bridge/mcp-bridge/auth"
 	"github.com/mcp-bridge/mcp-bridge/bridge"
 	"github.com/mcp-bridge/mcp-bridge/session"
 )
@@ -51,6 +52,12 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if err != nil {
 		fmt.Fprintf(stderr, "bridge: %v\nRun 'bridge --help' for usage.\n", err)
 		return 2
+	}
+	// A local server inherits the bridge's environment: the secrets read
+	// from it must not reach an MCP server ("never pass a client's token or
+	// the bridge's secrets to a child").
+	for _, name := range secretEnv {
+		os.Unsetenv(name)
 	}
 	logger := newLogger(cfg, stderr)
 	if err := serve(ctx, cfg, logger, nil); err != nil {
@@ -111,8 +118,25 @@ func serve(ctx context.Context, cfg *config, logger *slog.Logger, ready chan<- n
 		defer stopGovernor()
 		sessOpts.Inflight = inflight
 	}
+	authn, err := auth.New(ctx, &auth.Options{
+		StaticTokens:     cfg.tokens,
+		Issuer:           cfg.OAuthIssuer,
+		ResourceURL:      cfg.ResourceURL,
+		Scopes:           cfg.OAuthScopes,
+		IntrospectionURL: cfg.OAuthIntrospectionURL,
+		ClientID:         cfg.OAuthClientID,
+		ClientSecret:     cfg.OAuthClientSecret,
+		Logger:           logger,
+	})
+	if err != nil {
+		return err
+	}
+	if authn.OAuth() {
+		logger.Info("OAuth resource server on", "issuer", cfg.OAuthIssuer, "resource", cfg.ResourceURL)
+	}
 	reg := session.NewRegistry(sessOpts)
 	h := bridge.NewHandler(reg, &bridge.Options{
+		Auth:            authn,
 		Path:            cfg.Path,
 		AllowedOrigins:  cfg.AllowedOrigins,
 		AllowedHosts:    cfg.AllowedHosts,
