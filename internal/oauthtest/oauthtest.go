@@ -34,6 +34,7 @@ import (
 	"github.com/ory/fosite/handler/oauth2"
 	"github.com/ory/fosite/storage"
 	fjwt "github.com/ory/fosite/token/jwt"
+	oauth2c "golang.org/x/oauth2"
 )
 
 // Clients registered at every Server.
@@ -380,4 +381,44 @@ func newSession(user, clientID string) *oauth2.JWTSession {
 		JWTHeader: &fjwt.Headers{},
 		Subject:   user,
 	}
+}
+
+// config is PublicClient's configuration at this server.
+func (s *Server) config(scopes []string) *oauth2c.Config {
+	return &oauth2c.Config{
+		ClientID:    PublicClient,
+		RedirectURL: RedirectURL,
+		Endpoint:    oauth2c.Endpoint{AuthURL: s.URL + "/authorize", TokenURL: s.URL + "/token", AuthStyle: oauth2c.AuthStyleInParams},
+		Scopes:      scopes,
+	}
+}
+
+// AuthorizationCode runs the authorization code flow with PKCE for
+// PublicClient, as user, and returns the token (with a refresh token).
+func (s *Server) AuthorizationCode(t testing.TB, user, resource string, scopes ...string) *oauth2c.Token {
+	t.Helper()
+	s.SetUser(user)
+	cfg := s.config(scopes)
+	verifier := oauth2c.GenerateVerifier()
+	u := cfg.AuthCodeURL("state-0123456789", oauth2c.S256ChallengeOption(verifier), oauth2c.SetAuthURLParam("resource", resource))
+	code, state, err := FetchCode(context.Background(), u)
+	if err != nil || state != "state-0123456789" {
+		t.Fatalf("authorization: %v (state %q)", err, state)
+	}
+	tok, err := cfg.Exchange(context.Background(), code, oauth2c.VerifierOption(verifier), oauth2c.SetAuthURLParam("resource", resource))
+	if err != nil {
+		t.Fatalf("exchanging the code: %v", err)
+	}
+	return tok
+}
+
+// Refresh uses tok's refresh token for a new access token.
+func (s *Server) Refresh(t testing.TB, tok *oauth2c.Token) *oauth2c.Token {
+	t.Helper()
+	old := &oauth2c.Token{RefreshToken: tok.RefreshToken, Expiry: time.Now().Add(-time.Hour)}
+	fresh, err := s.config(nil).TokenSource(context.Background(), old).Token()
+	if err != nil {
+		t.Fatalf("refreshing the token: %v", err)
+	}
+	return fresh
 }
