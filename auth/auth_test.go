@@ -170,6 +170,12 @@ func TestRefusedTokens(t *testing.T) {
 			t.Errorf("%s: the error holds the token", name)
 		}
 	}
+	// The algorithms are pinned: an issuer's ES256 token is refused by a
+	// bridge that accepts RS256 only.
+	rsOnly, _ := newAuth(t, Options{Issuer: as.URL, Algorithms: []string{"RS256"}})
+	if _, err := rsOnly.Authenticate(request(good)); !errors.Is(err, ErrInvalidToken) {
+		t.Errorf("ES256 with Algorithms RS256: %v, want ErrInvalidToken", err)
+	}
 	// Within the skew, exp and nbf still pass.
 	if _, err := a.Authenticate(request(as.Sign(t, claims(func(c map[string]any) {
 		c["exp"] = now.Add(-DefaultClockSkew / 2).Unix()

@@ -113,6 +113,8 @@ func TestConfigErrors(t *testing.T) {
 		{[]string{"--path", "mcp", "--", "srv"}, "must start with /"},
 		{[]string{"--sandbox-memory", "lots", "--", "srv"}, "--sandbox-memory"},
 		{[]string{"--max-sessions", "0", "--", "srv"}, "must be positive"},
+		{[]string{"--listen", "0.0.0.0:8080", "--oauth-issuer", "https://auth.example.com", "--", "srv"}, ""},
+		{[]string{"--oauth-client-secret-file", "/nonexistent/secret", "--", "srv"}, "--oauth-client-secret-file"},
 	}
 	for _, tc := range tests {
 		c, err := parseConfig(tc.args, io.Discard)
