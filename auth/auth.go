@@ -212,8 +212,11 @@ func (a *Authenticator) checkOAuthOptions() error {
 		return errors.New("--oauth-issuer needs --resource-url, the canonical URL clients reach this endpoint at (the audience of their tokens)")
 	}
 	res, err := url.Parse(o.ResourceURL)
-	if err != nil || res.Host == "" || res.Fragment != "" || (res.Scheme != "https" && !isLoopbackURL(res)) {
-		return fmt.Errorf("--resource-url %q: want an absolute https URL without fragment (http only on loopback)", o.ResourceURL)
+	// RFC 8707 §2: an absolute URI without fragment, and it SHOULD NOT
+	// have a query. Braces would be wildcards in the metadata's route.
+	if err != nil || res.Host == "" || res.Fragment != "" || res.RawQuery != "" || strings.ContainsAny(res.Path, "{}") ||
+		(res.Scheme != "https" && !isLoopbackURL(res)) {
+		return fmt.Errorf("--resource-url %q: want an absolute https URL without query or fragment (http only on loopback)", o.ResourceURL)
 	}
 	for _, s := range o.Scopes {
 		if s == "" || strings.ContainsAny(s, "\"\\ \t") {
