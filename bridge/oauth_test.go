@@ -31,22 +31,31 @@ type oauthBridge struct {
 	Base string
 	AS   *oauthtest.Server
 	Auth *auth.Authenticator
+	Reg  *session.Registry
+}
+
+type oauthConfig struct {
+	required []string // scopes every OAuth token must carry
+	static   []string // static tokens accepted besides
+	opaque   bool     // opaque tokens, introspected
 }
 
 // startOAuthBridge starts a bridge whose resource URL is its own endpoint,
-// with an authorization server issuing tokens for it. Every OAuth token must
-// carry the scopes required.
-func startOAuthBridge(t *testing.T, required []string, static []string) *oauthBridge {
+// with an authorization server issuing tokens for it.
+func startOAuthBridge(t *testing.T, cfg oauthConfig) *oauthBridge {
 	t.Helper()
 	srv := httptest.NewUnstartedServer(nil)
 	base := "http://" + srv.Listener.Addr().String()
 	ob := &oauthBridge{URL: base + bridge.DefaultPath, Base: base}
-	ob.AS = oauthtest.New(t, oauthtest.Options{Audience: []string{ob.URL}, Scopes: []string{"mcp:tools", "mcp:admin"}})
+	ob.AS = oauthtest.New(t, oauthtest.Options{Audience: []string{ob.URL}, Scopes: []string{"mcp:tools", "mcp:admin"}, Opaque: cfg.opaque})
 	logger := slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelInfo}))
 	var err error
-	ob.Auth, err = auth.New(context.Background(), &auth.Options{
-		Issuer: ob.AS.URL, ResourceURL: ob.URL, Scopes: required, StaticTokens: static, Logger: logger,
-	})
+	ao := &auth.Options{Issuer: ob.AS.URL, ResourceURL: ob.URL, Scopes: cfg.required, StaticTokens: cfg.static, Logger: logger}
+	if cfg.opaque {
+		ao.IntrospectionURL = ob.AS.URL + "/introspect"
+		ao.ClientID, ao.ClientSecret = oauthtest.ResourceClient, oauthtest.ResourceSecret
+	}
+	ob.Auth, err = auth.New(context.Background(), ao)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -60,6 +69,7 @@ func startOAuthBridge(t *testing.T, required []string, static []string) *oauthBr
 		}),
 		Logger: logger,
 	})
+	ob.Reg = reg
 	h := bridge.NewHandler(reg, &bridge.Options{Auth: ob.Auth, Logger: logger})
 	srv.Config.Handler = h
 	srv.Start()
@@ -80,7 +90,7 @@ func startOAuthBridge(t *testing.T, required []string, static []string) *oauthBr
 // the authorization code flow with PKCE and a resource indicator, and calls
 // tools with the token it got.
 func TestOAuthSDKClient(t *testing.T) {
-	ob := startOAuthBridge(t, []string{"mcp:tools"}, nil)
+	ob := startOAuthBridge(t, oauthConfig{required: []string{"mcp:tools"}})
 	var fetched []string
 	handler, err := sdkauth.NewAuthorizationCodeHandler(&sdkauth.AuthorizationCodeHandlerConfig{
 		PreregisteredClient: &oauthex.ClientCredentials{ClientID: oauthtest.PublicClient},
@@ -120,7 +130,7 @@ func bearer(tok string, more ...string) map[string]string {
 // TestOAuthSessionBinding: a session is bound to the principal (issuer,
 // subject, client), not to the token string, which changes on refresh.
 func TestOAuthSessionBinding(t *testing.T) {
-	ob := startOAuthBridge(t, nil, []string{"static-token"})
+	ob := startOAuthBridge(t, oauthConfig{static: []string{"static-token"}})
 	alice := ob.AS.AuthorizationCode(t, "alice", ob.URL, "mcp:tools")
 	resp := rawPost(t, ob.URL, initBody("2025-11-25"), bearer(alice.AccessToken, "MCP-Protocol-Version", ""))
 	if resp.StatusCode != http.StatusOK {
@@ -165,7 +175,7 @@ func TestOAuthSessionBinding(t *testing.T) {
 // TestOAuthChallenges: what a client without a valid token, or without the
 // scope, is told, and the protected resource metadata it is pointed to.
 func TestOAuthChallenges(t *testing.T) {
-	ob := startOAuthBridge(t, []string{"mcp:tools"}, nil)
+	ob := startOAuthBridge(t, oauthConfig{required: []string{"mcp:tools"}})
 	metaURL := ob.Base + "/.well-known/oauth-protected-resource/mcp"
 	resp := rawPost(t, ob.URL, initBody("2025-11-25"), nil)
 	want := `Bearer resource_metadata="` + metaURL + `", scope="mcp:tools"`
@@ -200,5 +210,39 @@ func TestOAuthChallenges(t *testing.T) {
 			strings.Join(meta.ScopesSupported, " ") != "mcp:tools" {
 			t.Errorf("GET %s: %d %+v %v", u, resp.StatusCode, meta, err)
 		}
+	}
+}
+
+// TestOAuthIntrospection: opaque tokens are checked at the issuer's
+// introspection endpoint; while it cannot be reached, clients get 503 (their
+// token may be fine), and no session is created.
+func TestOAuthIntrospection(t *testing.T) {
+	ob := startOAuthBridge(t, oauthConfig{opaque: true})
+	tok := ob.AS.AuthorizationCode(t, "alice", ob.URL, "mcp:tools")
+	if strings.Count(tok.AccessToken, ".") == 2 {
+		t.Fatal("the issuer issued a JWT, want an opaque token")
+	}
+	resp := rawPost(t, ob.URL, initBody("2025-11-25"), bearer(tok.AccessToken, "MCP-Protocol-Version", ""))
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("initialize with an opaque token: %d %s", resp.StatusCode, readAll(t, resp.Body))
+	}
+	readAll(t, resp.Body)
+	if n := ob.AS.Introspections.Load(); n != 1 {
+		t.Errorf("%d introspections, want 1", n)
+	}
+	resp = rawPost(t, ob.URL, initBody("2025-11-25"), bearer("not-a-token-of-the-issuer", "MCP-Protocol-Version", ""))
+	if got := resp.Header.Get("WWW-Authenticate"); resp.StatusCode != http.StatusUnauthorized || !strings.Contains(got, `error="invalid_token"`) {
+		t.Fatalf("an unknown opaque token: %d %q", resp.StatusCode, got)
+	}
+	ob.AS.Close()
+	resp = rawPost(t, ob.URL, initBody("2025-11-25"), bearer(tok.AccessToken, "MCP-Protocol-Version", ""))
+	if resp.StatusCode != http.StatusServiceUnavailable || resp.Header.Get("WWW-Authenticate") != "" {
+		t.Fatalf("the issuer unreachable: %d %q, want 503 without a challenge", resp.StatusCode, resp.Header.Get("WWW-Authenticate"))
+	}
+	if e := decodeError(t, readAll(t, resp.Body)); e.Error.Code != session.CodeInternalError {
+		t.Errorf("the issuer unreachable: JSON-RPC error %+v", e)
+	}
+	if n := ob.Reg.Len(); n != 1 {
+		t.Errorf("%d sessions, want only the one of the valid token", n)
 	}
 }

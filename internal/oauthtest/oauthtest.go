@@ -422,3 +422,6 @@ func (s *Server) Refresh(t testing.TB, tok *oauth2c.Token) *oauth2c.Token {
 	}
 	return fresh
 }
+
+// Close stops the server before the end of the test, as an outage would.
+func (s *Server) Close() { s.srv.Close() }
