@@ -570,17 +570,23 @@ const bodyFirstBytes = 64 << 10
 // to the declared length: at most twice what arrived, never more than the
 // limit. A body of declared length up to bodyFirstBytes is read into a
 // slice of that size.
-func readBody(w http.ResponseWriter, r *http.Request, limit int64, timeout time.Duration) ([]byte, error) {
+func readBody(w http.ResponseWriter, r *http.Request, limit int64, timeout time.Duration) (_ []byte, err error) {
 	n := r.ContentLength
 	if n > limit {
 		return nil, &http.MaxBytesError{Limit: limit}
 	}
 	if timeout > 0 {
 		// A deadline on this body only: http.Server.ReadTimeout would
-		// also cut the SSE stream of the answer.
+		// also cut the SSE stream of the answer. It is lifted once the
+		// body is read; after a failure it stays, so that net/http's
+		// discarding of the rest of the body is bounded too.
 		rc := http.NewResponseController(w)
 		if rc.SetReadDeadline(time.Now().Add(timeout)) == nil {
-			defer rc.SetReadDeadline(time.Time{})
+			defer func() {
+				if err == nil {
+					rc.SetReadDeadline(time.Time{})
+				}
+			}()
 		}
 	}
 	src, max := r.Body, n
