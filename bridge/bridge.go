@@ -51,6 +51,9 @@ const (
 	// loses its connection after it; an open stream is never cut by it,
 	// however long it waits between events.
 	DefaultWriteTimeout = 30 * time.Second
+	// DefaultMaxBodyBytesInFlight bounds the memory held by POST bodies
+	// being read, all connections together: 64 bodies of 4 MiB at once.
+	DefaultMaxBodyBytesInFlight = 256 << 20
 	// DefaultIdleTimeout is how long a keep-alive connection may wait for
 	// its next request (http.Server.IdleTimeout, set by the command).
 	DefaultIdleTimeout = 90 * time.Second
@@ -99,6 +102,12 @@ type Options struct {
 	// Time between events does not count. Zero means DefaultWriteTimeout;
 	// negative means no limit.
 	WriteTimeout time.Duration
+	// MaxBodyBytesInFlight bounds the buffers of POST bodies being read,
+	// over all connections: a body that would go beyond gets 503 with
+	// Retry-After, so that clients stalling near the end of large bodies
+	// cannot hold unbounded memory. Zero means DefaultMaxBodyBytesInFlight;
+	// negative means no limit.
+	MaxBodyBytesInFlight int64
 	// Logger receives the handler's logs. Nil means slog.Default().
 	Logger *slog.Logger
 }
@@ -111,7 +120,8 @@ type Handler struct {
 	tokens [][]byte
 	mux    *http.ServeMux
 
-	draining atomic.Bool
+	draining  atomic.Bool
+	bodyBytes atomic.Int64 // capacity of the buffers of bodies being read
 }
 
 // NewHandler returns the HTTP handler of the MCP endpoint, /healthz and /readyz.
@@ -135,6 +145,9 @@ func NewHandler(reg *session.Registry, opts *Options) *Handler {
 	}
 	if o.WriteTimeout == 0 {
 		o.WriteTimeout = DefaultWriteTimeout
+	}
+	if o.MaxBodyBytesInFlight == 0 {
+		o.MaxBodyBytesInFlight = DefaultMaxBodyBytesInFlight
 	}
 	if o.Logger == nil {
 		o.Logger = slog.Default()
@@ -426,9 +439,18 @@ func (h *Handler) servePost(w http.ResponseWriter, r *http.Request, owner string
 			"Bad Request: Last-Event-ID belongs on a GET request (resumption is always via GET)", nil)
 		return
 	}
-	body, err := readBody(w, r, h.opts.MaxMessageBytes, h.opts.BodyReadTimeout)
+	body, err := h.readBody(w, r)
 	if err != nil {
 		var tooBig *http.MaxBytesError
+		if err == errBodyBudget {
+			h.logger.Warn("refused a POST body: the bodies being read hold the memory allowed", "max_body_bytes_in_flight", h.opts.MaxBodyBytesInFlight,
+				"hint", "raise --max-body-bytes-in-flight if these clients are legitimate")
+			w.Header().Set("Connection", "close")
+			w.Header().Set("Retry-After", "5")
+			writeError(w, http.StatusServiceUnavailable, nil, session.CodeServerError,
+				"Service Unavailable: too many request bodies are being read at once (--max-body-bytes-in-flight); retry later", nil)
+			return
+		}
 		if errors.Is(err, os.ErrDeadlineExceeded) {
 			w.Header().Set("Connection", "close")
 			writeError(w, http.StatusRequestTimeout, nil, session.CodeInvalidRequest,
@@ -557,6 +579,10 @@ func (h *Handler) initialize(w http.ResponseWriter, r *http.Request, owner strin
 	h.answer(w, r, sess, reader, false, params.Params.ProtocolVersion >= primingVersion)
 }
 
+// errBodyBudget: a body would take the buffers of bodies being read beyond
+// MaxBodyBytesInFlight.
+var errBodyBudget = errors.New("too many bytes of request bodies in flight")
+
 // bodyFirstBytes is the first buffer of a body larger than it: the buffer
 // then doubles as bytes arrive. A declared length is never trusted for an
 // allocation: a client that declares 4 MiB and sends nothing must not hold
@@ -570,7 +596,8 @@ const bodyFirstBytes = 64 << 10
 // to the declared length: at most twice what arrived, never more than the
 // limit. A body of declared length up to bodyFirstBytes is read into a
 // slice of that size.
-func readBody(w http.ResponseWriter, r *http.Request, limit int64, timeout time.Duration) (_ []byte, err error) {
+func (h *Handler) readBody(w http.ResponseWriter, r *http.Request) (_ []byte, err error) {
+	limit, timeout := h.opts.MaxMessageBytes, h.opts.BodyReadTimeout
 	n := r.ContentLength
 	if n > limit {
 		return nil, &http.MaxBytesError{Limit: limit}
@@ -595,13 +622,31 @@ func readBody(w http.ResponseWriter, r *http.Request, limit int64, timeout time.
 		// which MaxBytesReader refuses.
 		src, max = http.MaxBytesReader(w, r.Body, limit), limit+1
 	}
-	buf := make([]byte, 0, min(max, bodyFirstBytes))
+	// held is what this body counts in MaxBodyBytesInFlight: the capacity
+	// of its buffer, until it is read (then the message is the session's).
+	var held int64
+	defer func() { h.bodyBytes.Add(-held) }()
+	grow := func(size int64) bool {
+		if lim := h.opts.MaxBodyBytesInFlight; lim > 0 && h.bodyBytes.Add(size-held) > lim {
+			h.bodyBytes.Add(held - size)
+			return false
+		}
+		held = size
+		return true
+	}
+	if !grow(min(max, bodyFirstBytes)) {
+		return nil, errBodyBudget
+	}
+	buf := make([]byte, 0, held)
 	for {
 		if len(buf) == cap(buf) {
 			if int64(len(buf)) >= max {
 				return buf, nil // the declared length, all read
 			}
-			buf = slices.Grow(buf, int(min(max, 2*int64(cap(buf))))-len(buf))
+			if !grow(min(max, 2*int64(cap(buf)))) {
+				return nil, errBodyBudget
+			}
+			buf = slices.Grow(buf, int(held)-len(buf))
 		}
 		m, err := src.Read(buf[len(buf):cap(buf)])
 		buf = buf[:len(buf)+m]

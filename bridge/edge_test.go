@@ -292,3 +292,32 @@ func TestConnectionLimits(t *testing.T) {
 	watch.waitClosed(t, a1, "closed by its client")
 	healthy("127.0.0.4")
 }
+
+// The buffers of bodies being read are bounded all together: a body that
+// would go beyond MaxBodyBytesInFlight gets 503 with Retry-After (before:
+// 200 bodies stalled near their end held 834 MB).
+func TestBodyBytesInFlight(t *testing.T) {
+	b := startBridge(t, bridgeConfig{bridge: bridge.Options{MaxMessageBytes: 1 << 20, MaxBodyBytesInFlight: 200 << 10}})
+	c := dialFrom(t, b, "127.0.0.1")
+	fmt.Fprintf(c, "%sContent-Length: %d\r\n\r\n%s", postHead, 300<<10, strings.Repeat(" ", 300<<10))
+	br := bufio.NewReader(c)
+	resp, err := http.ReadResponse(br, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body := readAll(t, resp.Body)
+	if resp.StatusCode != http.StatusServiceUnavailable || resp.Header.Get("Retry-After") == "" {
+		t.Fatalf("a body beyond the bytes in flight: %d, Retry-After %q, %s", resp.StatusCode, resp.Header.Get("Retry-After"), body)
+	}
+	if e := decodeError(t, body); !strings.Contains(e.Error.Message, "--max-body-bytes-in-flight") {
+		t.Errorf("message %q does not name --max-body-bytes-in-flight", e.Error.Message)
+	}
+	expectClosed(t, br)
+	// The refused body gave its bytes back: one within the limit is read.
+	sid := rawSession(t, b.URL, "2025-11-25")
+	call := `{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"echo","arguments":{"text":"` + strings.Repeat("y", 150<<10) + `"}}}`
+	resp = rawPost(t, b.URL, call, map[string]string{"Mcp-Session-Id": sid})
+	if evs := readEvents(t, resp.Body); resp.StatusCode != 200 || len(evs) == 0 || !strings.Contains(evs[len(evs)-1].Data, `"result"`) {
+		t.Fatalf("a body within the limit after a refused one: %d %+v", resp.StatusCode, evs)
+	}
+}

@@ -113,17 +113,18 @@ func serve(ctx context.Context, cfg *config, logger *slog.Logger, ready chan<- n
 	}
 	reg := session.NewRegistry(sessOpts)
 	h := bridge.NewHandler(reg, &bridge.Options{
-		Path:            cfg.Path,
-		AllowedOrigins:  cfg.AllowedOrigins,
-		AllowedHosts:    cfg.AllowedHosts,
-		AuthTokens:      cfg.tokens,
-		MaxMessageBytes: int64(cfg.MaxMessageBytes),
-		JSONResponse:    cfg.JSONResponse,
-		SSEPollAfter:    cfg.SSEPollAfter,
-		SSERetry:        cfg.SSERetry,
-		BodyReadTimeout: cfg.BodyReadTimeout,
-		WriteTimeout:    cfg.WriteTimeout,
-		Logger:          logger,
+		Path:                 cfg.Path,
+		AllowedOrigins:       cfg.AllowedOrigins,
+		AllowedHosts:         cfg.AllowedHosts,
+		AuthTokens:           cfg.tokens,
+		MaxMessageBytes:      int64(cfg.MaxMessageBytes),
+		JSONResponse:         cfg.JSONResponse,
+		SSEPollAfter:         cfg.SSEPollAfter,
+		SSERetry:             cfg.SSERetry,
+		BodyReadTimeout:      cfg.BodyReadTimeout,
+		WriteTimeout:         cfg.WriteTimeout,
+		MaxBodyBytesInFlight: cfg.MaxBodyBytesInFlight,
+		Logger:               logger,
 	})
 
 	ln, err := net.Listen("tcp", cfg.Listen)
