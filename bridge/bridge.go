@@ -586,7 +586,8 @@ var errBodyBudget = errors.New("too many bytes of request bodies in flight")
 // bodyFirstBytes is the first buffer of a body larger than it: the buffer
 // then doubles as bytes arrive. A declared length is never trusted for an
 // allocation: a client that declares 4 MiB and sends nothing must not hold
-// 4 MiB (issue 13: 200 such bodies held 834 MB).
+// 4 MiB (issue 13). What bodies hold together is bounded by
+// MaxBodyBytesInFlight.
 const bodyFirstBytes = 64 << 10
 
 // readBody reads a request body of at most limit bytes, failing with
