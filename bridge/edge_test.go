@@ -141,7 +141,10 @@ func TestBodyBufferGrowsWithBytesReceived(t *testing.T) {
 		t.Errorf("a stalled body that declared %d bytes and sent 1 KiB cost %d bytes of allocation", limit-1, got)
 	}
 
-	// Bodies that do arrive are read whole, of declared length or chunked.
+	// Bodies that do arrive are read whole, of declared length or chunked
+	// (with the default body timeout: a loaded machine may take more than
+	// 50 ms to read 2.4 MB).
+	b = startBridge(t, bridgeConfig{bridge: bridge.Options{MaxMessageBytes: limit}})
 	sid := rawSession(t, b.URL, "2025-11-25")
 	text := strings.Repeat("abcdefgh", 300_000) // 2.4 MB: several doublings
 	call := `{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"echo","arguments":{"text":"` + text + `"}}}`
@@ -161,7 +164,7 @@ func TestBodyBufferGrowsWithBytesReceived(t *testing.T) {
 		evs := readEvents(t, resp.Body)
 		resp.Body.Close()
 		if len(evs) == 0 || !strings.Contains(evs[len(evs)-1].Data, text) {
-			t.Errorf("chunked=%v: the echo of a %d-byte body did not come back whole", chunked, len(call))
+			t.Errorf("chunked=%v: the echo of a %d-byte body did not come back whole (status %d)", chunked, len(call), resp.StatusCode)
 		}
 	}
 }
@@ -207,7 +210,7 @@ func TestWriteTimeoutFreesAStalledReader(t *testing.T) {
 	var watch connWatch
 	b := startBridge(t, bridgeConfig{
 		session: session.Options{MaxMessageBytes: 8 << 20, LogMaxBytes: 32 << 20},
-		bridge:  bridge.Options{MaxMessageBytes: 8 << 20, WriteTimeout: 200 * time.Millisecond},
+		bridge:  bridge.Options{MaxMessageBytes: 8 << 20, WriteTimeout: time.Second},
 		server:  func(s *httptest.Server) { s.Config.ConnState = watch.hook },
 	})
 	sid := rawSession(t, b.URL, "2025-11-25")
@@ -320,4 +323,36 @@ func TestBodyBytesInFlight(t *testing.T) {
 	if evs := readEvents(t, resp.Body); resp.StatusCode != 200 || len(evs) == 0 || !strings.Contains(evs[len(evs)-1].Data, `"result"`) {
 		t.Fatalf("a body within the limit after a refused one: %d %+v", resp.StatusCode, evs)
 	}
+}
+
+// A stream may wait between events longer than WriteTimeout and
+// BodyReadTimeout: neither cuts it. The time waited is the subject here,
+// so the test lets it pass (3 s against 1 s timeouts).
+func TestStreamsWaitBeyondTheTimeouts(t *testing.T) {
+	const timeout = time.Second
+	b := startBridge(t, bridgeConfig{bridge: bridge.Options{WriteTimeout: timeout, BodyReadTimeout: timeout}})
+	sid := rawSession(t, b.URL, "2025-11-25")
+	req, _ := http.NewRequest("GET", b.URL, nil)
+	req.Header.Set("Accept", "text/event-stream")
+	req.Header.Set("Mcp-Session-Id", sid)
+	get, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer get.Body.Close()
+	lines := bufio.NewScanner(get.Body)
+	lines.Buffer(nil, 1<<20)
+	if !lines.Scan() || !strings.HasPrefix(lines.Text(), "id: ") {
+		t.Fatalf("the standalone stream did not start with its priming event: %q %v", lines.Text(), lines.Err())
+	}
+	<-time.After(3 * timeout)
+	resp := rawPost(t, b.URL, `{"jsonrpc":"2.0","id":5,"method":"tools/call","params":{"name":"changed","arguments":{}}}`,
+		map[string]string{"Mcp-Session-Id": sid})
+	readAll(t, resp.Body)
+	for lines.Scan() {
+		if strings.Contains(lines.Text(), "notifications/tools/list_changed") {
+			return
+		}
+	}
+	t.Fatalf("the standalone stream ended after waiting %s: %v", 3*timeout, lines.Err())
 }

@@ -57,9 +57,10 @@ const initRequest = `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"pr
 
 func TestHTTPTimeoutsOfTheBinary(t *testing.T) {
 	bridgeBin, helloBin := buildBinaries(t)
-	// Every timeout shorter than the 100 ms between the countdown's events.
-	p := startBridgeBinary(t, bridgeBin, "--http-idle-timeout", "90ms", "--body-read-timeout", "90ms",
-		"--write-timeout", "90ms", "--", helloBin)
+	// Timeouts shorter than the 100 ms between the countdown's events.
+	// (--write-timeout is left out: a write deadline that short could cut
+	// a legitimate write on a loaded machine; the handler's tests cover it.)
+	p := startBridgeBinary(t, bridgeBin, "--http-idle-timeout", "90ms", "--body-read-timeout", "90ms", "--", helloBin)
 
 	t.Run("idle keep-alive connection closed", func(t *testing.T) {
 		c := rawConn(t, p.url)
