@@ -709,6 +709,17 @@ func (s *Session) readServer() {
 		if len(line) == 0 {
 			continue
 		}
+		if bytes.IndexByte(line, '\r') >= 0 {
+			// A bare CR is JSON white space between tokens, but it ends a
+			// line in SSE, and would cut the event short (issue 13, item
+			// 10). A space is the same JSON; inside a string a raw CR is
+			// invalid JSON anyway, which Parse refuses. The line is ours.
+			for i, c := range line {
+				if c == '\r' {
+					line[i] = ' '
+				}
+			}
+		}
 		env, err := Parse(line)
 		if err != nil {
 			s.logger.Warn("skipping a line from the MCP server that is not a JSON-RPC message",

@@ -1,0 +1,192 @@
+package session
+
+// Session tests with an in-memory child: the test plays the MCP server on
+// the other end of two pipes, so that it can misbehave exactly when and how
+// a test needs (close stdout and keep running, never answer, write a bare
+// CR). Tests of real children live in bridge/ and cmd/bridge/.
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"io"
+	"log/slog"
+	"os"
+	"strings"
+	"sync"
+	"testing"
+
+	"go.uber.org/goleak"
+
+	"github.com/mcp-bridge/mcp-bridge/sandbox"
+)
+
+// memProc is a sandbox.Process whose server is the test. Its stdio are
+// real pipes, with the kernel's buffer, so that writes do not wait for the
+// test to read them.
+type memProc struct {
+	inR  *os.File // the test reads what the bridge writes to stdin
+	inW  *os.File
+	outR *os.File // the bridge reads what the test writes to stdout
+	outW *os.File
+	in   *bufio.Reader
+
+	exitOnce sync.Once
+	exited   chan struct{} // closed when the "process" has exited
+	err      error         // the exit status, set before exited is closed
+
+	stopOnce sync.Once
+	stopped  chan struct{} // closed when Stop was called
+}
+
+func newMemProc() *memProc {
+	p := &memProc{exited: make(chan struct{}), stopped: make(chan struct{})}
+	var err error
+	if p.inR, p.inW, err = os.Pipe(); err != nil {
+		panic(err)
+	}
+	if p.outR, p.outW, err = os.Pipe(); err != nil {
+		panic(err)
+	}
+	p.in = bufio.NewReader(p.inR)
+	return p
+}
+
+func (p *memProc) ID() string             { return "mem 1" }
+func (p *memProc) Stdin() io.WriteCloser  { return p.inW }
+func (p *memProc) Stdout() io.Reader      { return p.outR }
+func (p *memProc) Wait() error            { <-p.exited; return p.err }
+func (p *memProc) Stop(context.Context) error {
+	p.stopOnce.Do(func() { close(p.stopped) })
+	p.exit(&sandbox.ExitError{Code: -1, Signal: "killed", Stderr: []string{"mem: stopped"}})
+	return nil
+}
+
+// exit ends the "process": its pipes close, as the kernel would close them.
+func (p *memProc) exit(err error) {
+	p.exitOnce.Do(func() {
+		p.err = err
+		p.inR.Close()
+		p.outW.Close()
+		close(p.exited)
+	})
+}
+
+// readLine returns the next line the bridge wrote to the server's stdin.
+func (p *memProc) readLine(t *testing.T) string {
+	t.Helper()
+	line, err := p.in.ReadString('\n')
+	if err != nil {
+		t.Fatalf("reading the server's stdin: %v", err)
+	}
+	return strings.TrimSuffix(line, "\n")
+}
+
+// send writes data to the server's stdout as it is.
+func (p *memProc) send(t *testing.T, data string) {
+	t.Helper()
+	if _, err := io.WriteString(p.outW, data); err != nil {
+		t.Fatalf("writing the server's stdout: %v", err)
+	}
+}
+
+// memLauncher hands out memProcs and lets the test take each one.
+type memLauncher struct {
+	procs chan *memProc
+	ids   chan string
+}
+
+func newMemLauncher() *memLauncher {
+	return &memLauncher{procs: make(chan *memProc, 16), ids: make(chan string, 16)}
+}
+
+func (l *memLauncher) Launch(_ context.Context, id string) (sandbox.Process, error) {
+	p := newMemProc()
+	l.procs <- p
+	l.ids <- id
+	return p, nil
+}
+
+// newTestRegistry returns a registry of in-memory children, shut down at
+// the end of the test.
+func newTestRegistry(t *testing.T, opts Options) (*Registry, *memLauncher) {
+	t.Helper()
+	// Cleanups run last first: this one after the shutdown below.
+	t.Cleanup(func() { goleak.VerifyNone(t) })
+	l := newMemLauncher()
+	opts.Launcher = l
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.DiscardHandler)
+	}
+	r := NewRegistry(&opts)
+	t.Cleanup(func() {
+		if err := r.Shutdown(context.Background()); err != nil {
+			t.Error(err)
+		}
+	})
+	return r, l
+}
+
+// msg parses a client message for Post.
+func msg(t *testing.T, data string) Message {
+	t.Helper()
+	env, err := Parse([]byte(data))
+	if err != nil {
+		t.Fatalf("Parse(%s): %v", data, err)
+	}
+	return Message{Data: []byte(data), Env: env}
+}
+
+// postMsg sends one message and returns the reader of its stream (nil for a
+// notification or response).
+func postMsg(t *testing.T, s *Session, data string) *Reader {
+	t.Helper()
+	r, err := s.Post([]Message{msg(t, data)}, false)
+	if err != nil {
+		t.Fatalf("Post(%s): %v", data, err)
+	}
+	return r
+}
+
+// next returns the next event of r, failing the test at the stream's end.
+func next(t *testing.T, r *Reader) string {
+	t.Helper()
+	_, data, err := r.Next(context.Background())
+	if err != nil {
+		t.Fatalf("reading a stream: %v", err)
+	}
+	return string(data)
+}
+
+// startSession creates a session and takes its child.
+func startSession(t *testing.T, reg *Registry, l *memLauncher) (*Session, *memProc) {
+	t.Helper()
+	s, err := reg.Create(context.Background(), "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	<-l.ids
+	return s, <-l.procs
+}
+
+// TestServerCRIsWhiteSpace: a bare CR is JSON white space, and a server
+// may put one between tokens; it must not reach the SSE framing, where it
+// ends a line (issue 13, item 10).
+func TestServerCRIsWhiteSpace(t *testing.T) {
+	reg, l := newTestRegistry(t, Options{})
+	s, p := startSession(t, reg, l)
+	r := postMsg(t, s, `{"jsonrpc":"2.0","id":5,"method":"tools/list"}`)
+	p.readLine(t)
+	p.send(t, "{\"jsonrpc\":\"2.0\",\r\"id\":5,\r\"result\":{\"tools\":[],\"x\":\"a\\rb\"}\r}\r\n")
+	got := next(t, r)
+	if want := `{"jsonrpc":"2.0", "id":5, "result":{"tools":[],"x":"a\rb"} }`; got != want {
+		t.Fatalf("event data %q, want %q", got, want)
+	}
+	if bytes.ContainsAny([]byte(got), "\r\n") {
+		t.Fatalf("event data holds a line break: %q", got)
+	}
+	if _, _, err := r.Next(context.Background()); err != io.EOF {
+		t.Fatalf("the stream must end after its answer, got %v", err)
+	}
+}
+
