@@ -252,6 +252,30 @@ func TestChildCrashMidCall(t *testing.T) {
 	}
 }
 
+// TestChildClosesStdout: a server that closes its stdout but keeps running
+// ends its session at once: the call gets an error that says so, and the
+// server is stopped (issue 13, item 4).
+func TestChildClosesStdout(t *testing.T) {
+	b := startBridge(t, bridgeConfig{})
+	cs := connect(t, b.URL, nil)
+	pid := childPID(t, cs)
+	sess, err := b.Reg.Get(cs.ID())
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = cs.CallTool(ctxT(t), &mcp.CallToolParams{Name: "close-stdout"})
+	if err == nil || !strings.Contains(err.Error(), "closed its stdout") {
+		t.Fatalf("a call whose server closed its stdout: %v, want an error saying so", err)
+	}
+	<-sess.Stopped()
+	if !errors.Is(sess.Err(), session.ErrStdoutClosed) {
+		t.Fatalf("session ended with %v", sess.Err())
+	}
+	if !processGone(pid) {
+		t.Fatalf("child %d still exists after closing its stdout", pid)
+	}
+}
+
 func TestChildExitsBeforeInitialize(t *testing.T) {
 	b := startBridge(t, bridgeConfig{mode: "exit-early"})
 	resp := rawPost(t, b.URL, initBody("2025-11-25"), nil)

@@ -86,6 +86,7 @@ var (
 	ErrDeleted          = errors.New("the client ended the session (HTTP DELETE)")
 	ErrIdle             = errors.New("the session was idle for longer than the idle timeout")
 	ErrServerExited     = errors.New("the MCP server exited")
+	ErrStdoutClosed     = errors.New("the MCP server closed its stdout")
 	ErrOversizedMessage = errors.New("the MCP server wrote a message larger than the limit")
 	ErrShutdown         = errors.New("the bridge is shutting down")
 )
@@ -728,12 +729,36 @@ func (s *Session) readServer() {
 		}
 		s.route(line, env)
 	}
-	werr := s.proc.Wait()
-	if werr == nil {
-		werr = errors.New("exit status 0")
+	// Stdout has ended: the server can answer nothing more, whether or
+	// not it exits (issue 13, item 4: one that closed stdout and kept
+	// running left a session whose calls hung). A server that exits closes
+	// stdout as it does, so its exit status, which says why, is waited for
+	// briefly; one that is still running then is stopped by Close.
+	exited := make(chan error, 1)
+	s.reg.wg.Add(1)
+	go func() { // ends when the server does, which Close makes sure of
+		defer s.reg.wg.Done()
+		exited <- s.proc.Wait()
+	}()
+	grace := time.NewTimer(exitStatusWait)
+	defer grace.Stop()
+	select {
+	case werr := <-exited:
+		if werr == nil {
+			werr = errors.New("exit status 0")
+		}
+		s.Close(fmt.Errorf("%w: %w", ErrServerExited, werr))
+	case <-grace.C:
+		s.Close(fmt.Errorf("%w but kept running; it was stopped", ErrStdoutClosed))
+	case <-s.done:
 	}
-	s.Close(fmt.Errorf("%w: %w", ErrServerExited, werr))
 }
+
+// exitStatusWait is how long a session whose server closed its stdout
+// waits for the server's exit status before it ends without it. A server
+// that exits closes stdout at the same moment; the wait only covers the
+// reaping of the process on a loaded machine.
+const exitStatusWait = time.Second
 
 func truncate(b []byte, n int) string {
 	if len(b) <= n {

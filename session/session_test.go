@@ -9,11 +9,12 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"errors"
 	"io"
 	"log/slog"
-	"os"
 	"strings"
 	"sync"
+	"testing/synctest"
 	"testing"
 
 	"go.uber.org/goleak"
@@ -21,15 +22,16 @@ import (
 	"github.com/mcp-bridge/mcp-bridge/sandbox"
 )
 
-// memProc is a sandbox.Process whose server is the test. Its stdio are
-// real pipes, with the kernel's buffer, so that writes do not wait for the
-// test to read them.
+// memProc is a sandbox.Process whose server is the test. Its pipes are
+// io.Pipes, so that a goroutine waiting on one is durably blocked for
+// testing/synctest; a pump reads stdin into lines, so that the bridge's
+// writes do not wait for the test.
 type memProc struct {
-	inR  *os.File // the test reads what the bridge writes to stdin
-	inW  *os.File
-	outR *os.File // the bridge reads what the test writes to stdout
-	outW *os.File
-	in   *bufio.Reader
+	inR   *io.PipeReader // the pump reads what the bridge writes to stdin
+	inW   *io.PipeWriter
+	outR  *io.PipeReader // the bridge reads what the test writes to stdout
+	outW  *io.PipeWriter
+	lines chan string // stdin's lines; closed when stdin ends
 
 	exitOnce sync.Once
 	exited   chan struct{} // closed when the "process" has exited
@@ -40,22 +42,26 @@ type memProc struct {
 }
 
 func newMemProc() *memProc {
-	p := &memProc{exited: make(chan struct{}), stopped: make(chan struct{})}
-	var err error
-	if p.inR, p.inW, err = os.Pipe(); err != nil {
-		panic(err)
-	}
-	if p.outR, p.outW, err = os.Pipe(); err != nil {
-		panic(err)
-	}
-	p.in = bufio.NewReader(p.inR)
+	p := &memProc{exited: make(chan struct{}), stopped: make(chan struct{}), lines: make(chan string, 1<<16)}
+	p.inR, p.inW = io.Pipe()
+	p.outR, p.outW = io.Pipe()
+	// The pump ends when the process exits (exit closes inR) or the
+	// bridge closes stdin.
+	go func() {
+		defer close(p.lines)
+		sc := bufio.NewScanner(p.inR)
+		sc.Buffer(nil, 64<<20)
+		for sc.Scan() {
+			p.lines <- sc.Text()
+		}
+	}()
 	return p
 }
 
-func (p *memProc) ID() string             { return "mem 1" }
-func (p *memProc) Stdin() io.WriteCloser  { return p.inW }
-func (p *memProc) Stdout() io.Reader      { return p.outR }
-func (p *memProc) Wait() error            { <-p.exited; return p.err }
+func (p *memProc) ID() string            { return "mem 1" }
+func (p *memProc) Stdin() io.WriteCloser { return p.inW }
+func (p *memProc) Stdout() io.Reader     { return p.outR }
+func (p *memProc) Wait() error           { <-p.exited; return p.err }
 func (p *memProc) Stop(context.Context) error {
 	p.stopOnce.Do(func() { close(p.stopped) })
 	p.exit(&sandbox.ExitError{Code: -1, Signal: "killed", Stderr: []string{"mem: stopped"}})
@@ -66,7 +72,7 @@ func (p *memProc) Stop(context.Context) error {
 func (p *memProc) exit(err error) {
 	p.exitOnce.Do(func() {
 		p.err = err
-		p.inR.Close()
+		p.inR.CloseWithError(io.ErrClosedPipe)
 		p.outW.Close()
 		close(p.exited)
 	})
@@ -75,11 +81,11 @@ func (p *memProc) exit(err error) {
 // readLine returns the next line the bridge wrote to the server's stdin.
 func (p *memProc) readLine(t *testing.T) string {
 	t.Helper()
-	line, err := p.in.ReadString('\n')
-	if err != nil {
-		t.Fatalf("reading the server's stdin: %v", err)
+	line, ok := <-p.lines
+	if !ok {
+		t.Fatal("the server's stdin ended")
 	}
-	return strings.TrimSuffix(line, "\n")
+	return line
 }
 
 // send writes data to the server's stdout as it is.
@@ -108,11 +114,11 @@ func (l *memLauncher) Launch(_ context.Context, id string) (sandbox.Process, err
 }
 
 // newTestRegistry returns a registry of in-memory children, shut down at
-// the end of the test.
+// the end of the test. A test outside testing/synctest (whose bubble
+// checks this itself) calls checkLeaks before it, so that its check runs
+// after the shutdown.
 func newTestRegistry(t *testing.T, opts Options) (*Registry, *memLauncher) {
 	t.Helper()
-	// Cleanups run last first: this one after the shutdown below.
-	t.Cleanup(func() { goleak.VerifyNone(t) })
 	l := newMemLauncher()
 	opts.Launcher = l
 	if opts.Logger == nil {
@@ -126,6 +132,8 @@ func newTestRegistry(t *testing.T, opts Options) (*Registry, *memLauncher) {
 	})
 	return r, l
 }
+
+func checkLeaks(t *testing.T) { t.Cleanup(func() { goleak.VerifyNone(t) }) }
 
 // msg parses a client message for Post.
 func msg(t *testing.T, data string) Message {
@@ -173,6 +181,7 @@ func startSession(t *testing.T, reg *Registry, l *memLauncher) (*Session, *memPr
 // may put one between tokens; it must not reach the SSE framing, where it
 // ends a line (issue 13, item 10).
 func TestServerCRIsWhiteSpace(t *testing.T) {
+	checkLeaks(t)
 	reg, l := newTestRegistry(t, Options{})
 	s, p := startSession(t, reg, l)
 	r := postMsg(t, s, `{"jsonrpc":"2.0","id":5,"method":"tools/list"}`)
@@ -190,3 +199,48 @@ func TestServerCRIsWhiteSpace(t *testing.T) {
 	}
 }
 
+
+// TestStdoutClosedEndsSession: a server that closes its stdout and keeps
+// running can answer nothing more. The session ends, its requests in
+// flight get an error that says why, and the server is stopped (issue 13,
+// item 4), instead of a zombie session waiting for DELETE or idle.
+func TestStdoutClosedEndsSession(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		reg, l := newTestRegistry(t, Options{IdleTimeout: -1})
+		s, p := startSession(t, reg, l)
+		r := postMsg(t, s, `{"jsonrpc":"2.0","id":5,"method":"tools/call"}`)
+		p.readLine(t)
+		p.outW.Close() // stdout closed; the process lives on
+		got := next(t, r)
+		if !strings.Contains(got, `"id":5`) || !strings.Contains(got, "closed its stdout") {
+			t.Fatalf("answer %s, want an error for id 5 saying the server closed its stdout", got)
+		}
+		<-s.Done()
+		<-p.stopped
+		if !errors.Is(s.Err(), ErrStdoutClosed) {
+			t.Fatalf("Err() = %v, want ErrStdoutClosed", s.Err())
+		}
+		if _, err := reg.Get(s.ID()); err != ErrNotFound {
+			t.Fatalf("the session is still registered: %v", err)
+		}
+	})
+}
+
+// TestServerExitReportsStatus: a server that exits (closing its stdout as
+// it does) still ends its session with its exit status and stderr.
+func TestServerExitReportsStatus(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		reg, l := newTestRegistry(t, Options{IdleTimeout: -1})
+		s, p := startSession(t, reg, l)
+		r := postMsg(t, s, `{"jsonrpc":"2.0","id":5,"method":"tools/call"}`)
+		p.readLine(t)
+		p.exit(&sandbox.ExitError{Code: 3, Stderr: []string{"crashing on purpose"}})
+		got := next(t, r)
+		if !strings.Contains(got, "exited with status 3") || !strings.Contains(got, "crashing on purpose") {
+			t.Fatalf("answer %s, want the exit status and stderr", got)
+		}
+		if !errors.Is(s.Err(), ErrServerExited) {
+			t.Fatalf("Err() = %v, want ErrServerExited", s.Err())
+		}
+	})
+}
