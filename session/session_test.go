@@ -14,8 +14,8 @@ import (
 	"log/slog"
 	"strings"
 	"sync"
-	"testing/synctest"
 	"testing"
+	"testing/synctest"
 
 	"go.uber.org/goleak"
 
@@ -198,7 +198,6 @@ func TestServerCRIsWhiteSpace(t *testing.T) {
 		t.Fatalf("the stream must end after its answer, got %v", err)
 	}
 }
-
 
 // TestStdoutClosedEndsSession: a server that closes its stdout and keeps
 // running can answer nothing more. The session ends, its requests in
