@@ -333,7 +333,7 @@ func (h *Handler) lookup(w http.ResponseWriter, r *http.Request, owner string) *
 		return nil
 	}
 	if sess.Owner() != owner {
-		h.logger.Warn("refused a request for a session created with another token", "session", id)
+		h.logger.Warn("refused a request for a session created with another token", "session", sess.LogID())
 		writeError(w, http.StatusForbidden, nil, session.CodeInvalidRequest,
 			"Forbidden: this session belongs to another credential", nil)
 		return nil
@@ -676,7 +676,7 @@ func (h *Handler) stream(w http.ResponseWriter, r *http.Request, sess *session.S
 			return // the end of the handler flushes what is buffered
 		case errors.Is(err, session.ErrEventsPurged):
 			h.logger.Warn("closing an SSE connection whose reader fell behind the session's event log",
-				"session", sess.ID(), "stream", reader.Stream(),
+				"session", sess.LogID(), "stream", reader.Stream(),
 				"hint", "raise --log-max-events / --log-max-bytes or read the stream faster")
 			return
 		case err == session.ErrNotYet:

@@ -19,6 +19,7 @@ import (
 	"bytes"
 	"context"
 	"crypto/rand"
+	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
@@ -95,6 +96,7 @@ var (
 type Registry struct {
 	opts   Options
 	logger *slog.Logger
+	debug  bool // logs show session IDs whole (see logID)
 
 	mu       sync.Mutex
 	sessions map[string]*Session
@@ -134,7 +136,35 @@ func NewRegistry(opts *Options) *Registry {
 		o.Logger = slog.Default()
 	}
 	r.logger = o.Logger
+	r.debug = o.Logger.Enabled(context.Background(), slog.LevelDebug)
 	return r
+}
+
+// logID is the form of a session ID that this registry's logs show (see
+// LogForm), decided once: the logger's level does not change.
+func (r *Registry) logID(id string) string {
+	if r.debug {
+		return id
+	}
+	return shortID(id)
+}
+
+// LogForm is the form of a session ID that logs show: without tokens the
+// ID is the only credential of a session, and logs are read by more people
+// than the clients (issue 13, item 12). It is the first 8 hex digits of the
+// ID's SHA-256, enough to follow one session through the logs and useless
+// to reach it; when logger has debug enabled it is the ID itself.
+// Everything that logs a session ID uses it (or Session.LogID).
+func LogForm(logger *slog.Logger, id string) string {
+	if logger.Enabled(context.Background(), slog.LevelDebug) {
+		return id
+	}
+	return shortID(id)
+}
+
+func shortID(id string) string {
+	sum := sha256.Sum256([]byte(id))
+	return hex.EncodeToString(sum[:4])
 }
 
 func randomID() (string, error) {
@@ -170,14 +200,18 @@ func (r *Registry) Create(ctx context.Context, owner string) (*Session, error) {
 	if err != nil {
 		return nil, fmt.Errorf("making a session ID: %w", err)
 	}
-	logger := r.logger.With("session", id)
-	proc, err := r.opts.Launcher.Launch(ctx, id)
+	logID := r.logID(id)
+	logger := r.logger.With("session", logID)
+	// The launcher names the session in its logs and container labels:
+	// it gets the log form too, never the credential.
+	proc, err := r.opts.Launcher.Launch(ctx, logID)
 	if err != nil {
 		logger.Error("cannot start the MCP server for a new session", "err", err)
-		return nil, fmt.Errorf("session %s: %w", id, err)
+		return nil, fmt.Errorf("session %s: %w", logID, err)
 	}
 	s := &Session{
 		id:        id,
+		logID:     logID,
 		owner:     owner,
 		reg:       r,
 		proc:      proc,
@@ -325,6 +359,7 @@ func (r *Registry) remove(s *Session) {
 // A Session is one client's session with its own MCP server.
 type Session struct {
 	id     string
+	logID  string // what logs show of id
 	owner  string
 	reg    *Registry
 	proc   sandbox.Process
@@ -408,6 +443,11 @@ type postOne struct {
 
 // ID is the session's ID.
 func (s *Session) ID() string { return s.id }
+
+// LogID is the session's ID as logs show it: a short hash that cannot be
+// used to reach the session, or the ID itself when debug logging is on.
+// Everything that logs a session uses it.
+func (s *Session) LogID() string { return s.logID }
 
 // Owner is what the session was bound to at creation.
 func (s *Session) Owner() string { return s.owner }

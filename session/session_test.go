@@ -9,6 +9,8 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"io"
 	"log/slog"
@@ -242,4 +244,57 @@ func TestServerExitReportsStatus(t *testing.T) {
 			t.Fatalf("Err() = %v, want ErrServerExited", s.Err())
 		}
 	})
+}
+
+// TestLogsHideSessionID: without tokens the session ID is the session's
+// only credential; logs and the launcher (container labels) get a short
+// hash of it, unless debug logging is on (issue 13, item 12).
+func TestLogsHideSessionID(t *testing.T) {
+	checkLeaks(t)
+	for _, level := range []slog.Level{slog.LevelInfo, slog.LevelDebug} {
+		var buf syncBuffer
+		logger := slog.New(slog.NewTextHandler(&buf, &slog.HandlerOptions{Level: level}))
+		reg, l := newTestRegistry(t, Options{Logger: logger})
+		s, err := reg.Create(context.Background(), "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		launched, p := <-l.ids, <-l.procs
+		p.exit(&sandbox.ExitError{Code: 1})
+		<-s.Stopped()
+		sum := sha256.Sum256([]byte(s.ID()))
+		short := hex.EncodeToString(sum[:4])
+		want := short
+		if level == slog.LevelDebug {
+			want = s.ID()
+		}
+		if s.LogID() != want || launched != want || LogForm(logger, s.ID()) != want {
+			t.Errorf("level %v: LogID %q, launched with %q, LogForm %q; want %q", level, s.LogID(), launched, LogForm(logger, s.ID()), want)
+		}
+		out := buf.String()
+		if !strings.Contains(out, "session="+want) || !strings.Contains(out, "session ended") {
+			t.Errorf("level %v: the log does not name the session as %s:\n%s", level, want, out)
+		}
+		if level != slog.LevelDebug && strings.Contains(out, s.ID()) {
+			t.Errorf("level %v: the log shows the session ID:\n%s", level, out)
+		}
+	}
+}
+
+// syncBuffer is a bytes.Buffer for concurrent writers.
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
 }
