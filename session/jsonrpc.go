@@ -614,8 +614,17 @@ const MaxEchoedNumberIDBytes = 32
 // most MaxEchoedNumberIDBytes (issue 13, item 8: an echoed id of invalid
 // UTF-8 made the whole answer invalid).
 func RawID(data []byte) []byte {
+	if id := rawID(data); echoable(id) {
+		return id
+	}
+	return nil
+}
+
+// rawID is RawID without the test of echoable: the id as the peer wrote
+// it, for messages to that peer.
+func rawID(data []byte) []byte {
 	var m members
-	if valid, object := m.scanMessage(data); !valid || !object || m.ambiguous || !echoable(m.id) {
+	if valid, object := m.scanMessage(data); !valid || !object || m.ambiguous {
 		return nil
 	}
 	return bytes.Clone(m.id)

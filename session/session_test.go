@@ -18,6 +18,7 @@ import (
 	"sync"
 	"testing"
 	"testing/synctest"
+	"time"
 
 	"go.uber.org/goleak"
 
@@ -41,10 +42,17 @@ type memProc struct {
 
 	stopOnce sync.Once
 	stopped  chan struct{} // closed when Stop was called
+
+	// resume, if not nil, holds the pump until closed: the server does
+	// not read its stdin yet.
+	resume chan struct{}
 }
 
-func newMemProc() *memProc {
+func newMemProc(paused bool) *memProc {
 	p := &memProc{exited: make(chan struct{}), stopped: make(chan struct{}), lines: make(chan string, 1<<16)}
+	if paused {
+		p.resume = make(chan struct{})
+	}
 	p.inR, p.inW = io.Pipe()
 	p.outR, p.outW = io.Pipe()
 	// The pump ends when the process exits (exit closes inR) or the
@@ -53,6 +61,13 @@ func newMemProc() *memProc {
 		defer close(p.lines)
 		sc := bufio.NewScanner(p.inR)
 		sc.Buffer(nil, 64<<20)
+		if p.resume != nil {
+			select {
+			case <-p.resume:
+			case <-p.exited:
+				return
+			}
+		}
 		for sc.Scan() {
 			p.lines <- sc.Text()
 		}
@@ -100,8 +115,9 @@ func (p *memProc) send(t *testing.T, data string) {
 
 // memLauncher hands out memProcs and lets the test take each one.
 type memLauncher struct {
-	procs chan *memProc
-	ids   chan string
+	procs  chan *memProc
+	ids    chan string
+	paused bool // children start without reading their stdin
 }
 
 func newMemLauncher() *memLauncher {
@@ -109,7 +125,7 @@ func newMemLauncher() *memLauncher {
 }
 
 func (l *memLauncher) Launch(_ context.Context, id string) (sandbox.Process, error) {
-	p := newMemProc()
+	p := newMemProc(l.paused)
 	l.procs <- p
 	l.ids <- id
 	return p, nil
@@ -297,4 +313,169 @@ func (b *syncBuffer) String() string {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return b.buf.String()
+}
+
+// TestRequestTimeout: a request the server never answers gets a JSON-RPC
+// error after the request timeout, and the server a notifications/cancelled
+// for it; a late answer is dropped (issue 13, item 5).
+func TestRequestTimeout(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		reg, l := newTestRegistry(t, Options{IdleTimeout: -1, RequestTimeout: time.Minute})
+		s, p := startSession(t, reg, l)
+		start := time.Now()
+		r := postMsg(t, s, `{"jsonrpc":"2.0","id":"call-7","method":"tools/call"}`)
+		p.readLine(t)
+		got := next(t, r)
+		if waited := time.Since(start); waited != time.Minute {
+			t.Errorf("answered after %s, want the request timeout", waited)
+		}
+		if !strings.Contains(got, `"id":"call-7"`) || !strings.Contains(got, `"code":-32001`) || !strings.Contains(got, "timed out") {
+			t.Fatalf("answer %s, want a timeout error for call-7", got)
+		}
+		if _, _, err := r.Next(context.Background()); err != io.EOF {
+			t.Fatalf("the stream must end after the timeout answer: %v", err)
+		}
+		cancel := p.readLine(t)
+		env, err := Parse([]byte(cancel))
+		if err != nil || env.Method != "notifications/cancelled" || env.RequestID != "scall-7" {
+			t.Fatalf("the server got %s (%+v, %v), want notifications/cancelled for call-7", cancel, env, err)
+		}
+		// The late answer goes nowhere, and the session lives on.
+		p.send(t, `{"jsonrpc":"2.0","id":"call-7","result":{}}`+"\n")
+		r = postMsg(t, s, `{"jsonrpc":"2.0","id":8,"method":"ping"}`)
+		p.readLine(t)
+		p.send(t, `{"jsonrpc":"2.0","id":8,"result":{}}`+"\n")
+		if got := next(t, r); got != `{"jsonrpc":"2.0","id":8,"result":{}}` {
+			t.Fatalf("next answer %s", got)
+		}
+		if s.Err() != nil {
+			t.Fatalf("the session ended: %v", s.Err())
+		}
+	})
+}
+
+// TestProgressExtendsRequestTimeout: a progress notification for a
+// request restarts its timeout.
+func TestProgressExtendsRequestTimeout(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		reg, l := newTestRegistry(t, Options{IdleTimeout: -1, RequestTimeout: 10 * time.Second})
+		s, p := startSession(t, reg, l)
+		start := time.Now()
+		r := postMsg(t, s, `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"_meta":{"progressToken":"tok"}}}`)
+		p.readLine(t)
+		for range 3 {
+			time.Sleep(8 * time.Second)
+			p.send(t, `{"jsonrpc":"2.0","method":"notifications/progress","params":{"progressToken":"tok","progress":1}}`+"\n")
+			if got := next(t, r); !strings.Contains(got, "notifications/progress") {
+				t.Fatalf("got %s, want the progress notification", got)
+			}
+		}
+		got := next(t, r)
+		if waited := time.Since(start); waited != 34*time.Second || !strings.Contains(got, "timed out") {
+			t.Fatalf("answer %s after %s, want a timeout 10 s after the last progress (34 s)", got, waited)
+		}
+	})
+}
+
+// TestInitializeTimeout: a command that never answers initialize (cat
+// echoes it) ends the session with an error naming the server and its
+// last stderr lines, and is stopped.
+func TestInitializeTimeout(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		reg, l := newTestRegistry(t, Options{IdleTimeout: -1, InitializeTimeout: 30 * time.Second})
+		s, p := startSession(t, reg, l)
+		r := postMsg(t, s, `{"jsonrpc":"2.0","id":0,"method":"initialize","params":{}}`)
+		p.readLine(t)
+		got := next(t, r)
+		for _, want := range []string{`"id":0`, "did not answer initialize", "mem 1", "mem: stopped", "30s"} {
+			if !strings.Contains(got, want) {
+				t.Errorf("answer %s does not say %q", got, want)
+			}
+		}
+		<-p.stopped
+		<-s.Done()
+		if !errors.Is(s.Err(), ErrInitTimeout) {
+			t.Fatalf("Err() = %v", s.Err())
+		}
+	})
+}
+
+// TestMaxRequests: requests in flight per session are bounded.
+func TestMaxRequests(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		reg, l := newTestRegistry(t, Options{IdleTimeout: -1, MaxRequests: 2})
+		s, p := startSession(t, reg, l)
+		postMsg(t, s, `{"jsonrpc":"2.0","id":1,"method":"a"}`)
+		r2 := postMsg(t, s, `{"jsonrpc":"2.0","id":2,"method":"a"}`)
+		if _, err := s.Post([]Message{msg(t, `{"jsonrpc":"2.0","id":3,"method":"a"}`)}, false); !errors.Is(err, ErrTooManyRequests) {
+			t.Fatalf("a third request: %v, want ErrTooManyRequests", err)
+		}
+		// Notifications still pass; an answer makes room.
+		if r, err := s.Post([]Message{msg(t, `{"jsonrpc":"2.0","method":"notifications/x"}`)}, false); r != nil || err != nil {
+			t.Fatalf("a notification: %v", err)
+		}
+		p.readLine(t)
+		p.readLine(t)
+		p.send(t, `{"jsonrpc":"2.0","id":2,"result":{}}`+"\n")
+		next(t, r2)
+		postMsg(t, s, `{"jsonrpc":"2.0","id":3,"method":"a"}`)
+	})
+}
+
+// TestStdinBudget: a server that does not read its stdin makes POSTs fail
+// at once beyond MaxQueuedBytes, instead of each waiting with its body.
+func TestStdinBudget(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		reg, l := newTestRegistry(t, Options{IdleTimeout: -1, MaxQueuedBytes: 100})
+		l.paused = true
+		s, err := reg.Create(context.Background(), "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		<-l.ids
+		p := <-l.procs
+		one := `{"jsonrpc":"2.0","method":"notifications/a","params":{"x":"` + strings.Repeat("y", 20) + `"}}`
+		done := make(chan error)
+		go func() {
+			_, err := s.Post([]Message{msg(t, one)}, false)
+			done <- err
+		}()
+		synctest.Wait() // that POST waits in write
+		_, err = s.Post([]Message{msg(t, one)}, false)
+		if !errors.Is(err, ErrStdinFull) {
+			t.Fatalf("a second POST while the first waits: %v, want ErrStdinFull", err)
+		}
+		close(p.resume)
+		if err := <-done; err != nil {
+			t.Fatal(err)
+		}
+		p.readLine(t)
+		if _, err := s.Post([]Message{msg(t, one)}, false); err != nil {
+			t.Fatalf("once written, the budget is free again: %v", err)
+		}
+	})
+}
+
+// TestIdleTimeoutSparesRunningCall: a call running longer than the idle
+// timeout keeps its session.
+func TestIdleTimeoutSparesRunningCall(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		reg, l := newTestRegistry(t, Options{IdleTimeout: 5 * time.Second})
+		s, p := startSession(t, reg, l)
+		r := postMsg(t, s, `{"jsonrpc":"2.0","id":1,"method":"tools/call"}`)
+		p.readLine(t)
+		time.Sleep(9 * time.Second)
+		p.send(t, `{"jsonrpc":"2.0","id":1,"result":{}}`+"\n")
+		if got := next(t, r); got != `{"jsonrpc":"2.0","id":1,"result":{}}` {
+			t.Fatalf("answer %s", got)
+		}
+		if s.Err() != nil {
+			t.Fatalf("the session ended during the call: %v", s.Err())
+		}
+		// Idle again: it ends 5 s after the call's end.
+		<-s.Done()
+		if !errors.Is(s.Err(), ErrIdle) {
+			t.Fatalf("Err() = %v", s.Err())
+		}
+	})
 }
