@@ -436,6 +436,17 @@ func (h *Handler) servePost(w http.ResponseWriter, r *http.Request, owner string
 	case errors.Is(err, session.ErrDuplicateID):
 		writeError(w, http.StatusBadRequest, nil, session.CodeInvalidRequest, "Bad Request: "+err.Error(), nil)
 		return
+	case errors.Is(err, session.ErrTooManyRequests):
+		// 429: nothing of the POST reached the server, and the client may
+		// send it again once answers come (the spec lets a server refuse
+		// input with an HTTP error status and an id-less JSON-RPC error).
+		w.Header().Set("Retry-After", "1")
+		writeError(w, http.StatusTooManyRequests, nil, session.CodeServerError, "Too Many Requests: "+err.Error(), nil)
+		return
+	case errors.Is(err, session.ErrStdinFull):
+		w.Header().Set("Retry-After", "1")
+		writeError(w, http.StatusServiceUnavailable, nil, session.CodeServerError, "Service Unavailable: "+err.Error(), nil)
+		return
 	case err != nil:
 		writeError(w, http.StatusInternalServerError, nil, session.CodeInternalError, err.Error(), nil)
 		return
