@@ -38,6 +38,9 @@ type oauthConfig struct {
 	required []string // scopes every OAuth token must carry
 	static   []string // static tokens accepted besides
 	opaque   bool     // opaque tokens, introspected
+	// keyRefresh is the least time between JWKS fetches for unknown keys;
+	// zero means the default.
+	keyRefresh time.Duration
 }
 
 // startOAuthBridge starts a bridge whose resource URL is its own endpoint,
@@ -50,7 +53,8 @@ func startOAuthBridge(t *testing.T, cfg oauthConfig) *oauthBridge {
 	ob.AS = oauthtest.New(t, oauthtest.Options{Audience: []string{ob.URL}, Scopes: []string{"mcp:tools", "mcp:admin"}, Opaque: cfg.opaque})
 	logger := slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelInfo}))
 	var err error
-	ao := &auth.Options{Issuer: ob.AS.URL, ResourceURL: ob.URL, Scopes: cfg.required, StaticTokens: cfg.static, Logger: logger}
+	ao := &auth.Options{Issuer: ob.AS.URL, ResourceURL: ob.URL, Scopes: cfg.required, StaticTokens: cfg.static,
+		KeyRefreshMinInterval: cfg.keyRefresh, Logger: logger}
 	if cfg.opaque {
 		ao.IntrospectionURL = ob.AS.URL + "/introspect"
 		ao.ClientID, ao.ClientSecret = oauthtest.ResourceClient, oauthtest.ResourceSecret
@@ -116,6 +120,50 @@ func TestOAuthSDKClient(t *testing.T) {
 	}
 	if len(fetched) != 1 || !strings.Contains(fetched[0], "scope=mcp%3Atools") || !strings.Contains(fetched[0], "resource=") {
 		t.Errorf("authorization URLs %q: want one, asking for the scope and the resource", fetched)
+	}
+}
+
+// TestOAuthKeyRotation: the issuer rotates its signing key while a client
+// holds a session. A token signed with the new key is accepted without
+// restarting the bridge; the client's token, signed with the withdrawn key,
+// is then refused, and the SDK client authorizes again and carries on in the
+// same session: it is bound to the user and client, not to the token.
+func TestOAuthKeyRotation(t *testing.T) {
+	ob := startOAuthBridge(t, oauthConfig{keyRefresh: time.Nanosecond})
+	authorizations := 0
+	handler, err := sdkauth.NewAuthorizationCodeHandler(&sdkauth.AuthorizationCodeHandlerConfig{
+		PreregisteredClient: &oauthex.ClientCredentials{ClientID: oauthtest.PublicClient},
+		RedirectURL:         oauthtest.RedirectURL,
+		AuthorizationCodeFetcher: func(ctx context.Context, args *sdkauth.AuthorizationArgs) (*sdkauth.AuthorizationResult, error) {
+			authorizations++
+			code, state, err := oauthtest.FetchCode(ctx, args.URL)
+			return &sdkauth.AuthorizationResult{Code: code, State: state}, err
+		},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := mcp.NewClient(&mcp.Implementation{Name: "oauth-client", Version: "1.0.0"}, nil)
+	cs, err := c.Connect(ctxT(t), &mcp.StreamableClientTransport{Endpoint: ob.URL, OAuthHandler: handler}, nil)
+	if err != nil {
+		t.Fatalf("connecting with OAuth: %v", err)
+	}
+	defer cs.Close()
+	first := callCount(t, cs)
+
+	ob.AS.Rotate()
+	fresh := ob.AS.ClientCredentials(t, ob.URL)
+	resp := rawPost(t, ob.URL, initBody("2025-11-25"), bearer(fresh, "MCP-Protocol-Version", ""))
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("a token signed with the new key: %d %s", resp.StatusCode, readAll(t, resp.Body))
+	}
+	readAll(t, resp.Body)
+
+	if n := callCount(t, cs); n != first+1 {
+		t.Fatalf("count after the rotation: %d, want %d (the same session)", n, first+1)
+	}
+	if authorizations != 2 {
+		t.Errorf("%d authorizations, want 2: the client's first token should have been refused after the rotation", authorizations)
 	}
 }
 
