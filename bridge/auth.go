@@ -21,6 +21,7 @@ func (h *Handler) authenticate(w http.ResponseWriter, r *http.Request) (*http.Re
 	status, msg := http.StatusUnauthorized, "Unauthorized: send a valid bearer token in the Authorization header"
 	switch {
 	case errors.Is(err, auth.ErrInsufficientScope):
+		h.logger.Info("refused a token without the scopes required (--oauth-scopes)", "principal", p.Tag, "err", err)
 		status, msg = http.StatusForbidden, "Forbidden: "+err.Error()
 	case errors.Is(err, auth.ErrUnavailable):
 		// The token may be valid: a 401 would send the client through a
