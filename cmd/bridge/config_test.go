@@ -15,7 +15,7 @@ import (
 
 // Every flag is also read from its BRIDGE_* variable, into the same field.
 func TestEveryFlagHasAnEnvironmentVariable(t *testing.T) {
-	fs := newFlagSet(&config{}, io.Discard)
+	fs := newFlagSet(&config{})
 	n := 0
 	fs.VisitAll(func(f *flag.Flag) {
 		n++
@@ -37,20 +37,24 @@ func TestEveryFlagHasAnEnvironmentVariable(t *testing.T) {
 			t.Fatalf("flag --%s has an unhandled type %s", f.Name, typ)
 		}
 		t.Run(f.Name, func(t *testing.T) {
-			fromFlag, err := loadConfig([]string{"--" + f.Name + "=" + v}, io.Discard)
+			fromFlag, err := loadConfig([]string{"--" + f.Name + "=" + v})
 			if err != nil {
 				t.Fatal(err)
 			}
 			t.Setenv(envName(f.Name), v)
-			fromEnv, err := loadConfig(nil, io.Discard)
+			fromEnv, err := loadConfig(nil)
 			if err != nil {
 				t.Fatal(err)
 			}
+			if want := []string{envName(f.Name)}; !reflect.DeepEqual(fromEnv.given, want) || !reflect.DeepEqual(fromFlag.given, []string{"--" + f.Name}) {
+				t.Fatalf("given: %q and %q", fromFlag.given, fromEnv.given)
+			}
+			fromFlag.given, fromEnv.given = nil, nil
 			if !reflect.DeepEqual(fromFlag, fromEnv) {
 				t.Fatalf("--%s=%s and %s=%s configure different things:\n%#v\n%#v", f.Name, v, envName(f.Name), v, fromFlag, fromEnv)
 			}
 			os.Unsetenv(envName(f.Name))
-			defaults, _ := loadConfig(nil, io.Discard)
+			defaults, _ := loadConfig(nil)
 			if reflect.DeepEqual(defaults, fromEnv) {
 				t.Fatalf("%s=%s changed nothing", envName(f.Name), v)
 			}
@@ -65,7 +69,7 @@ func TestFlagsWinOverEnvironment(t *testing.T) {
 	t.Setenv("BRIDGE_LISTEN", "127.0.0.1:1111")
 	t.Setenv("BRIDGE_SESSION_IDLE_TIMEOUT", "1m")
 	t.Setenv("BRIDGE_ALLOWED_ORIGINS", "https://a.example,https://b.example")
-	c, err := parseConfig([]string{"--listen", "127.0.0.1:2222", "--allowed-origins", "https://c.example", "--", "srv", "-x"}, io.Discard)
+	c, err := parseConfig([]string{"--listen", "127.0.0.1:2222", "--allowed-origins", "https://c.example", "--", "srv", "-x"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -79,7 +83,7 @@ func TestFlagsWinOverEnvironment(t *testing.T) {
 // shell's $PATH become --path.
 func TestShellPathIsNotTheEndpointPath(t *testing.T) {
 	t.Setenv("PATH", "/usr/bin:/bin")
-	c, err := parseConfig([]string{"--", "srv"}, io.Discard)
+	c, err := parseConfig([]string{"--", "srv"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -112,10 +116,11 @@ func TestConfigErrors(t *testing.T) {
 		{[]string{"--pull", "sometimes", "--", "srv"}, "--pull"},
 		{[]string{"--path", "mcp", "--", "srv"}, "must start with /"},
 		{[]string{"--sandbox-memory", "lots", "--", "srv"}, "--sandbox-memory"},
-		{[]string{"--max-sessions", "0", "--", "srv"}, "must be positive"},
+		{[]string{"--max-sessions", "0", "--", "srv"}, "--max-sessions 0: want 1 or more"},
+		{[]string{"--log-max-bytes", "-1", "--", "srv"}, "--log-max-bytes -1: want 1 or more"},
 	}
 	for _, tc := range tests {
-		c, err := parseConfig(tc.args, io.Discard)
+		c, err := parseConfig(tc.args)
 		switch {
 		case tc.err == "" && err != nil:
 			t.Errorf("%q: %v", tc.args, err)
@@ -127,26 +132,26 @@ func TestConfigErrors(t *testing.T) {
 		}
 	}
 	t.Setenv("BRIDGE_AUTH_TOKENS", " , ")
-	if _, err := parseConfig([]string{"--listen", "0.0.0.0:1", "--", "srv"}, io.Discard); err == nil {
+	if _, err := parseConfig([]string{"--listen", "0.0.0.0:1", "--", "srv"}); err == nil {
 		t.Fatal("blank BRIDGE_AUTH_TOKENS counted as a token")
 	}
-	if _, err := parseConfig([]string{"--affinity-addr", "10.0.0.1:8080", "--", "srv"}, io.Discard); err == nil || !strings.Contains(err.Error(), "needs a secret") {
+	if _, err := parseConfig([]string{"--affinity-addr", "10.0.0.1:8080", "--", "srv"}); err == nil || !strings.Contains(err.Error(), "needs a secret") {
 		t.Fatalf("--affinity-addr without a secret: %v", err)
 	}
 	t.Setenv("BRIDGE_AFFINITY_SECRET", strings.Repeat("s", 32))
-	if _, err := parseConfig([]string{"--", "srv"}, io.Discard); err == nil || !strings.Contains(err.Error(), "needs --affinity-addr") {
+	if _, err := parseConfig([]string{"--", "srv"}); err == nil || !strings.Contains(err.Error(), "needs --affinity-addr") {
 		t.Fatalf("an affinity secret without --affinity-addr: %v", err)
 	}
 	t.Setenv("BRIDGE_AFFINITY_SECRET", "")
 	t.Setenv("BRIDGE_AUTH_TOKENS", "t1,t2")
-	c, err := parseConfig([]string{"--listen", "0.0.0.0:1", "--", "srv"}, io.Discard)
+	c, err := parseConfig([]string{"--listen", "0.0.0.0:1", "--", "srv"})
 	if err != nil || len(c.tokens) != 2 {
 		t.Fatalf("BRIDGE_AUTH_TOKENS: %v %q", err, c.tokens)
 	}
 	if strings.Join(c.AllowedHosts, ",") != "" {
 		t.Fatalf("non-loopback listen restricts hosts to %q", c.AllowedHosts)
 	}
-	c, _ = parseConfig([]string{"--", "srv"}, io.Discard)
+	c, _ = parseConfig([]string{"--", "srv"})
 	if strings.Join(c.AllowedHosts, ",") != "localhost,127.0.0.1,::1" {
 		t.Fatalf("loopback listen allows hosts %q", c.AllowedHosts)
 	}
@@ -154,12 +159,12 @@ func TestConfigErrors(t *testing.T) {
 
 func TestHelpShowsFlagsAndVariables(t *testing.T) {
 	var out bytes.Buffer
-	code := run(t.Context(), []string{"--help"}, io.Discard, &out)
+	code := run(t.Context(), []string{"--help"}, &out, io.Discard)
 	if code != 0 {
 		t.Fatalf("--help exit %d", code)
 	}
 	help := out.String()
-	newFlagSet(&config{}, io.Discard).VisitAll(func(f *flag.Flag) {
+	newFlagSet(&config{}).VisitAll(func(f *flag.Flag) {
 		if !strings.Contains(help, "--"+f.Name+" ") || !strings.Contains(help, "env "+envName(f.Name)) {
 			t.Errorf("--help lacks --%s or %s", f.Name, envName(f.Name))
 		}
