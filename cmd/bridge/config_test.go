@@ -8,9 +8,14 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/mcp-bridge/mcp-bridge/cloudformation"
+	"github.com/mcp-bridge/mcp-bridge/sandbox"
+	"github.com/mcp-bridge/mcp-bridge/session"
 )
 
 // Every flag is also read from its BRIDGE_* variable, into the same field.
@@ -173,3 +178,91 @@ func TestHelpShowsFlagsAndVariables(t *testing.T) {
 		t.Error("--help lacks BRIDGE_AUTH_TOKENS")
 	}
 }
+
+// envNamesRead are the variables cmd/bridge reads: the envconfig tags.
+func envNamesRead(t *testing.T) map[string]bool {
+	t.Helper()
+	read := map[string]bool{}
+	typ := reflect.TypeOf(config{})
+	for i := range typ.NumField() {
+		if tag := typ.Field(i).Tag.Get("envconfig"); tag != "" {
+			read[tag] = true
+		}
+	}
+	return read
+}
+
+// Every BRIDGE_* variable that the CloudFormation template (bridge.yaml and
+// the names cloudformation.go exports for it) and the Dockerfiles set is one
+// that cmd/bridge reads: a renamed flag must not silently drop a deployment's
+// setting.
+func TestDeploymentsSetVariablesTheBridgeReads(t *testing.T) {
+	read := envNamesRead(t)
+	named := regexp.MustCompile(`\bBRIDGE_[A-Z0-9_]+\b`)
+	sources := map[string][]byte{"cloudformation/bridge.yaml": cloudformation.Template}
+	for _, f := range []string{"cloudformation/cloudformation.go", "dockerfiles/Dockerfile", "dockerfiles/scratch.Dockerfile",
+		"dockerfiles/go.Dockerfile.tmpl", "dockerfiles/npx.Dockerfile.tmpl", "dockerfiles/uvx.Dockerfile.tmpl"} {
+		b, err := os.ReadFile(filepath.Join("..", "..", f))
+		if err != nil {
+			t.Fatal(err)
+		}
+		sources[f] = b
+	}
+	for f, b := range sources {
+		names := named.FindAllString(string(b), -1)
+		if len(names) == 0 {
+			t.Errorf("%s sets no BRIDGE_* variable", f)
+		}
+		for _, n := range names {
+			if !read[n] {
+				t.Errorf("%s sets %s, which cmd/bridge does not read", f, n)
+			}
+		}
+	}
+	for _, n := range []string{cloudformation.EnvListen, cloudformation.EnvPath, cloudformation.EnvSandbox, cloudformation.EnvAffinityAddr,
+		cloudformation.EnvLogFormat, cloudformation.EnvAuthTokens, cloudformation.EnvAffinitySecret} {
+		if !read[n] {
+			t.Errorf("cloudformation names %s, which cmd/bridge does not read", n)
+		}
+	}
+}
+
+// A default lives once, in the package that uses it: no envconfig default
+// tag repeats it (defaultConfig sets it from the package's constant).
+func TestNoDefaultTags(t *testing.T) {
+	typ := reflect.TypeOf(config{})
+	for i := range typ.NumField() {
+		if d, ok := typ.Field(i).Tag.Lookup("default"); ok {
+			t.Errorf("config.%s has default:%q; set it in defaultConfig from the package's exported constant", typ.Field(i).Name, d)
+		}
+	}
+	// The help shows the packages' defaults.
+	var out bytes.Buffer
+	usage(newFlagSet(defaultConfig()), &out)
+	for _, want := range []string{"default " + session.DefaultIdleTimeout.String(), "default " + sandbox.DefaultStopGrace.String(),
+		fmt.Sprintf("default %d", session.DefaultMaxSessions), "default " + sandbox.DefaultDockerUser} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("--help lacks %q", want)
+		}
+	}
+}
+
+// Every option of the table names a flag that exists, and a library error
+// that names its option gets the flag.
+func TestOptionFlagsExist(t *testing.T) {
+	fs := newFlagSet(defaultConfig())
+	for opt, f := range optionFlags {
+		if fs.Lookup(f) == nil {
+			t.Errorf("option %s maps to --%s, which is not a flag", opt, f)
+		}
+	}
+	err := fmt.Errorf("docker sandbox: %w", optErr{"sandbox.DockerOptions.User", "want UID:GID"})
+	if got := explain(err).Error(); got != "--sandbox-user: docker sandbox: want UID:GID" {
+		t.Errorf("explain: %q", got)
+	}
+}
+
+type optErr struct{ opt, msg string }
+
+func (e optErr) Error() string  { return e.msg }
+func (e optErr) Option() string { return e.opt }
