@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"os"
@@ -10,6 +11,7 @@ import (
 	"runtime"
 	"strings"
 	"testing"
+	"time"
 )
 
 // runBinary runs the bridge binary to its end and returns its stdout,
@@ -17,7 +19,10 @@ import (
 // those given.
 func runBinary(t *testing.T, bin string, env []string, args ...string) (stdout, stderr string, code int) {
 	t.Helper()
-	cmd := exec.Command(bin, args...)
+	// A bridge that should exit at once but serves instead is stopped.
+	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, bin, args...)
 	for _, kv := range os.Environ() {
 		if !strings.HasPrefix(kv, envPrefix+"_") {
 			cmd.Env = append(cmd.Env, kv)
@@ -33,6 +38,9 @@ func runBinary(t *testing.T, bin string, env []string, args ...string) (stdout, 
 		code = ee.ExitCode()
 	case err != nil:
 		t.Fatal(err)
+	}
+	if ctx.Err() != nil {
+		t.Errorf("bridge %q was still running after 2 minutes", args)
 	}
 	return out.String(), errOut.String(), code
 }
