@@ -159,7 +159,7 @@ func buildImage(ctx context.Context, spec *deploy.Spec, df []byte, f *imageFlags
 			}
 		}
 		if len(missing) > 0 {
-			return "", "", fmt.Errorf("%w\nbase image %s is not on the Docker host and could not be pulled: bring it there (docker save IMAGE on a machine that has it, then docker load -i FILE here), or name another with --build-arg (ARGs: %s)",
+			return "", "", fmt.Errorf("%w\nbase images not on the Docker host, which the build could not pull: %s; bring them there (docker save IMAGE where it is, then docker load -i FILE here), or name others with --build-arg (this Dockerfile's ARGs: %s)",
 				err, strings.Join(missing, ", "), strings.Join(dockerfileArgs(df), ", "))
 		}
 	}

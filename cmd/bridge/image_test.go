@@ -87,6 +87,9 @@ func TestImageBuildRunsBridge(t *testing.T) {
 	t.Cleanup(func() {
 		cli.ImageRemove(context.Background(), tag, client.ImageRemoveOptions{Force: true, PruneChildren: true})
 	})
+	if !strings.HasSuffix(errb.String(), runHint(tag, false)) || !strings.Contains(runHint(tag, false), "-v \"$PWD/server:/server:ro\" "+tag+" -- /server\n") {
+		t.Errorf("the hint for the bridge-alone image does not bring a server:\n%s", errb.String())
+	}
 	if fields := strings.Fields(out.String()); len(fields) != 2 || fields[0] != tag || !strings.HasPrefix(fields[1], "sha256:") {
 		t.Fatalf("stdout %q; want %q and the image ID", out.String(), tag)
 	}
@@ -105,5 +108,32 @@ func TestImageBuildRunsBridge(t *testing.T) {
 	}
 	if insp.Config.User != "65532:65532" {
 		t.Errorf("image user %q", insp.Config.User)
+	}
+}
+
+// A base image that is not on the Docker host and cannot be pulled (no
+// registry here) is named, with what to do; --build-arg is checked against
+// the Dockerfile's ARGs.
+func TestImageBuildNamesMissingBaseImage(t *testing.T) {
+	bin := filepath.Join(t.TempDir(), "bridge")
+	build := exec.Command("go", "build", "-trimpath", "-o", bin, "../../examples/hello")
+	build.Env = append(os.Environ(), "CGO_ENABLED=0", "GOOS=linux", "GOARCH=amd64")
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	var out, errb bytes.Buffer
+	code := runImage([]string{"build", "--from", "go:example.com/x/cmd@v1.0.0", "--bridge-binary", bin,
+		"--build-arg", "GO_IMAGE=mcp-bridge-test-missing:1", "--build-arg", "RUNTIME_IMAGE=mcp-bridge-test-missing:2"}, &out, &errb)
+	lines := strings.Split(strings.TrimSuffix(errb.String(), "\n"), "\n")
+	want := "base images not on the Docker host, which the build could not pull: mcp-bridge-test-missing:1, mcp-bridge-test-missing:2; " +
+		"bring them there (docker save IMAGE where it is, then docker load -i FILE here), or name others with --build-arg (this Dockerfile's ARGs: GO_IMAGE, RUNTIME_IMAGE)"
+	if code != 1 || lines[len(lines)-1] != want {
+		t.Errorf("exit %d, stderr:\n%s\nwant its last line:\n%s", code, errb.String(), want)
+	}
+
+	errb.Reset()
+	code = runImage([]string{"build", "--from", "npx:pkg@1.0.0", "--bridge-binary", bin, "--build-arg", "GO_IMAGE=x"}, &out, &errb)
+	if want := "bridge image build: --build-arg GO_IMAGE: the Dockerfile has no such ARG (it has NODE_IMAGE)\n"; code != 1 || errb.String() != want {
+		t.Errorf("exit %d, stderr %q, want %q", code, errb.String(), want)
 	}
 }
