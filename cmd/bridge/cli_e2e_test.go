@@ -5,9 +5,11 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"runtime"
 	"strings"
 	"testing"
@@ -140,5 +142,37 @@ func TestCLIWarnsOfLoosenings(t *testing.T) {
 	}
 	if strings.Join(warned, "\n") != strings.Join(want, "\n") {
 		t.Fatalf("warnings:\n%s\nwant:\n%s", strings.Join(warned, "\n"), strings.Join(want, "\n"))
+	}
+}
+
+// A server that cannot start for a session (here a script whose interpreter
+// is missing: it passes the start-up check, and fails at exec) gets an error
+// that names the session once.
+func TestLaunchErrorNamesSessionOnce(t *testing.T) {
+	bin, _ := buildBinaries(t)
+	script := filepath.Join(t.TempDir(), "server")
+	if err := os.WriteFile(script, []byte("#!/nonexistent/interpreter\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	p := startBridgeBinary(t, bin, "--", script)
+	req, _ := http.NewRequest("POST", p.url, strings.NewReader(
+		`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"c","version":"1"}}}`))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var body struct {
+		Error struct{ Message string }
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&body); err != nil {
+		t.Fatal(err)
+	}
+	m := regexp.MustCompile(`session ([0-9a-f]{32})`).FindStringSubmatch(body.Error.Message)
+	if resp.StatusCode != http.StatusBadGateway || m == nil || strings.Count(body.Error.Message, m[1]) != 1 ||
+		!strings.HasPrefix(body.Error.Message, "cannot start the MCP server for session "+m[1]+": ") {
+		t.Fatalf("status %d, error %q: want 502 naming the session once", resp.StatusCode, body.Error.Message)
 	}
 }

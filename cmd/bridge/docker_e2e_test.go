@@ -240,7 +240,7 @@ func BenchmarkSessionStart(b *testing.B) {
 func TestDockerStartupChecksAndWarnings(t *testing.T) {
 	d := setupDockerE2E(t)
 	const missing = "mcp-bridge-e2e-no-such-image:404"
-	_, stderr, code := runBinary(t, d.bridge, nil, "--sandbox", "docker", "--image", missing, "--pull", "never")
+	_, stderr, code := runBinary(t, d.bridge, nil, "--listen", "127.0.0.1:0", "--sandbox", "docker", "--image", missing, "--pull", "never")
 	lines := strings.Split(strings.TrimSuffix(stderr, "\n"), "\n")
 	want := "bridge: --pull never: image " + missing + " is not on the Docker host; build or load it there (docker build -t " + missing +
 		", docker load -i FILE), or let the bridge pull it (--pull missing)"
