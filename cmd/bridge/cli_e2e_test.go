@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -102,6 +103,22 @@ func TestCLIMessages(t *testing.T) {
 		if stderr != tc.want || code != tc.code || stdout != "" {
 			t.Errorf("bridge %q (env %q): exit %d, stdout %q, stderr:\n%s\nwant exit %d, stderr:\n%s", tc.args, tc.env, code, stdout, stderr, tc.code, tc.want)
 		}
+	}
+}
+
+// Only a port that another process holds is blamed on another process.
+func TestCLIPortInUse(t *testing.T) {
+	bin, hello := buildBinaries(t)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	addr := ln.Addr().String()
+	stdout, stderr, code := runBinary(t, bin, nil, "--listen", addr, "--", hello)
+	want := "bridge: --listen " + addr + ": listen tcp " + addr + ": bind: address already in use (another process is using the port; choose another address with --listen)\n"
+	if code != 1 || stdout != "" || stderr != want {
+		t.Fatalf("exit %d, stdout %q, stderr:\n%s\nwant:\n%s", code, stdout, stderr, want)
 	}
 }
 
