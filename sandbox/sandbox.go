@@ -26,7 +26,8 @@ import (
 // A Launcher starts one child per session.
 //
 // Launch must be safe for concurrent use. The returned Process is running and
-// its Stdin, Stdout are ready; the caller owns it and must call Stop once it
+// its Stdin, Stdout are ready; an error wraps ErrLaunch and names the
+// session once (callers add nothing). The caller owns it and must call Stop once it
 // no longer needs it (also after the child exited on its own, to release
 // resources such as a container).
 type Launcher interface {

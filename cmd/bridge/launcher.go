@@ -33,6 +33,9 @@ func newInnerLauncher(ctx context.Context, cfg *config, logger *slog.Logger) (sa
 	if cfg.Sandbox == "docker" {
 		return newDockerLauncher(ctx, cfg, logger)
 	}
+	if err := checkCommand(cfg); err != nil {
+		return nil, nil, err
+	}
 	l := sandbox.NewLocal(&sandbox.LocalOptions{
 		Command:         cfg.command[0],
 		Args:            cfg.command[1:],
@@ -61,6 +64,13 @@ func newDockerLauncher(ctx context.Context, cfg *config, logger *slog.Logger) (s
 	})
 	if err != nil {
 		return nil, nil, fmt.Errorf("--sandbox docker: %w", err)
+	}
+	if cfg.Pull == string(sandbox.PullNever) {
+		// Known now, not at the first session's 502.
+		if err := d.CheckImage(ctx); err != nil {
+			d.Close(ctx)
+			return nil, nil, fmt.Errorf("--pull never: %w", err)
+		}
 	}
 	// Containers of a bridge that died without cleaning up (kill -9, a
 	// crash, a lost host) are removed before serving.

@@ -21,6 +21,7 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
+	"runtime/debug"
 	"strings"
 	"syscall"
 	"time"
@@ -42,10 +43,20 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 			return runImage(args[1:], stdout, stderr)
 		case "deploy":
 			return runDeploy(args[1:], stdout, stderr)
+		case "help":
+			// "bridge help" is a question, not a server named help (that
+			// is "bridge -- help").
+			usage(newFlagSet(defaultConfig()), stdout)
+			return 0
+		case "version", "-version", "--version":
+			fmt.Fprintln(stdout, version())
+			return 0
 		}
 	}
-	cfg, err := parseConfig(args, stderr)
+	cfg, err := parseConfig(args)
 	if errors.Is(err, flag.ErrHelp) {
+		// The defaults shown include the environment's.
+		usage(newFlagSet(helpConfig()), stdout)
 		return 0
 	}
 	if err != nil {
@@ -53,11 +64,51 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return 2
 	}
 	logger := newLogger(cfg, stderr)
+	warnLoosenings(cfg, logger)
 	if err := serve(ctx, cfg, logger, nil); err != nil {
+		var se startError
+		if errors.As(err, &se) {
+			// Nothing was served: one plain line, like a configuration error.
+			fmt.Fprintf(stderr, "bridge: %v\n", se.err)
+			return 1
+		}
 		logger.Error("bridge stopped", "err", err)
 		return 1
 	}
 	return 0
+}
+
+// startError is an error of serve before it served anything.
+type startError struct{ err error }
+
+func (e startError) Error() string { return e.err.Error() }
+func (e startError) Unwrap() error { return e.err }
+
+// version is the module version and VCS revision the binary was built from.
+func version() string {
+	v := "bridge (unknown version)"
+	bi, ok := debug.ReadBuildInfo()
+	if !ok {
+		return v
+	}
+	v = "bridge " + bi.Main.Version
+	var rev, at, modified string
+	for _, s := range bi.Settings {
+		switch s.Key {
+		case "vcs.revision":
+			rev = s.Value
+		case "vcs.time":
+			at = s.Value
+		case "vcs.modified":
+			if s.Value == "true" {
+				modified = ", modified"
+			}
+		}
+	}
+	if rev != "" {
+		v += fmt.Sprintf(" (revision %s, %s%s)", rev, at, modified)
+	}
+	return v + " " + bi.GoVersion
 }
 
 func newLogger(cfg *config, w io.Writer) *slog.Logger {
@@ -76,7 +127,7 @@ func serve(ctx context.Context, cfg *config, logger *slog.Logger, ready chan<- n
 
 	launcher, closeLauncher, err := newLauncher(ctx, cfg, logger)
 	if err != nil {
-		return err
+		return startError{explain(err)}
 	}
 	defer closeLauncher()
 
@@ -84,10 +135,10 @@ func serve(ctx context.Context, cfg *config, logger *slog.Logger, ready chan<- n
 	if len(cfg.affinitySecret) > 0 {
 		self, err := affinity.ResolveSelf(ctx, cfg.AffinityAddr, cfg.Listen, nil)
 		if err != nil {
-			return fmt.Errorf("--affinity-addr: %w", err)
+			return startError{fmt.Errorf("--affinity-addr: %w", err)}
 		}
 		if router, err = affinity.New(&affinity.Options{Self: self, Secret: cfg.affinitySecret, Logger: logger}); err != nil {
-			return fmt.Errorf("session affinity: %w", err)
+			return startError{fmt.Errorf("session affinity: %w", err)}
 		}
 		defer router.Close()
 		logger.Info("session affinity on: session IDs name this instance", "self", self)
@@ -134,7 +185,12 @@ func serve(ctx context.Context, cfg *config, logger *slog.Logger, ready chan<- n
 
 	ln, err := net.Listen("tcp", cfg.Listen)
 	if err != nil {
-		return fmt.Errorf("listening on %s: %w (is another process using the port? choose another with --listen)", cfg.Listen, err)
+		_ = reg.Shutdown(context.Background())
+		hint := "choose another address with --listen"
+		if errors.Is(err, syscall.EADDRINUSE) {
+			hint = "another process is using the port; " + hint
+		}
+		return startError{fmt.Errorf("--listen %s: %w (%s)", cfg.Listen, err, hint)}
 	}
 	ln = bridge.LimitListener(ln, &bridge.LimitOptions{
 		MaxConnections:          connectionLimit(cfg.MaxConnections, cfg.MaxSessions, logger),
