@@ -156,6 +156,7 @@ func usage(fs *flag.FlagSet, out io.Writer) {
   bridge [flags] -- COMMAND [ARGS...]     serve MCP Streamable HTTP in front of a stdio MCP server
   bridge image build --from SPEC [...]    build an image bundling the bridge and a server
   bridge deploy aws --stack NAME [...]    deploy to AWS ECS behind a load balancer
+  bridge connect URL [flags]              the reverse: a stdio MCP server forwarding to a remote one (see bridge connect --help)
 
 Each session gets its own server: COMMAND runs once per session.
 

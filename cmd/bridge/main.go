@@ -5,6 +5,7 @@
 //	bridge [flags] -- COMMAND [ARGS...]
 //	bridge image build --from SPEC ...
 //	bridge deploy aws --stack NAME ...
+//	bridge connect URL [flags]
 //
 // Every flag has a BRIDGE_* environment variable; flags win. cmd/bridge owns
 // start-up and the shutdown order: stop accepting, drain, end sessions, exit.
@@ -42,6 +43,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 			return runImage(args[1:], stdout, stderr)
 		case "deploy":
 			return runDeploy(args[1:], stdout, stderr)
+		case "connect":
+			return runConnect(ctx, args[1:], os.Stdin, stdout, stderr)
 		}
 	}
 	cfg, err := parseConfig(args, stderr)
