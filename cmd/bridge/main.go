@@ -13,6 +13,7 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"flag"
 	"fmt"
@@ -127,9 +128,18 @@ func serve(ctx context.Context, cfg *config, logger *slog.Logger, ready chan<- n
 		Logger:          logger,
 	})
 
+	tlsConf, stopTLS, err := newTLSConfig(cfg, logger)
+	if err != nil {
+		return err
+	}
+	defer stopTLS()
 	ln, err := net.Listen("tcp", cfg.Listen)
 	if err != nil {
 		return fmt.Errorf("listening on %s: %w (is another process using the port? choose another with --listen)", cfg.Listen, err)
+	}
+	scheme := "http://"
+	if tlsConf != nil {
+		ln, scheme = tls.NewListener(ln, tlsConf), "https://"
 	}
 	var handler http.Handler = h
 	if router != nil {
@@ -142,7 +152,7 @@ func serve(ctx context.Context, cfg *config, logger *slog.Logger, ready chan<- n
 	}
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(ln) }()
-	logger.Info("bridge listening", "url", "http://"+ln.Addr().String()+cfg.Path,
+	logger.Info("bridge listening", "url", scheme+ln.Addr().String()+cfg.Path,
 		"command", strings.Join(cfg.command, " "), "sandbox", cfg.Sandbox, "auth", len(cfg.tokens) > 0)
 	if ready != nil {
 		ready <- ln.Addr()
