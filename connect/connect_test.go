@@ -6,9 +6,11 @@ package connect_test
 // re-executed, and in front of the SDK's legacy SSE handler.
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"fmt"
+	"io"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
@@ -325,5 +327,83 @@ func TestConnectLegacySSE(t *testing.T) {
 	}
 	if len(seen) == 0 || !strings.HasPrefix(seen[len(seen)-1], "POST") {
 		t.Errorf("requests seen: %q", seen)
+	}
+}
+
+// cutProxy forwards to a remote, and cuts the connection of the POST whose
+// body holds cut right after passing on its first message event, the way
+// a network failure would; it counts the GETs that resume a stream.
+type cutProxy struct {
+	target  string
+	cut     string
+	mu      sync.Mutex
+	cutDone bool
+	resumes []string // the Last-Event-ID of each resuming GET
+}
+
+func (p *cutProxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	body, _ := io.ReadAll(r.Body)
+	req, _ := http.NewRequestWithContext(r.Context(), r.Method, p.target, bytes.NewReader(body))
+	req.Header = r.Header.Clone()
+	if id := r.Header.Get("Last-Event-ID"); id != "" {
+		p.mu.Lock()
+		p.resumes = append(p.resumes, id)
+		p.mu.Unlock()
+	}
+	resp, err := http.DefaultTransport.RoundTrip(req)
+	if err != nil {
+		http.Error(w, err.Error(), http.StatusBadGateway)
+		return
+	}
+	defer resp.Body.Close()
+	for k, v := range resp.Header {
+		w.Header()[k] = v
+	}
+	w.WriteHeader(resp.StatusCode)
+	p.mu.Lock()
+	cut := r.Method == http.MethodPost && !p.cutDone && bytes.Contains(body, []byte(p.cut))
+	if cut {
+		p.cutDone = true
+	}
+	p.mu.Unlock()
+	rc := http.NewResponseController(w)
+	br := bufio.NewReader(resp.Body)
+	sawData := false
+	for {
+		line, err := br.ReadBytes('\n')
+		w.Write(line)
+		rc.Flush()
+		if err != nil {
+			return
+		}
+		if bytes.HasPrefix(line, []byte("data:")) && len(bytes.TrimSpace(line)) > len("data:") {
+			sawData = true
+		}
+		if cut && sawData && len(bytes.TrimSpace(line)) == 0 {
+			panic(http.ErrAbortHandler) // the event is through; the connection breaks
+		}
+	}
+}
+
+// TestConnectResumesBrokenStream: the connection of a call's stream breaks
+// right after the server's elicitation request; bridge connect resumes the
+// stream with GET and Last-Event-ID, and the call's answer arrives on it.
+func TestConnectResumesBrokenStream(t *testing.T) {
+	url, _ := startBridge(t, "tok")
+	p := &cutProxy{target: url, cut: `"name":"elicit"`}
+	srv := httptest.NewServer(p)
+	defer func() {
+		srv.CloseClientConnections()
+		srv.Close()
+	}()
+	cmd, stderr := connectCmd(t, srv.URL+"/mcp", []string{"BRIDGE_CONNECT_TOKEN=tok"})
+	exercise(t, cmd)
+	if code := cmd.ProcessState.ExitCode(); code != 0 {
+		t.Errorf("bridge connect exited %d; stderr:\n%s", code, stderr)
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if !p.cutDone || len(p.resumes) == 0 {
+		t.Fatalf("cut %v, resumes %q: want the elicit stream cut and resumed", p.cutDone, p.resumes)
 	}
 }
