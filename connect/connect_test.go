@@ -74,7 +74,23 @@ func text(s string) *mcp.CallToolResult {
 // notifications, then an answer) and elicit (a request to the client during
 // the call).
 func newServer() *mcp.Server {
-	server := mcp.NewServer(&mcp.Implementation{Name: "connect-test-server", Version: "1.0.0"}, nil)
+	var server *mcp.Server
+	// A change of the client's roots, a notification, makes the server ask
+	// for them (a request outside any call: it travels on the standalone
+	// stream) and add a tool named after the first, which it announces
+	// with notifications/tools/list_changed, again outside any call.
+	server = mcp.NewServer(&mcp.Implementation{Name: "connect-test-server", Version: "1.0.0"}, &mcp.ServerOptions{
+		RootsListChangedHandler: func(ctx context.Context, req *mcp.RootsListChangedRequest) {
+			res, err := req.Session.ListRoots(ctx, nil)
+			if err != nil || len(res.Roots) == 0 {
+				fmt.Fprintln(os.Stderr, "child: roots/list:", err)
+				return
+			}
+			mcp.AddTool(server, &mcp.Tool{Name: "root:" + res.Roots[0].URI}, func(context.Context, *mcp.CallToolRequest, struct{}) (*mcp.CallToolResult, any, error) {
+				return text("rooted"), nil, nil
+			})
+		},
+	})
 	mcp.AddTool(server, &mcp.Tool{Name: "echo"}, func(_ context.Context, _ *mcp.CallToolRequest, a textArgs) (*mcp.CallToolResult, any, error) {
 		return text("echo: " + a.Text), nil, nil
 	})
@@ -405,5 +421,34 @@ func TestConnectResumesBrokenStream(t *testing.T) {
 	defer p.mu.Unlock()
 	if !p.cutDone || len(p.resumes) == 0 {
 		t.Fatalf("cut %v, resumes %q: want the elicit stream cut and resumed", p.cutDone, p.resumes)
+	}
+}
+
+// TestConnectStandaloneStream: what the server sends outside any request
+// (a roots/list request, a tools/list_changed notification) reaches the
+// stdio client through the standalone GET stream bridge connect opens.
+func TestConnectStandaloneStream(t *testing.T) {
+	url, _ := startBridge(t, "tok")
+	cmd, _ := connectCmd(t, url, []string{"BRIDGE_CONNECT_TOKEN=tok"})
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	changed := make(chan struct{}, 10)
+	client := mcp.NewClient(&mcp.Implementation{Name: "connect-test-client", Version: "1.0.0"}, &mcp.ClientOptions{
+		ToolListChangedHandler: func(context.Context, *mcp.ToolListChangedRequest) { changed <- struct{}{} },
+	})
+	cs, err := client.Connect(ctx, &mcp.CommandTransport{Command: cmd}, nil)
+	if err != nil {
+		t.Fatalf("connecting through bridge connect: %v", err)
+	}
+	defer cs.Close()
+	client.AddRoots(&mcp.Root{URI: "file:///work"})
+	select {
+	case <-changed:
+	case <-ctx.Done():
+		t.Fatal("no tools/list_changed notification")
+	}
+	res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "root:file:///work"})
+	if err != nil || res.IsError {
+		t.Fatalf("calling the tool named after the root: %v %+v", err, res)
 	}
 }
