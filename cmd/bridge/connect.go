@@ -3,6 +3,8 @@ package main
 import (
 	"bufio"
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"flag"
 	"fmt"
@@ -32,6 +34,9 @@ type connectConfig struct {
 	Token           string `envconfig:"BRIDGE_CONNECT_TOKEN"`
 	Headers         string `envconfig:"BRIDGE_CONNECT_HEADERS"` // one per line
 	AllowHTTP       bool   `envconfig:"BRIDGE_CONNECT_ALLOW_HTTP"`
+	TLSCA           string `envconfig:"BRIDGE_CONNECT_TLS_CA"`
+	TLSClientCert   string `envconfig:"BRIDGE_CONNECT_TLS_CLIENT_CERT"`
+	TLSClientKey    string `envconfig:"BRIDGE_CONNECT_TLS_CLIENT_KEY"`
 	MaxMessageBytes int    `envconfig:"BRIDGE_MAX_MESSAGE_BYTES"`
 	LogFormat       string `envconfig:"BRIDGE_LOG_FORMAT" default:"text"`
 	LogLevel        string `envconfig:"BRIDGE_LOG_LEVEL" default:"info"`
@@ -46,6 +51,9 @@ var connectFlagEnv = map[string]string{
 	"token-file":        "BRIDGE_CONNECT_TOKEN_FILE",
 	"header":            "BRIDGE_CONNECT_HEADERS",
 	"allow-http":        "BRIDGE_CONNECT_ALLOW_HTTP",
+	"tls-ca":            "BRIDGE_CONNECT_TLS_CA",
+	"tls-client-cert":   "BRIDGE_CONNECT_TLS_CLIENT_CERT",
+	"tls-client-key":    "BRIDGE_CONNECT_TLS_CLIENT_KEY",
 	"max-message-bytes": "BRIDGE_MAX_MESSAGE_BYTES",
 	"log-format":        "BRIDGE_LOG_FORMAT",
 	"log-level":         "BRIDGE_LOG_LEVEL",
@@ -65,6 +73,9 @@ func newConnectFlagSet(c *connectConfig, out io.Writer) *flag.FlagSet {
 	fs.StringVar(&c.TokenFile, "token-file", c.TokenFile, "`file` holding the bearer token sent to the remote (its first line; BRIDGE_CONNECT_TOKEN also takes it)")
 	fs.Var(headerFlag{&c.headerFlags}, "header", "extra header `'Name: value'` sent to the remote (repeatable; the variable takes one per line); not Authorization, which belongs in a token file")
 	fs.BoolVar(&c.AllowHTTP, "allow-http", c.AllowHTTP, "send a token or headers over plain http:// to a host that is not loopback (anyone on the path reads them)")
+	fs.StringVar(&c.TLSCA, "tls-ca", c.TLSCA, "trust the remote's certificate if a CA in this PEM `file` signed it (instead of the system's CAs)")
+	fs.StringVar(&c.TLSClientCert, "tls-client-cert", c.TLSClientCert, "present this PEM client certificate `file` to the remote (mutual TLS; with --tls-client-key)")
+	fs.StringVar(&c.TLSClientKey, "tls-client-key", c.TLSClientKey, "PEM private key `file` of --tls-client-cert")
 	fs.IntVar(&c.MaxMessageBytes, "max-message-bytes", c.MaxMessageBytes, "largest message in `bytes`, either way (0: 4 MiB)")
 	fs.StringVar(&c.LogFormat, "log-format", c.LogFormat, "log `format` on stderr: text or json")
 	fs.StringVar(&c.LogLevel, "log-level", c.LogLevel, "log `level`: debug, info, warn or error")
@@ -215,6 +226,9 @@ func (c *connectConfig) options() (*connect.Options, error) {
 		o.Header.Add(name, strings.TrimSpace(value))
 	}
 
+	if o.HTTPClient, err = c.httpClient(); err != nil {
+		return nil, err
+	}
 	if u.Scheme == "http" && !connect.IsLoopbackURL(u) && !c.AllowHTTP && (o.Token != "" || len(o.Header) > 0) {
 		return nil, fmt.Errorf("refusing to send a token or headers to %s over plain http: anyone on the path reads them; use https://, or pass --allow-http", u.Host)
 	}
@@ -252,4 +266,35 @@ func readConnectToken(path string) (string, error) {
 		return "", fmt.Errorf("--token-file %s: %w", path, err)
 	}
 	return "", fmt.Errorf("--token-file %s holds no token", path)
+}
+
+// httpClient is nil (the default) unless TLS flags are given.
+func (c *connectConfig) httpClient() (*http.Client, error) {
+	if c.TLSCA == "" && c.TLSClientCert == "" && c.TLSClientKey == "" {
+		return nil, nil
+	}
+	conf := &tls.Config{MinVersion: tls.VersionTLS12}
+	if c.TLSCA != "" {
+		pem, err := os.ReadFile(c.TLSCA)
+		if err != nil {
+			return nil, fmt.Errorf("--tls-ca: %w", err)
+		}
+		conf.RootCAs = x509.NewCertPool()
+		if !conf.RootCAs.AppendCertsFromPEM(pem) {
+			return nil, fmt.Errorf("--tls-ca %s holds no PEM certificate", c.TLSCA)
+		}
+	}
+	if (c.TLSClientCert == "") != (c.TLSClientKey == "") {
+		return nil, errors.New("--tls-client-cert and --tls-client-key go together: give both")
+	}
+	if c.TLSClientCert != "" {
+		pair, err := tls.LoadX509KeyPair(c.TLSClientCert, c.TLSClientKey)
+		if err != nil {
+			return nil, fmt.Errorf("loading --tls-client-cert %s and --tls-client-key %s: %w", c.TLSClientCert, c.TLSClientKey, err)
+		}
+		conf.Certificates = []tls.Certificate{pair}
+	}
+	t := http.DefaultTransport.(*http.Transport).Clone()
+	t.TLSClientConfig = conf
+	return &http.Client{Transport: t}, nil
 }

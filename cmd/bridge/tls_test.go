@@ -286,6 +286,38 @@ func TestMutualTLS(t *testing.T) {
 	if got := servedSerial(t, b.url, &tls.Config{RootCAs: ca.pool, Certificates: []tls.Certificate{pair}}); got != 100 {
 		t.Fatalf("serial %d, want 100", got)
 	}
+
+	// The client mode presents a client certificate with
+	// --tls-client-cert/--tls-client-key, and trusts --tls-ca.
+	clientCert, clientKey := filepath.Join(dir, "client.pem"), filepath.Join(dir, "client-key.pem")
+	writeAtomically(t, clientCert, cc)
+	writeAtomically(t, clientKey, ck)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	cmd := exec.Command(bridgeBin, "connect", b.url, "--tls-ca", caFile, "--tls-client-cert", clientCert, "--tls-client-key", clientKey)
+	cs, err := mcp.NewClient(&mcp.Implementation{Name: "mtls-test", Version: "1"}, nil).Connect(ctx, &mcp.CommandTransport{Command: cmd}, nil)
+	if err != nil {
+		t.Fatalf("bridge connect with a client certificate: %v", err)
+	}
+	res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "echo", Arguments: map[string]any{"text": "mtls"}})
+	if err != nil || res.IsError {
+		t.Fatalf("tools/call over mutual TLS: %v %+v", err, res)
+	}
+	cs.Close()
+
+	// Without one it exits 1 and says why.
+	var stderr strings.Builder
+	cmd = exec.Command(bridgeBin, "connect", b.url, "--tls-ca", caFile)
+	cmd.Stderr = &stderr
+	if _, err := mcp.NewClient(&mcp.Implementation{Name: "mtls-test", Version: "1"}, nil).Connect(ctx, &mcp.CommandTransport{Command: cmd}, nil); err == nil {
+		t.Fatal("bridge connect without a client certificate connected")
+	}
+	if cmd.ProcessState == nil {
+		cmd.Wait()
+	}
+	if code := cmd.ProcessState.ExitCode(); code != 1 || !strings.Contains(stderr.String(), "certificate required") {
+		t.Errorf("bridge connect without a client certificate: status %d, stderr %q", code, stderr.String())
+	}
 }
 
 // TestTLSConfig: the TLS flags go together, and mutual TLS counts as
