@@ -403,6 +403,9 @@ type lineWriter struct {
 
 func (l *lineWriter) write(msg []byte) error {
 	msg = bytes.TrimSpace(msg)
+	if len(msg) == 0 {
+		return nil // an empty line is no message
+	}
 	if bytes.ContainsAny(msg, "\r\n") {
 		// stdio framing: "Messages are delimited by newlines, and MUST
 		// NOT contain embedded newlines." JSON allows them between tokens.

@@ -433,9 +433,10 @@ func (s *streamable) readEvents(body io.Reader, callID json.RawMessage, lastID *
 			return false, err
 		}
 		if len(line) == 0 {
-			// A blank line dispatches the event (priming events carry
-			// an id and no data: nothing to forward).
-			if hasData && (event == "" || event == "message") {
+			// A blank line dispatches the event; an empty data buffer
+			// dispatches nothing (SSE spec), such as the priming events
+			// of 2025-11-25, an id with empty data.
+			if len(data) > 0 && (event == "" || event == "message") {
 				if len(data) > s.opts.MaxMessageBytes {
 					return false, fmt.Errorf("an event over %d bytes", s.opts.MaxMessageBytes)
 				}
