@@ -20,17 +20,17 @@ func TestReadEvents(t *testing.T) {
 		retry        time.Duration
 	}{
 		{
-			name:   "priming event, then a notification and the answer",
-			stream: "id: s_0\nretry: 250\ndata:\n\nid: s_1\ndata: {\"jsonrpc\":\"2.0\",\"method\":\"notifications/progress\"}\n\nid: s_2\ndata: {\"jsonrpc\":\"2.0\",\"id\":7,\"result\":{}}\n\nid: s_3\ndata: {\"after\":true}\n\n",
-			callID: "7",
-			want:   "{\"jsonrpc\":\"2.0\",\"method\":\"notifications/progress\"}\n{\"jsonrpc\":\"2.0\",\"id\":7,\"result\":{}}\n",
+			name:     "priming event, then a notification and the answer",
+			stream:   "id: s_0\nretry: 250\ndata:\n\nid: s_1\ndata: {\"jsonrpc\":\"2.0\",\"method\":\"notifications/progress\"}\n\nid: s_2\ndata: {\"jsonrpc\":\"2.0\",\"id\":7,\"result\":{}}\n\nid: s_3\ndata: {\"after\":true}\n\n",
+			callID:   "7",
+			want:     "{\"jsonrpc\":\"2.0\",\"method\":\"notifications/progress\"}\n{\"jsonrpc\":\"2.0\",\"id\":7,\"result\":{}}\n",
 			answered: true, lastID: "s_2", retry: 250 * time.Millisecond,
 		},
 		{
-			name:   "data on several lines, CRLF, a comment and another event type",
-			stream: ": keep-alive\r\nevent: other\r\ndata: {\"x\":1}\r\n\r\nid: a\r\ndata: {\"jsonrpc\":\"2.0\",\r\ndata:  \"id\":\"q\", \"result\":{}}\r\n\r\n",
-			callID: `"q"`,
-			want:   "{\"jsonrpc\":\"2.0\",\"id\":\"q\",\"result\":{}}\n",
+			name:     "data on several lines, CRLF, a comment and another event type",
+			stream:   ": keep-alive\r\nevent: other\r\ndata: {\"x\":1}\r\n\r\nid: a\r\ndata: {\"jsonrpc\":\"2.0\",\r\ndata:  \"id\":\"q\", \"result\":{}}\r\n\r\n",
+			callID:   `"q"`,
+			want:     "{\"jsonrpc\":\"2.0\",\"id\":\"q\",\"result\":{}}\n",
 			answered: true, lastID: "a", retry: DefaultRetry,
 		},
 		{
