@@ -49,6 +49,9 @@ type config struct {
 	// visible to every user of the host in the process list.
 	AuthTokens      []string      `envconfig:"BRIDGE_AUTH_TOKENS"`
 	InsecureNoAuth  bool          `envconfig:"BRIDGE_INSECURE_NO_AUTH"`
+	TLSCert         string        `envconfig:"BRIDGE_TLS_CERT"`
+	TLSKey          string        `envconfig:"BRIDGE_TLS_KEY"`
+	TLSClientCA     string        `envconfig:"BRIDGE_TLS_CLIENT_CA"`
 	LogFormat       string        `envconfig:"BRIDGE_LOG_FORMAT"`
 	LogLevel        string        `envconfig:"BRIDGE_LOG_LEVEL"`
 	StopGrace       time.Duration `envconfig:"BRIDGE_STOP_GRACE"`
@@ -248,6 +251,9 @@ func newFlagSet(c *config) *flag.FlagSet {
 	fs.Var(&listFlag{dst: &c.AllowedHosts}, "allowed-hosts", "Host header `names` accepted (comma-separated or repeated; * allows any); default: the loopback names when --listen is loopback, else any")
 	fs.StringVar(&c.AuthTokenFile, "auth-token-file", c.AuthTokenFile, "`file` of accepted bearer tokens, one per line (BRIDGE_AUTH_TOKENS also takes them, comma-separated)")
 	fs.BoolVar(&c.InsecureNoAuth, "insecure-no-auth", c.InsecureNoAuth, "allow a non-loopback --listen address without auth tokens (anyone who reaches it runs your server)")
+	fs.StringVar(&c.TLSCert, "tls-cert", c.TLSCert, "serve HTTPS with this PEM certificate `file` (chain included); reloaded with --tls-key on SIGHUP")
+	fs.StringVar(&c.TLSKey, "tls-key", c.TLSKey, "PEM private key `file` of --tls-cert")
+	fs.StringVar(&c.TLSClientCA, "tls-client-ca", c.TLSClientCA, "require client certificates signed by a CA in this PEM `file` (mutual TLS); a non-loopback --listen then needs no auth tokens")
 	fs.StringVar(&c.LogFormat, "log-format", c.LogFormat, "log `format`: text or json")
 	fs.StringVar(&c.LogLevel, "log-level", c.LogLevel, "log `level`: debug, info, warn or error")
 	fs.DurationVar(&c.StopGrace, "stop-grace", c.StopGrace, "when stopping a server: wait this long after closing stdin before SIGTERM, and again before SIGKILL")
@@ -295,6 +301,7 @@ func usage(fs *flag.FlagSet, out io.Writer) {
   bridge image build --from SPEC [...]    build an image bundling the bridge and a server
   bridge deploy aws --stack NAME [...]    deploy to AWS ECS behind a load balancer
   bridge --version                        the version and revision of this build
+  bridge connect URL [flags]              the reverse: a stdio MCP server forwarding to a remote one (see bridge connect --help)
 
 Each session gets its own server: COMMAND runs once per session.
 
@@ -572,9 +579,14 @@ func (c *config) finish() error {
 		// loopback bridge sends the attacker's host name.
 		c.AllowedHosts = bridge.LoopbackHosts
 	}
-	if len(c.tokens) == 0 && !c.InsecureNoAuth && !isLoopback(c.Listen) {
+	if err := c.checkTLS(); err != nil {
+		return err
+	}
+	// With mutual TLS only holders of a certificate the CA signed connect:
+	// that authenticates them as well as a token would.
+	if len(c.tokens) == 0 && !c.InsecureNoAuth && c.TLSClientCA == "" && !isLoopback(c.Listen) {
 		return fmt.Errorf("refusing to listen on %s without authentication: anyone who reaches it could run your server; "+
-			"give tokens with --auth-token-file or %s_AUTH_TOKENS, or pass --insecure-no-auth", c.Listen, envPrefix)
+			"give tokens with --auth-token-file or %s_AUTH_TOKENS, require client certificates with --tls-client-ca, or pass --insecure-no-auth", c.Listen, envPrefix)
 	}
 	return nil
 }

@@ -5,6 +5,7 @@
 //	bridge [flags] -- COMMAND [ARGS...]
 //	bridge image build --from SPEC ...
 //	bridge deploy aws --stack NAME ...
+//	bridge connect URL [flags]
 //
 // Every flag has a BRIDGE_* environment variable; flags win. cmd/bridge owns
 // start-up and the shutdown order: stop accepting, drain, end sessions, exit.
@@ -12,6 +13,7 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"flag"
 	"fmt"
@@ -51,6 +53,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		case "version", "-version", "--version":
 			fmt.Fprintln(stdout, version())
 			return 0
+		case "connect":
+			return runConnect(ctx, args[1:], os.Stdin, stdout, stderr)
 		}
 	}
 	cfg, err := parseConfig(args)
@@ -183,6 +187,11 @@ func serve(ctx context.Context, cfg *config, logger *slog.Logger, ready chan<- n
 		Logger:               logger,
 	})
 
+	tlsConf, stopTLS, err := newTLSConfig(cfg, logger)
+	if err != nil {
+		return err
+	}
+	defer stopTLS()
 	ln, err := net.Listen("tcp", cfg.Listen)
 	if err != nil {
 		_ = reg.Shutdown(context.Background())
@@ -197,6 +206,10 @@ func serve(ctx context.Context, cfg *config, logger *slog.Logger, ready chan<- n
 		MaxConnectionsPerClient: cfg.MaxConnectionsPerClient,
 		Logger:                  logger,
 	})
+	scheme := "http://"
+	if tlsConf != nil {
+		ln, scheme = tls.NewListener(ln, tlsConf), "https://"
+	}
 	var handler http.Handler = h
 	if router != nil {
 		handler = router.Wrap(h)
@@ -212,7 +225,7 @@ func serve(ctx context.Context, cfg *config, logger *slog.Logger, ready chan<- n
 	}
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(ln) }()
-	logger.Info("bridge listening", "url", "http://"+ln.Addr().String()+cfg.Path,
+	logger.Info("bridge listening", "url", scheme+ln.Addr().String()+cfg.Path,
 		"command", strings.Join(cfg.command, " "), "sandbox", cfg.Sandbox, "auth", len(cfg.tokens) > 0)
 	if ready != nil {
 		ready <- ln.Addr()
