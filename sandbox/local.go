@@ -28,10 +28,21 @@ type LocalOptions struct {
 	Command string
 	// Args are the arguments after Command (not including Command itself).
 	Args []string
-	// Env is the child's whole environment, as "KEY=value" strings.
-	// If nil, the child inherits the bridge's environment; a non-nil empty
-	// slice gives it an empty environment.
+	// Env holds "NAME=VALUE" entries set in the child's environment (see
+	// ParseEnv), on top of the variables of the bridge's environment named
+	// in DefaultEnvAllow; a later entry wins. Nothing else of the bridge's
+	// environment reaches the child, and no BRIDGE_* variable ever does,
+	// even when listed here. Nil adds nothing.
 	Env []string
+	// Supervisor is the argv that runs the supervisor, the bridge binary in
+	// its supervisor mode: {os.Executable(), SuperviseArg}. The server's
+	// path and argv are appended. With it, every process the server starts
+	// ends with the server, and with the bridge if the bridge dies (kill -9,
+	// a crash). If nil, the server is the bridge's direct child: its group
+	// is killed when it exits and the kernel kills it if the bridge dies,
+	// but what it started in another group, or what outlives it when the
+	// bridge dies, keeps running.
+	Supervisor []string
 	// Dir is the child's working directory. If empty, the child runs in the
 	// bridge's working directory.
 	Dir string
@@ -47,6 +58,9 @@ type LocalOptions struct {
 	// StderrTailLines is how many of the last stderr lines an ExitError
 	// carries. If zero or negative, DefaultStderrTailLines is used.
 	StderrTailLines int
+	// StderrRate bounds how many stderr lines per session reach the log;
+	// see StderrRate for its zero value.
+	StderrRate StderrRate
 	// Logger receives the child's stderr lines and its lifecycle events,
 	// with the attributes session=<session ID> and pid=<pid>.
 	// If nil, slog.Default() at the time of Launch is used.
@@ -76,7 +90,8 @@ func NewLocal(opts *LocalOptions) *Local {
 	if opts != nil {
 		l.opts = *opts
 		l.opts.Args = slices.Clone(opts.Args)
-		l.opts.Env = slices.Clone(opts.Env) // Clone keeps nil as nil
+		l.opts.Env = slices.Clone(opts.Env)
+		l.opts.Supervisor = slices.Clone(opts.Supervisor)
 	}
 	if l.opts.StopGrace <= 0 {
 		l.opts.StopGrace = DefaultStopGrace
@@ -107,8 +122,27 @@ func (l *Local) Launch(ctx context.Context, sessionID string) (Process, error) {
 		logger = slog.Default()
 	}
 
-	cmd := exec.Command(l.opts.Command, l.opts.Args...)
-	cmd.Env = l.opts.Env
+	var cmd *exec.Cmd
+	supervised := len(l.opts.Supervisor) > 0
+	if supervised {
+		// Resolved here, as exec.Command would, so that a missing command
+		// fails Launch with a clear error rather than the supervisor.
+		path, err := exec.LookPath(l.opts.Command)
+		if err != nil {
+			return nil, fmt.Errorf("%w for session %s: starting %q: %w (check that the command after -- exists and is executable)",
+				ErrLaunch, sessionID, l.opts.Command, err)
+		}
+		lr, err := lifeline()
+		if err != nil {
+			return nil, fmt.Errorf("%w for session %s: creating the supervisor's lifeline: %w", ErrLaunch, sessionID, err)
+		}
+		args := append(slices.Clone(l.opts.Supervisor[1:]), path, l.opts.Command)
+		cmd = exec.Command(l.opts.Supervisor[0], append(args, l.opts.Args...)...)
+		cmd.ExtraFiles = []*os.File{lr} // fd 3, lifelineFD
+	} else {
+		cmd = exec.Command(l.opts.Command, l.opts.Args...)
+	}
+	cmd.Env = serverEnv(os.Environ(), l.opts.Env)
 	cmd.Dir = l.opts.Dir
 	// Its own process group (pgid = its pid), so signals reach everything it
 	// started and nothing of the bridge's group. Pdeathsig: the kernel
@@ -118,7 +152,14 @@ func (l *Local) Launch(ctx context.Context, sessionID string) (Process, error) {
 	// that started the child; Go keeps its threads for the life of the
 	// process unless a goroutine locked to one exits, which never happens
 	// here.)
+	//
+	// A supervisor gets no parent-death signal: SIGKILL would leave it no
+	// time to end the server's descendants. It watches the lifeline instead,
+	// and its group holds only itself (it puts the server in another).
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	if supervised {
+		cmd.SysProcAttr.Pdeathsig = 0
+	}
 
 	// Our own pipes rather than cmd.StdinPipe/StdoutPipe: those are closed by
 	// cmd.Wait, which would cut the caller's read of stdout short ("it is
@@ -173,14 +214,15 @@ func (l *Local) Launch(ctx context.Context, sessionID string) (Process, error) {
 		stdin:      &localStdin{f: stdinW},
 		stdout:     &localStdout{f: stdoutR},
 		stderrR:    stderrR,
-		stderr:     newStderrLogger(logger, l.opts.StderrLineBytes, l.opts.StderrTailLines),
+		supervised: supervised,
+		stderr:     newStderrLogger(logger, l.opts.StderrLineBytes, l.opts.StderrTailLines).withRate(l.opts.StderrRate),
 		stderrDone: make(chan struct{}),
 		exited:     make(chan struct{}),
 		done:       make(chan struct{}),
 		hurry:      make(chan struct{}),
 		stopped:    make(chan struct{}),
 	}
-	logger.Info("MCP server started", "command", l.opts.Command)
+	logger.Info("MCP server started", "command", l.opts.Command, "supervised", supervised)
 	// Owned by p: the stderr reader ends at EOF, or when wait closes
 	// stderrR; wait ends once the child is reaped and stderr drained.
 	go func() {
@@ -198,10 +240,14 @@ func (l *Local) Launch(ctx context.Context, sessionID string) (Process, error) {
 //     closes exited, then done.
 //   - stop (the first Stop): ends once done is closed; closes stopped.
 type localProcess struct {
-	cmd    *exec.Cmd
-	pid    int // also the process group ID (Setpgid)
-	logger *slog.Logger
-	grace  time.Duration
+	cmd *exec.Cmd
+	pid int // also the process group ID (Setpgid)
+	// supervised: pid is the supervisor's, alone in its group; it forwards
+	// SIGTERM to the server's group and takes supervisorKillSignal for
+	// SIGKILL (see supervise.go).
+	supervised bool
+	logger     *slog.Logger
+	grace      time.Duration
 	// after starts Stop's grace periods. Tests replace it (before Stop) to
 	// decide when a period ends instead of racing the clock with real
 	// processes. time.After does not leak: an unreferenced timer is collected.
@@ -381,6 +427,9 @@ func (p *localProcess) signalGroup(sig syscall.Signal) {
 	defer p.mu.Unlock()
 	if p.reaped {
 		return
+	}
+	if p.supervised && sig == syscall.SIGKILL {
+		sig = supervisorKillSignal
 	}
 	err := syscall.Kill(-p.pid, sig)
 	if errors.Is(err, syscall.ESRCH) {
