@@ -380,7 +380,8 @@ func TestLocalEnvAndDir(t *testing.T) {
 }
 
 func TestLocalExitStatus(t *testing.T) {
-	c := launch(t, "exit3", nil)
+	// No rate limit: every line must be logged here.
+	c := launch(t, "exit3", &LocalOptions{StderrRate: StderrRate{LinesPerSecond: -1}})
 	ee := wantExitError(t, c.wait(t))
 	var all []string
 	for i := range exit3Lines {

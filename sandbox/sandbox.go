@@ -171,7 +171,7 @@ func newStderrLogger(logger *slog.Logger, maxLine, tailLines int) *stderrLogger 
 	if tailLines <= 0 {
 		tailLines = DefaultStderrTailLines
 	}
-	return &stderrLogger{logger: logger, maxLine: maxLine, max: tailLines, limit: StderrRate{}.limiter()}
+	return &stderrLogger{logger: logger, maxLine: maxLine, max: tailLines, limit: StderrRate{}.limiter(), report: time.Now()}
 }
 
 // withRate replaces the default rate limit, before run.
