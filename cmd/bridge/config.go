@@ -17,6 +17,7 @@ import (
 	units "github.com/docker/go-units"
 	"github.com/kelseyhightower/envconfig"
 	"github.com/mcp-bridge/mcp-bridge/bridge"
+	"github.com/mcp-bridge/mcp-bridge/sandbox"
 )
 
 // config is the bridge's configuration. envconfig fills it from BRIDGE_*
@@ -48,6 +49,10 @@ type config struct {
 	LogMaxEvents    int           `envconfig:"BRIDGE_LOG_MAX_EVENTS" default:"1024"`
 	LogMaxBytes     int64         `envconfig:"BRIDGE_LOG_MAX_BYTES" default:"8388608"`
 	StderrLineBytes int           `envconfig:"BRIDGE_STDERR_LINE_BYTES" default:"4096"`
+	// Zero: the sandbox package's defaults.
+	StderrLinesPerSecond float64  `envconfig:"BRIDGE_STDERR_LINES_PER_SECOND"`
+	StderrBurst          int      `envconfig:"BRIDGE_STDERR_BURST"`
+	Env                  []string `envconfig:"BRIDGE_ENV"`
 
 	Sandbox        string   `envconfig:"BRIDGE_SANDBOX" default:"local"`
 	Image          string   `envconfig:"BRIDGE_IMAGE"`
@@ -74,6 +79,7 @@ type config struct {
 	logLevel       slog.Level
 	memory         int64
 	affinitySecret []byte
+	env            []string // Env resolved: NAME=VALUE entries
 }
 
 const envPrefix = "BRIDGE"
@@ -109,6 +115,29 @@ func (l *listFlag) Set(v string) error {
 	return nil
 }
 
+// repeatFlag is a flag that may be repeated; unlike listFlag, a value is
+// never split at commas (an environment value may hold them).
+type repeatFlag struct {
+	dst *[]string
+	set bool
+}
+
+func (l *repeatFlag) String() string {
+	if l.dst == nil {
+		return ""
+	}
+	return strings.Join(*l.dst, " ")
+}
+
+func (l *repeatFlag) Set(v string) error {
+	if !l.set {
+		*l.dst = nil // flags replace what the environment said
+		l.set = true
+	}
+	*l.dst = append(*l.dst, v)
+	return nil
+}
+
 // newFlagSet binds every flag to c. Defaults shown are those in effect
 // (built-in, or from the environment).
 func newFlagSet(c *config, out io.Writer) *flag.FlagSet {
@@ -133,6 +162,9 @@ func newFlagSet(c *config, out io.Writer) *flag.FlagSet {
 	fs.IntVar(&c.LogMaxEvents, "log-max-events", c.LogMaxEvents, "most events each session's resumption log holds")
 	fs.Int64Var(&c.LogMaxBytes, "log-max-bytes", c.LogMaxBytes, "most `bytes` each session's resumption log holds")
 	fs.IntVar(&c.StderrLineBytes, "stderr-line-bytes", c.StderrLineBytes, "longest server stderr line logged, in `bytes`; longer lines are cut")
+	fs.Float64Var(&c.StderrLinesPerSecond, "stderr-lines-per-second", c.StderrLinesPerSecond, fmt.Sprintf("server stderr lines logged per second and session, on average; more are dropped (counted in the log) (0: %d; negative: no limit)", sandbox.DefaultStderrLinesPerSecond))
+	fs.IntVar(&c.StderrBurst, "stderr-burst", c.StderrBurst, fmt.Sprintf("server stderr lines a session may log at once above --stderr-lines-per-second (0: %d)", sandbox.DefaultStderrBurst))
+	fs.Var(&repeatFlag{dst: &c.Env}, "env", "`NAME=VALUE`, or NAME to pass the bridge's value, set for local servers (repeatable); they get only "+sandbox.DefaultEnvAllow+" of the bridge's environment besides, never a BRIDGE_* variable")
 	fs.StringVar(&c.Sandbox, "sandbox", c.Sandbox, "where servers run: local (a process per session) or docker (a container per session)")
 	fs.StringVar(&c.Image, "image", c.Image, "Docker `image` of the server (--sandbox docker); without COMMAND its entrypoint runs")
 	fs.StringVar(&c.Pull, "pull", c.Pull, "when to pull --image: never, missing or always")
@@ -251,6 +283,9 @@ func (c *config) finish() error {
 		return fmt.Errorf("--sandbox-memory %q: want a size such as 512m or 1g", c.SandboxMemory)
 	}
 	c.memory = mem
+	if c.env, err = sandbox.ParseEnv(c.Env, nil); err != nil {
+		return err
+	}
 
 	for _, t := range c.AuthTokens {
 		// An empty token must never be accepted: BRIDGE_AUTH_TOKENS=""

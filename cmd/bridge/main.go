@@ -27,10 +27,16 @@ import (
 
 	"github.com/mcp-bridge/mcp-bridge/affinity"
 	"github.com/mcp-bridge/mcp-bridge/bridge"
+	"github.com/mcp-bridge/mcp-bridge/sandbox"
 	"github.com/mcp-bridge/mcp-bridge/session"
 )
 
 func main() {
+	// The supervisor of a local server (sandbox/supervise.go): this binary
+	// re-executed, before anything else runs.
+	if len(os.Args) > 1 && os.Args[1] == sandbox.SuperviseArg {
+		sandbox.Supervise(os.Args[2:])
+	}
 	os.Exit(run(context.Background(), os.Args[1:], os.Stdout, os.Stderr))
 }
 
