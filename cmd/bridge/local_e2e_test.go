@@ -116,8 +116,9 @@ func waitGone(t *testing.T, pid int, bound time.Duration) {
 			t.Fatalf("poll pidfd of %d: %v", pid, err)
 		}
 		if n == 0 {
+			state := procState(pid)
 			syscall.Kill(pid, syscall.SIGKILL)
-			t.Fatalf("process %d (%s) still alive %v after the bridge was killed", pid, procState(pid), bound)
+			t.Fatalf("process %d (state %s) still alive %v after the bridge was killed", pid, state, bound)
 		}
 		return
 	}
