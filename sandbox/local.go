@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"slices"
+	"strconv"
 	"sync"
 	"syscall"
 	"time"
@@ -136,7 +137,7 @@ func (l *Local) Launch(ctx context.Context, sessionID string) (Process, error) {
 		if err != nil {
 			return nil, fmt.Errorf("%w for session %s: creating the supervisor's lifeline: %w", ErrLaunch, sessionID, err)
 		}
-		args := append(slices.Clone(l.opts.Supervisor[1:]), path, l.opts.Command)
+		args := append(slices.Clone(l.opts.Supervisor[1:]), strconv.Itoa(lifelineFD), path, l.opts.Command)
 		cmd = exec.Command(l.opts.Supervisor[0], append(args, l.opts.Args...)...)
 		cmd.ExtraFiles = []*os.File{lr} // fd 3, lifelineFD
 	} else {

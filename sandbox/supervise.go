@@ -75,13 +75,17 @@ func lifeline() (*os.File, error) {
 	return lifelineR, lifelineErr
 }
 
-// Supervise runs the supervisor and never returns. args are the server's
-// executable path, then its whole argv (argv[0] first).
+// Supervise runs the supervisor and never returns. args are the lifeline's
+// descriptor ("3", or "-" for none), the server's executable path, then its
+// whole argv (argv[0] first). The descriptor is named rather than assumed:
+// a supervisor started by hand may inherit an unrelated descriptor 3.
 func Supervise(args []string) {
-	if len(args) < 2 {
-		fmt.Fprintf(os.Stderr, "mcp-bridge supervisor: want PATH ARGV0 [ARGS...], got %q\n", args)
+	if len(args) < 3 || args[0] != strconv.Itoa(lifelineFD) && args[0] != "-" {
+		fmt.Fprintf(os.Stderr, "mcp-bridge supervisor: want %d|- PATH ARGV0 [ARGS...], got %q\n", lifelineFD, args)
 		os.Exit(126)
 	}
+	hasLifeline := args[0] != "-"
+	args = args[1:]
 	// The parent-death signal of the server follows the thread that forks
 	// it: keep the main goroutine on one thread for the whole process.
 	runtime.LockOSThread()
@@ -92,7 +96,9 @@ func Supervise(args []string) {
 	// The lifeline was inherited without close-on-exec: the server must not
 	// hold it (it would keep it open after the bridge's death, harmlessly,
 	// but it is not the server's).
-	unix.CloseOnExec(lifelineFD)
+	if hasLifeline {
+		unix.CloseOnExec(lifelineFD)
+	}
 
 	sigs := make(chan os.Signal, 4)
 	signal.Notify(sigs, syscall.SIGTERM, supervisorKillSignal, syscall.SIGINT, syscall.SIGHUP)
@@ -115,16 +121,13 @@ func Supervise(args []string) {
 		null.Close()
 	}
 
-	go func() {
-		// Returns when the bridge dies (end of file); at once where there
-		// is no lifeline (EBADF), leaving only signals and the server's
-		// exit to end us.
-		_, err := io.Copy(io.Discard, os.NewFile(lifelineFD, "lifeline"))
-		if errors.Is(err, syscall.EBADF) {
-			return
-		}
-		killDescendants()
-	}()
+	if hasLifeline {
+		go func() {
+			// Returns when the bridge dies (end of file; it never writes).
+			io.Copy(io.Discard, os.NewFile(lifelineFD, "lifeline"))
+			killDescendants()
+		}()
+	}
 	go func() {
 		for s := range sigs {
 			switch s {
