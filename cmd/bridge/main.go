@@ -92,7 +92,7 @@ func serve(ctx context.Context, cfg *config, logger *slog.Logger, ready chan<- n
 		if err != nil {
 			return fmt.Errorf("--affinity-addr: %w", err)
 		}
-		if router, err = affinity.New(&affinity.Options{Self: self, Secret: cfg.affinitySecret, Logger: logger}); err != nil {
+		if router, err = affinity.New(&affinity.Options{Self: self, Secret: cfg.affinitySecret, Tokens: cfg.tokens, Logger: logger}); err != nil {
 			return fmt.Errorf("session affinity: %w", err)
 		}
 		defer router.Close()
