@@ -36,9 +36,13 @@ func newInnerLauncher(ctx context.Context, cfg *config, logger *slog.Logger) (sa
 	}
 	// Each server runs under a supervisor, this binary in its hidden
 	// mode (see main), so that what it starts ends with it and with us.
-	exe, err := os.Executable()
-	if err != nil {
-		return nil, nil, fmt.Errorf("finding the bridge's own executable, which supervises local servers: %w", err)
+	var supervisor []string
+	if cfg.LocalSupervisor {
+		exe, err := os.Executable()
+		if err != nil {
+			return nil, nil, fmt.Errorf("finding the bridge's own executable, which supervises local servers (--local-supervisor): %w", err)
+		}
+		supervisor = []string{exe, sandbox.SuperviseArg}
 	}
 	// Servers of a bridge that died with their supervisors (kill -9 of
 	// both, the OOM killer) are ended before serving.
@@ -51,7 +55,7 @@ func newInnerLauncher(ctx context.Context, cfg *config, logger *slog.Logger) (sa
 		Command:         cfg.command[0],
 		Args:            cfg.command[1:],
 		Env:             cfg.env,
-		Supervisor:      []string{exe, sandbox.SuperviseArg},
+		Supervisor:      supervisor,
 		StopGrace:       cfg.StopGrace,
 		StderrLineBytes: cfg.StderrLineBytes,
 		StderrRate:      stderrRate(cfg),
