@@ -80,6 +80,36 @@ type LocalOptions struct {
 // closes stdout, so the bridge never hangs on it.
 type Local struct {
 	opts LocalOptions // a private copy: the caller may reuse its struct
+
+	// With a supervisor, one is kept started ahead (startSpare). A spare
+	// that is never used ends with the bridge (its lifeline), having
+	// started nothing.
+	mu        sync.Mutex
+	spare     *startedChild
+	refilling chan struct{} // closed when the spare being started is ready; nil if none is
+	closed    bool          // no more spares (Close)
+}
+
+// Close ends the spare supervisor, if one is ready, and keeps any more from
+// being started. Launch still works (each supervisor is then started when
+// its session asks). Call it once no more sessions start. Without Close, a
+// spare ends with the bridge, having started nothing.
+func (l *Local) Close() {
+	l.mu.Lock()
+	l.closed = true
+	refilling := l.refilling
+	l.mu.Unlock()
+	if refilling != nil {
+		<-refilling
+	}
+	l.mu.Lock()
+	c := l.spare
+	l.spare = nil
+	l.mu.Unlock()
+	if c != nil {
+		c.close() // end of file on its go pipe: it exits, starting nothing
+		c.cmd.Wait()
+	}
 }
 
 var _ Launcher = (*Local)(nil)
@@ -123,28 +153,76 @@ func (l *Local) Launch(ctx context.Context, sessionID string) (Process, error) {
 		logger = slog.Default()
 	}
 
-	var cmd *exec.Cmd
 	supervised := len(l.opts.Supervisor) > 0
+	var c *startedChild
 	if supervised {
-		// Resolved here, as exec.Command would, so that a missing command
-		// fails Launch with a clear error rather than the supervisor.
-		path, err := exec.LookPath(l.opts.Command)
-		if err != nil {
-			return nil, fmt.Errorf("%w for session %s: starting %q: %w (check that the command after -- exists and is executable)",
-				ErrLaunch, sessionID, l.opts.Command, err)
+		var err error
+		if c, err = l.takeSpare(sessionID); err != nil {
+			return nil, err
 		}
-		lr, err := lifeline()
-		if err != nil {
-			return nil, fmt.Errorf("%w for session %s: creating the supervisor's lifeline: %w", ErrLaunch, sessionID, err)
-		}
-		args := append(slices.Clone(l.opts.Supervisor[1:]), strconv.Itoa(lifelineFD), path, l.opts.Command)
-		cmd = exec.Command(l.opts.Supervisor[0], append(args, l.opts.Args...)...)
-		cmd.ExtraFiles = []*os.File{lr} // fd 3, lifelineFD
+		l.refill()
 	} else {
-		cmd = exec.Command(l.opts.Command, l.opts.Args...)
+		var err error
+		if c, err = l.start(sessionID, exec.Command(l.opts.Command, l.opts.Args...)); err != nil {
+			return nil, err
+		}
 	}
+	cmd, stdinW, stdoutR, stderrR := c.cmd, c.stdinW, c.stdoutR, c.stderrR
+
+	pid := cmd.Process.Pid
+	logger = logger.With("session", sessionID, "pid", pid)
+	p := &localProcess{
+		cmd:        cmd,
+		pid:        pid,
+		logger:     logger,
+		grace:      l.opts.StopGrace,
+		after:      time.After,
+		stdin:      &localStdin{f: stdinW},
+		stdout:     &localStdout{f: stdoutR},
+		stderrR:    stderrR,
+		supervised: supervised,
+		stderr:     newStderrLogger(logger, l.opts.StderrLineBytes, l.opts.StderrTailLines).withRate(l.opts.StderrRate),
+		stderrDone: make(chan struct{}),
+		exited:     make(chan struct{}),
+		done:       make(chan struct{}),
+		hurry:      make(chan struct{}),
+		stopped:    make(chan struct{}),
+	}
+	logger.Info("MCP server started", "command", l.opts.Command, "supervised", supervised)
+	// Owned by p: the stderr reader ends at EOF, or when wait closes
+	// stderrR; wait ends once the child is reaped and stderr drained.
+	go func() {
+		defer close(p.stderrDone)
+		p.stderr.run(stderrR)
+	}()
+	go p.wait()
+	return p, nil
+}
+
+// startedChild is a child started by start, with the parent's ends of its
+// stdio pipes.
+type startedChild struct {
+	cmd                      *exec.Cmd
+	stdinW, stdoutR, stderrR *os.File
+	goW                      *os.File // a spare supervisor's go pipe; nil otherwise
+}
+
+// close releases the parent's ends, for a child that will not be used.
+func (c *startedChild) close() {
+	for _, f := range []*os.File{c.stdinW, c.stdoutR, c.stderrR, c.goW} {
+		if f != nil {
+			f.Close()
+		}
+	}
+}
+
+// start starts cmd with fresh stdio pipes, the server's environment and
+// working directory, in its own process group.
+func (l *Local) start(sessionID string, cmd *exec.Cmd, extra ...*os.File) (*startedChild, error) {
+	supervised := len(l.opts.Supervisor) > 0
 	cmd.Env = serverEnv(os.Environ(), l.opts.Env)
 	cmd.Dir = l.opts.Dir
+	cmd.ExtraFiles = extra
 	// Its own process group (pgid = its pid), so signals reach everything it
 	// started and nothing of the bridge's group. Pdeathsig: the kernel
 	// SIGKILLs the child if the bridge dies without stopping it (kill -9, a
@@ -175,7 +253,7 @@ func (l *Local) Launch(ctx context.Context, sessionID string) (Process, error) {
 		}
 		return r, w, err
 	}
-	fail := func(err error) (Process, error) {
+	fail := func(err error) (*startedChild, error) {
 		for _, f := range files {
 			f.Close()
 		}
@@ -203,35 +281,103 @@ func (l *Local) Launch(ctx context.Context, sessionID string) (Process, error) {
 	stdinR.Close()
 	stdoutW.Close()
 	stderrW.Close()
+	return &startedChild{cmd: cmd, stdinW: stdinW, stdoutR: stdoutR, stderrR: stderrR}, nil
+}
 
-	pid := cmd.Process.Pid
-	logger = logger.With("session", sessionID, "pid", pid)
-	p := &localProcess{
-		cmd:        cmd,
-		pid:        pid,
-		logger:     logger,
-		grace:      l.opts.StopGrace,
-		after:      time.After,
-		stdin:      &localStdin{f: stdinW},
-		stdout:     &localStdout{f: stdoutR},
-		stderrR:    stderrR,
-		supervised: supervised,
-		stderr:     newStderrLogger(logger, l.opts.StderrLineBytes, l.opts.StderrTailLines).withRate(l.opts.StderrRate),
-		stderrDone: make(chan struct{}),
-		exited:     make(chan struct{}),
-		done:       make(chan struct{}),
-		hurry:      make(chan struct{}),
-		stopped:    make(chan struct{}),
+// startSpare starts a supervisor that waits, before it starts the server,
+// for a byte on its go pipe (fd 4, goFD). Its Go start-up, 10 to 20 ms on a
+// loaded machine, is thus paid before a session asks for it; the server
+// itself starts only when a session does, as without a supervisor.
+func (l *Local) startSpare(sessionID string) (*startedChild, error) {
+	path, err := exec.LookPath(l.opts.Command)
+	if err != nil {
+		return nil, fmt.Errorf("%w for session %s: starting %q: %w (check that the command after -- exists and is executable)",
+			ErrLaunch, sessionID, l.opts.Command, err)
 	}
-	logger.Info("MCP server started", "command", l.opts.Command, "supervised", supervised)
-	// Owned by p: the stderr reader ends at EOF, or when wait closes
-	// stderrR; wait ends once the child is reaped and stderr drained.
+	lr, err := lifeline()
+	if err != nil {
+		return nil, fmt.Errorf("%w for session %s: creating the supervisor's lifeline: %w", ErrLaunch, sessionID, err)
+	}
+	goR, goW, err := os.Pipe()
+	if err != nil {
+		return nil, fmt.Errorf("%w for session %s: %w", ErrLaunch, sessionID, err)
+	}
+	defer goR.Close() // the supervisor has its copy
+	// The path is resolved here, as exec.Command would, so that a missing
+	// command fails Launch with a clear error rather than the supervisor.
+	args := append(slices.Clone(l.opts.Supervisor[1:]), strconv.Itoa(lifelineFD), strconv.Itoa(goFD), path, l.opts.Command)
+	c, err := l.start(sessionID, exec.Command(l.opts.Supervisor[0], append(args, l.opts.Args...)...), lr, goR)
+	if err != nil {
+		goW.Close()
+		return nil, err
+	}
+	c.goW = goW
+	return c, nil
+}
+
+// takeSpare returns the spare supervisor, told to start the server, or a
+// new one if there is none or it is gone.
+func (l *Local) takeSpare(sessionID string) (*startedChild, error) {
+	l.mu.Lock()
+	c, refilling := l.spare, l.refilling
+	l.spare = nil
+	l.mu.Unlock()
+	if c == nil && refilling != nil {
+		// A spare is on its way: waiting for it is never slower than
+		// starting another beside it, which would compete for the CPU.
+		<-refilling
+		l.mu.Lock()
+		c = l.spare
+		l.spare = nil
+		l.mu.Unlock()
+	}
+	for range 2 {
+		if c == nil {
+			var err error
+			if c, err = l.startSpare(sessionID); err != nil {
+				return nil, err
+			}
+		}
+		_, err := c.goW.Write([]byte{1})
+		c.goW.Close()
+		c.goW = nil
+		if err == nil {
+			return c, nil
+		}
+		// The spare died (EPIPE): reap it, and start another.
+		c.close()
+		c.cmd.Process.Kill()
+		c.cmd.Wait()
+		c = nil
+	}
+	return nil, fmt.Errorf("%w for session %s: the supervisor exited before it could start the server", ErrLaunch, sessionID)
+}
+
+// refill starts a spare supervisor in the background if there is none.
+// The goroutine ends once the spare is started.
+func (l *Local) refill() {
+	l.mu.Lock()
+	if l.spare != nil || l.refilling != nil || l.closed {
+		l.mu.Unlock()
+		return
+	}
+	done := make(chan struct{})
+	l.refilling = done
+	l.mu.Unlock()
 	go func() {
-		defer close(p.stderrDone)
-		p.stderr.run(stderrR)
+		c, err := l.startSpare("(spare)")
+		l.mu.Lock()
+		defer l.mu.Unlock()
+		l.refilling = nil
+		if err == nil {
+			if l.spare != nil { // cannot happen: one refill at a time
+				c.close()
+			} else {
+				l.spare = c
+			}
+		}
+		close(done)
 	}()
-	go p.wait()
-	return p, nil
 }
 
 // localProcess is a running local child. Its goroutines, and who ends them:

@@ -57,6 +57,11 @@ const supervisorKillSignal = syscall.SIGUSR1
 // (the first of exec.Cmd.ExtraFiles).
 const lifelineFD = 3
 
+// goFD is the descriptor of the go pipe in a spare supervisor: it starts the
+// server once it reads a byte there, and exits without starting it at end
+// of file.
+const goFD = 4
+
 var (
 	lifelineOnce sync.Once
 	lifelineR    *os.File // passed to every supervisor; never closed
@@ -76,16 +81,17 @@ func lifeline() (*os.File, error) {
 }
 
 // Supervise runs the supervisor and never returns. args are the lifeline's
-// descriptor ("3", or "-" for none), the server's executable path, then its
-// whole argv (argv[0] first). The descriptor is named rather than assumed:
-// a supervisor started by hand may inherit an unrelated descriptor 3.
+// descriptor ("3", or "-" for none), the go pipe's ("4", or "-" to start at
+// once), the server's executable path, then its whole argv (argv[0] first).
+// The descriptors are named rather than assumed: a supervisor started by
+// hand may inherit unrelated descriptors 3 and 4.
 func Supervise(args []string) {
-	if len(args) < 3 || args[0] != strconv.Itoa(lifelineFD) && args[0] != "-" {
-		fmt.Fprintf(os.Stderr, "mcp-bridge supervisor: want %d|- PATH ARGV0 [ARGS...], got %q\n", lifelineFD, args)
+	if len(args) < 4 || args[0] != strconv.Itoa(lifelineFD) && args[0] != "-" || args[1] != strconv.Itoa(goFD) && args[1] != "-" {
+		fmt.Fprintf(os.Stderr, "mcp-bridge supervisor: want %d|- %d|- PATH ARGV0 [ARGS...], got %q\n", lifelineFD, goFD, args)
 		os.Exit(126)
 	}
-	hasLifeline := args[0] != "-"
-	args = args[1:]
+	hasLifeline, hasGo := args[0] != "-", args[1] != "-"
+	args = args[2:]
 	// The parent-death signal of the server follows the thread that forks
 	// it: keep the main goroutine on one thread for the whole process.
 	runtime.LockOSThread()
@@ -98,6 +104,16 @@ func Supervise(args []string) {
 	// but it is not the server's).
 	if hasLifeline {
 		unix.CloseOnExec(lifelineFD)
+	}
+
+	if hasGo {
+		// A spare: wait until a session needs the server. The bridge may
+		// die meanwhile: then the go pipe's write end closes too.
+		var b [1]byte
+		if n, _ := os.NewFile(goFD, "go").Read(b[:]); n != 1 {
+			os.Exit(0)
+		}
+		unix.Close(goFD)
 	}
 
 	sigs := make(chan os.Signal, 4)

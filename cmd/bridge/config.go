@@ -53,7 +53,7 @@ type config struct {
 	StderrLinesPerSecond float64  `envconfig:"BRIDGE_STDERR_LINES_PER_SECOND"`
 	StderrBurst          int      `envconfig:"BRIDGE_STDERR_BURST"`
 	Env                  []string `envconfig:"BRIDGE_ENV"`
-	LocalSupervisor      bool     `envconfig:"BRIDGE_LOCAL_SUPERVISOR" default:"true"`
+	LocalUnsupervised    bool     `envconfig:"BRIDGE_LOCAL_UNSUPERVISED"`
 
 	Sandbox        string   `envconfig:"BRIDGE_SANDBOX" default:"local"`
 	Image          string   `envconfig:"BRIDGE_IMAGE"`
@@ -166,7 +166,7 @@ func newFlagSet(c *config, out io.Writer) *flag.FlagSet {
 	fs.Float64Var(&c.StderrLinesPerSecond, "stderr-lines-per-second", c.StderrLinesPerSecond, fmt.Sprintf("server stderr lines logged per second and session, on average; more are dropped (counted in the log) (0: %d; negative: no limit)", sandbox.DefaultStderrLinesPerSecond))
 	fs.IntVar(&c.StderrBurst, "stderr-burst", c.StderrBurst, fmt.Sprintf("server stderr lines a session may log at once above --stderr-lines-per-second (0: %d)", sandbox.DefaultStderrBurst))
 	fs.Var(&repeatFlag{dst: &c.Env}, "env", "set `NAME=VALUE` for local servers, or NAME alone to pass the bridge's value (repeatable; the variable is comma-separated); besides these they get only "+sandbox.DefaultEnvAllow+" of the bridge's environment, never a BRIDGE_* variable")
-	fs.BoolVar(&c.LocalSupervisor, "local-supervisor", c.LocalSupervisor, "run each local server under a supervisor (this binary) that ends everything the server started when it exits, is stopped, or the bridge dies; false saves 10 to 20 ms of session start, but what a server starts may then outlive it or a killed bridge")
+	fs.BoolVar(&c.LocalUnsupervised, "local-unsupervised", c.LocalUnsupervised, "run local servers without their supervisor (this binary, which ends everything a server started when it exits, is stopped, or the bridge dies): saves a process and about 2.4 MB per session, but what a server starts may then outlive it or a killed bridge")
 	fs.StringVar(&c.Sandbox, "sandbox", c.Sandbox, "where servers run: local (a process per session) or docker (a container per session)")
 	fs.StringVar(&c.Image, "image", c.Image, "Docker `image` of the server (--sandbox docker); without COMMAND its entrypoint runs")
 	fs.StringVar(&c.Pull, "pull", c.Pull, "when to pull --image: never, missing or always")

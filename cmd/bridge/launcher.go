@@ -37,10 +37,10 @@ func newInnerLauncher(ctx context.Context, cfg *config, logger *slog.Logger) (sa
 	// Each server runs under a supervisor, this binary in its hidden
 	// mode (see main), so that what it starts ends with it and with us.
 	var supervisor []string
-	if cfg.LocalSupervisor {
+	if !cfg.LocalUnsupervised {
 		exe, err := os.Executable()
 		if err != nil {
-			return nil, nil, fmt.Errorf("finding the bridge's own executable, which supervises local servers (--local-supervisor): %w", err)
+			return nil, nil, fmt.Errorf("finding the bridge's own executable, which supervises local servers (--local-unsupervised turns it off): %w", err)
 		}
 		supervisor = []string{exe, sandbox.SuperviseArg}
 	}
@@ -61,7 +61,7 @@ func newInnerLauncher(ctx context.Context, cfg *config, logger *slog.Logger) (sa
 		StderrRate:      stderrRate(cfg),
 		Logger:          logger,
 	})
-	return l, func() {}, nil
+	return l, l.Close, nil
 }
 
 func newDockerLauncher(ctx context.Context, cfg *config, logger *slog.Logger) (sandbox.Launcher, func(), error) {
