@@ -75,9 +75,14 @@ type LocalOptions struct {
 // descriptors (released by Stop), two goroutines (one of them holding an OS
 // thread in waitid, as exec.Cmd.Wait would) and, during Stop, a third.
 //
-// A process that leaves the child's group (setsid, setpgid) escapes the
-// group signals; Wait then stops reading stderr after StopGrace, and Stop
-// closes stdout, so the bridge never hangs on it.
+// Without a supervisor (LocalOptions.Supervisor), a process that leaves the
+// child's group (setsid, setpgid) escapes the group signals; Wait then stops
+// reading stderr after StopGrace, and Stop closes stdout, so the bridge never
+// hangs on it. With one, the supervisor ends every descendant of the server
+// (see supervise.go); then the child is the supervisor, alone in its group.
+//
+// The server's environment is scrubbed: see DefaultEnvAllow and
+// LocalOptions.Env.
 type Local struct {
 	opts LocalOptions // a private copy: the caller may reuse its struct
 
