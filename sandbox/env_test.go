@@ -43,7 +43,9 @@ func TestLocalEnvScrubbed(t *testing.T) {
 		if supervised {
 			opts.Supervisor = []string{exe, SuperviseArg}
 		}
-		p, err := NewLocal(opts).Launch(t.Context(), "sess-env")
+		l := NewLocal(opts)
+		defer l.Close()
+		p, err := l.Launch(t.Context(), "sess-env")
 		if err != nil {
 			t.Fatal(err)
 		}

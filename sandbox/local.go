@@ -10,6 +10,7 @@ import (
 	"os/exec"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -93,6 +94,9 @@ type Local struct {
 	spare     *startedChild
 	refilling chan struct{} // closed when the spare being started is ready; nil if none is
 	closed    bool          // no more spares (Close)
+
+	refused     []string // names in opts.Env that are never passed (BRIDGE_*)
+	refusedOnce sync.Once
 }
 
 // Close ends the spare supervisor, if one is ready, and keeps any more from
@@ -129,6 +133,11 @@ func NewLocal(opts *LocalOptions) *Local {
 		l.opts.Env = slices.Clone(opts.Env)
 		l.opts.Supervisor = slices.Clone(opts.Supervisor)
 	}
+	for _, kv := range l.opts.Env {
+		if name, _, _ := strings.Cut(kv, "="); checkEnvName(name) != nil {
+			l.refused = append(l.refused, name)
+		}
+	}
 	if l.opts.StopGrace <= 0 {
 		l.opts.StopGrace = DefaultStopGrace
 	}
@@ -158,6 +167,11 @@ func (l *Local) Launch(ctx context.Context, sessionID string) (Process, error) {
 		logger = slog.Default()
 	}
 
+	if len(l.refused) > 0 {
+		l.refusedOnce.Do(func() {
+			logger.Warn("these variables are never passed to a server and were left out", "names", l.refused)
+		})
+	}
 	supervised := len(l.opts.Supervisor) > 0
 	var c *startedChild
 	if supervised {

@@ -240,7 +240,9 @@ func launch(t testing.TB, mode string, opts *LocalOptions) *testChild {
 	}
 	rec := newLogRecorder()
 	o.Logger = slog.New(rec)
-	proc, err := NewLocal(&o).Launch(t.Context(), "sess-"+mode)
+	l := NewLocal(&o)
+	t.Cleanup(l.Close)
+	proc, err := l.Launch(t.Context(), "sess-"+mode)
 	if err != nil {
 		t.Fatal(err)
 	}
