@@ -67,6 +67,11 @@ type config struct {
 	RequestTimeout        time.Duration `envconfig:"BRIDGE_REQUEST_TIMEOUT"`
 	MaxRequestsPerSession int           `envconfig:"BRIDGE_MAX_REQUESTS_PER_SESSION"`
 	MaxQueuedBytes        int64         `envconfig:"BRIDGE_MAX_QUEUED_BYTES"`
+	// Zero: the sandbox package's defaults.
+	StderrLinesPerSecond float64  `envconfig:"BRIDGE_STDERR_LINES_PER_SECOND"`
+	StderrBurst          int      `envconfig:"BRIDGE_STDERR_BURST"`
+	Env                  []string `envconfig:"BRIDGE_ENV"`
+	LocalUnsupervised    bool     `envconfig:"BRIDGE_LOCAL_UNSUPERVISED"`
 
 	BodyReadTimeout         time.Duration `envconfig:"BRIDGE_BODY_READ_TIMEOUT"`
 	WriteTimeout            time.Duration `envconfig:"BRIDGE_WRITE_TIMEOUT"`
@@ -101,6 +106,7 @@ type config struct {
 	logLevel       slog.Level
 	memory         int64
 	affinitySecret []byte
+	env            []string // Env resolved: NAME=VALUE entries
 }
 
 // Defaults of what cmd/bridge itself uses; the others are the packages'.
@@ -232,6 +238,29 @@ func (l *listFlag) Set(v string) error {
 			*l.dst = append(*l.dst, p)
 		}
 	}
+	return nil
+}
+
+// repeatFlag is a flag that may be repeated; unlike listFlag, a value is
+// never split at commas (an environment value may hold them).
+type repeatFlag struct {
+	dst *[]string
+	set bool
+}
+
+func (l *repeatFlag) String() string {
+	if l.dst == nil {
+		return ""
+	}
+	return strings.Join(*l.dst, " ")
+}
+
+func (l *repeatFlag) Set(v string) error {
+	if !l.set {
+		*l.dst = nil // flags replace what the environment said
+		l.set = true
+	}
+	*l.dst = append(*l.dst, v)
 	return nil
 }
 
@@ -544,6 +573,9 @@ func (c *config) finish() error {
 		return fmt.Errorf("--sandbox-memory %q: want a size such as 512m or 1g", c.SandboxMemory)
 	}
 	c.memory = mem
+	if c.env, err = sandbox.ParseEnv(c.Env, nil); err != nil {
+		return err
+	}
 
 	for _, t := range c.AuthTokens {
 		// An empty token must never be accepted: BRIDGE_AUTH_TOKENS=""

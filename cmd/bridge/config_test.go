@@ -39,6 +39,8 @@ func TestEveryFlagHasAnEnvironmentVariable(t *testing.T) {
 			v = "some-value"
 		case "*main.listFlag":
 			v = "a,b"
+		case "*main.repeatFlag":
+			v = "A=1"
 		default:
 			t.Fatalf("flag --%s has an unhandled type %s", f.Name, typ)
 		}

@@ -30,10 +30,16 @@ import (
 
 	"github.com/mcp-bridge/mcp-bridge/affinity"
 	"github.com/mcp-bridge/mcp-bridge/bridge"
+	"github.com/mcp-bridge/mcp-bridge/sandbox"
 	"github.com/mcp-bridge/mcp-bridge/session"
 )
 
 func main() {
+	// The supervisor of a local server (sandbox/supervise.go): this binary
+	// re-executed, before anything else runs.
+	if len(os.Args) > 1 && os.Args[1] == sandbox.SuperviseArg {
+		sandbox.Supervise(os.Args[2:])
+	}
 	os.Exit(run(context.Background(), os.Args[1:], os.Stdout, os.Stderr))
 }
 
@@ -141,7 +147,7 @@ func serve(ctx context.Context, cfg *config, logger *slog.Logger, ready chan<- n
 		if err != nil {
 			return startError{fmt.Errorf("--affinity-addr: %w", err)}
 		}
-		if router, err = affinity.New(&affinity.Options{Self: self, Secret: cfg.affinitySecret, Logger: logger}); err != nil {
+		if router, err = affinity.New(&affinity.Options{Self: self, Secret: cfg.affinitySecret, Tokens: cfg.tokens, Logger: logger}); err != nil {
 			return startError{fmt.Errorf("session affinity: %w", err)}
 		}
 		defer router.Close()
