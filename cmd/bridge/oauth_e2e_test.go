@@ -67,9 +67,6 @@ func TestOAuthFlagsAndSecretsStayOut(t *testing.T) {
 			t.Errorf("the MCP server's environment holds the secret %q", secret)
 		}
 	}
-	if !strings.Contains(string(env), "BRIDGE_OAUTH_SCOPES=mcp:tools") {
-		t.Errorf("the MCP server lost the bridge's other variables:\n%s", env)
-	}
 	resp = post("static-secret-token")
 	if resp.StatusCode != http.StatusOK {
 		t.Fatalf("a static token beside OAuth: %d", resp.StatusCode)
