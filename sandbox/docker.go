@@ -99,7 +99,7 @@ func NewDocker(ctx context.Context, opts *DockerOptions) (*Docker, error) {
 	}
 	cli, err := client.New(copts...)
 	if err != nil {
-		return nil, fmt.Errorf("docker sandbox: configuring the Docker client: %w (check DOCKER_HOST and the --docker-host value)", err)
+		return nil, fmt.Errorf("docker sandbox: %w", &OptionError{Field: "Host", Err: fmt.Errorf("configuring the Docker client: %w (check DOCKER_HOST and the engine's address)", err)})
 	}
 	ping, err := cli.Ping(ctx, client.PingOptions{NegotiateAPIVersion: true})
 	if err != nil {
@@ -132,7 +132,7 @@ func NewDocker(ctx context.Context, opts *DockerOptions) (*Docker, error) {
 	}
 	if in.NCPU > 0 && o.CPUs > float64(in.NCPU) {
 		cli.Close()
-		return nil, fmt.Errorf("docker sandbox: CPUs is %g but the Docker host has only %d CPUs; lower it", o.CPUs, in.NCPU)
+		return nil, fmt.Errorf("docker sandbox: %w", &OptionError{Field: "CPUs", Err: fmt.Errorf("CPUs is %g but the Docker host has only %d CPUs; lower it", o.CPUs, in.NCPU)})
 	}
 	if in.OSType != "" && in.OSType != "linux" {
 		cli.Close()
@@ -180,8 +180,8 @@ func (d *Docker) ensureImage(ctx context.Context, sessionID string) error {
 			return err
 		}
 		if !ok {
-			return fmt.Errorf("%w for session %s: image %s is not on the Docker host and the pull policy is never; build or load it there (docker build -t %s, docker load), or use --pull missing",
-				ErrLaunch, sessionID, img, img)
+			return fmt.Errorf("%w for session %s: %w", ErrLaunch, sessionID, &OptionError{Field: "Pull", Err: fmt.Errorf(
+				"image %s is not on the Docker host and the pull policy is never; build or load it there (docker build -t %s, docker load), or let the bridge pull missing images", img, img)})
 		}
 		return nil
 	case PullMissing:
@@ -199,10 +199,10 @@ func (d *Docker) ensureImage(ctx context.Context, sessionID string) error {
 	}
 	if err := d.pull(ctx); err != nil {
 		if d.opts.Pull == PullAlways {
-			return fmt.Errorf("%w for session %s: pulling image %s (pull policy always): %w; check the name and the registry's reachability and credentials, or use --pull missing to run the local copy",
-				ErrLaunch, sessionID, img, err)
+			return fmt.Errorf("%w for session %s: %w", ErrLaunch, sessionID, &OptionError{Field: "Pull", Err: fmt.Errorf(
+				"pulling image %s (pull policy always): %w; check the name and the registry's reachability and credentials, or pull only missing images to run the local copy", img, err)})
 		}
-		return fmt.Errorf("%w for session %s: image %s is not on the Docker host and pulling it failed: %w; build or load it there (docker build -t %s, docker load), or check the name, the registry's reachability and --pull",
+		return fmt.Errorf("%w for session %s: image %s is not on the Docker host and pulling it failed: %w; build or load it there (docker build -t %s, docker load), or check the name, the registry's reachability and the pull policy",
 			ErrLaunch, sessionID, img, err, img)
 	}
 	return nil

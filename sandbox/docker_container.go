@@ -37,11 +37,13 @@ func (d *Docker) Launch(ctx context.Context, sessionID string) (Process, error) 
 	cfg, hcfg := d.containerConfig(sessionID)
 	created, err := d.cli.ContainerCreate(ctx, client.ContainerCreateOptions{Config: cfg, HostConfig: hcfg})
 	if err != nil {
-		hint := "check the Docker options (--network, --mount, limits) and the engine's log"
 		if cerrdefs.IsNotFound(err) {
-			hint = "the image or the network is missing on the Docker host; check --image, --pull and --network"
+			// ensureImage found the image: what is missing is the network.
+			return nil, fmt.Errorf("%w for session %s: %w", ErrLaunch, sessionID, &OptionError{Field: "Network", Err: fmt.Errorf(
+				"creating a container from image %s: %w (is network %q on the Docker host?)", d.opts.Image, err, d.opts.Network)})
 		}
-		return nil, fmt.Errorf("%w for session %s: creating a container from image %s: %w (%s)", ErrLaunch, sessionID, d.opts.Image, err, hint)
+		return nil, fmt.Errorf("%w for session %s: creating a container from image %s: %w (check the sandbox's network, mounts and limits, and the engine's log)",
+			ErrLaunch, sessionID, d.opts.Image, err)
 	}
 	id := created.ID
 	logger := d.log.With("session", sessionID, "container", shortID(id))
@@ -134,7 +136,7 @@ func (d *Docker) Launch(ctx context.Context, sessionID string) (Process, error) 
 		if tail := p.stderr.lines(); len(tail) > 0 {
 			diag += "; last stderr lines: " + strings.Join(tail, " | ")
 		}
-		return fail(fmt.Errorf("%w for session %s: starting container %s from image %s: %w (%s; check the image's entrypoint, the command after --, --user and --mount)",
+		return fail(fmt.Errorf("%w for session %s: starting container %s from image %s: %w (%s; check the image's entrypoint, the server's command, the sandbox's user and mounts)",
 			ErrLaunch, sessionID, shortID(id), d.opts.Image, err, diag))
 	}
 	// Tracked only now, fully set up, so that Close never stops a

@@ -30,6 +30,24 @@ const (
 	PullAlways PullPolicy = "always"
 )
 
+// An OptionError is an error that one field of DockerOptions causes or can
+// fix: a value NewDocker refuses, or a launch that the pull policy keeps
+// from pulling its image. Its message describes the option in words; a
+// program that sets the field from a flag or a setting of its own finds the
+// field with errors.As and names that flag (cmd/bridge: --sandbox-network
+// for Network), so that this package never names a flag that may not exist.
+type OptionError struct {
+	Field string // the field of DockerOptions, e.g. "Network"
+	Err   error  // what is wrong with it
+}
+
+func (e *OptionError) Error() string { return e.Err.Error() }
+func (e *OptionError) Unwrap() error { return e.Err }
+
+// Option names the option with its package and struct,
+// e.g. "sandbox.DockerOptions.Network".
+func (e *OptionError) Option() string { return "sandbox.DockerOptions." + e.Field }
+
 // Defaults of DockerOptions.
 const (
 	DefaultDockerPull       = PullMissing
@@ -92,10 +110,9 @@ type DockerOptions struct {
 	// noexec, nosuid, nodev; the rest of the filesystem is read-only).
 	// It counts against Memory. If zero, DefaultDockerTmpfsBytes.
 	TmpfsBytes int64
-	// StopGrace is how long Stop waits after closing stdin before asking the
-	// engine to stop the container (SIGTERM to its init), how long the
-	// engine then waits before SIGKILL (rounded up to whole seconds), and
-	// how long Stop waits for the output to drain after that.
+	// StopGrace is how long Stop waits after closing stdin before sending
+	// SIGTERM to the container's init, how long it then waits before
+	// SIGKILL, and how long it waits for the output to drain after that.
 	// If zero, DefaultStopGrace.
 	StopGrace time.Duration
 	// Instance names this bridge in container labels. Two bridges running
@@ -124,50 +141,50 @@ func dockerDefaults(opts *DockerOptions) (DockerOptions, []mount.Mount, error) {
 		o.Mounts = slices.Clone(opts.Mounts)
 		o.Env = slices.Clone(opts.Env)
 	}
-	bad := func(format string, args ...any) (DockerOptions, []mount.Mount, error) {
-		return DockerOptions{}, nil, fmt.Errorf("docker sandbox: "+format, args...)
+	bad := func(field, format string, args ...any) (DockerOptions, []mount.Mount, error) {
+		return DockerOptions{}, nil, fmt.Errorf("docker sandbox: %w", &OptionError{Field: field, Err: fmt.Errorf(format, args...)})
 	}
 	if o.Image == "" {
-		return bad("no image given; pass --image")
+		return bad("Image", "no image given")
 	}
 	if _, err := reference.ParseAnyReference(o.Image); err != nil {
-		return bad("image %q: %v", o.Image, err)
+		return bad("Image", "image %q: %v", o.Image, err)
 	}
 	if len(o.Command) > 0 && o.Command[0] == "" {
-		return bad("the command's program is empty")
+		return bad("Command", "the command's program is empty")
 	}
 	switch o.Pull {
 	case "":
 		o.Pull = DefaultDockerPull
 	case PullNever, PullMissing, PullAlways:
 	default:
-		return bad("pull policy %q: want never, missing or always", o.Pull)
+		return bad("Pull", "pull policy %q: want never, missing or always", o.Pull)
 	}
 	if o.Network == "" {
 		o.Network = DefaultDockerNetwork
 	}
 	for _, e := range o.Env {
 		if k, _, ok := strings.Cut(e, "="); !ok || k == "" {
-			return bad("environment entry %q: want KEY=VALUE", e)
+			return bad("Env", "environment entry %q: want KEY=VALUE", e)
 		}
 	}
 	switch {
 	case o.Memory == 0:
 		o.Memory = DefaultDockerMemory
 	case o.Memory < minDockerMemory:
-		return bad("memory limit %d bytes: the Docker Engine needs at least %d (6 MiB)", o.Memory, minDockerMemory)
+		return bad("Memory", "memory limit %d bytes: the Docker Engine needs at least %d (6 MiB)", o.Memory, minDockerMemory)
 	}
 	switch {
 	case o.CPUs == 0:
 		o.CPUs = DefaultDockerCPUs
 	case o.CPUs < 0.01 || math.IsNaN(o.CPUs) || math.IsInf(o.CPUs, 0):
-		return bad("CPUs %g: want at least 0.01", o.CPUs)
+		return bad("CPUs", "CPUs %g: want at least 0.01", o.CPUs)
 	}
 	switch {
 	case o.Pids == 0:
 		o.Pids = DefaultDockerPids
 	case o.Pids < 0:
-		return bad("pids limit %d: want a positive number", o.Pids)
+		return bad("Pids", "pids limit %d: want a positive number", o.Pids)
 	}
 	if o.User == "" {
 		o.User = DefaultDockerUser
@@ -176,19 +193,19 @@ func dockerDefaults(opts *DockerOptions) (DockerOptions, []mount.Mount, error) {
 	case o.NoFile == 0:
 		o.NoFile = DefaultDockerNoFile
 	case o.NoFile < 0:
-		return bad("open files limit %d: want a positive number", o.NoFile)
+		return bad("NoFile", "open files limit %d: want a positive number", o.NoFile)
 	}
 	switch {
 	case o.TmpfsBytes == 0:
 		o.TmpfsBytes = DefaultDockerTmpfsBytes
 	case o.TmpfsBytes < 0:
-		return bad("/tmp size %d: want a positive number of bytes", o.TmpfsBytes)
+		return bad("TmpfsBytes", "/tmp size %d: want a positive number of bytes", o.TmpfsBytes)
 	}
 	switch {
 	case o.StopGrace == 0:
 		o.StopGrace = DefaultStopGrace
 	case o.StopGrace < 0:
-		return bad("stop grace %v: want a positive duration", o.StopGrace)
+		return bad("StopGrace", "stop grace %v: want a positive duration", o.StopGrace)
 	}
 	if o.Instance == "" {
 		o.Instance = "bridge-" + randomHex(8)
@@ -198,10 +215,10 @@ func dockerDefaults(opts *DockerOptions) (DockerOptions, []mount.Mount, error) {
 	for _, s := range o.Mounts {
 		m, err := parseMount(s)
 		if err != nil {
-			return bad("%v", err)
+			return bad("Mounts", "%v", err)
 		}
 		if seen[m.Target] {
-			return bad("mount %q: %s is already a mount target", s, m.Target)
+			return bad("Mounts", "mount %q: %s is already a mount target", s, m.Target)
 		}
 		seen[m.Target] = true
 		mounts = append(mounts, m)

@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"math"
 	"sync"
 	"time"
 
@@ -198,9 +197,9 @@ func (p *dockerProcess) remove() error {
 	return p.d.removeContainer(ctx, p.id)
 }
 
-// Stop ends the container: close stdin, wait StopGrace, have the engine
-// stop it (SIGTERM to its init, then SIGKILL after StopGrace), cut its
-// output off if nobody drains it, and remove it. The escalation runs once,
+// Stop ends the container: close stdin, wait StopGrace, SIGTERM to its
+// init, wait StopGrace, SIGKILL (see escalation), cut its output off if
+// nobody drains it within StopGrace, and remove it. The escalation runs once,
 // in a goroutine of its own, whatever the callers' contexts; each caller
 // waits for it or for its ctx. A caller whose ctx ends first makes the
 // escalation kill the container at once, so a container is never left
@@ -239,41 +238,19 @@ func (p *dockerProcess) startStop() {
 func (p *dockerProcess) stopper() {
 	defer p.d.wg.Done()
 	grace := p.d.opts.StopGrace
-	// MCP stdio transport, Shutdown: "the client SHOULD initiate shutdown
-	// by: 1. First, closing the input stream to the child process (the
-	// server) 2. Waiting for the server to exit, or sending SIGTERM if the
-	// server does not exit within a reasonable time 3. Sending SIGKILL if
-	// the server does not exit within a reasonable time after SIGTERM".
-	if err := p.closeStdin(); err != nil {
-		p.logger.Warn("cannot close the MCP server's stdin", "error", err)
+	e := escalation{
+		grace:      grace,
+		exited:     p.exited,
+		hurry:      p.hurry,
+		logger:     p.logger,
+		closeStdin: p.closeStdin,
+		// The container's init (HostConfig.Init) forwards the signal to
+		// the server. Not ContainerStop: it would run an escalation of its
+		// own, in whole seconds, that a hurrying caller cannot cut short.
+		terminate: func() { p.signal("TERM") },
+		kill:      p.kill,
 	}
-	if !p.waitFor(p.exited, grace) {
-		if p.hurried() {
-			p.kill()
-		} else {
-			p.logger.Info("MCP server still running after stdin was closed; stopping its container", "grace", grace)
-			secs := max(1, int(math.Ceil(grace.Seconds())))
-			ctx, cancel := context.WithTimeout(p.life, time.Duration(secs)*time.Second+dockerAPITimeout)
-			stopped := make(chan error, 1)
-			go func() { // owned by stopper: it waits below for the result
-				_, err := p.d.cli.ContainerStop(ctx, p.id, client.ContainerStopOptions{Timeout: &secs})
-				stopped <- err
-			}()
-			var err error
-			select {
-			case err = <-stopped:
-			case <-p.hurry:
-				p.kill()
-				cancel()
-				err = <-stopped
-			}
-			cancel()
-			if err != nil && !cerrdefs.IsNotFound(err) && !errors.Is(err, context.Canceled) {
-				p.logger.Warn("the engine did not stop the container; killing it", "error", err)
-				p.kill()
-			}
-		}
-	}
+	e.run()
 	// The container has exited, or is being killed. If nobody reads stdout,
 	// the demultiplexer is stuck and the waiter with it: cut the output.
 	if !p.waitFor(p.done, grace) {
@@ -309,26 +286,20 @@ func (p *dockerProcess) waitFor(ch <-chan struct{}, d time.Duration) bool {
 	}
 }
 
-func (p *dockerProcess) hurried() bool {
-	select {
-	case <-p.hurry:
-		return true
-	default:
-		return false
-	}
-}
-
 // kill sends SIGKILL to the container's processes; the waiter then sees the
 // exit and removes it.
-func (p *dockerProcess) kill() {
+func (p *dockerProcess) kill() { p.signal("KILL") }
+
+// signal sends sig to the container's init.
+func (p *dockerProcess) signal(sig string) {
 	ctx, cancel := context.WithTimeout(p.life, dockerAPITimeout)
 	defer cancel()
-	_, err := p.d.cli.ContainerKill(ctx, p.id, client.ContainerKillOptions{Signal: "KILL"})
+	_, err := p.d.cli.ContainerKill(ctx, p.id, client.ContainerKillOptions{Signal: sig})
 	switch {
 	case err == nil, cerrdefs.IsNotFound(err), cerrdefs.IsConflict(err): // conflict: not running any more
 	case p.life.Err() != nil: // aborting: the waiter force-removes it
 	default:
-		p.logger.Warn("cannot kill the container", "error", err)
+		p.logger.Warn("cannot signal the container", "signal", "SIG"+sig, "error", err)
 	}
 }
 

@@ -657,12 +657,28 @@ func TestDocker(t *testing.T) {
 		if !errors.Is(err, ErrLaunch) {
 			t.Fatalf("Launch: %v, want ErrLaunch", err)
 		}
-		for _, w := range []string{image, "never", "docker build", "docker load", "--pull"} {
+		for _, w := range []string{image, "never", "docker build", "docker load", "pull missing images"} {
 			if !strings.Contains(err.Error(), w) {
 				t.Errorf("error %q does not mention %q", err, w)
 			}
 		}
+		var oe *OptionError
+		if !errors.As(err, &oe) || oe.Field != "Pull" || strings.Contains(err.Error(), "--") {
+			t.Errorf("error %q: want an *OptionError for Pull, naming no flag", err)
+		}
 		t.Logf("pull never: %v", err)
+	})
+
+	t.Run("MissingNetwork", func(t *testing.T) {
+		d, _ := e.newDocker(t, func(o *DockerOptions) { o.Network = "mcp-bridge-test-no-such-net-" + randomHex(4) })
+		ctx, cancel := context.WithTimeout(context.Background(), dockerTestTimeout)
+		defer cancel()
+		_, err := d.Launch(ctx, "sess-no-network")
+		var oe *OptionError
+		if !errors.Is(err, ErrLaunch) || !errors.As(err, &oe) || oe.Field != "Network" || strings.Contains(err.Error(), "--") {
+			t.Fatalf("Launch: %v; want ErrLaunch and an *OptionError for Network, naming no flag", err)
+		}
+		t.Logf("missing network: %v", err)
 	})
 
 	t.Run("Pull", func(t *testing.T) {
@@ -904,29 +920,39 @@ func TestDockerOptions(t *testing.T) {
 	}
 
 	for _, tc := range []struct {
-		name string
-		edit func(*DockerOptions)
-		err  string
+		name  string
+		edit  func(*DockerOptions)
+		err   string
+		field string // the OptionError's Field
 	}{
-		{"no image", func(o *DockerOptions) { o.Image = "" }, "no image"},
-		{"bad image", func(o *DockerOptions) { o.Image = "UPPER/Case" }, "image"},
-		{"empty program", func(o *DockerOptions) { o.Command = []string{""} }, "program is empty"},
-		{"pull", func(o *DockerOptions) { o.Pull = "sometimes" }, "pull policy"},
-		{"env", func(o *DockerOptions) { o.Env = []string{"NOVALUE"} }, "KEY=VALUE"},
-		{"memory", func(o *DockerOptions) { o.Memory = 1 << 20 }, "6 MiB"},
-		{"cpus", func(o *DockerOptions) { o.CPUs = -1 }, "CPUs"},
-		{"pids", func(o *DockerOptions) { o.Pids = -1 }, "pids"},
-		{"nofile", func(o *DockerOptions) { o.NoFile = -1 }, "open files"},
-		{"tmpfs", func(o *DockerOptions) { o.TmpfsBytes = -1 }, "/tmp size"},
-		{"grace", func(o *DockerOptions) { o.StopGrace = -time.Second }, "stop grace"},
-		{"mount", func(o *DockerOptions) { o.Mounts = []string{"rel:/x"} }, "absolute"},
-		{"duplicate mount", func(o *DockerOptions) { o.Mounts = []string{"/a:/x", "/b:/x/"} }, "already a mount target"},
+		{"no image", func(o *DockerOptions) { o.Image = "" }, "no image", "Image"},
+		{"bad image", func(o *DockerOptions) { o.Image = "UPPER/Case" }, "image", "Image"},
+		{"empty program", func(o *DockerOptions) { o.Command = []string{""} }, "program is empty", "Command"},
+		{"pull", func(o *DockerOptions) { o.Pull = "sometimes" }, "pull policy", "Pull"},
+		{"env", func(o *DockerOptions) { o.Env = []string{"NOVALUE"} }, "KEY=VALUE", "Env"},
+		{"memory", func(o *DockerOptions) { o.Memory = 1 << 20 }, "6 MiB", "Memory"},
+		{"cpus", func(o *DockerOptions) { o.CPUs = -1 }, "CPUs", "CPUs"},
+		{"pids", func(o *DockerOptions) { o.Pids = -1 }, "pids", "Pids"},
+		{"nofile", func(o *DockerOptions) { o.NoFile = -1 }, "open files", "NoFile"},
+		{"tmpfs", func(o *DockerOptions) { o.TmpfsBytes = -1 }, "/tmp size", "TmpfsBytes"},
+		{"grace", func(o *DockerOptions) { o.StopGrace = -time.Second }, "stop grace", "StopGrace"},
+		{"mount", func(o *DockerOptions) { o.Mounts = []string{"rel:/x"} }, "absolute", "Mounts"},
+		{"duplicate mount", func(o *DockerOptions) { o.Mounts = []string{"/a:/x", "/b:/x/"} }, "already a mount target", "Mounts"},
 	} {
 		opts := &DockerOptions{Image: "example.com/server:1"}
 		tc.edit(opts)
 		_, err := NewDocker(context.Background(), opts) // fails before connecting
 		if err == nil || !strings.Contains(err.Error(), tc.err) {
 			t.Errorf("%s: NewDocker: %v, want an error containing %q", tc.name, err, tc.err)
+		}
+		// A program maps the option to its own flag: the error must say
+		// which one, and never name a flag itself.
+		var oe *OptionError
+		if !errors.As(err, &oe) || oe.Field != tc.field || oe.Option() != "sandbox.DockerOptions."+tc.field {
+			t.Errorf("%s: NewDocker: %v is not an *OptionError for field %s", tc.name, err, tc.field)
+		}
+		if strings.Contains(err.Error(), "--") {
+			t.Errorf("%s: NewDocker: %q names a flag", tc.name, err)
 		}
 	}
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
-	"time"
 
 	"github.com/mcp-bridge/mcp-bridge/sandbox"
 )
@@ -20,7 +19,7 @@ func newLauncher(ctx context.Context, cfg *config, logger *slog.Logger) (sandbox
 	pool := sandbox.NewPool(l, cfg.Warm, logger)
 	return pool, func() {
 		// The spares go first: the Docker launcher's close removes what remains.
-		ctx, cancel := context.WithTimeout(context.Background(), 2*cfg.StopGrace+30*time.Second)
+		ctx, cancel := context.WithTimeout(context.Background(), sandbox.StopBudget(cfg.StopGrace))
 		defer cancel()
 		if err := pool.Close(ctx); err != nil {
 			logger.Error("stopping the warm MCP servers at exit", "err", err)
@@ -73,7 +72,7 @@ func newDockerLauncher(ctx context.Context, cfg *config, logger *slog.Logger) (s
 	logger.Info("docker sandbox ready", "image", cfg.Image, "instance", d.Instance(),
 		"network", cfg.SandboxNetwork, "memory", cfg.SandboxMemory, "cpus", cfg.SandboxCPUs, "pids", cfg.SandboxPids, "user", cfg.SandboxUser)
 	return d, func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 2*cfg.StopGrace+30*time.Second)
+		ctx, cancel := context.WithTimeout(context.Background(), sandbox.StopBudget(cfg.StopGrace))
 		defer cancel()
 		if err := d.Close(ctx); err != nil {
 			logger.Error("removing server containers at exit", "err", err)
