@@ -38,7 +38,8 @@ func (d *Docker) Launch(ctx context.Context, sessionID string) (Process, error) 
 	created, err := d.cli.ContainerCreate(ctx, client.ContainerCreateOptions{Config: cfg, HostConfig: hcfg})
 	if err != nil {
 		if cerrdefs.IsNotFound(err) {
-			// ensureImage found the image: what is missing is the network.
+			// ensureImage found the image: what is missing is the network
+			// (newer engines look it up at create).
 			return nil, fmt.Errorf("%w for session %s: %w", ErrLaunch, sessionID, &OptionError{Field: "Network", Err: fmt.Errorf(
 				"creating a container from image %s: %w (is network %q on the Docker host?)", d.opts.Image, err, d.opts.Network)})
 		}
@@ -135,6 +136,11 @@ func (d *Docker) Launch(ctx context.Context, sessionID string) (Process, error) 
 		cutOutput()
 		if tail := p.stderr.lines(); len(tail) > 0 {
 			diag += "; last stderr lines: " + strings.Join(tail, " | ")
+		}
+		if cerrdefs.IsNotFound(err) {
+			// The engine looks the network up at start (Engine 20.10).
+			return fail(fmt.Errorf("%w for session %s: %w", ErrLaunch, sessionID, &OptionError{Field: "Network", Err: fmt.Errorf(
+				"starting container %s from image %s: %w (%s; is network %q on the Docker host?)", shortID(id), d.opts.Image, err, diag, d.opts.Network)}))
 		}
 		return fail(fmt.Errorf("%w for session %s: starting container %s from image %s: %w (%s; check the image's entrypoint, the server's command, the sandbox's user and mounts)",
 			ErrLaunch, sessionID, shortID(id), d.opts.Image, err, diag))

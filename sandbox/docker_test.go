@@ -778,7 +778,7 @@ func TestDocker(t *testing.T) {
 		if !errors.Is(err, ErrLaunch) {
 			t.Fatalf("Launch: %v, want ErrLaunch", err)
 		}
-		for _, w := range []string{"nosuchuser", "exit code", "sess-start-failure", "--user"} {
+		for _, w := range []string{"nosuchuser", "exit code", "sess-start-failure", "user"} {
 			if !strings.Contains(err.Error(), w) {
 				t.Errorf("error %q does not mention %q", err, w)
 			}
