@@ -60,6 +60,10 @@ type Options struct {
 	// means DefaultLogMaxEvents and DefaultLogMaxBytes.
 	LogMaxEvents int
 	LogMaxBytes  int64
+	// LogMaxTotalBytes bounds the event data of all sessions' logs together
+	// (see LogBudget: only events already handed to a connection are evicted
+	// for it). Zero means DefaultLogMaxTotalBytes; negative, no such bound.
+	LogMaxTotalBytes int64
 	// Logger receives the sessions' logs. Nil means slog.Default().
 	Logger *slog.Logger
 	// Inflight, if set, is told the number of client requests in flight
@@ -92,8 +96,9 @@ var (
 
 // A Registry holds the live sessions. Its methods are safe for concurrent use.
 type Registry struct {
-	opts   Options
-	logger *slog.Logger
+	opts      Options
+	logger    *slog.Logger
+	logBudget *LogBudget // shared by the sessions' logs
 
 	mu       sync.Mutex
 	sessions map[string]*Session
@@ -133,6 +138,7 @@ func NewRegistry(opts *Options) *Registry {
 		o.Logger = slog.Default()
 	}
 	r.logger = o.Logger
+	r.logBudget = NewLogBudget(o.LogMaxTotalBytes)
 	return r
 }
 
@@ -181,7 +187,7 @@ func (r *Registry) Create(ctx context.Context, owner string) (*Session, error) {
 		reg:       r,
 		proc:      proc,
 		logger:    logger,
-		log:       NewEventLog(r.opts.LogMaxEvents, r.opts.LogMaxBytes),
+		log:       r.logBudget.NewEventLog(r.opts.LogMaxEvents, r.opts.LogMaxBytes),
 		stdin:     proc.Stdin(),
 		inflight:  make(map[ID]*call),
 		progress:  make(map[ID]*call),

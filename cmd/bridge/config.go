@@ -17,6 +17,7 @@ import (
 	units "github.com/docker/go-units"
 	"github.com/kelseyhightower/envconfig"
 	"github.com/mcp-bridge/mcp-bridge/bridge"
+	"github.com/mcp-bridge/mcp-bridge/session"
 )
 
 // config is the bridge's configuration. envconfig fills it from BRIDGE_*
@@ -48,6 +49,9 @@ type config struct {
 	LogMaxEvents    int           `envconfig:"BRIDGE_LOG_MAX_EVENTS" default:"1024"`
 	LogMaxBytes     int64         `envconfig:"BRIDGE_LOG_MAX_BYTES" default:"8388608"`
 	StderrLineBytes int           `envconfig:"BRIDGE_STDERR_LINE_BYTES" default:"4096"`
+
+	// No default tag: loadConfig starts from session.DefaultLogMaxTotalBytes.
+	LogMaxTotalBytes int64 `envconfig:"BRIDGE_LOG_MAX_TOTAL_BYTES"`
 
 	Sandbox        string   `envconfig:"BRIDGE_SANDBOX" default:"local"`
 	Image          string   `envconfig:"BRIDGE_IMAGE"`
@@ -132,6 +136,7 @@ func newFlagSet(c *config, out io.Writer) *flag.FlagSet {
 	fs.DurationVar(&c.SSERetry, "sse-retry", c.SSERetry, "reconnection delay announced in the SSE retry field with --sse-poll-after")
 	fs.IntVar(&c.LogMaxEvents, "log-max-events", c.LogMaxEvents, "most events each session's resumption log holds")
 	fs.Int64Var(&c.LogMaxBytes, "log-max-bytes", c.LogMaxBytes, "most `bytes` each session's resumption log holds")
+	fs.Int64Var(&c.LogMaxTotalBytes, "log-max-total-bytes", c.LogMaxTotalBytes, "most `bytes` all sessions' resumption logs hold together; beyond it the largest logs lose their oldest already-delivered events")
 	fs.IntVar(&c.StderrLineBytes, "stderr-line-bytes", c.StderrLineBytes, "longest server stderr line logged, in `bytes`; longer lines are cut")
 	fs.StringVar(&c.Sandbox, "sandbox", c.Sandbox, "where servers run: local (a process per session) or docker (a container per session)")
 	fs.StringVar(&c.Image, "image", c.Image, "Docker `image` of the server (--sandbox docker); without COMMAND its entrypoint runs")
@@ -198,7 +203,7 @@ func parseConfig(args []string, out io.Writer) (*config, error) {
 
 // loadConfig reads the environment, then the flags.
 func loadConfig(args []string, out io.Writer) (*config, error) {
-	c := &config{}
+	c := &config{LogMaxTotalBytes: session.DefaultLogMaxTotalBytes}
 	if err := envconfig.Process("", c); err != nil {
 		return nil, fmt.Errorf("reading %s_* environment variables: %w", envPrefix, err)
 	}
@@ -245,6 +250,9 @@ func (c *config) finish() error {
 	}
 	if c.MaxSessions <= 0 || c.MaxMessageBytes <= 0 || c.LogMaxEvents <= 0 || c.LogMaxBytes <= 0 {
 		return errors.New("--max-sessions, --max-message-bytes, --log-max-events and --log-max-bytes must be positive")
+	}
+	if c.LogMaxTotalBytes <= 0 {
+		return fmt.Errorf("--log-max-total-bytes %d: want a positive number of bytes", c.LogMaxTotalBytes)
 	}
 	mem, err := units.RAMInBytes(c.SandboxMemory)
 	if err != nil || mem <= 0 {

@@ -102,6 +102,7 @@ func serve(ctx context.Context, cfg *config, logger *slog.Logger, ready chan<- n
 		LogMaxBytes:     cfg.LogMaxBytes,
 		Logger:          logger,
 	}
+	sessOpts.LogMaxTotalBytes = cfg.LogMaxTotalBytes
 	if router != nil {
 		sessOpts.NewID = router.NewID
 	}
