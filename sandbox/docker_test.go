@@ -203,6 +203,7 @@ func TestDocker(t *testing.T) {
 	e := setupDocker(t)
 
 	t.Run("Exchange", func(t *testing.T) {
+		t.Parallel()
 		d, rec := e.newDocker(t, nil)
 		c := launchDocker(t, d, "sess-exchange")
 		if !regexp.MustCompile(`^container [0-9a-f]{12}$`).MatchString(c.ID()) {
@@ -253,6 +254,7 @@ func TestDocker(t *testing.T) {
 	})
 
 	t.Run("EarlyOutput", func(t *testing.T) {
+		t.Parallel()
 		// Written the moment the server starts: caught because we attach
 		// before starting (the engine keeps no log: driver "none"). Here
 		// the server starts slower than an attach, so the banner alone
@@ -296,6 +298,7 @@ func TestDocker(t *testing.T) {
 	})
 
 	t.Run("LockedDown", func(t *testing.T) {
+		t.Parallel()
 		d, _ := e.newDocker(t, nil)
 		c := launchDocker(t, d, "sess-locked")
 		c.expect(t, "uid", "uid=65534 gid=65534")
@@ -374,6 +377,7 @@ func TestDocker(t *testing.T) {
 	})
 
 	t.Run("Loosened", func(t *testing.T) {
+		t.Parallel()
 		ro, rw := t.TempDir(), t.TempDir()
 		if err := os.WriteFile(filepath.Join(ro, "data.txt"), []byte("from the host\n"), 0o644); err != nil {
 			t.Fatal(err)
@@ -414,6 +418,7 @@ func TestDocker(t *testing.T) {
 	})
 
 	t.Run("ForkBomb", func(t *testing.T) {
+		t.Parallel()
 		const pids = 64
 		d, _ := e.newDocker(t, func(o *DockerOptions) { o.Pids = pids })
 		c := launchDocker(t, d, "sess-forkbomb")
@@ -427,6 +432,7 @@ func TestDocker(t *testing.T) {
 	})
 
 	t.Run("OutOfMemory", func(t *testing.T) {
+		t.Parallel()
 		d, _ := e.newDocker(t, func(o *DockerOptions) { o.Memory = 32 << 20 })
 		hog := launchDocker(t, d, "sess-hog")
 		neighbour := launchDocker(t, d, "sess-neighbour")
@@ -458,6 +464,7 @@ func TestDocker(t *testing.T) {
 	})
 
 	t.Run("ExitStatus", func(t *testing.T) {
+		t.Parallel()
 		d, _ := e.newDocker(t, nil)
 		c := launchDocker(t, d, "sess-exit")
 		c.expect(t, "stderr last words", "ok")
@@ -473,6 +480,7 @@ func TestDocker(t *testing.T) {
 	})
 
 	t.Run("StopEscalates", func(t *testing.T) {
+		t.Parallel()
 		d, rec := e.newDocker(t, func(o *DockerOptions) { o.StopGrace = 100 * time.Millisecond })
 		c := launchDocker(t, d, "sess-trap")
 		c.expect(t, "trap", "trapped") // ignores SIGTERM and stdin from now on
@@ -510,6 +518,7 @@ func TestDocker(t *testing.T) {
 	})
 
 	t.Run("StopCallerGivesUp", func(t *testing.T) {
+		t.Parallel()
 		d, _ := e.newDocker(t, nil) // 5 s grace: only the caller giving up makes this quick
 		c := launchDocker(t, d, "sess-giveup")
 		c.expect(t, "trap", "trapped")
@@ -533,6 +542,7 @@ func TestDocker(t *testing.T) {
 	})
 
 	t.Run("Close", func(t *testing.T) {
+		t.Parallel()
 		rec := newLogRecorder()
 		ctx, cancel := context.WithTimeout(context.Background(), dockerTestTimeout)
 		defer cancel()
@@ -574,6 +584,7 @@ func TestDocker(t *testing.T) {
 	})
 
 	t.Run("CloseWithEndedContext", func(t *testing.T) {
+		t.Parallel()
 		// A bridge out of time for its shutdown still leaves nothing behind.
 		ctx, cancel := context.WithTimeout(context.Background(), dockerTestTimeout)
 		defer cancel()
@@ -604,13 +615,27 @@ func TestDocker(t *testing.T) {
 	})
 
 	t.Run("RemoveLeftovers", func(t *testing.T) {
-		dead := startHelperBridge(t, e.image, "inst-dead-"+randomHex(4))
-		live := startHelperBridge(t, e.image, "inst-live-"+randomHex(4))
+		t.Parallel()
+		// The helpers and this launcher label their containers with a host
+		// name of their own: any other bridge on this host (a parallel
+		// test, another run's) would otherwise remove the dead helper's
+		// container first, by the same dead-process rule.
+		host := "test-host-" + randomHex(6)
+		dead := startHelperBridge(t, e.image, "inst-dead-"+randomHex(4), host)
+		live := startHelperBridge(t, e.image, "inst-live-"+randomHex(4), host)
+		t.Cleanup(func() { // nobody else would: they belong to no real host
+			ctx, cancel := context.WithTimeout(context.Background(), dockerTestTimeout)
+			defer cancel()
+			for _, id := range []string{dead.container, live.container} {
+				e.cli.ContainerRemove(ctx, id, client.ContainerRemoveOptions{Force: true})
+			}
+		})
 		// A bridge killed without a chance to clean up.
 		dead.cmd.Process.Kill()
 		dead.cmd.Wait()
 
 		d, rec := e.newDocker(t, nil)
+		d.self.host = host
 		own := launchDocker(t, d, "sess-own")
 		ctx, cancel := context.WithTimeout(context.Background(), dockerTestTimeout)
 		defer cancel()
@@ -649,6 +674,7 @@ func TestDocker(t *testing.T) {
 	})
 
 	t.Run("PullNever", func(t *testing.T) {
+		t.Parallel()
 		image := "mcp-bridge-test-missing:" + randomHex(6)
 		d, _ := e.newDocker(t, func(o *DockerOptions) { o.Image = image })
 		ctx, cancel := context.WithTimeout(context.Background(), dockerTestTimeout)
@@ -670,6 +696,7 @@ func TestDocker(t *testing.T) {
 	})
 
 	t.Run("MissingNetwork", func(t *testing.T) {
+		t.Parallel()
 		d, _ := e.newDocker(t, func(o *DockerOptions) { o.Network = "mcp-bridge-test-no-such-net-" + randomHex(4) })
 		ctx, cancel := context.WithTimeout(context.Background(), dockerTestTimeout)
 		defer cancel()
@@ -682,6 +709,7 @@ func TestDocker(t *testing.T) {
 	})
 
 	t.Run("Pull", func(t *testing.T) {
+		t.Parallel()
 		reg := e.startRegistry(t)
 		image := reg.host + "/mcp-bridge-test-pulled:" + randomHex(6)
 		t.Cleanup(func() {
@@ -737,6 +765,7 @@ func TestDocker(t *testing.T) {
 	})
 
 	t.Run("PullFails", func(t *testing.T) {
+		t.Parallel()
 		// A registry on a closed port of loopback (an insecure registry by
 		// default): the pull fails at once, without the network.
 		image := "127.0.0.1:1/mcp-bridge-test-missing:" + randomHex(6)
@@ -756,6 +785,7 @@ func TestDocker(t *testing.T) {
 	})
 
 	t.Run("CommandNotFound", func(t *testing.T) {
+		t.Parallel()
 		// The container's init starts, then cannot run the command: the
 		// container runs and exits at once, and Wait tells why.
 		d, _ := e.newDocker(t, func(o *DockerOptions) { o.Command = []string{"/does-not-exist", "arg"} })
@@ -770,6 +800,7 @@ func TestDocker(t *testing.T) {
 	})
 
 	t.Run("StartFailure", func(t *testing.T) {
+		t.Parallel()
 		// The engine refuses to start the container: Launch fails.
 		d, _ := e.newDocker(t, func(o *DockerOptions) { o.User = "nosuchuser" })
 		ctx, cancel := context.WithTimeout(context.Background(), dockerTestTimeout)
@@ -801,10 +832,11 @@ type helperBridge struct {
 
 // startHelperBridge runs TestDockerHelperBridge in a new process, which
 // launches one container of instance and reports its ID.
-func startHelperBridge(t *testing.T, image, instance string) *helperBridge {
+func startHelperBridge(t *testing.T, image, instance, host string) *helperBridge {
 	t.Helper()
 	cmd := exec.Command(os.Args[0], "-test.run=^TestDockerHelperBridge$", "-test.count=1")
-	cmd.Env = append(os.Environ(), "MCP_BRIDGE_DOCKER_HELPER_IMAGE="+image, "MCP_BRIDGE_DOCKER_HELPER_INSTANCE="+instance)
+	cmd.Env = append(os.Environ(), "MCP_BRIDGE_DOCKER_HELPER_IMAGE="+image, "MCP_BRIDGE_DOCKER_HELPER_INSTANCE="+instance,
+		"MCP_BRIDGE_DOCKER_HELPER_HOST="+host)
 	cmd.Stderr = os.Stderr
 	stdin, err := cmd.StdinPipe()
 	if err != nil {
@@ -863,6 +895,7 @@ func TestDockerHelperBridge(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer d.Close(ctx)
+	d.self.host = os.Getenv("MCP_BRIDGE_DOCKER_HELPER_HOST") // see TestDocker/RemoveLeftovers
 	p, err := d.Launch(ctx, "sess-helper")
 	if err != nil {
 		t.Fatal(err)

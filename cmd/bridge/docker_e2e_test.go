@@ -5,6 +5,7 @@ import (
 	"context"
 	"io"
 	"net/http"
+	"os"
 	"slices"
 	"strings"
 	"syscall"
@@ -27,9 +28,12 @@ type dockerE2E struct {
 
 func setupDockerE2E(t testing.TB) *dockerE2E {
 	t.Helper()
-	bridgeBin, _ := buildBinaries(t)
+	bridgeBin, helloBin := buildBinaries(t)
 	cli := dockertest.Client(t)
-	exe := dockertest.StaticBinary(t, "../../examples/hello")
+	exe, err := os.ReadFile(helloBin) // static: fit for FROM scratch
+	if err != nil {
+		t.Fatal(err)
+	}
 	tag := dockertest.BuildImage(t, cli, "mcp-bridge-e2e-hello", "FROM scratch\nCOPY hello /hello\nENTRYPOINT [\"/hello\"]\n",
 		dockertest.File{Name: "hello", Mode: 0o755, Data: exe})
 	return &dockerE2E{cli: cli, image: tag, bridge: bridgeBin}
@@ -85,6 +89,7 @@ func waitFor(t *testing.T, c <-chan struct{}, what string) {
 // after the idle timeout, at shutdown, and after kill -9 of the bridge
 // followed by a restart.
 func TestDockerSandboxEndToEnd(t *testing.T) {
+	t.Parallel()
 	d := setupDockerE2E(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
