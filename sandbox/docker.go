@@ -47,7 +47,7 @@ import (
 	"github.com/moby/moby/client"
 )
 
-// dockerAPITimeout bounds one Engine API call made in the background (stop,
+// dockerAPITimeout bounds one Engine API call made in the background (kill,
 // inspect, remove), where no caller's context applies.
 const dockerAPITimeout = 30 * time.Second
 
