@@ -59,6 +59,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/mcp-bridge/mcp-bridge/session"
 )
 
 // SessionHeader is the MCP session header; the router reads nothing else.
@@ -254,7 +256,7 @@ func (r *Router) Wrap(next http.Handler) http.Handler {
 			// dialled (an alias, or a reused IP). Forwarding again could
 			// loop; serving locally answers 404, so the client starts over.
 			r.logger.Warn("affinity: not forwarding a request twice; serving it here",
-				"session", id, "owner", owner, "self", r.self, "forwarded_by", from)
+				"session", session.LogForm(r.logger, id), "owner", owner, "self", r.self, "forwarded_by", from)
 			next.ServeHTTP(w, req)
 			return
 		}
@@ -310,13 +312,13 @@ func (r *Router) proxyError(w http.ResponseWriter, req *http.Request, err error)
 		// Nobody listens at the owner's address any more: its task stopped
 		// or is shutting down, and the session ended with it.
 		r.logger.Info("affinity: the session's owner is unreachable; answering 404 so the client starts a new session",
-			"session", id, "owner", owner, "err", err)
+			"session", session.LogForm(r.logger, id), "owner", owner, "err", err)
 		writeJSONRPCError(w, http.StatusNotFound, -32001,
 			"session not found: the bridge instance that held it is gone; start a new session with initialize")
 		return
 	}
 	r.logger.Warn("affinity: forwarding to the session's owner failed",
-		"session", id, "owner", owner, "err", err)
+		"session", session.LogForm(r.logger, id), "owner", owner, "err", err)
 	writeJSONRPCError(w, http.StatusBadGateway, -32603,
 		"the bridge instance holding this session did not answer; retry the request")
 }

@@ -120,6 +120,14 @@ func runChild(mode string) {
 		os.Exit(3)
 		return nil, nil, nil
 	})
+	// close-stdout closes the server's stdout in the middle of the call and
+	// keeps running: it can answer nothing more (issue 13, item 4).
+	mcp.AddTool(server, &mcp.Tool{Name: "close-stdout"}, func(ctx context.Context, _ *mcp.CallToolRequest, _ struct{}) (*mcp.CallToolResult, any, error) {
+		os.Stdout.Close()
+		<-ctx.Done()
+		time.Sleep(time.Hour) // until stopped
+		return nil, nil, nil
+	})
 	// garbage writes a line that is not JSON-RPC to stdout (one write, so
 	// it cannot interleave with the SDK's own lines), then answers.
 	mcp.AddTool(server, &mcp.Tool{Name: "garbage"}, func(context.Context, *mcp.CallToolRequest, struct{}) (*mcp.CallToolResult, any, error) {
@@ -169,6 +177,9 @@ type bridgeConfig struct {
 	command []string
 	session session.Options
 	bridge  bridge.Options
+	// server, if set, adjusts the HTTP server before it starts (its
+	// listener, its ConnState hook).
+	server func(*httptest.Server)
 }
 
 // startBridge starts a bridge on a loopback port; it is shut down at the
@@ -199,7 +210,11 @@ func startBridge(t testing.TB, cfg bridgeConfig) *testBridge {
 	bo := cfg.bridge
 	bo.Logger = logger
 	h := bridge.NewHandler(reg, &bo)
-	srv := httptest.NewServer(h)
+	srv := httptest.NewUnstartedServer(h)
+	if cfg.server != nil {
+		cfg.server(srv)
+	}
+	srv.Start()
 	tb := &testBridge{URL: srv.URL + h.Path(), Reg: reg, Handler: h, srv: srv}
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
