@@ -265,7 +265,7 @@ func (r *Registry) Create(ctx context.Context, owner string) (*Session, error) {
 	proc, err := r.opts.Launcher.Launch(ctx, logID)
 	if err != nil {
 		logger.Error("cannot start the MCP server for a new session", "err", err)
-		return nil, fmt.Errorf("session %s: %w", logID, err)
+		return nil, err // a launcher's error names the session (sandbox.Launcher)
 	}
 	s := &Session{
 		id:        id,
