@@ -130,6 +130,24 @@ var (
 	ErrUnavailable = errors.New("authorization server unavailable")
 )
 
+// An OptionError says which field of Options is wrong. Its message names
+// no flag: Option names the field, so that the command can name its flag.
+type OptionError struct {
+	Field string // the field of Options, e.g. "Issuer"
+	Err   error  // what is wrong with it
+}
+
+func (e *OptionError) Error() string { return e.Err.Error() }
+func (e *OptionError) Unwrap() error { return e.Err }
+
+// Option names the option with its package and struct, e.g.
+// "auth.Options.Issuer".
+func (e *OptionError) Option() string { return "auth.Options." + e.Field }
+
+func optionErr(field, format string, args ...any) error {
+	return &OptionError{Field: field, Err: fmt.Errorf(format, args...)}
+}
+
 // A ScopeError says which scopes a request needs. It matches
 // ErrInsufficientScope with errors.Is.
 type ScopeError struct {
@@ -184,7 +202,7 @@ func New(ctx context.Context, opts *Options) (*Authenticator, error) {
 	}
 	if o.Issuer == "" {
 		if o.ResourceURL != "" || o.IntrospectionURL != "" {
-			return nil, errors.New("--resource-url and --oauth-introspection-url need --oauth-issuer")
+			return nil, optionErr("Issuer", "a resource URL or an introspection URL needs the issuer of the tokens")
 		}
 		return a, nil
 	}
@@ -206,28 +224,28 @@ func (a *Authenticator) checkOAuthOptions() error {
 	o := &a.opts
 	iss, err := url.Parse(o.Issuer)
 	if err != nil || iss.Host == "" || (iss.Scheme != "https" && !isLoopbackURL(iss)) {
-		return fmt.Errorf("--oauth-issuer %q: want an https URL (http only on loopback)", o.Issuer)
+		return optionErr("Issuer", "%q: want an https URL (http only on loopback)", o.Issuer)
 	}
 	if o.ResourceURL == "" {
-		return errors.New("--oauth-issuer needs --resource-url, the canonical URL clients reach this endpoint at (the audience of their tokens)")
+		return optionErr("ResourceURL", "an issuer needs the resource URL: the canonical URL clients reach this endpoint at (the audience of their tokens)")
 	}
 	res, err := url.Parse(o.ResourceURL)
 	// RFC 8707 §2: an absolute URI without fragment, and it SHOULD NOT
 	// have a query. Braces would be wildcards in the metadata's route.
 	if err != nil || res.Host == "" || res.Fragment != "" || res.RawQuery != "" || strings.ContainsAny(res.Path, "{}") ||
 		(res.Scheme != "https" && !isLoopbackURL(res)) {
-		return fmt.Errorf("--resource-url %q: want an absolute https URL without query or fragment (http only on loopback)", o.ResourceURL)
+		return optionErr("ResourceURL", "%q: want an absolute https URL without query or fragment (http only on loopback)", o.ResourceURL)
 	}
 	for _, s := range o.Scopes {
 		if s == "" || strings.ContainsAny(s, "\"\\ \t") {
-			return fmt.Errorf("--oauth-scopes: invalid scope %q", s)
+			return optionErr("Scopes", "invalid scope %q", s)
 		}
 	}
 	if o.ClockSkew == 0 {
 		o.ClockSkew = DefaultClockSkew
 	}
 	if o.ClockSkew < 0 || o.ClockSkew > MaxClockSkew {
-		return fmt.Errorf("clock skew %v: want 0 to %v", o.ClockSkew, MaxClockSkew)
+		return optionErr("ClockSkew", "%v: want 0 to %v", o.ClockSkew, MaxClockSkew)
 	}
 	if o.KeyRefreshMinInterval <= 0 {
 		o.KeyRefreshMinInterval = DefaultKeyRefreshMinInterval
@@ -241,17 +259,16 @@ func (a *Authenticator) checkOAuthOptions() error {
 	}
 	for _, alg := range a.algs {
 		if !slices.Contains(DefaultAlgorithms, alg) {
-			return fmt.Errorf("JWS algorithm %q is not accepted: want some of %s", alg, strings.Join(DefaultAlgorithms, ", "))
+			return optionErr("Algorithms", "JWS algorithm %q is not accepted: want some of %s", alg, strings.Join(DefaultAlgorithms, ", "))
 		}
 	}
 	if o.IntrospectionURL != "" {
 		u, err := url.Parse(o.IntrospectionURL)
 		if err != nil || u.Host == "" || (u.Scheme != "https" && !isLoopbackURL(u)) {
-			return fmt.Errorf("--oauth-introspection-url %q: want an https URL (http only on loopback)", o.IntrospectionURL)
+			return optionErr("IntrospectionURL", "%q: want an https URL (http only on loopback)", o.IntrospectionURL)
 		}
 		if o.ClientID == "" || o.ClientSecret == "" {
-			return errors.New("--oauth-introspection-url needs the bridge's client credentials: --oauth-client-id and " +
-				"--oauth-client-secret-file (or BRIDGE_OAUTH_CLIENT_SECRET)")
+			return optionErr("IntrospectionURL", "introspection needs the bridge's client ID and secret at the issuer")
 		}
 	}
 	// RFC 9728 §3.1: the metadata URL inserts the well-known segment
@@ -303,7 +320,7 @@ func (a *Authenticator) Authenticate(r *http.Request) (*Principal, error) {
 	} else if a.opts.IntrospectionURL != "" {
 		p, err = a.introspect(r.Context(), tok)
 	} else {
-		err = fmt.Errorf("%w: not a JWT, and no --oauth-introspection-url to check opaque tokens", ErrInvalidToken)
+		err = fmt.Errorf("%w: not a JWT, and this server introspects no opaque tokens", ErrInvalidToken)
 	}
 	if err != nil {
 		return nil, err

@@ -112,11 +112,13 @@ func TestDiscoveryErrors(t *testing.T) {
 		"HS256":                        {Issuer: as.URL, ResourceURL: resource, Algorithms: []string{"HS256"}},
 		"no introspection credentials": {Issuer: as.URL, ResourceURL: resource, IntrospectionURL: as.URL + "/introspect"},
 	} {
-		if _, err := New(context.Background(), &opts); err == nil {
-			t.Errorf("%s: New succeeded", name)
-		} else {
-			t.Logf("%s: %v", name, err)
+		_, err := New(context.Background(), &opts)
+		var oe *OptionError
+		if !errors.As(err, &oe) || !strings.HasPrefix(oe.Option(), "auth.Options.") {
+			t.Errorf("%s: New: %v, want an OptionError", name, err)
+			continue
 		}
+		t.Logf("%s: %s: %v", name, oe.Option(), err)
 	}
 }
 

@@ -51,7 +51,7 @@ func (a *Authenticator) introspect(ctx context.Context, tok string) (*Principal,
 	}
 	if resp.StatusCode != http.StatusOK {
 		if resp.StatusCode == http.StatusUnauthorized || resp.StatusCode == http.StatusForbidden {
-			a.logger.Error("the introspection endpoint refused the bridge's credentials; check --oauth-client-id and the client secret",
+			a.logger.Error("the introspection endpoint refused the bridge's client credentials; check the client ID and secret",
 				"url", o.IntrospectionURL, "status", resp.StatusCode)
 		}
 		return nil, fmt.Errorf("%w: introspecting a token at %s: %s", ErrUnavailable, o.IntrospectionURL, resp.Status)

@@ -43,13 +43,13 @@ func (c *keyCache) discover(ctx context.Context) error {
 	// that the metadata names the same issuer (RFC 8414 §3.3).
 	meta, err := sdkauth.GetAuthServerMetadata(ctx, o.Issuer, c.a.client)
 	if err != nil {
-		return fmt.Errorf("--oauth-issuer %s: reading its metadata: %w", o.Issuer, err)
+		return optionErr("Issuer", "reading the metadata of issuer %s: %w", o.Issuer, err)
 	}
 	if meta == nil {
-		return fmt.Errorf("--oauth-issuer %s: no metadata at its /.well-known/oauth-authorization-server nor /.well-known/openid-configuration; check the URL", o.Issuer)
+		return optionErr("Issuer", "issuer %s: no metadata at its /.well-known/oauth-authorization-server nor /.well-known/openid-configuration; check the URL", o.Issuer)
 	}
 	if meta.JWKSURI == "" && o.IntrospectionURL == "" {
-		return fmt.Errorf("--oauth-issuer %s: its metadata names no jwks_uri, so its tokens can only be introspected: give --oauth-introspection-url", o.Issuer)
+		return optionErr("IntrospectionURL", "issuer %s names no jwks_uri in its metadata, so its tokens can only be introspected: an introspection URL is needed", o.Issuer)
 	}
 	c.jwksURI = meta.JWKSURI
 	if c.jwksURI == "" {

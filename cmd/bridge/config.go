@@ -197,6 +197,10 @@ var optionFlags = map[string]string{
 	"sandbox.DockerOptions.Instance":       "instance",
 	"affinity.Options.Self":                "affinity-addr",
 	"affinity.Options.Secret":              "affinity-secret-file",
+	"auth.Options.Issuer":                  "oauth-issuer",
+	"auth.Options.ResourceURL":             "resource-url",
+	"auth.Options.Scopes":                  "oauth-scopes",
+	"auth.Options.IntrospectionURL":        "oauth-introspection-url",
 }
 
 // flagOf is "--flag" for a library option of optionFlags.

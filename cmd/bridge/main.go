@@ -190,7 +190,7 @@ func serve(ctx context.Context, cfg *config, logger *slog.Logger, ready chan<- n
 		Logger:           logger,
 	})
 	if err != nil {
-		return err
+		return startError{explain(err)}
 	}
 	if authn.OAuth() {
 		logger.Info("OAuth resource server on", "issuer", cfg.OAuthIssuer, "resource", cfg.ResourceURL)

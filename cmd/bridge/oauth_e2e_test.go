@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/mcp-bridge/mcp-bridge/auth"
 	"github.com/mcp-bridge/mcp-bridge/internal/oauthtest"
 )
 
@@ -80,6 +81,19 @@ func readBody(t *testing.T, resp *http.Response) {
 	for {
 		if _, err := resp.Body.Read(buf); err != nil {
 			return
+		}
+	}
+}
+
+// The resource server's option errors name the flags.
+func TestOAuthErrorsNameFlags(t *testing.T) {
+	for opts, flag := range map[*auth.Options]string{
+		{Issuer: "http://auth.example.com", ResourceURL: "https://mcp.example.com/mcp"}: "--oauth-issuer: ",
+		{Issuer: "https://auth.example.com"}:                                            "--resource-url: ",
+	} {
+		_, err := auth.New(t.Context(), opts)
+		if err == nil || !strings.HasPrefix(explain(err).Error(), flag) {
+			t.Errorf("%+v: %v, want it to start with %q", opts, explain(err), flag)
 		}
 	}
 }
