@@ -40,6 +40,43 @@ func Rewrite(data []byte, edits ...Edit) []byte {
 	return append(out, data[prev:]...)
 }
 
+// Rewrite is the package's Rewrite for the message e was parsed from: it
+// also updates e to describe the result, moving its Spans and re-reading
+// ID, ProgressToken and RequestID where an edit replaced them. An edit
+// must replace whole values, and one that replaces one of those three
+// must give a valid id.
+func (e *Envelope) Rewrite(data []byte, edits ...Edit) []byte {
+	out := Rewrite(data, edits...)
+	move := func(p int32) int32 {
+		q := p
+		for _, ed := range edits {
+			if !ed.At.IsZero() && ed.At.End <= p {
+				q += int32(len(ed.Raw)) - (ed.At.End - ed.At.Start)
+			}
+		}
+		return q
+	}
+	for _, ed := range edits {
+		if ed.At.IsZero() {
+			continue
+		}
+		switch ed.At {
+		case e.IDAt:
+			e.ID, _ = canonicalID(ed.Raw)
+		case e.ProgressTokenAt:
+			e.ProgressToken, _ = canonicalID(ed.Raw)
+		case e.RequestIDAt:
+			e.RequestID, _ = canonicalID(ed.Raw)
+		}
+	}
+	for _, sp := range []*Span{&e.IDAt, &e.ProgressTokenAt, &e.RequestIDAt, &e.NameAt, &e.MetaAt} {
+		if !sp.IsZero() {
+			*sp = Span{move(sp.Start), move(sp.End)}
+		}
+	}
+	return out
+}
+
 // Lookup finds the member name of the JSON object obj and returns its
 // value as written, a sub-slice of obj. obj must be valid JSON (a message
 // Parse accepted, or a Span of one, such as Envelope.MetaAt). A name given

@@ -20,6 +20,13 @@ func TestRewrite(t *testing.T) {
 	if env2, err := Parse(got); err != nil || env2.ID != "n12" || env2.ProgressToken != "n13" || env2.Name(got) != "echo" {
 		t.Fatalf("the rewritten message parses as %+v, %v", env2, err)
 	}
+	// The Envelope follows the edits.
+	moved := env
+	out := moved.Rewrite(data, Edit{env.IDAt, []byte(`"a-much-longer-id"`)}, Edit{env.ProgressTokenAt, []byte(`5`)})
+	again, err := Parse(out)
+	if err != nil || moved != again {
+		t.Fatalf("Envelope.Rewrite: %+v, parsing the result gives %+v (%v)", moved, again, err)
+	}
 	if string(Rewrite(data)) != string(data) {
 		t.Fatal("no edit must copy the message unchanged")
 	}

@@ -93,6 +93,12 @@ type Envelope struct {
 	NameAt, MetaAt Span
 }
 
+// Message is one JSON-RPC message with its envelope.
+type Message struct {
+	Data []byte
+	Env  Envelope
+}
+
 // Name decodes params.name of the message data, whose Envelope e is, or
 // returns "" if it has none. Names of tools are short: this costs one
 // small allocation, and only when called.

@@ -529,7 +529,7 @@ const freshBase = 1 << 30
 // the same id later: it is then renamed in turn.
 func (c *Conn) freshLocked() jsonrpc.ID {
 	if c.next < freshBase {
-		c.next = freshBase
+		c.next = freshBase - 1
 	}
 	for {
 		c.next++
