@@ -46,10 +46,10 @@ func newMemProcess() *memProcess {
 	return p
 }
 
-func (p *memProcess) ID() string                { return "mem" }
-func (p *memProcess) Stdin() io.WriteCloser     { return p.stdinW }
-func (p *memProcess) Stdout() io.Reader         { return p.stdoutR }
-func (p *memProcess) Wait() error               { <-p.exited; return p.status }
+func (p *memProcess) ID() string                 { return "mem" }
+func (p *memProcess) Stdin() io.WriteCloser      { return p.stdinW }
+func (p *memProcess) Stdout() io.Reader          { return p.stdoutR }
+func (p *memProcess) Wait() error                { <-p.exited; return p.status }
 func (p *memProcess) Stop(context.Context) error { p.exit(errors.New("stopped")); return nil }
 
 // say writes a line as the child.
