@@ -70,7 +70,9 @@ func TestSendBoundsWaitingBytes(t *testing.T) {
 	router := newChanRouter()
 	conn := peer.New(proc, router, &peer.Options{MaxQueuedBytes: 100, Logger: slog.New(slog.DiscardHandler)})
 	first := make(chan error, 1)
-	go func() { first <- conn.Send("a", message(t, `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"x":1}}`)) }()
+	go func() {
+		first <- conn.Send("a", message(t, `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"x":1}}`))
+	}()
 	<-proc.entered // the first Send is blocked writing
 	err := conn.Send("b", message(t, `{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"padding":"`+strings.Repeat("x", 40)+`"}}`))
 	if !errors.Is(err, peer.ErrBusy) {
