@@ -162,3 +162,6 @@ func TestRealChildExit(t *testing.T) {
 		t.Fatalf("Send after the end: %v", err)
 	}
 }
+
+// A sandbox.Process is a peer.Process.
+var _ peer.Process = sandbox.Process(nil)

@@ -36,8 +36,24 @@ import (
 	"sync/atomic"
 
 	"github.com/mcp-bridge/mcp-bridge/jsonrpc"
-	"github.com/mcp-bridge/mcp-bridge/sandbox"
 )
+
+// Process is a running child, as package sandbox starts it: a
+// sandbox.Process is a Process. The interface is repeated here rather than
+// imported so that nothing above sandbox/ links the Docker client (and
+// net/http) through it: session/ must not.
+//
+// Stdin and Stdout are used by one goroutine each; the others are safe for
+// concurrent use. Wait returns once the child exited and its output was
+// drained (nil for exit status 0); Stop ends it in bounded, escalating
+// steps and is idempotent.
+type Process interface {
+	ID() string
+	Stdin() io.WriteCloser
+	Stdout() io.Reader
+	Wait() error
+	Stop(ctx context.Context) error
+}
 
 // Defaults of Options.
 const (
@@ -192,7 +208,7 @@ type Router interface {
 // A Conn is one connection to one child. Its methods are safe for
 // concurrent use.
 type Conn struct {
-	proc      sandbox.Process
+	proc      Process
 	router    Router
 	logger    *slog.Logger
 	maxLine   int
@@ -245,7 +261,7 @@ type entry struct {
 
 // New connects to a running child and starts reading its stdout. The Conn
 // owns proc: Close stops it.
-func New(proc sandbox.Process, router Router, opts *Options) *Conn {
+func New(proc Process, router Router, opts *Options) *Conn {
 	var o Options
 	if opts != nil {
 		o = *opts
@@ -293,7 +309,7 @@ func (c *Conn) ProtocolVersion() string {
 	return c.version
 }
 
-// Close stops the child (see sandbox.Process.Stop) and waits until its
+// Close stops the child (Process.Stop) and waits until its
 // stdout has been read to the end, or ctx is done. Closing twice is
 // harmless.
 func (c *Conn) Close(ctx context.Context) error {
