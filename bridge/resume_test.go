@@ -387,7 +387,7 @@ func (c *rsClient) rsFollow(ctx context.Context, resp *http.Response, cutAfter f
 			resp.Body.Close()
 			return st, fmt.Errorf("the stream starts with %+v, not a priming event", prime)
 		}
-		stream, seq, perr := session.ParseEventID(prime.ID)
+		stream, seq, perr := bridge.ParseEventID(prime.ID)
 		if perr != nil {
 			resp.Body.Close()
 			return st, fmt.Errorf("priming event ID %q: %v", prime.ID, perr)
@@ -421,8 +421,8 @@ func (c *rsClient) rsFollow(ctx context.Context, resp *http.Response, cutAfter f
 				resp.Body.Close()
 				return st, fmt.Errorf("after %q: unexpected event %+v", lastID, ev)
 			}
-			s, q, _ := session.ParseEventID(lastID)
-			if want := session.EventID(s, q+1); ev.ID != want {
+			s, q, _ := bridge.ParseEventID(lastID)
+			if want := bridge.EventID(s, q+1); ev.ID != want {
 				resp.Body.Close()
 				return st, fmt.Errorf("after %q came %q (data %s), want %q: a gap, a repeat or another stream's event", lastID, ev.ID, ev.Data, want)
 			}
@@ -723,7 +723,7 @@ func TestResumeRefusals(t *testing.T) {
 	if len(first) != 2 {
 		t.Fatalf("echo: %v", first)
 	}
-	s1, _, _ := session.ParseEventID(first[0].ID)
+	s1, _, _ := bridge.ParseEventID(first[0].ID)
 	check := func(lastID string, status int, says string) {
 		t.Helper()
 		resp, err := c.get(ctx, lastID)
@@ -742,7 +742,7 @@ func TestResumeRefusals(t *testing.T) {
 			t.Fatalf("a refusal is not a JSON-RPC error: %s", body)
 		}
 	}
-	for _, id := range []string{"nonsense", "1", "+" + first[1].ID, "0" + first[1].ID, session.EventID(s1, 2), session.EventID(s1+100, 1)} {
+	for _, id := range []string{"nonsense", "1", "+" + first[1].ID, "0" + first[1].ID, bridge.EventID(s1, 2), bridge.EventID(s1+100, 1)} {
 		check(id, http.StatusBadRequest, "names no event of this session")
 	}
 	// A POST with Last-Event-ID is refused: resumption is always a GET.
@@ -839,8 +839,8 @@ func TestResumePendingAnswer(t *testing.T) {
 	if err != nil || len(rest) != 1 {
 		t.Fatalf("the resumed stream carried %v %v, want the answer then its end", rest, err)
 	}
-	s, q, _ := session.ParseEventID(sampling.ID)
-	if a, _ := rsParse(rest[0].Data); string(a.ID) != "7" || a.text() != "sampled: world" || rest[0].ID != session.EventID(s, q+1) {
+	s, q, _ := bridge.ParseEventID(sampling.ID)
+	if a, _ := rsParse(rest[0].Data); string(a.ID) != "7" || a.text() != "sampled: world" || rest[0].ID != bridge.EventID(s, q+1) {
 		t.Fatalf("answer %s %s", rest[0].ID, rest[0].Data)
 	}
 }
@@ -1227,7 +1227,7 @@ func TestResumeSDKPolling(t *testing.T) {
 			if len(evs) == 0 {
 				return nil, fmt.Errorf("the call's stream has no priming event")
 			}
-			s, _, _ := session.ParseEventID(evs[0].ID)
+			s, _, _ := bridge.ParseEventID(evs[0].ID)
 			callStream = strconv.FormatInt(s, 10)
 			if err := rec.waitFor(ctx, func(log []*rsExchange) bool {
 				resumes := 0
@@ -1339,7 +1339,7 @@ func TestResumeOlderRevisions(t *testing.T) {
 					if !e.HasID {
 						t.Errorf("event without ID: %+v", e)
 					}
-					if _, _, err := session.ParseEventID(e.ID); err != nil {
+					if _, _, err := bridge.ParseEventID(e.ID); err != nil {
 						t.Errorf("event ID %q: %v", e.ID, err)
 					}
 					if e.priming() != (primed && i == 0) || (e.Retry != "") != (primed && i == 0) {
@@ -1399,12 +1399,12 @@ func TestResumeR3labsClient(t *testing.T) {
 	if err != nil {
 		t.Fatalf("r3labs client: %v (seed %d)", err, seed)
 	}
-	stream, _, _ := session.ParseEventID(prime.ID)
+	stream, _, _ := bridge.ParseEventID(prime.ID)
 	if len(ids) != n+1 {
 		t.Fatalf("r3labs client got %d events, want %d (seed %d)", len(ids), n+1, seed)
 	}
 	for i := range n + 1 {
-		if ids[i] != session.EventID(stream, uint64(i+1)) {
+		if ids[i] != bridge.EventID(stream, uint64(i+1)) {
 			t.Fatalf("event %d has ID %q (seed %d)", i, ids[i], seed)
 		}
 		m, err := rsParse(data[i])
@@ -1543,7 +1543,7 @@ func TestResumeFloodStaysBounded(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		stream, _, _ := session.ParseEventID(w.id)
+		stream, _, _ := bridge.ParseEventID(w.id)
 		ws = append(ws, &watched{name: w.name, log: sess.Log(), stream: stream})
 	}
 	// Watch the logs until both answers are in them (both streams
@@ -1584,7 +1584,7 @@ func TestResumeFloodStaysBounded(t *testing.T) {
 	}
 	g.Body.Close()
 	// Its answer is there: the disconnect cancelled nothing.
-	g, err = gone.get(ctx, session.EventID(ws[0].stream, n))
+	g, err = gone.get(ctx, bridge.EventID(ws[0].stream, n))
 	if err != nil || g.StatusCode != http.StatusOK {
 		t.Fatalf("resume before the answer: %v %v", err, g.Status)
 	}
@@ -1593,7 +1593,7 @@ func TestResumeFloodStaysBounded(t *testing.T) {
 	if err != nil || len(evs) != 2 {
 		t.Fatalf("resume before the answer read %v %v", evs, err)
 	}
-	if m, _ := rsParse(evs[1].Data); m.text() != fmt.Sprintf("sent %d", n) || evs[1].ID != session.EventID(ws[0].stream, n+1) {
+	if m, _ := rsParse(evs[1].Data); m.text() != fmt.Sprintf("sent %d", n) || evs[1].ID != bridge.EventID(ws[0].stream, n+1) {
 		t.Fatalf("answer %s %s", evs[1].ID, evs[1].Data)
 	}
 
@@ -1611,8 +1611,8 @@ func TestResumeFloodStaysBounded(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		s, q, _ := session.ParseEventID(last)
-		if ev.ID != session.EventID(s, q+1) {
+		s, q, _ := bridge.ParseEventID(last)
+		if ev.ID != bridge.EventID(s, q+1) {
 			t.Fatalf("after %s came %s", last, ev.ID)
 		}
 		last = ev.ID

@@ -4,8 +4,11 @@
 // those streams resumable.
 //
 // It speaks JSON-RPC envelopes and never HTTP: the bridge package maps its
-// streams to SSE and its sentinel errors to status codes, so that another
-// front end can reuse it unchanged.
+// streams to SSE (and their positions to event IDs) and its sentinel errors
+// to status codes, so that another front end can reuse it unchanged. The
+// connection to each child (framing, the stdout loop, the table of requests
+// in flight, the interception point) is a peer.Conn: a Session is its
+// Router.
 //
 // Routing (DESIGN.md): a response goes to the stream of its request, which
 // then ends; notifications/progress follows its progressToken;
@@ -20,29 +23,60 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"sync"
 	"sync/atomic"
 	"time"
 
-	"github.com/mcp-bridge/mcp-bridge/sandbox"
+	"github.com/mcp-bridge/mcp-bridge/jsonrpc"
+	"github.com/mcp-bridge/mcp-bridge/peer"
 )
 
 // Defaults of Options.
 const (
 	DefaultIdleTimeout     = 30 * time.Minute
 	DefaultMaxSessions     = 1000
-	DefaultMaxMessageBytes = 4 << 20
+	DefaultMaxMessageBytes = peer.DefaultMaxMessageBytes
 )
+
+// A Launcher starts the child of a new session. It must be safe for
+// concurrent use; the caller owns the Process and stops it.
+//
+// A sandbox.Launcher is one through LauncherOf: package session does not
+// import sandbox, which would link the Docker client and net/http into it.
+type Launcher interface {
+	Launch(ctx context.Context, sessionID string) (peer.Process, error)
+}
+
+// LauncherOf adapts a launcher whose processes have a type of their own,
+// such as a sandbox.Launcher (sandbox.Process is a peer.Process):
+// session.LauncherOf(sandbox.NewLocal(opts)).
+func LauncherOf[P peer.Process](l interface {
+	Launch(ctx context.Context, sessionID string) (P, error)
+}) Launcher {
+	return launcherOf[P]{l}
+}
+
+type launcherOf[P peer.Process] struct {
+	l interface {
+		Launch(ctx context.Context, sessionID string) (P, error)
+	}
+}
+
+func (a launcherOf[P]) Launch(ctx context.Context, sessionID string) (peer.Process, error) {
+	p, err := a.l.Launch(ctx, sessionID)
+	if err != nil {
+		return nil, err // never a typed nil inside the interface
+	}
+	return p, nil
+}
 
 // Options configure a Registry. Every zero value means the documented default.
 type Options struct {
 	// Launcher starts each session's server. Required.
-	Launcher sandbox.Launcher
+	Launcher Launcher
 	// NewID makes session IDs. Nil means 32 lowercase hex characters from
 	// crypto/rand (128 bits). IDs must be visible ASCII (0x21 to 0x7E).
 	NewID func() (string, error)
@@ -62,6 +96,9 @@ type Options struct {
 	LogMaxBytes  int64
 	// Logger receives the sessions' logs. Nil means slog.Default().
 	Logger *slog.Logger
+	// Intercept sees every message to and from each session's server
+	// (peer.Options.Intercept). Nil means none.
+	Intercept peer.Interceptor
 	// Inflight, if set, is told the number of client requests in flight
 	// across sessions each time it rises or falls, on the request's path:
 	// it must be quick. Calls may arrive out of order when requests start
@@ -79,14 +116,20 @@ var (
 	ErrShuttingDown = errors.New("the bridge is shutting down")
 	// ErrDuplicateID: a request reuses the ID of a request still in flight.
 	ErrDuplicateID = errors.New("a request with this id is already in flight in this session")
+	// ErrLaunch: the session's server could not be started (Create). It
+	// wraps the launcher's error, whose text it keeps.
+	ErrLaunch = errors.New("cannot start the MCP server")
+	// ErrBusy: the server is not reading its input and too much is
+	// waiting for it (Post); nothing of the POST was sent.
+	ErrBusy = peer.ErrBusy
 )
 
 // Reasons a session ends; Session.Err wraps one of them.
 var (
 	ErrDeleted          = errors.New("the client ended the session (HTTP DELETE)")
 	ErrIdle             = errors.New("the session was idle for longer than the idle timeout")
-	ErrServerExited     = errors.New("the MCP server exited")
-	ErrOversizedMessage = errors.New("the MCP server wrote a message larger than the limit")
+	ErrServerExited     = peer.ErrExited
+	ErrOversizedMessage = peer.ErrOversizedMessage
 	ErrShutdown         = errors.New("the bridge is shutting down")
 )
 
@@ -100,8 +143,8 @@ type Registry struct {
 	starting int
 	closed   bool
 
-	// wg counts the goroutines the sessions started (stdout readers,
-	// child stops); Shutdown waits for them.
+	// wg counts the goroutines the sessions started (child stops, each
+	// waiting for its connection's stdout reader); Shutdown waits for them.
 	wg sync.WaitGroup
 
 	// inflight counts client requests in flight across sessions; idle is
@@ -136,6 +179,13 @@ func NewRegistry(opts *Options) *Registry {
 	return r
 }
 
+// launchError is a launcher's error, marked as ErrLaunch without adding
+// to its text (which already says what could not start, and why).
+type launchError struct{ err error }
+
+func (e launchError) Error() string   { return e.err.Error() }
+func (e launchError) Unwrap() []error { return []error{ErrLaunch, e.err} }
+
 func randomID() (string, error) {
 	var b [16]byte
 	if _, err := rand.Read(b[:]); err != nil {
@@ -145,9 +195,10 @@ func randomID() (string, error) {
 }
 
 // Create starts a session: it launches the session's server and returns the
-// session, ready for its initialize request. owner is what the session is
-// bound to (a hash of the bearer token that created it, or "").
-func (r *Registry) Create(ctx context.Context, owner string) (*Session, error) {
+// session, ready for its initialize request. owner is an opaque tag the
+// front end binds the session to (compared with ==; the session only keeps
+// it): see Owner.
+func (r *Registry) Create(ctx context.Context, owner any) (*Session, error) {
 	r.mu.Lock()
 	switch {
 	case r.closed:
@@ -173,21 +224,20 @@ func (r *Registry) Create(ctx context.Context, owner string) (*Session, error) {
 	proc, err := r.opts.Launcher.Launch(ctx, id)
 	if err != nil {
 		logger.Error("cannot start the MCP server for a new session", "err", err)
-		return nil, fmt.Errorf("session %s: %w", id, err)
+		return nil, fmt.Errorf("session %s: %w", id, launchError{err})
 	}
 	s := &Session{
 		id:        id,
 		owner:     owner,
 		reg:       r,
-		proc:      proc,
 		logger:    logger,
 		log:       NewEventLog(r.opts.LogMaxEvents, r.opts.LogMaxBytes),
-		stdin:     proc.Stdin(),
-		inflight:  make(map[ID]*call),
-		progress:  make(map[ID]*call),
-		childReqs: make(map[ID]int64),
+		inflight:  make(map[jsonrpc.ID]*call),
+		progress:  make(map[jsonrpc.ID]*call),
+		childReqs: make(map[jsonrpc.ID]int64),
 		done:      make(chan struct{}),
 		stopped:   make(chan struct{}),
+		ready:     make(chan struct{}),
 	}
 	s.touch()
 
@@ -198,13 +248,16 @@ func (r *Registry) Create(ctx context.Context, owner string) (*Session, error) {
 		return nil, ErrShuttingDown
 	}
 	r.sessions[id] = s
-	r.wg.Add(1)
 	r.mu.Unlock()
 
-	go func() {
-		defer r.wg.Done()
-		s.readServer()
-	}()
+	// The connection may end (and call Ended) before New returns: Close
+	// waits for s.conn through ready.
+	s.conn = peer.New(proc, s, &peer.Options{
+		MaxMessageBytes: r.opts.MaxMessageBytes,
+		Intercept:       r.opts.Intercept,
+		Logger:          logger,
+	})
+	close(s.ready)
 	if r.opts.IdleTimeout > 0 {
 		// The timer reaches the session through ref, which Close clears: a
 		// stopped timer may stay in the runtime's timer heap for a while,
@@ -324,15 +377,12 @@ func (r *Registry) remove(s *Session) {
 // A Session is one client's session with its own MCP server.
 type Session struct {
 	id     string
-	owner  string
+	owner  any
 	reg    *Registry
-	proc   sandbox.Process
 	logger *slog.Logger
 	log    *EventLog
-
-	// wmu serializes writes to the server's stdin: one line per message.
-	wmu   sync.Mutex
-	stdin io.Writer
+	conn   *peer.Conn    // set before ready is closed
+	ready  chan struct{} // closed once conn is set
 
 	lastActivity atomic.Int64 // time since epoch of the last client message
 	idle         *time.Timer  // nil when there is no idle timeout; set under mu
@@ -340,17 +390,16 @@ type Session struct {
 
 	mu sync.Mutex
 	// inflight maps the client's requests still waiting for an answer.
-	inflight map[ID]*call
+	inflight map[jsonrpc.ID]*call
 	// progress maps progress tokens of requests in flight.
-	progress map[ID]*call
+	progress map[jsonrpc.ID]*call
 	// childReqs maps the server's requests to the stream they went on,
 	// until the client answers (for notifications/cancelled).
-	childReqs map[ID]int64
+	childReqs map[jsonrpc.ID]int64
 	// standalone is the current standalone stream (0: none yet).
-	standalone      int64
-	protocolVersion string
-	closed          bool
-	reason          error
+	standalone int64
+	closed     bool
+	reason     error
 
 	done    chan struct{} // closed by Close
 	stopped chan struct{} // closed once the server is stopped
@@ -364,8 +413,7 @@ type call struct {
 	// per-message work that is rarely needed (issue 6).
 	msg    []byte
 	idOnly bool
-	method string
-	token  ID
+	token  jsonrpc.ID
 	post   *post
 }
 
@@ -373,12 +421,12 @@ type call struct {
 // parsing its id at once.
 const lazyIDBytes = 1024
 
-func (c *call) init(data []byte, method string, p *post) {
-	c.method, c.post = method, p
-	if len(data) <= lazyIDBytes {
-		c.msg = data // Post owns the message (no copy)
+func (c *call) init(m *jsonrpc.Message, p *post) {
+	c.post = p
+	if len(m.Data) <= lazyIDBytes {
+		c.msg = m.Data // Post owns the message (no copy)
 	} else {
-		c.msg, c.idOnly = RawID(data), true
+		c.msg, c.idOnly = bytes.Clone(m.Env.IDAt.In(m.Data)), true
 	}
 }
 
@@ -387,14 +435,14 @@ func (c *call) rawID() []byte {
 	if c.idOnly {
 		return c.msg
 	}
-	return RawID(c.msg)
+	return jsonrpc.RawID(c.msg)
 }
 
 // post is the stream of one POST carrying requests.
 type post struct {
-	stream  int64
-	waiting int  // requests of the POST not answered yet
-	json    bool // answered as one JSON body: no other message may go on it
+	stream    int64
+	waiting   int  // requests of the POST not answered yet
+	transient bool // not resumable: no other message may go on it
 }
 
 // postOne is a POST's first request with its post and the reader of its
@@ -408,8 +456,8 @@ type postOne struct {
 // ID is the session's ID.
 func (s *Session) ID() string { return s.id }
 
-// Owner is what the session was bound to at creation.
-func (s *Session) Owner() string { return s.owner }
+// Owner is the tag the session was bound to at creation.
+func (s *Session) Owner() any { return s.owner }
 
 // Done is closed when the session has ended.
 func (s *Session) Done() <-chan struct{} { return s.done }
@@ -425,30 +473,37 @@ func (s *Session) Err() error {
 }
 
 // ProtocolVersion is the version the server chose in its initialize
-// result, or "" before that.
+// result, or "" before that. The connection learns it (peer.Conn).
 func (s *Session) ProtocolVersion() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.protocolVersion
+	<-s.ready
+	return s.conn.ProtocolVersion()
 }
 
 // Log is the session's event log.
 func (s *Session) Log() *EventLog { return s.log }
 
 // Message is one JSON-RPC message from the client with its envelope.
-type Message struct {
-	Data []byte
-	Env  Envelope
+type Message = jsonrpc.Message
+
+// PostOptions say what the stream of a Post's answers is.
+type PostOptions struct {
+	// Resumable keeps the stream's events in the log, so that a client
+	// whose connection broke can resume the stream (Resume), and lets the
+	// routing rules put the server's other messages on it (progress, its
+	// requests during a call). A stream that is not resumable is handed
+	// the answers to the POST's requests and nothing else, and keeps none of
+	// them: a message on it could not be sent again.
+	Resumable bool
 }
 
 // Post sends the messages of one client POST to the server, in order. If
 // they include requests, it opens a stream for their answers and returns a
 // reader on it (registered before anything is written, so no answer can
-// arrive first); otherwise it returns nil. With asJSON the stream carries the
-// responses only: everything else the server sends meanwhile goes to the
-// standalone stream. Post keeps the messages' data while their requests
-// are in flight: the caller must not modify it.
-func (s *Session) Post(msgs []Message, asJSON bool) (*Reader, error) {
+// arrive first); otherwise it returns nil. Post keeps the messages' data
+// while their requests are in flight: the caller must not modify it. It
+// fails with ErrNotFound once the session has ended, ErrDuplicateID, and
+// ErrBusy when the server does not read its input.
+func (s *Session) Post(msgs []Message, opts PostOptions) (*Reader, error) {
 	s.touch()
 	s.mu.Lock()
 	if s.closed {
@@ -459,7 +514,7 @@ func (s *Session) Post(msgs []Message, asJSON bool) (*Reader, error) {
 	var one *postOne
 	for i := range msgs {
 		env := &msgs[i].Env
-		if env.Kind != KindRequest {
+		if env.Kind != jsonrpc.KindRequest {
 			continue
 		}
 		if _, dup := s.inflight[env.ID]; dup {
@@ -474,19 +529,19 @@ func (s *Session) Post(msgs []Message, asJSON bool) (*Reader, error) {
 			// Answers that go out as one JSON body carry no event ID, so
 			// no client could resume their stream: it keeps nothing.
 			var stream int64
-			if asJSON {
-				stream = s.log.NewTransientStream()
-			} else {
+			if opts.Resumable {
 				stream = s.log.NewStream()
+			} else {
+				stream = s.log.NewTransientStream()
 			}
-			one = &postOne{post: post{stream: stream, json: asJSON}}
+			one = &postOne{post: post{stream: stream, transient: !opts.Resumable}}
 			p = &one.post
 			c = &one.call
 		} else {
 			c = new(call)
 		}
-		c.init(msgs[i].Data, env.Method, p)
-		if env.ProgressToken != "" && !asJSON {
+		c.init(&msgs[i], p)
+		if env.ProgressToken != "" && opts.Resumable {
 			c.token = env.ProgressToken
 			s.progress[c.token] = c
 		}
@@ -496,9 +551,9 @@ func (s *Session) Post(msgs []Message, asJSON bool) (*Reader, error) {
 	}
 	for _, m := range msgs {
 		switch m.Env.Kind {
-		case KindResponse:
+		case jsonrpc.KindResponse:
 			delete(s.childReqs, m.Env.ID)
-		case KindNotification:
+		case jsonrpc.KindNotification:
 			if m.Env.Method == "notifications/cancelled" && m.Env.RequestID != "" {
 				// The client gave up on its request: it will ignore a late
 				// answer, so stop waiting for one (the spec lets the server
@@ -518,17 +573,27 @@ func (s *Session) Post(msgs []Message, asJSON bool) (*Reader, error) {
 	}
 	s.mu.Unlock()
 
-	if err := s.write(msgs); err != nil {
+	<-s.ready
+	switch err := s.conn.Send(s, msgs...); {
+	case errors.Is(err, peer.ErrBusy):
+		s.mu.Lock()
+		s.unregisterLocked(msgs)
+		s.mu.Unlock()
+		if r != nil {
+			r.Detach()
+		}
+		return nil, fmt.Errorf("session %s: %w", s.id, err)
+	case err != nil:
 		// The server is gone; ending the session answers the requests
 		// registered above with an error on their stream.
-		s.Close(fmt.Errorf("%w: writing to its stdin failed: %v", ErrServerExited, err))
+		s.Close(fmt.Errorf("%w: %v", ErrServerExited, err))
 	}
 	return r, nil
 }
 
 func (s *Session) unregisterLocked(msgs []Message) {
 	for _, m := range msgs {
-		if m.Env.Kind == KindRequest {
+		if m.Env.Kind == jsonrpc.KindRequest {
 			if c := s.inflight[m.Env.ID]; c != nil {
 				s.answeredLocked(m.Env.ID, c)
 			}
@@ -538,7 +603,7 @@ func (s *Session) unregisterLocked(msgs []Message) {
 
 // answeredLocked forgets a request in flight and finishes its stream when
 // it was the last one of its POST.
-func (s *Session) answeredLocked(id ID, c *call) {
+func (s *Session) answeredLocked(id jsonrpc.ID, c *call) {
 	delete(s.inflight, id)
 	s.reg.addInflight(-1)
 	if c.token != "" {
@@ -549,49 +614,6 @@ func (s *Session) answeredLocked(id ID, c *call) {
 		s.log.Finish(c.post.stream)
 	}
 }
-
-// lineBufs holds buffers for framing small messages, so that a message and
-// its newline reach the pipe in one write without a buffer per session.
-var lineBufs = sync.Pool{New: func() any { return new([]byte) }}
-
-const pooledLineBytes = 64 << 10
-
-// write puts each message on the server's stdin as one line.
-func (s *Session) write(msgs []Message) error {
-	s.wmu.Lock()
-	defer s.wmu.Unlock()
-	for _, m := range msgs {
-		data := m.Data
-		if bytes.ContainsAny(data, "\r\n") {
-			// Pretty-printed JSON: stdio framing needs one message per line.
-			var buf bytes.Buffer
-			if err := json.Compact(&buf, data); err != nil {
-				return err
-			}
-			data = buf.Bytes()
-		}
-		if len(data) >= pooledLineBytes {
-			if _, err := s.stdin.Write(data); err != nil {
-				return err
-			}
-			if _, err := s.stdin.Write(newline); err != nil {
-				return err
-			}
-			continue
-		}
-		bp := lineBufs.Get().(*[]byte)
-		line := append(append((*bp)[:0], data...), '\n')
-		_, err := s.stdin.Write(line)
-		*bp = line
-		lineBufs.Put(bp)
-		if err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
-var newline = []byte{'\n'}
 
 // Listen opens the standalone stream for a GET without Last-Event-ID.
 // Messages that waited for it are delivered first. A standalone stream that
@@ -615,15 +637,12 @@ func (s *Session) Listen() (*Reader, error) {
 	return s.log.Attach(s.standalone, 0)
 }
 
-// Resume reattaches to a stream after the event lastEventID, for a GET
-// with Last-Event-ID. It fails with ErrUnknownEvent or ErrEventsPurged.
-func (s *Session) Resume(lastEventID string) (*Reader, error) {
+// Resume reattaches to a stream after the event at position after (0:
+// from its start), for a GET with Last-Event-ID. It fails with
+// ErrUnknownEvent or ErrEventsPurged.
+func (s *Session) Resume(stream int64, after uint64) (*Reader, error) {
 	s.touch()
-	stream, seq, err := ParseEventID(lastEventID)
-	if err != nil {
-		return nil, err
-	}
-	return s.log.Attach(stream, seq)
+	return s.log.Attach(stream, after)
 }
 
 // Close ends the session for the given reason: requests in flight get a
@@ -640,7 +659,7 @@ func (s *Session) Close(reason error) {
 	s.reason = reason
 	msg := "session ended: " + reason.Error()
 	for id, c := range s.inflight {
-		s.log.Append(c.post.stream, ErrorResponse(c.rawID(), CodeServerError, msg, nil))
+		s.log.Append(c.post.stream, jsonrpc.ErrorResponse(c.rawID(), jsonrpc.CodeServerError, msg, nil))
 		s.answeredLocked(id, c)
 	}
 	s.log.FinishAll()
@@ -664,8 +683,11 @@ func (s *Session) Close(reason error) {
 	go func() {
 		defer s.reg.wg.Done()
 		defer close(s.stopped)
-		if err := s.proc.Stop(context.Background()); err != nil {
-			s.logger.Error("stopping the MCP server failed", "server", s.proc.ID(), "err", err)
+		<-s.ready
+		// Close waits for the connection's stdout reader too, so that
+		// Shutdown waits for every goroutine of the session.
+		if err := s.conn.Close(context.Background()); err != nil {
+			s.logger.Error("stopping the MCP server failed", "server", s.conn.ID(), "err", err)
 		}
 	}()
 }
@@ -689,67 +711,30 @@ func (s *Session) checkIdle() {
 	s.Close(fmt.Errorf("%w (%s without a client message)", ErrIdle, s.reg.opts.IdleTimeout))
 }
 
-// readServer reads the server's stdout until it ends, routing each line,
-// then ends the session with the server's exit status.
-func (s *Session) readServer() {
-	limit := s.reg.opts.MaxMessageBytes
-	lr := newLineReader(s.proc.Stdout(), limit)
-	for {
-		line, err := lr.next()
-		if err != nil {
-			if errors.Is(err, errLineTooLong) {
-				s.Close(fmt.Errorf("%w (%d bytes); raise --max-message-bytes if the server's messages are legitimately this large", ErrOversizedMessage, limit))
-				// Keep draining so the server is not blocked writing while it stops.
-				_, _ = io.Copy(io.Discard, s.proc.Stdout())
-				return
-			}
-			break
-		}
-		line = bytes.TrimSpace(line)
-		if len(line) == 0 {
-			continue
-		}
-		env, err := Parse(line)
-		if err != nil {
-			s.logger.Warn("skipping a line from the MCP server that is not a JSON-RPC message",
-				"err", err, "line", truncate(line, 200))
-			continue
-		}
-		s.route(line, env)
-	}
-	werr := s.proc.Wait()
-	if werr == nil {
-		werr = errors.New("exit status 0")
-	}
-	s.Close(fmt.Errorf("%w: %w", ErrServerExited, werr))
-}
+// Route is the Session as its connection's peer.Router: it delivers a
+// message from the server to its stream.
+func (s *Session) Route(m *peer.Message) { s.route(m.Data, m.Env) }
 
-func truncate(b []byte, n int) string {
-	if len(b) <= n {
-		return string(b)
-	}
-	return string(b[:n]) + "…"
-}
+// Ended is the Session as its connection's peer.Router: the server's
+// stdout ended, and with it the session.
+func (s *Session) Ended(err error) { s.Close(err) }
 
 // route delivers one message from the server to its stream.
-func (s *Session) route(data []byte, env Envelope) {
+func (s *Session) route(data []byte, env jsonrpc.Envelope) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	switch env.Kind {
-	case KindResponse:
+	case jsonrpc.KindResponse:
 		c := s.inflight[env.ID]
 		if c == nil {
 			s.logger.Warn("dropping a response from the MCP server to no request in flight (unknown or cancelled id)",
 				"id", string(env.ID))
 			return
 		}
-		if c.method == "initialize" && !env.IsError {
-			s.protocolVersion = initializeVersion(data)
-		}
 		s.log.Append(c.post.stream, data)
 		s.answeredLocked(env.ID, c)
 		return
-	case KindNotification:
+	case jsonrpc.KindNotification:
 		if env.ProgressToken != "" && env.Method == "notifications/progress" {
 			if c := s.progress[env.ProgressToken]; c != nil {
 				s.log.Append(c.post.stream, data)
@@ -766,7 +751,7 @@ func (s *Session) route(data []byte, env Envelope) {
 		}
 	}
 	stream := s.generalStreamLocked()
-	if env.Kind == KindRequest {
+	if env.Kind == jsonrpc.KindRequest {
 		s.childReqs[env.ID] = stream
 	}
 	if !s.log.Append(stream, data) {
@@ -779,7 +764,7 @@ func (s *Session) route(data []byte, env Envelope) {
 func (s *Session) generalStreamLocked() int64 {
 	if len(s.inflight) == 1 {
 		for _, c := range s.inflight {
-			if !c.post.json {
+			if !c.post.transient {
 				return c.post.stream
 			}
 		}
@@ -788,14 +773,4 @@ func (s *Session) generalStreamLocked() int64 {
 		s.standalone = s.log.NewStream()
 	}
 	return s.standalone
-}
-
-func initializeVersion(data []byte) string {
-	var r struct {
-		Result struct {
-			ProtocolVersion string `json:"protocolVersion"`
-		} `json:"result"`
-	}
-	_ = json.Unmarshal(data, &r)
-	return r.Result.ProtocolVersion
 }

@@ -93,7 +93,7 @@ func serve(ctx context.Context, cfg *config, logger *slog.Logger, ready chan<- n
 		logger.Info("session affinity on: session IDs name this instance", "self", self)
 	}
 	sessOpts := &session.Options{
-		Launcher:        launcher,
+		Launcher:        session.LauncherOf(launcher),
 		IdleTimeout:     cfg.SessionIdleTimeout,
 		MaxSessions:     cfg.MaxSessions,
 		MaxMessageBytes: cfg.MaxMessageBytes,
