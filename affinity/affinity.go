@@ -18,7 +18,8 @@
 //
 // Any instance receiving a request whose ID names another owner
 // reverse-proxies it there, streaming (SSE events are flushed as they
-// arrive). Three rules keep this safe:
+// arrive): bridge.Forwarder does, with the IDs of this package. This package
+// holds no HTTP: it mints and verifies the IDs. Three rules keep this safe:
 //
 //   - Only IDs with a valid MAC are forwarded. Without the secret nobody can
 //     make an instance send requests to an address of their choosing (SSRF);
@@ -43,38 +44,19 @@ package affinity
 
 import (
 	"bytes"
-	"context"
 	"crypto/hmac"
 	"crypto/rand"
 	"crypto/sha256"
 	"encoding/base64"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"log"
-	"log/slog"
 	"net"
-	"net/http"
-	"net/http/httputil"
 	"strconv"
 	"strings"
-	"time"
 )
-
-// SessionHeader is the MCP session header; the router reads nothing else.
-const SessionHeader = "Mcp-Session-Id"
-
-// HopHeader marks a request that one instance forwarded to another. Its
-// value is the forwarding instance's address, for the owner's logs. A request
-// that carries it is never forwarded again.
-const HopHeader = "Mcp-Bridge-Forwarded-By"
 
 // MinSecretBytes is the shortest accepted Secret.
 const MinSecretBytes = 32
-
-// DefaultDialTimeout bounds how long a forwarding instance waits to connect
-// to an owner before it declares the owner gone and answers 404.
-const DefaultDialTimeout = 5 * time.Second
 
 // Sizes of the ID parts, in bytes before encoding.
 const (
@@ -101,29 +83,14 @@ type Options struct {
 	// Secret authenticates the owner address in session IDs. Every instance
 	// of one deployment must use the same secret; at least MinSecretBytes.
 	Secret []byte
-	// Logger receives one line per forwarded request that fails. Nil means
-	// slog.Default().
-	Logger *slog.Logger
-	// Transport carries forwarded requests. Nil means a transport that
-	// ignores HTTP_PROXY (instances talk to each other directly), connects
-	// within DialTimeout and sets no response timeout (SSE streams are long).
-	Transport http.RoundTripper
-	// DialTimeout bounds connecting to an owner when Transport is nil.
-	// Zero means DefaultDialTimeout.
-	DialTimeout time.Duration
 }
 
-// A Router mints session IDs that name this instance and forwards requests
-// for sessions owned by other instances. Its methods are safe for concurrent
-// use.
+// A Router mints session IDs that name this instance and says which
+// instance owns a session (bridge.Forwarder forwards the requests). Its
+// methods are safe for concurrent use.
 type Router struct {
 	self   string
 	secret []byte
-	logger *slog.Logger
-	proxy  *httputil.ReverseProxy
-	// ownTransport is the transport New made, closed by Close; nil when the
-	// caller supplied Options.Transport (the caller owns it then).
-	ownTransport *http.Transport
 }
 
 // New returns a Router, or an error saying which option is wrong.
@@ -137,51 +104,11 @@ func New(opts *Options) (*Router, error) {
 	if len(opts.Secret) < MinSecretBytes {
 		return nil, fmt.Errorf("affinity: the secret is %d bytes, need at least %d shared by all instances (for example the output of `openssl rand -hex 32`)", len(opts.Secret), MinSecretBytes)
 	}
-	r := &Router{
-		self:   opts.Self,
-		secret: bytes.Clone(opts.Secret),
-		logger: opts.Logger,
-	}
-	if r.logger == nil {
-		r.logger = slog.Default()
-	}
-	transport := opts.Transport
-	if transport == nil {
-		dt := opts.DialTimeout
-		if dt <= 0 {
-			dt = DefaultDialTimeout
-		}
-		r.ownTransport = &http.Transport{
-			// Proxy is nil on purpose: an HTTP_PROXY meant for the internet
-			// must not carry traffic between instances of one deployment.
-			DialContext:         (&net.Dialer{Timeout: dt, KeepAlive: 30 * time.Second}).DialContext,
-			MaxIdleConnsPerHost: 32,
-			IdleConnTimeout:     90 * time.Second,
-		}
-		transport = r.ownTransport
-	}
-	r.proxy = &httputil.ReverseProxy{
-		Rewrite:   r.rewrite,
-		Transport: transport,
-		// -1 flushes after every write: an SSE event must reach the client
-		// when the owner sends it, not when a buffer fills.
-		FlushInterval: -1,
-		ErrorHandler:  r.proxyError,
-		ErrorLog:      log.New(slogWriter{r.logger}, "", 0),
-	}
-	return r, nil
+	return &Router{self: opts.Self, secret: bytes.Clone(opts.Secret)}, nil
 }
 
 // Self returns the address this instance writes into the IDs it mints.
 func (r *Router) Self() string { return r.self }
-
-// Close releases idle connections to other instances. Call it after the HTTP
-// server has shut down. Requests still being forwarded are not interrupted.
-func (r *Router) Close() {
-	if r.ownTransport != nil {
-		r.ownTransport.CloseIdleConnections()
-	}
-}
 
 // NewID returns a fresh session ID owned by this instance. It is meant for
 // session.Options.NewID.
@@ -229,109 +156,6 @@ func (r *Router) mac(head string) []byte {
 	return m.Sum(nil)[:macBytes]
 }
 
-type ownerKey struct{}
-
-// Wrap returns a handler that forwards each request whose session ID names
-// another instance to that instance, and hands every other request to next:
-// requests without a session ID (initialize, /healthz), sessions this
-// instance owns, IDs that fail verification, and requests another instance
-// already forwarded.
-func (r *Router) Wrap(next http.Handler) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
-		id := req.Header.Get(SessionHeader)
-		if id == "" {
-			next.ServeHTTP(w, req)
-			return
-		}
-		owner, ok := r.Owner(id)
-		if !ok || owner == r.self {
-			next.ServeHTTP(w, req)
-			return
-		}
-		if from := req.Header.Get(HopHeader); from != "" {
-			// The instance at `from` believed we own this session, but the
-			// ID names someone else: our address differs from the one it
-			// dialled (an alias, or a reused IP). Forwarding again could
-			// loop; serving locally answers 404, so the client starts over.
-			r.logger.Warn("affinity: not forwarding a request twice; serving it here",
-				"session", id, "owner", owner, "self", r.self, "forwarded_by", from)
-			next.ServeHTTP(w, req)
-			return
-		}
-		// By default an HTTP/1 server reads and closes what is left of the
-		// request body when the handler first writes its response. Here the
-		// body is still being copied to the owner by the transport, which
-		// reads it once more after the last byte to check for extra data:
-		// if the owner answers first (it does, as soon as it has the whole
-		// message), the two race, the transport's read fails, and it closes
-		// the connection in the middle of the owner's SSE stream. Full
-		// duplex leaves the body to the transport alone.
-		_ = http.NewResponseController(w).EnableFullDuplex()
-		r.proxy.ServeHTTP(w, req.WithContext(context.WithValue(req.Context(), ownerKey{}, owner)))
-	})
-}
-
-func (r *Router) rewrite(pr *httputil.ProxyRequest) {
-	owner := pr.In.Context().Value(ownerKey{}).(string)
-	pr.Out.URL.Scheme = "http"
-	pr.Out.URL.Host = owner
-	// Keep the Host the client sent: the owner checks it (and Origin) the
-	// same way whichever instance the load balancer picked.
-	pr.Out.Host = pr.In.Host
-	// ReverseProxy drops the X-Forwarded-* headers before Rewrite, so that
-	// a client cannot spoof them. The ones on In were set by the load
-	// balancer in front of us (its X-Forwarded-Proto says whether the
-	// client used HTTPS); keep them and add this hop to the chain.
-	for _, h := range []string{"X-Forwarded-For", "X-Forwarded-Proto", "X-Forwarded-Host", "X-Forwarded-Port", "Forwarded"} {
-		if v, ok := pr.In.Header[h]; ok {
-			pr.Out.Header[h] = v
-		}
-	}
-	if ip, _, err := net.SplitHostPort(pr.In.RemoteAddr); err == nil {
-		if prior := pr.Out.Header.Get("X-Forwarded-For"); prior != "" {
-			pr.Out.Header.Set("X-Forwarded-For", prior+", "+ip)
-		} else {
-			pr.Out.Header.Set("X-Forwarded-For", ip)
-		}
-	}
-	pr.Out.Header.Set(HopHeader, r.self)
-}
-
-// proxyError answers a request that could not be forwarded.
-func (r *Router) proxyError(w http.ResponseWriter, req *http.Request, err error) {
-	owner, _ := req.Context().Value(ownerKey{}).(string)
-	id := req.Header.Get(SessionHeader)
-	if req.Context().Err() != nil {
-		// The client went away; there is nobody to answer.
-		return
-	}
-	var op *net.OpError
-	if errors.As(err, &op) && op.Op == "dial" {
-		// Nobody listens at the owner's address any more: its task stopped
-		// or is shutting down, and the session ended with it.
-		r.logger.Info("affinity: the session's owner is unreachable; answering 404 so the client starts a new session",
-			"session", id, "owner", owner, "err", err)
-		writeJSONRPCError(w, http.StatusNotFound, -32001,
-			"session not found: the bridge instance that held it is gone; start a new session with initialize")
-		return
-	}
-	r.logger.Warn("affinity: forwarding to the session's owner failed",
-		"session", id, "owner", owner, "err", err)
-	writeJSONRPCError(w, http.StatusBadGateway, -32603,
-		"the bridge instance holding this session did not answer; retry the request")
-}
-
-func writeJSONRPCError(w http.ResponseWriter, status, code int, msg string) {
-	body, _ := json.Marshal(map[string]any{
-		"jsonrpc": "2.0",
-		"id":      nil,
-		"error":   map[string]any{"code": code, "message": msg},
-	})
-	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(status)
-	w.Write(append(body, '\n'))
-}
-
 // checkAddr accepts "host:port" with a non-empty host that other instances
 // can dial, and a numeric port.
 func checkAddr(addr string) error {
@@ -354,12 +178,4 @@ func checkAddr(addr string) error {
 		return fmt.Errorf("the port %q is not a number from 1 to 65535", port)
 	}
 	return nil
-}
-
-// slogWriter lets ReverseProxy's log.Logger write into slog.
-type slogWriter struct{ l *slog.Logger }
-
-func (s slogWriter) Write(p []byte) (int, error) {
-	s.l.Warn("affinity: reverse proxy", "msg", strings.TrimSpace(string(p)))
-	return len(p), nil
 }

@@ -318,7 +318,7 @@ func checkVersion(r *http.Request, sess *session.Session) error {
 // lookup finds the request's session: 400 without Mcp-Session-Id, 404 for
 // an unknown or ended one, 403 for one bound to another token.
 func (h *Handler) lookup(w http.ResponseWriter, r *http.Request, owner any) *session.Session {
-	id := r.Header.Get("Mcp-Session-Id")
+	id := r.Header.Get(SessionHeader)
 	if id == "" {
 		writeError(w, http.StatusBadRequest, nil, jsonrpc.CodeInvalidRequest,
 			"Bad Request: Mcp-Session-Id header is required; start a session with an initialize request", nil)
@@ -396,7 +396,7 @@ func (h *Handler) servePost(w http.ResponseWriter, r *http.Request, owner any) {
 	// Revision 2026-07-28 clients probe with server/discover (or any request
 	// carrying that revision's header and no session): answer so they fall
 	// back to initialize. The probe never reaches a server.
-	sid := r.Header.Get("Mcp-Session-Id")
+	sid := r.Header.Get(SessionHeader)
 	for _, m := range msgs {
 		if m.Env.Method == "server/discover" ||
 			(sid == "" && r.Header.Get(hdrProtocolVersion) >= "2026-07-28" && m.Env.Method != "initialize") {
@@ -481,7 +481,7 @@ func (h *Handler) initialize(w http.ResponseWriter, r *http.Request, owner any, 
 		writeError(w, http.StatusInternalServerError, rawID, jsonrpc.CodeInternalError, err.Error(), nil)
 		return
 	}
-	w.Header().Set("Mcp-Session-Id", sess.ID())
+	w.Header().Set(SessionHeader, sess.ID())
 	var params struct {
 		Params struct {
 			ProtocolVersion string `json:"protocolVersion"`

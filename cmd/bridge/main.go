@@ -86,10 +86,9 @@ func serve(ctx context.Context, cfg *config, logger *slog.Logger, ready chan<- n
 		if err != nil {
 			return fmt.Errorf("--affinity-addr: %w", err)
 		}
-		if router, err = affinity.New(&affinity.Options{Self: self, Secret: cfg.affinitySecret, Logger: logger}); err != nil {
+		if router, err = affinity.New(&affinity.Options{Self: self, Secret: cfg.affinitySecret}); err != nil {
 			return fmt.Errorf("session affinity: %w", err)
 		}
-		defer router.Close()
 		logger.Info("session affinity on: session IDs name this instance", "self", self)
 	}
 	sessOpts := &session.Options{
@@ -130,7 +129,9 @@ func serve(ctx context.Context, cfg *config, logger *slog.Logger, ready chan<- n
 	}
 	var handler http.Handler = h
 	if router != nil {
-		handler = router.Wrap(h)
+		fwd := bridge.NewForwarder(router, &bridge.ForwardOptions{Logger: logger})
+		defer fwd.Close()
+		handler = fwd.Wrap(h)
 	}
 	srv := &http.Server{
 		Handler:           handler,
