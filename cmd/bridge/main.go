@@ -27,6 +27,7 @@ import (
 
 	"github.com/mcp-bridge/mcp-bridge/affinity"
 	"github.com/mcp-bridge/mcp-bridge/bridge"
+	"github.com/mcp-bridge/mcp-bridge/internal/procs"
 	"github.com/mcp-bridge/mcp-bridge/session"
 )
 
@@ -106,7 +107,7 @@ func serve(ctx context.Context, cfg *config, logger *slog.Logger, ready chan<- n
 	if router == nil {
 		// With affinity, requests forwarded to their owner are not in
 		// flight here: the governor would not see them, so it stays off.
-		inflight, stopGovernor := startProcsGovernor(logger)
+		inflight, stopGovernor := procs.Start(logger)
 		defer stopGovernor()
 		sessOpts.Inflight = inflight
 	}
