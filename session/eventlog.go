@@ -436,13 +436,6 @@ func (r *Reader) NextBefore(ctx context.Context, expire <-chan time.Time) (seq u
 	}
 }
 
-// Ready reports whether Next would return an event without waiting.
-func (r *Reader) Ready() bool {
-	r.l.mu.Lock()
-	defer r.l.mu.Unlock()
-	return r.gen == r.s.gen && r.pos+1 < r.s.next
-}
-
 // Detach releases the stream; it stays in the log for a later resume.
 func (r *Reader) Detach() {
 	l, s := r.l, r.s
