@@ -25,7 +25,7 @@
 //     make an instance send requests to an address of their choosing (SSRF);
 //     an unknown, tampered or foreign ID is served locally, where the session
 //     registry answers 404 because it does not know it.
-//   - A forwarded request carries HopHeader and is never forwarded again, so
+//   - A forwarded request carries bridge.HopHeader and is never forwarded again, so
 //     a misconfigured address cannot loop.
 //   - An owner that cannot be reached (its task stopped, its address now
 //     refuses connections) is answered 404, which the MCP specification gives
