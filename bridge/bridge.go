@@ -482,19 +482,26 @@ func (h *Handler) initialize(w http.ResponseWriter, r *http.Request, owner any, 
 		return
 	}
 	w.Header().Set(SessionHeader, sess.ID())
-	var params struct {
-		Params struct {
-			ProtocolVersion string `json:"protocolVersion"`
-		} `json:"params"`
-	}
-	_ = json.Unmarshal(msgs[0].Data, &params)
-	h.answer(w, r, sess, reader, false, params.Params.ProtocolVersion >= primingVersion)
+	// The session learns the negotiated version from the server's answer;
+	// whether this very stream is primed depends on what the client asked.
+	h.answer(w, r, sess, reader, false, requestedVersion(msgs[0].Data) >= primingVersion)
 }
 
 // postOptions: answers sent as one JSON body carry no event ID, so no
 // client could resume their stream, and it has room for nothing else.
 func (h *Handler) postOptions() session.PostOptions {
 	return session.PostOptions{Resumable: !h.opts.JSONResponse}
+}
+
+// requestedVersion is params.protocolVersion of an initialize request, or "".
+func requestedVersion(data []byte) string {
+	if params, ok := jsonrpc.Lookup(data, "params"); ok {
+		if v, ok := jsonrpc.Lookup(params, "protocolVersion"); ok {
+			s, _ := jsonrpc.StringValue(v)
+			return s
+		}
+	}
+	return ""
 }
 
 // readBody reads a request body of at most limit bytes, failing with
