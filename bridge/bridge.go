@@ -333,7 +333,7 @@ func (h *Handler) lookup(w http.ResponseWriter, r *http.Request, owner any) *ses
 		return nil
 	}
 	if sess.Owner() != owner {
-		h.logger.Warn("refused a request for a session created with another token", "session", id)
+		h.logger.Warn("refused a request for a session created with another token", "session", sess.LogID())
 		writeError(w, http.StatusForbidden, nil, jsonrpc.CodeInvalidRequest,
 			"Forbidden: this session belongs to another credential", nil)
 		return nil
@@ -429,16 +429,23 @@ func (h *Handler) servePost(w http.ResponseWriter, r *http.Request, owner any) {
 	}
 	reader, err := sess.Post(msgs, h.postOptions())
 	switch {
-	case errors.Is(err, session.ErrBusy):
-		w.Header().Set("Retry-After", "1")
-		writeError(w, http.StatusServiceUnavailable, nil, jsonrpc.CodeServerError, "Service Unavailable: "+err.Error(), nil)
-		return
 	case errors.Is(err, session.ErrNotFound):
 		writeError(w, http.StatusNotFound, nil, jsonrpc.CodeInvalidRequest,
 			"Not Found: the session has ended; send a new initialize request", nil)
 		return
 	case errors.Is(err, session.ErrDuplicateID):
 		writeError(w, http.StatusBadRequest, nil, jsonrpc.CodeInvalidRequest, "Bad Request: "+err.Error(), nil)
+		return
+	case errors.Is(err, session.ErrTooManyRequests):
+		// 429: nothing of the POST reached the server, and the client may
+		// send it again once answers come (the spec lets a server refuse
+		// input with an HTTP error status and an id-less JSON-RPC error).
+		w.Header().Set("Retry-After", "1")
+		writeError(w, http.StatusTooManyRequests, nil, jsonrpc.CodeServerError, "Too Many Requests: "+err.Error(), nil)
+		return
+	case errors.Is(err, session.ErrStdinFull):
+		w.Header().Set("Retry-After", "1")
+		writeError(w, http.StatusServiceUnavailable, nil, jsonrpc.CodeServerError, "Service Unavailable: "+err.Error(), nil)
 		return
 	case err != nil:
 		writeError(w, http.StatusInternalServerError, nil, jsonrpc.CodeInternalError, err.Error(), nil)
@@ -693,7 +700,7 @@ func (h *Handler) stream(w http.ResponseWriter, r *http.Request, sess *session.S
 			return // the end of the handler flushes what is buffered
 		case errors.Is(err, session.ErrEventsPurged):
 			h.logger.Warn("closing an SSE connection whose reader fell behind the session's event log",
-				"session", sess.ID(), "stream", reader.Stream(),
+				"session", sess.LogID(), "stream", reader.Stream(),
 				"hint", "raise --log-max-events / --log-max-bytes or read the stream faster")
 			return
 		case err == session.ErrNotYet:

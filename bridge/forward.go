@@ -13,6 +13,7 @@ import (
 
 	"github.com/mcp-bridge/mcp-bridge/affinity"
 	"github.com/mcp-bridge/mcp-bridge/jsonrpc"
+	"github.com/mcp-bridge/mcp-bridge/session"
 )
 
 // Header names shared by the front end and the forwarder.
@@ -129,7 +130,7 @@ func (f *Forwarder) Wrap(next http.Handler) http.Handler {
 			// dialled (an alias, or a reused IP). Forwarding again could
 			// loop; serving locally answers 404, so the client starts over.
 			f.logger.Warn("affinity: not forwarding a request twice; serving it here",
-				"session", id, "owner", owner, "self", self, "forwarded_by", from)
+				"session", session.LogForm(f.logger, id), "owner", owner, "self", self, "forwarded_by", from)
 			next.ServeHTTP(w, req)
 			return
 		}
@@ -186,13 +187,13 @@ func (f *Forwarder) proxyError(w http.ResponseWriter, req *http.Request, err err
 		// or is shutting down, and the session ended with it. The answer is
 		// the one for any unknown session (lookup).
 		f.logger.Info("affinity: the session's owner is unreachable; answering 404 so the client starts a new session",
-			"session", id, "owner", owner, "err", err)
+			"session", session.LogForm(f.logger, id), "owner", owner, "err", err)
 		writeError(w, http.StatusNotFound, nil, jsonrpc.CodeInvalidRequest,
 			"Not Found: the bridge instance that held this session is gone; send a new initialize request", nil)
 		return
 	}
 	f.logger.Warn("affinity: forwarding to the session's owner failed",
-		"session", id, "owner", owner, "err", err)
+		"session", session.LogForm(f.logger, id), "owner", owner, "err", err)
 	writeError(w, http.StatusBadGateway, nil, jsonrpc.CodeInternalError,
 		"Bad Gateway: the bridge instance holding this session did not answer; retry the request", nil)
 }

@@ -120,6 +120,14 @@ func runChild(mode string) {
 		os.Exit(3)
 		return nil, nil, nil
 	})
+	// close-stdout closes the server's stdout in the middle of the call and
+	// keeps running: it can answer nothing more (issue 13, item 4).
+	mcp.AddTool(server, &mcp.Tool{Name: "close-stdout"}, func(ctx context.Context, _ *mcp.CallToolRequest, _ struct{}) (*mcp.CallToolResult, any, error) {
+		os.Stdout.Close()
+		<-ctx.Done()
+		time.Sleep(time.Hour) // until stopped
+		return nil, nil, nil
+	})
 	// garbage writes a line that is not JSON-RPC to stdout (one write, so
 	// it cannot interleave with the SDK's own lines), then answers.
 	mcp.AddTool(server, &mcp.Tool{Name: "garbage"}, func(context.Context, *mcp.CallToolRequest, struct{}) (*mcp.CallToolResult, any, error) {

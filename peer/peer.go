@@ -34,6 +34,7 @@ import (
 	"strconv"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/mcp-bridge/mcp-bridge/jsonrpc"
 )
@@ -86,9 +87,13 @@ type Options struct {
 
 // Errors callers branch on.
 var (
-	// ErrExited: the child closed its stdout (it exited); Ended's error
+	// ErrExited: the child exited; Ended's error is an *ExitError, which
 	// wraps it and the child's exit status.
 	ErrExited = errors.New("the MCP server exited")
+	// ErrStdoutClosed: the child closed its stdout but did not exit (within
+	// exitStatusWait): it can answer nothing more, and the Router should
+	// stop it.
+	ErrStdoutClosed = errors.New("the MCP server closed its stdout")
 	// ErrOversizedMessage: the child wrote a message larger than
 	// MaxMessageBytes; the connection ended.
 	ErrOversizedMessage = errors.New("the MCP server wrote a message larger than the limit")
@@ -96,8 +101,21 @@ var (
 	ErrClosed = errors.New("the connection to the MCP server has ended")
 	// ErrBusy: the child is not reading its stdin and MaxQueuedBytes are
 	// already waiting for it.
-	ErrBusy = errors.New("the MCP server is not reading its input")
+	ErrBusy = errors.New("the MCP server is not reading its input fast enough")
 )
+
+// ExitError is Ended's error when the child exited: its exit status (what
+// Process.Wait returned, or "exit status 0"), as ErrExited.
+type ExitError struct{ Status error }
+
+func (e *ExitError) Error() string   { return ErrExited.Error() + ": " + e.Status.Error() }
+func (e *ExitError) Unwrap() []error { return []error{ErrExited, e.Status} }
+
+// exitStatusWait is how long the reader waits, once the child's stdout has
+// ended, for its exit status. A child that exits closes stdout at the same
+// moment; the wait only covers reaping it on a loaded machine. A child
+// still running then closed its stdout only (issue 13, item 4).
+const exitStatusWait = time.Second
 
 // Direction says which way a message goes.
 type Direction uint8
@@ -197,8 +215,9 @@ func Chain(is ...Interceptor) Interceptor {
 // the child's output waits meanwhile. It may call Send.
 //
 // Ended is called once, after the last Route from the reader, when the
-// child's stdout ended: err wraps ErrExited (with the child's exit status)
-// or ErrOversizedMessage, or is the read error. Client requests still in
+// child's stdout ended: err is an *ExitError (ErrExited with the child's
+// exit status), or wraps ErrStdoutClosed (the child closed its stdout and
+// kept running) or ErrOversizedMessage, or is the read error. Client requests still in
 // flight will get no answer from the child: the Router answers them.
 type Router interface {
 	Route(m *Message)
@@ -237,7 +256,8 @@ type Conn struct {
 	version    string       // the protocol version of the initialize answer
 	ended      bool
 
-	done chan struct{} // closed when the reader has returned
+	done   chan struct{} // closed when the reader has returned
+	waited chan struct{} // closed when the child's Wait has returned
 }
 
 // clientID is a request of a client, as that client knows it.
@@ -286,6 +306,7 @@ func New(proc Process, router Router, opts *Options) *Conn {
 		renamed:   make(map[clientID]jsonrpc.ID),
 		tokens:    make(map[jsonrpc.ID]*entry),
 		done:      make(chan struct{}),
+		waited:    make(chan struct{}),
 	}
 	if o.Intercept != nil {
 		c.intercept = o.Intercept(c.deliver)
@@ -309,16 +330,19 @@ func (c *Conn) ProtocolVersion() string {
 	return c.version
 }
 
-// Close stops the child (Process.Stop) and waits until its
-// stdout has been read to the end, or ctx is done. Closing twice is
-// harmless.
+// Close stops the child (Process.Stop) and waits until its stdout has
+// been read to the end and its exit reaped, or ctx is done. Closing twice
+// is harmless.
 func (c *Conn) Close(ctx context.Context) error {
 	err := c.proc.Stop(ctx)
-	select {
-	case <-c.done:
-	case <-ctx.Done():
-		if err == nil {
-			err = ctx.Err()
+	for _, ch := range []chan struct{}{c.done, c.waited} {
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			if err == nil {
+				err = ctx.Err()
+			}
+			return err
 		}
 	}
 	return err
@@ -735,6 +759,7 @@ func (c *Conn) read() {
 		if err != nil {
 			if errors.Is(err, errLineTooLong) {
 				reason = fmt.Errorf("%w (%d bytes); raise --max-message-bytes if the server's messages are legitimately this large", ErrOversizedMessage, c.maxLine)
+				close(c.waited) // nothing waits for the child: Close stops it
 				c.end(reason)
 				// Keep draining so the child is not blocked writing while it stops.
 				_, _ = io.Copy(io.Discard, c.proc.Stdout())
@@ -746,6 +771,17 @@ func (c *Conn) read() {
 		if len(line) == 0 {
 			continue
 		}
+		if bytes.IndexByte(line, '\r') >= 0 {
+			// A bare CR is JSON white space between tokens, but it ends a
+			// line in SSE, and would cut the event short (issue 13, item
+			// 10). A space is the same JSON; inside a string a raw CR is
+			// invalid JSON anyway, which Parse refuses. The line is ours.
+			for i, b := range line {
+				if b == '\r' {
+					line[i] = ' '
+				}
+			}
+		}
 		env, err := jsonrpc.Parse(line)
 		if err != nil {
 			c.logger.Warn("skipping a line from the MCP server that is not a JSON-RPC message",
@@ -754,11 +790,27 @@ func (c *Conn) read() {
 		}
 		c.receive(line, env)
 	}
-	werr := c.proc.Wait()
-	if werr == nil {
-		werr = errors.New("exit status 0")
+	// Stdout has ended: the child can answer nothing more, whether or not
+	// it exits (issue 13, item 4: one that closed stdout and kept running
+	// left a session whose calls hung). A child that exits closes stdout
+	// as it does, so its exit status, which says why, is waited for
+	// briefly; the Router stops one still running.
+	exited := make(chan error, 1)
+	go func() { // ends when the child does, which Close makes sure of
+		defer close(c.waited)
+		exited <- c.proc.Wait()
+	}()
+	grace := time.NewTimer(exitStatusWait)
+	defer grace.Stop()
+	select {
+	case werr := <-exited:
+		if werr == nil {
+			werr = errors.New("exit status 0")
+		}
+		c.end(&ExitError{Status: werr})
+	case <-grace.C:
+		c.end(fmt.Errorf("%w but kept running; it was stopped", ErrStdoutClosed))
 	}
-	c.end(fmt.Errorf("%w: %w", ErrExited, werr))
 }
 
 // end marks the connection ended and tells the Router.

@@ -22,6 +22,7 @@ import (
 	"bytes"
 	"context"
 	"crypto/rand"
+	"crypto/sha256"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -39,6 +40,18 @@ const (
 	DefaultIdleTimeout     = 30 * time.Minute
 	DefaultMaxSessions     = 1000
 	DefaultMaxMessageBytes = peer.DefaultMaxMessageBytes
+	// DefaultInitializeTimeout matches the request timeout of the usual
+	// clients: one that waited longer for initialize would be rare.
+	DefaultInitializeTimeout = time.Minute
+	// DefaultRequestTimeout is generous: a tool call may run for minutes
+	// (and progress notifications extend it).
+	DefaultRequestTimeout = 10 * time.Minute
+	// DefaultMaxRequests bounds a session's requests in flight: clients
+	// run a few at once; 40,000 unanswered ones cost 43 MB (issue 13).
+	DefaultMaxRequests = 100
+	// DefaultMaxQueuedBytes bounds the bytes of a session waiting to be
+	// written to its server's stdin: four messages of the largest size.
+	DefaultMaxQueuedBytes = 4 * DefaultMaxMessageBytes
 )
 
 // A Launcher starts the child of a new session. It must be safe for
@@ -94,6 +107,29 @@ type Options struct {
 	// means DefaultLogMaxEvents and DefaultLogMaxBytes.
 	LogMaxEvents int
 	LogMaxBytes  int64
+	// InitializeTimeout ends a session whose server has not answered its
+	// initialize request after this long (a command that is not an MCP
+	// server, like cat, never does): the server is stopped and the request
+	// answered with an error naming it and its last stderr lines. Zero
+	// means DefaultInitializeTimeout; a negative value disables it.
+	InitializeTimeout time.Duration
+	// RequestTimeout answers a request the server has not answered after
+	// this long with a JSON-RPC error (CodeRequestTimeout), and sends the
+	// server notifications/cancelled for it. A progress notification for
+	// the request restarts it. A client disconnecting is no cancellation,
+	// so this is what ends the calls nobody waits for. Zero means
+	// DefaultRequestTimeout; a negative value disables it.
+	RequestTimeout time.Duration
+	// MaxRequests bounds the requests in flight in one session; a POST
+	// beyond it fails with ErrTooManyRequests. Zero means
+	// DefaultMaxRequests.
+	MaxRequests int
+	// MaxQueuedBytes bounds the bytes of client messages waiting to be
+	// written to one session's server (a server that stops reading its
+	// stdin blocks them); a POST beyond it fails with ErrStdinFull rather
+	// than waiting with its body. A single message is always accepted when
+	// nothing waits. Zero means DefaultMaxQueuedBytes.
+	MaxQueuedBytes int64
 	// Logger receives the sessions' logs. Nil means slog.Default().
 	Logger *slog.Logger
 	// Intercept sees every message to and from each session's server
@@ -116,12 +152,13 @@ var (
 	ErrShuttingDown = errors.New("the bridge is shutting down")
 	// ErrDuplicateID: a request reuses the ID of a request still in flight.
 	ErrDuplicateID = errors.New("a request with this id is already in flight in this session")
+	// ErrTooManyRequests: MaxRequests are in flight in the session.
+	ErrTooManyRequests = errors.New("too many requests in flight in this session")
+	// ErrStdinFull: MaxQueuedBytes already wait for the server's stdin.
+	ErrStdinFull = peer.ErrBusy
 	// ErrLaunch: the session's server could not be started (Create). It
 	// wraps the launcher's error, whose text it keeps.
 	ErrLaunch = errors.New("cannot start the MCP server")
-	// ErrBusy: the server is not reading its input and too much is
-	// waiting for it (Post); nothing of the POST was sent.
-	ErrBusy = peer.ErrBusy
 )
 
 // Reasons a session ends; Session.Err wraps one of them.
@@ -129,6 +166,8 @@ var (
 	ErrDeleted          = errors.New("the client ended the session (HTTP DELETE)")
 	ErrIdle             = errors.New("the session was idle for longer than the idle timeout")
 	ErrServerExited     = peer.ErrExited
+	ErrStdoutClosed     = peer.ErrStdoutClosed
+	ErrInitTimeout      = errors.New("the MCP server did not answer initialize in time")
 	ErrOversizedMessage = peer.ErrOversizedMessage
 	ErrShutdown         = errors.New("the bridge is shutting down")
 )
@@ -137,14 +176,15 @@ var (
 type Registry struct {
 	opts   Options
 	logger *slog.Logger
+	debug  bool // logs show session IDs whole (see logID)
 
 	mu       sync.Mutex
 	sessions map[string]*Session
 	starting int
 	closed   bool
 
-	// wg counts the goroutines the sessions started (child stops, each
-	// waiting for its connection's stdout reader); Shutdown waits for them.
+	// wg counts the live sessions until their servers are stopped, and the
+	// goroutines they start; Shutdown waits for them.
 	wg sync.WaitGroup
 
 	// inflight counts client requests in flight across sessions; idle is
@@ -172,11 +212,51 @@ func NewRegistry(opts *Options) *Registry {
 	if o.MaxMessageBytes <= 0 {
 		o.MaxMessageBytes = DefaultMaxMessageBytes
 	}
+	if o.InitializeTimeout == 0 {
+		o.InitializeTimeout = DefaultInitializeTimeout
+	}
+	if o.RequestTimeout == 0 {
+		o.RequestTimeout = DefaultRequestTimeout
+	}
+	if o.MaxRequests <= 0 {
+		o.MaxRequests = DefaultMaxRequests
+	}
+	if o.MaxQueuedBytes <= 0 {
+		o.MaxQueuedBytes = DefaultMaxQueuedBytes
+	}
 	if o.Logger == nil {
 		o.Logger = slog.Default()
 	}
 	r.logger = o.Logger
+	r.debug = o.Logger.Enabled(context.Background(), slog.LevelDebug)
 	return r
+}
+
+// logID is the form of a session ID that this registry's logs show (see
+// LogForm), decided once: the logger's level does not change.
+func (r *Registry) logID(id string) string {
+	if r.debug {
+		return id
+	}
+	return shortID(id)
+}
+
+// LogForm is the form of a session ID that logs show: without tokens the
+// ID is the only credential of a session, and logs are read by more people
+// than the clients (issue 13, item 12). It is the first 8 hex digits of the
+// ID's SHA-256, enough to follow one session through the logs and useless
+// to reach it; when logger has debug enabled it is the ID itself.
+// Everything that logs a session ID uses it (or Session.LogID).
+func LogForm(logger *slog.Logger, id string) string {
+	if logger.Enabled(context.Background(), slog.LevelDebug) {
+		return id
+	}
+	return shortID(id)
+}
+
+func shortID(id string) string {
+	sum := sha256.Sum256([]byte(id))
+	return hex.EncodeToString(sum[:4])
 }
 
 // launchError is a launcher's error, marked as ErrLaunch without adding
@@ -220,14 +300,18 @@ func (r *Registry) Create(ctx context.Context, owner any) (*Session, error) {
 	if err != nil {
 		return nil, fmt.Errorf("making a session ID: %w", err)
 	}
-	logger := r.logger.With("session", id)
-	proc, err := r.opts.Launcher.Launch(ctx, id)
+	logID := r.logID(id)
+	logger := r.logger.With("session", logID)
+	// The launcher names the session in its logs and container labels:
+	// it gets the log form too, never the credential.
+	proc, err := r.opts.Launcher.Launch(ctx, logID)
 	if err != nil {
 		logger.Error("cannot start the MCP server for a new session", "err", err)
-		return nil, fmt.Errorf("session %s: %w", id, launchError{err})
+		return nil, fmt.Errorf("session %s: %w", logID, launchError{err})
 	}
 	s := &Session{
 		id:        id,
+		logID:     logID,
 		owner:     owner,
 		reg:       r,
 		logger:    logger,
@@ -248,12 +332,17 @@ func (r *Registry) Create(ctx context.Context, owner any) (*Session, error) {
 		return nil, ErrShuttingDown
 	}
 	r.sessions[id] = s
+	// Each session counts in wg from here until its server is stopped (the
+	// end of Close's goroutine): Shutdown waits for them, and goroutines a
+	// live session starts may Add to wg while it waits.
+	r.wg.Add(1)
 	r.mu.Unlock()
 
 	// The connection may end (and call Ended) before New returns: Close
 	// waits for s.conn through ready.
 	s.conn = peer.New(proc, s, &peer.Options{
 		MaxMessageBytes: r.opts.MaxMessageBytes,
+		MaxQueuedBytes:  int(r.opts.MaxQueuedBytes),
 		Intercept:       r.opts.Intercept,
 		Logger:          logger,
 	})
@@ -377,12 +466,17 @@ func (r *Registry) remove(s *Session) {
 // A Session is one client's session with its own MCP server.
 type Session struct {
 	id     string
+	logID  string // what logs show of id
 	owner  any
 	reg    *Registry
 	logger *slog.Logger
 	log    *EventLog
 	conn   *peer.Conn    // set before ready is closed
 	ready  chan struct{} // closed once conn is set
+
+	// initTimedOut is set when initialize was not answered in time, before
+	// the server is stopped; Ended then says so as the reason.
+	initTimedOut atomic.Bool
 
 	lastActivity atomic.Int64 // time since epoch of the last client message
 	idle         *time.Timer  // nil when there is no idle timeout; set under mu
@@ -396,6 +490,13 @@ type Session struct {
 	// childReqs maps the server's requests to the stream they went on,
 	// until the client answers (for notifications/cancelled).
 	childReqs map[jsonrpc.ID]int64
+	// deadlines fires at the earliest deadline of the requests in flight
+	// (or later: a call answered early leaves it as it is, and a firing
+	// finds the next one). One timer per session rather than per request:
+	// arming and stopping one per request cost more than a scan of the
+	// calls, at most MaxRequests, when it fires. Nil until first armed.
+	deadlines *time.Timer
+	armedAt   time.Time // zero when deadlines is not armed
 	// standalone is the current standalone stream (0: none yet).
 	standalone int64
 	closed     bool
@@ -413,8 +514,11 @@ type call struct {
 	// per-message work that is rarely needed (issue 6).
 	msg    []byte
 	idOnly bool
+	method string
 	token  jsonrpc.ID
 	post   *post
+	// deadline is when the request times out (zero: never).
+	deadline time.Time
 }
 
 // lazyIDBytes is the largest request a call keeps whole instead of
@@ -422,7 +526,7 @@ type call struct {
 const lazyIDBytes = 1024
 
 func (c *call) init(m *jsonrpc.Message, p *post) {
-	c.post = p
+	c.method, c.post = m.Env.Method, p
 	if len(m.Data) <= lazyIDBytes {
 		c.msg = m.Data // Post owns the message (no copy)
 	} else {
@@ -435,7 +539,16 @@ func (c *call) rawID() []byte {
 	if c.idOnly {
 		return c.msg
 	}
-	return jsonrpc.RawID(c.msg)
+	return jsonrpc.WrittenID(c.msg)
+}
+
+// echoID is the id for the bridge's own answer to the request: rawID if
+// it is one to echo, else nil (null).
+func (c *call) echoID() []byte {
+	if id := c.rawID(); jsonrpc.Echoable(id) {
+		return id
+	}
+	return nil
 }
 
 // post is the stream of one POST carrying requests.
@@ -455,6 +568,11 @@ type postOne struct {
 
 // ID is the session's ID.
 func (s *Session) ID() string { return s.id }
+
+// LogID is the session's ID as logs show it: a short hash that cannot be
+// used to reach the session, or the ID itself when debug logging is on.
+// Everything that logs a session uses it.
+func (s *Session) LogID() string { return s.logID }
 
 // Owner is the tag the session was bound to at creation.
 func (s *Session) Owner() any { return s.owner }
@@ -510,6 +628,17 @@ func (s *Session) Post(msgs []Message, opts PostOptions) (*Reader, error) {
 		s.mu.Unlock()
 		return nil, ErrNotFound
 	}
+	requests := 0
+	for _, m := range msgs {
+		if m.Env.Kind == jsonrpc.KindRequest {
+			requests++
+		}
+	}
+	if requests > 0 && len(s.inflight)+requests > s.reg.opts.MaxRequests {
+		s.mu.Unlock()
+		return nil, fmt.Errorf("%w: the limit is %d (--max-requests-per-session); wait for answers, or cancel requests with notifications/cancelled", ErrTooManyRequests, s.reg.opts.MaxRequests)
+	}
+	var now time.Time
 	var p *post
 	var one *postOne
 	for i := range msgs {
@@ -541,6 +670,13 @@ func (s *Session) Post(msgs []Message, opts PostOptions) (*Reader, error) {
 			c = new(call)
 		}
 		c.init(&msgs[i], p)
+		if timeout := s.timeoutFor(env.Method); timeout > 0 {
+			if now.IsZero() {
+				now = time.Now()
+			}
+			c.deadline = now.Add(timeout)
+			s.armLocked(c.deadline)
+		}
 		if env.ProgressToken != "" && opts.Resumable {
 			c.token = env.ProgressToken
 			s.progress[c.token] = c
@@ -574,6 +710,9 @@ func (s *Session) Post(msgs []Message, opts PostOptions) (*Reader, error) {
 	s.mu.Unlock()
 
 	<-s.ready
+	// Bytes waiting for the server's stdin are bounded (the connection's
+	// MaxQueuedBytes): a server that stopped reading would otherwise hold
+	// every POST's body (issue 13).
 	switch err := s.conn.Send(s, msgs...); {
 	case errors.Is(err, peer.ErrBusy):
 		s.mu.Lock()
@@ -582,7 +721,7 @@ func (s *Session) Post(msgs []Message, opts PostOptions) (*Reader, error) {
 		if r != nil {
 			r.Detach()
 		}
-		return nil, fmt.Errorf("session %s: %w", s.id, err)
+		return nil, fmt.Errorf("%w (the limit is %d, --max-queued-bytes); retry later", err, s.reg.opts.MaxQueuedBytes)
 	case err != nil:
 		// The server is gone; ending the session answers the requests
 		// registered above with an error on their stream.
@@ -659,10 +798,13 @@ func (s *Session) Close(reason error) {
 	s.reason = reason
 	msg := "session ended: " + reason.Error()
 	for id, c := range s.inflight {
-		s.log.Append(c.post.stream, jsonrpc.ErrorResponse(c.rawID(), jsonrpc.CodeServerError, msg, nil))
+		s.log.Append(c.post.stream, jsonrpc.ErrorResponse(c.echoID(), jsonrpc.CodeServerError, msg, nil))
 		s.answeredLocked(id, c)
 	}
 	s.log.FinishAll()
+	if s.deadlines != nil {
+		s.deadlines.Stop()
+	}
 	s.mu.Unlock()
 
 	close(s.done)
@@ -679,9 +821,8 @@ func (s *Session) Close(reason error) {
 	}
 	s.logger.Log(context.Background(), level, "session ended", "reason", reason.Error())
 
-	s.reg.wg.Add(1)
 	go func() {
-		defer s.reg.wg.Done()
+		defer s.reg.wg.Done() // the session's count, from Create
 		defer close(s.stopped)
 		<-s.ready
 		// Close waits for the connection's stdout reader too, so that
@@ -699,6 +840,15 @@ var epoch = time.Now()
 func (s *Session) touch() { s.lastActivity.Store(int64(time.Since(epoch))) }
 
 func (s *Session) checkIdle() {
+	// A session whose request is still running is not idle, however long
+	// the call takes (issue 13: a 9 s call with a 5 s idle timeout
+	// failed); the request timeout bounds such calls instead.
+	s.mu.Lock()
+	busy := len(s.inflight) > 0
+	s.mu.Unlock()
+	if busy {
+		s.touch()
+	}
 	idle := time.Since(epoch) - time.Duration(s.lastActivity.Load())
 	if left := s.reg.opts.IdleTimeout - idle; left > 0 {
 		s.mu.Lock()
@@ -717,7 +867,21 @@ func (s *Session) Route(m *peer.Message) { s.route(m.Data, m.Env) }
 
 // Ended is the Session as its connection's peer.Router: the server's
 // stdout ended, and with it the session.
-func (s *Session) Ended(err error) { s.Close(err) }
+func (s *Session) Ended(err error) {
+	var exit *peer.ExitError
+	if s.initTimedOut.Load() && errors.As(err, &exit) {
+		err = s.initTimeoutError(exit.Status)
+	}
+	s.Close(err)
+}
+
+// initTimeoutError is the reason a session ends when its server did not
+// answer initialize: it names the server and says how it ended, with its
+// last stderr lines (in status, a *sandbox.ExitError).
+func (s *Session) initTimeoutError(status error) error {
+	return fmt.Errorf("%w: the server (%s) gave no answer within %s and was stopped: %w; check that the command is an MCP server speaking stdio, or raise --initialize-timeout if it starts slowly",
+		ErrInitTimeout, s.conn.ID(), s.reg.opts.InitializeTimeout, status)
+}
 
 // route delivers one message from the server to its stream.
 func (s *Session) route(data []byte, env jsonrpc.Envelope) {
@@ -737,6 +901,12 @@ func (s *Session) route(data []byte, env jsonrpc.Envelope) {
 	case jsonrpc.KindNotification:
 		if env.ProgressToken != "" && env.Method == "notifications/progress" {
 			if c := s.progress[env.ProgressToken]; c != nil {
+				// "Receiving a progress notification MAY reset the timeout":
+				// the request is alive. The timer is not touched: when it
+				// fires it finds the later deadline.
+				if !c.deadline.IsZero() {
+					c.deadline = time.Now().Add(s.timeoutFor(c.method))
+				}
 				s.log.Append(c.post.stream, data)
 				return
 			}
@@ -773,4 +943,103 @@ func (s *Session) generalStreamLocked() int64 {
 		s.standalone = s.log.NewStream()
 	}
 	return s.standalone
+}
+
+// CodeRequestTimeout answers a request the server did not answer within
+// the request timeout (the code the MCP TypeScript SDK uses for its own
+// request timeouts).
+const CodeRequestTimeout = -32001
+
+// timeoutFor is the timeout of a request of this method, or 0 for none.
+func (s *Session) timeoutFor(method string) time.Duration {
+	d := s.reg.opts.RequestTimeout
+	if method == "initialize" {
+		d = s.reg.opts.InitializeTimeout
+	}
+	return max(d, 0)
+}
+
+// armLocked makes the deadlines timer fire no later than at.
+func (s *Session) armLocked(at time.Time) {
+	switch {
+	case s.deadlines == nil:
+		s.deadlines = time.AfterFunc(time.Until(at), s.expire)
+	case s.armedAt.IsZero() || at.Before(s.armedAt):
+		s.deadlines.Reset(time.Until(at))
+	default:
+		return
+	}
+	s.armedAt = at
+}
+
+// expire answers the requests whose deadline has passed and arms the
+// timer for the next one. A request times out with an error answer and a
+// notifications/cancelled to the server ("the receiver SHOULD issue a
+// cancellation notification for that request and stop waiting for a
+// response"); an initialize that times out ends the session instead, since
+// a server that cannot initialize can do nothing else.
+func (s *Session) expire() {
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return
+	}
+	s.armedAt = time.Time{}
+	now := time.Now()
+	var next time.Time
+	var cancels []Message
+	initExpired := false
+	for id, c := range s.inflight {
+		switch {
+		case c.deadline.IsZero():
+		case c.deadline.After(now):
+			if next.IsZero() || c.deadline.Before(next) {
+				next = c.deadline
+			}
+		case c.method == "initialize":
+			initExpired = true
+		default:
+			timeout := s.timeoutFor(c.method)
+			s.logger.Warn("a request timed out; answering it with an error and cancelling it at the MCP server",
+				"method", c.method, "timeout", timeout, "hint", "raise --request-timeout if calls legitimately run longer")
+			s.log.Append(c.post.stream, jsonrpc.ErrorResponse(c.echoID(), CodeRequestTimeout,
+				fmt.Sprintf("request timed out: the MCP server gave no answer within %s (--request-timeout)", timeout), nil))
+			cancels = append(cancels, cancelMessage(c.rawID(), timeout))
+			s.answeredLocked(id, c)
+		}
+	}
+	if !next.IsZero() {
+		s.armLocked(next)
+	}
+	s.mu.Unlock()
+	if initExpired && !s.initTimedOut.Swap(true) {
+		// Stopping the server ends its stdout; readServer then ends the
+		// session with the reason and the server's last stderr lines.
+		s.logger.Warn("the MCP server did not answer initialize in time; stopping it",
+			"server", s.conn.ID(), "timeout", s.reg.opts.InitializeTimeout)
+		s.reg.wg.Add(1)
+		go func() {
+			defer s.reg.wg.Done()
+			_ = s.conn.Close(context.Background())
+		}()
+	}
+	if len(cancels) > 0 {
+		// The timer's goroutine writes: a server that does not read its
+		// stdin blocks it until the session ends and closes the pipe. The
+		// connection passes each cancellation on under the id the server
+		// knows the request by.
+		if err := s.conn.Send(s, cancels...); err != nil && !errors.Is(err, peer.ErrBusy) {
+			s.Close(fmt.Errorf("%w: writing to its stdin failed: %v", ErrServerExited, err))
+		}
+	}
+}
+
+// cancelMessage is the notifications/cancelled for the request rawID.
+func cancelMessage(rawID []byte, timeout time.Duration) Message {
+	data := fmt.Appendf(nil, `{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":%s,"reason":"the request timed out after %s"}}`, rawID, timeout)
+	env, err := jsonrpc.Parse(data)
+	if err != nil {
+		panic("session: a cancellation does not parse: " + err.Error()) // rawID came from a parsed request
+	}
+	return Message{Data: data, Env: env}
 }

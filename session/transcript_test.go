@@ -3,8 +3,8 @@ package session_test
 import (
 	"context"
 	"errors"
-	"fmt"
 	"flag"
+	"fmt"
 	"io"
 	"log/slog"
 	"os"

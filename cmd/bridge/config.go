@@ -17,6 +17,7 @@ import (
 	units "github.com/docker/go-units"
 	"github.com/kelseyhightower/envconfig"
 	"github.com/mcp-bridge/mcp-bridge/bridge"
+	"github.com/mcp-bridge/mcp-bridge/session"
 )
 
 // config is the bridge's configuration. envconfig fills it from BRIDGE_*
@@ -48,6 +49,11 @@ type config struct {
 	LogMaxEvents    int           `envconfig:"BRIDGE_LOG_MAX_EVENTS" default:"1024"`
 	LogMaxBytes     int64         `envconfig:"BRIDGE_LOG_MAX_BYTES" default:"8388608"`
 	StderrLineBytes int           `envconfig:"BRIDGE_STDERR_LINE_BYTES" default:"4096"`
+	// Zero means the session package's default, named in --help.
+	InitializeTimeout     time.Duration `envconfig:"BRIDGE_INITIALIZE_TIMEOUT"`
+	RequestTimeout        time.Duration `envconfig:"BRIDGE_REQUEST_TIMEOUT"`
+	MaxRequestsPerSession int           `envconfig:"BRIDGE_MAX_REQUESTS_PER_SESSION"`
+	MaxQueuedBytes        int64         `envconfig:"BRIDGE_MAX_QUEUED_BYTES"`
 
 	Sandbox        string   `envconfig:"BRIDGE_SANDBOX" default:"local"`
 	Image          string   `envconfig:"BRIDGE_IMAGE"`
@@ -133,6 +139,14 @@ func newFlagSet(c *config, out io.Writer) *flag.FlagSet {
 	fs.IntVar(&c.LogMaxEvents, "log-max-events", c.LogMaxEvents, "most events each session's resumption log holds")
 	fs.Int64Var(&c.LogMaxBytes, "log-max-bytes", c.LogMaxBytes, "most `bytes` each session's resumption log holds")
 	fs.IntVar(&c.StderrLineBytes, "stderr-line-bytes", c.StderrLineBytes, "longest server stderr line logged, in `bytes`; longer lines are cut")
+	fs.DurationVar(&c.InitializeTimeout, "initialize-timeout", c.InitializeTimeout,
+		fmt.Sprintf("end a session whose server has not answered initialize after this long, with an error and its last stderr lines (0: %s; negative: never)", session.DefaultInitializeTimeout))
+	fs.DurationVar(&c.RequestTimeout, "request-timeout", c.RequestTimeout,
+		fmt.Sprintf("answer a request the server has not answered after this long with an error, and cancel it at the server; a progress notification restarts it (0: %s; negative: never)", session.DefaultRequestTimeout))
+	fs.IntVar(&c.MaxRequestsPerSession, "max-requests-per-session", c.MaxRequestsPerSession,
+		fmt.Sprintf("most requests in flight in one session; beyond it a POST gets 429 (0: %d)", session.DefaultMaxRequests))
+	fs.Int64Var(&c.MaxQueuedBytes, "max-queued-bytes", c.MaxQueuedBytes,
+		fmt.Sprintf("most `bytes` of one session waiting to be written to its server's stdin; beyond it a POST gets 503 (0: %d)", session.DefaultMaxQueuedBytes))
 	fs.StringVar(&c.Sandbox, "sandbox", c.Sandbox, "where servers run: local (a process per session) or docker (a container per session)")
 	fs.StringVar(&c.Image, "image", c.Image, "Docker `image` of the server (--sandbox docker); without COMMAND its entrypoint runs")
 	fs.StringVar(&c.Pull, "pull", c.Pull, "when to pull --image: never, missing or always")
@@ -245,6 +259,9 @@ func (c *config) finish() error {
 	}
 	if c.MaxSessions <= 0 || c.MaxMessageBytes <= 0 || c.LogMaxEvents <= 0 || c.LogMaxBytes <= 0 {
 		return errors.New("--max-sessions, --max-message-bytes, --log-max-events and --log-max-bytes must be positive")
+	}
+	if c.MaxRequestsPerSession < 0 || c.MaxQueuedBytes < 0 {
+		return errors.New("--max-requests-per-session and --max-queued-bytes must be positive (or 0 for the default)")
 	}
 	mem, err := units.RAMInBytes(c.SandboxMemory)
 	if err != nil || mem <= 0 {

@@ -100,6 +100,11 @@ func serve(ctx context.Context, cfg *config, logger *slog.Logger, ready chan<- n
 		LogMaxEvents:    cfg.LogMaxEvents,
 		LogMaxBytes:     cfg.LogMaxBytes,
 		Logger:          logger,
+
+		InitializeTimeout: cfg.InitializeTimeout,
+		RequestTimeout:    cfg.RequestTimeout,
+		MaxRequests:       cfg.MaxRequestsPerSession,
+		MaxQueuedBytes:    cfg.MaxQueuedBytes,
 	}
 	if router != nil {
 		sessOpts.NewID = router.NewID
