@@ -1,14 +1,11 @@
-package session_test
+package session
 
 import (
 	"context"
 	"errors"
-	"log/slog"
 	"testing"
 	"testing/synctest"
 	"time"
-
-	"github.com/mcp-bridge/mcp-bridge/session"
 )
 
 // TestIdleTimeout, in a synctest bubble (no real waiting): a session
@@ -17,25 +14,16 @@ import (
 // stopped.
 func TestIdleTimeout(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		procs := make(chan *memProcess, 1)
-		reg := session.NewRegistry(&session.Options{
-			Launcher:    memLauncher{procs},
-			IdleTimeout: time.Minute,
-			Logger:      slog.New(slog.DiscardHandler),
-		})
-		defer reg.Shutdown(context.Background())
+		reg, l := newTestRegistry(t, Options{IdleTimeout: time.Minute})
 		sess, err := reg.Create(context.Background(), "owner")
 		if err != nil {
 			t.Fatal(err)
 		}
-		proc := <-procs
-		go func() {
-			for range proc.lines { // the child reads what it is sent
-			}
-		}()
+		<-l.ids
+		proc := <-l.procs
 
 		time.Sleep(59 * time.Second)
-		if _, err := sess.Post([]session.Message{message(t, `{"jsonrpc":"2.0","method":"notifications/initialized"}`)}, session.PostOptions{Resumable: true}); err != nil {
+		if _, err := sess.Post([]Message{msg(t, `{"jsonrpc":"2.0","method":"notifications/initialized"}`)}, PostOptions{Resumable: true}); err != nil {
 			t.Fatal(err)
 		}
 		time.Sleep(59 * time.Second) // 118s since creation, 59s since the last message
@@ -48,7 +36,7 @@ func TestIdleTimeout(t *testing.T) {
 		}
 		time.Sleep(2 * time.Second)
 		synctest.Wait()
-		if err := sess.Err(); !errors.Is(err, session.ErrIdle) {
+		if err := sess.Err(); !errors.Is(err, ErrIdle) {
 			t.Fatalf("after the idle timeout: %v, want ErrIdle", err)
 		}
 		<-sess.Stopped()
@@ -57,7 +45,7 @@ func TestIdleTimeout(t *testing.T) {
 		default:
 			t.Fatal("the server was not stopped")
 		}
-		if _, err := reg.Get(sess.ID()); !errors.Is(err, session.ErrNotFound) {
+		if _, err := reg.Get(sess.ID()); !errors.Is(err, ErrNotFound) {
 			t.Fatalf("Get after the end: %v, want ErrNotFound", err)
 		}
 		if sess.Owner() != "owner" {

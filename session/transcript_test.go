@@ -1,4 +1,4 @@
-package session_test
+package session
 
 import (
 	"context"
@@ -6,7 +6,6 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
@@ -14,9 +13,6 @@ import (
 	"time"
 
 	"golang.org/x/tools/txtar"
-
-	"github.com/mcp-bridge/mcp-bridge/jsonrpc"
-	"github.com/mcp-bridge/mcp-bridge/session"
 )
 
 var update = flag.Bool("update", false, "rewrite the expected lines of testdata/transcripts/*.txtar with what happened")
@@ -67,15 +63,9 @@ func runTranscript(t *testing.T, file string) {
 	if script == nil {
 		t.Fatal("no script section")
 	}
-	procs := make(chan *memProcess, 1)
-	reg := session.NewRegistry(&session.Options{Launcher: memLauncher{procs}, Logger: slog.New(slog.DiscardHandler)})
-	defer reg.Shutdown(context.Background())
-	sess, err := reg.Create(context.Background(), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	proc := <-procs
-	readers := map[string]*session.Reader{}
+	reg, l := newTestRegistry(t, Options{})
+	sess, proc := startSession(t, reg, l)
+	readers := map[string]*Reader{}
 	defer func() {
 		for _, r := range readers {
 			r.Detach()
@@ -108,21 +98,21 @@ func runTranscript(t *testing.T, file string) {
 		}
 		switch {
 		case who == "child<":
-			check("child< ", proc.heard(t), rest)
+			check("child< ", proc.readLine(t), rest)
 		case who == "child>":
-			proc.say(t, rest)
+			proc.send(t, rest+"\n")
 			out = append(out, line)
 		case step == "child exit":
 			proc.exit(nil)
 			out = append(out, line)
 		case who == "post>":
-			if r, err := sess.Post([]session.Message{message(t, rest)}, session.PostOptions{Resumable: true}); err != nil || r != nil {
+			if r, err := sess.Post([]Message{msg(t, rest)}, PostOptions{Resumable: true}); err != nil || r != nil {
 				fail("Post: %v, %v", r, err)
 			}
 			out = append(out, line)
 		case who == "post" || who == "json":
-			name, msg, _ := strings.Cut(rest, "> ")
-			r, err := sess.Post([]session.Message{message(t, msg)}, session.PostOptions{Resumable: who == "post"})
+			name, data, _ := strings.Cut(rest, "> ")
+			r, err := sess.Post([]Message{msg(t, data)}, PostOptions{Resumable: who == "post"})
 			if err != nil || r == nil {
 				fail("Post: %v, %v", r, err)
 			}
@@ -137,14 +127,14 @@ func runTranscript(t *testing.T, file string) {
 			out = append(out, line)
 		case strings.HasSuffix(who, "<") && who != "ended<":
 			r := readers[strings.TrimSuffix(who, "<")]
-			_, data, err := next(r)
+			_, data, err := nextEvent(r)
 			if err != nil {
 				fail("Next: %v", err)
 			}
 			check(who+" ", string(data), rest)
 		case rest == "end":
 			r := readers[who]
-			if _, data, err := next(r); err != io.EOF {
+			if _, data, err := nextEvent(r); err != io.EOF {
 				fail("the stream goes on: %s, %v", data, err)
 			}
 			out = append(out, line)
@@ -166,20 +156,11 @@ func runTranscript(t *testing.T, file string) {
 	}
 }
 
-// next reads the next event of a stream, failing after 10s.
-func next(r *session.Reader) (uint64, []byte, error) {
+// nextEvent reads the next event of a stream, failing after 10s.
+func nextEvent(r *Reader) (uint64, []byte, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	return r.Next(ctx)
-}
-
-func message(t testing.TB, data string) session.Message {
-	t.Helper()
-	env, err := jsonrpc.Parse([]byte(data))
-	if err != nil {
-		t.Fatal(err)
-	}
-	return session.Message{Data: []byte(data), Env: env}
 }
 
 func fmtf(format string, args ...any) string { return fmt.Sprintf(format, args...) }
