@@ -61,8 +61,9 @@ const (
 	// DefaultMaxMessageBytes bounds one message from the child.
 	DefaultMaxMessageBytes = 4 << 20
 	// DefaultMaxQueuedBytes bounds the bytes waiting to be written to the
-	// child's stdin while it is not reading.
-	DefaultMaxQueuedBytes = 16 << 20
+	// child's stdin while it is not reading: four messages of the largest
+	// size.
+	DefaultMaxQueuedBytes = 4 * DefaultMaxMessageBytes
 	// maxTombstones bounds the cancelled requests whose late answers are
 	// still recognized (and dropped) rather than mistaken for another's.
 	maxTombstones = 1024

@@ -50,8 +50,8 @@ const (
 	// run a few at once; 40,000 unanswered ones cost 43 MB (issue 13).
 	DefaultMaxRequests = 100
 	// DefaultMaxQueuedBytes bounds the bytes of a session waiting to be
-	// written to its server's stdin: four messages of the largest size.
-	DefaultMaxQueuedBytes = 4 * DefaultMaxMessageBytes
+	// written to its server's stdin (peer.Options.MaxQueuedBytes).
+	DefaultMaxQueuedBytes = peer.DefaultMaxQueuedBytes
 )
 
 // A Launcher starts the child of a new session. It must be safe for
