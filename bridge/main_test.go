@@ -177,6 +177,9 @@ type bridgeConfig struct {
 	command []string
 	session session.Options
 	bridge  bridge.Options
+	// server, if set, adjusts the HTTP server before it starts (its
+	// listener, its ConnState hook).
+	server func(*httptest.Server)
 }
 
 // startBridge starts a bridge on a loopback port; it is shut down at the
@@ -207,7 +210,11 @@ func startBridge(t testing.TB, cfg bridgeConfig) *testBridge {
 	bo := cfg.bridge
 	bo.Logger = logger
 	h := bridge.NewHandler(reg, &bo)
-	srv := httptest.NewServer(h)
+	srv := httptest.NewUnstartedServer(h)
+	if cfg.server != nil {
+		cfg.server(srv)
+	}
+	srv.Start()
 	tb := &testBridge{URL: srv.URL + h.Path(), Reg: reg, Handler: h, srv: srv}
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)

@@ -55,6 +55,13 @@ type config struct {
 	MaxRequestsPerSession int           `envconfig:"BRIDGE_MAX_REQUESTS_PER_SESSION"`
 	MaxQueuedBytes        int64         `envconfig:"BRIDGE_MAX_QUEUED_BYTES"`
 
+	BodyReadTimeout         time.Duration `envconfig:"BRIDGE_BODY_READ_TIMEOUT" default:"30s"`
+	WriteTimeout            time.Duration `envconfig:"BRIDGE_WRITE_TIMEOUT" default:"30s"`
+	HTTPIdleTimeout         time.Duration `envconfig:"BRIDGE_HTTP_IDLE_TIMEOUT" default:"90s"`
+	MaxConnections          int           `envconfig:"BRIDGE_MAX_CONNECTIONS" default:"8192"`
+	MaxConnectionsPerClient int           `envconfig:"BRIDGE_MAX_CONNECTIONS_PER_CLIENT" default:"1024"`
+	MaxBodyBytesInFlight    int64         `envconfig:"BRIDGE_MAX_BODY_BYTES_IN_FLIGHT" default:"268435456"`
+
 	Sandbox        string   `envconfig:"BRIDGE_SANDBOX" default:"local"`
 	Image          string   `envconfig:"BRIDGE_IMAGE"`
 	Pull           string   `envconfig:"BRIDGE_PULL" default:"missing"`
@@ -139,6 +146,12 @@ func newFlagSet(c *config, out io.Writer) *flag.FlagSet {
 	fs.IntVar(&c.LogMaxEvents, "log-max-events", c.LogMaxEvents, "most events each session's resumption log holds")
 	fs.Int64Var(&c.LogMaxBytes, "log-max-bytes", c.LogMaxBytes, "most `bytes` each session's resumption log holds")
 	fs.IntVar(&c.StderrLineBytes, "stderr-line-bytes", c.StderrLineBytes, "longest server stderr line logged, in `bytes`; longer lines are cut")
+	fs.DurationVar(&c.BodyReadTimeout, "body-read-timeout", c.BodyReadTimeout, "a POST body must arrive within this long after its headers, else 408 (negative: no limit)")
+	fs.DurationVar(&c.WriteTimeout, "write-timeout", c.WriteTimeout, "each SSE event or JSON answer must reach the client within this long, else the connection closes; time between events does not count (negative: no limit)")
+	fs.DurationVar(&c.HTTPIdleTimeout, "http-idle-timeout", c.HTTPIdleTimeout, "close a keep-alive connection after this long without a request (negative: never); keep it above the idle timeout of a proxy in front")
+	fs.IntVar(&c.MaxConnections, "max-connections", c.MaxConnections, "most connections open at once, lowered to what the open-file limit leaves after --max-sessions servers; beyond it a connection gets 503 (negative: only the open-file limit)")
+	fs.IntVar(&c.MaxConnectionsPerClient, "max-connections-per-client", c.MaxConnectionsPerClient, "most connections open at once from one client IP address (a proxy in front is one address); beyond it 503 (negative: no limit)")
+	fs.Int64Var(&c.MaxBodyBytesInFlight, "max-body-bytes-in-flight", c.MaxBodyBytesInFlight, "most `bytes` held by POST bodies being read, all clients together; beyond it 503 (negative: no limit; else at least --max-message-bytes)")
 	fs.DurationVar(&c.InitializeTimeout, "initialize-timeout", c.InitializeTimeout,
 		fmt.Sprintf("end a session whose server has not answered initialize after this long, with an error and its last stderr lines (0: %s; negative: never)", session.DefaultInitializeTimeout))
 	fs.DurationVar(&c.RequestTimeout, "request-timeout", c.RequestTimeout,
@@ -256,6 +269,15 @@ func (c *config) finish() error {
 	}
 	if c.Warm < 0 {
 		return fmt.Errorf("--warm %d: want 0 or more", c.Warm)
+	}
+	if c.MaxBodyBytesInFlight >= 0 && c.MaxBodyBytesInFlight < int64(c.MaxMessageBytes) {
+		return fmt.Errorf("--max-body-bytes-in-flight %d is below --max-message-bytes %d: a message that large could never be read", c.MaxBodyBytesInFlight, c.MaxMessageBytes)
+	}
+	if c.MaxConnections == 0 || c.MaxConnectionsPerClient == 0 {
+		return errors.New("--max-connections and --max-connections-per-client must not be 0 (negative: no limit)")
+	}
+	if c.BodyReadTimeout == 0 || c.WriteTimeout == 0 || c.HTTPIdleTimeout == 0 {
+		return errors.New("--body-read-timeout, --write-timeout and --http-idle-timeout must not be 0 (negative: no limit)")
 	}
 	if c.MaxSessions <= 0 || c.MaxMessageBytes <= 0 || c.LogMaxEvents <= 0 || c.LogMaxBytes <= 0 {
 		return errors.New("--max-sessions, --max-message-bytes, --log-max-events and --log-max-bytes must be positive")

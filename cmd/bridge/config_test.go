@@ -11,6 +11,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/mcp-bridge/mcp-bridge/bridge"
 )
 
 // Every flag is also read from its BRIDGE_* variable, into the same field.
@@ -166,5 +168,29 @@ func TestHelpShowsFlagsAndVariables(t *testing.T) {
 	})
 	if !strings.Contains(help, "BRIDGE_AUTH_TOKENS") {
 		t.Error("--help lacks BRIDGE_AUTH_TOKENS")
+	}
+}
+
+// The defaults of the HTTP edge's flags are the bridge package's constants,
+// which document them.
+func TestHTTPEdgeDefaults(t *testing.T) {
+	c, err := loadConfig(nil, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, d := range []struct {
+		flag      string
+		got, want any
+	}{
+		{"body-read-timeout", c.BodyReadTimeout, bridge.DefaultBodyReadTimeout},
+		{"write-timeout", c.WriteTimeout, bridge.DefaultWriteTimeout},
+		{"http-idle-timeout", c.HTTPIdleTimeout, bridge.DefaultIdleTimeout},
+		{"max-connections", c.MaxConnections, bridge.DefaultMaxConnections},
+		{"max-connections-per-client", c.MaxConnectionsPerClient, bridge.DefaultMaxConnectionsPerClient},
+		{"max-body-bytes-in-flight", c.MaxBodyBytesInFlight, int64(bridge.DefaultMaxBodyBytesInFlight)},
+	} {
+		if d.got != d.want {
+			t.Errorf("--%s defaults to %v, the bridge package to %v", d.flag, d.got, d.want)
+		}
 	}
 }

@@ -118,21 +118,29 @@ func serve(ctx context.Context, cfg *config, logger *slog.Logger, ready chan<- n
 	}
 	reg := session.NewRegistry(sessOpts)
 	h := bridge.NewHandler(reg, &bridge.Options{
-		Path:            cfg.Path,
-		AllowedOrigins:  cfg.AllowedOrigins,
-		AllowedHosts:    cfg.AllowedHosts,
-		AuthTokens:      cfg.tokens,
-		MaxMessageBytes: int64(cfg.MaxMessageBytes),
-		JSONResponse:    cfg.JSONResponse,
-		SSEPollAfter:    cfg.SSEPollAfter,
-		SSERetry:        cfg.SSERetry,
-		Logger:          logger,
+		Path:                 cfg.Path,
+		AllowedOrigins:       cfg.AllowedOrigins,
+		AllowedHosts:         cfg.AllowedHosts,
+		AuthTokens:           cfg.tokens,
+		MaxMessageBytes:      int64(cfg.MaxMessageBytes),
+		JSONResponse:         cfg.JSONResponse,
+		SSEPollAfter:         cfg.SSEPollAfter,
+		SSERetry:             cfg.SSERetry,
+		BodyReadTimeout:      cfg.BodyReadTimeout,
+		WriteTimeout:         cfg.WriteTimeout,
+		MaxBodyBytesInFlight: cfg.MaxBodyBytesInFlight,
+		Logger:               logger,
 	})
 
 	ln, err := net.Listen("tcp", cfg.Listen)
 	if err != nil {
 		return fmt.Errorf("listening on %s: %w (is another process using the port? choose another with --listen)", cfg.Listen, err)
 	}
+	ln = bridge.LimitListener(ln, &bridge.LimitOptions{
+		MaxConnections:          connectionLimit(cfg.MaxConnections, cfg.MaxSessions, logger),
+		MaxConnectionsPerClient: cfg.MaxConnectionsPerClient,
+		Logger:                  logger,
+	})
 	var handler http.Handler = h
 	if router != nil {
 		fwd := bridge.NewForwarder(router, &bridge.ForwardOptions{Logger: logger})
@@ -142,7 +150,11 @@ func serve(ctx context.Context, cfg *config, logger *slog.Logger, ready chan<- n
 	srv := &http.Server{
 		Handler:           handler,
 		ReadHeaderTimeout: 10 * time.Second,
-		ErrorLog:          slog.NewLogLogger(logger.Handler(), slog.LevelWarn),
+		// No ReadTimeout or WriteTimeout: they would cut long-lived SSE
+		// streams. The handler bounds each body read and each event write
+		// instead (--body-read-timeout, --write-timeout).
+		IdleTimeout: cfg.HTTPIdleTimeout,
+		ErrorLog:    slog.NewLogLogger(logger.Handler(), slog.LevelWarn),
 	}
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(ln) }()
