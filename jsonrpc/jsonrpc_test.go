@@ -587,6 +587,7 @@ func FuzzParse(f *testing.F) {
 		`{"\u006asonrpc":"2\u002e0","id":"\ud83d\ude00","method":"a\/b","params":{"_meta":null,"\u005fmeta":{"progressToken":1E2}}}`,
 		`{"jsonrpc":"2.0","id":1,"id":2,"method":5,"method":"x","params":[],"params":{"progressToken":3}}`,
 		`{"JSONRPC":"2.0","Id":1,"Method":"a"}`,
+		`{"params":{"_meta":{"progressToken":"tok"},"name":"n"},"method":"tools/call","id":"late","jsonrpc":"2.0"}`,
 		" \t\r\n{ \"jsonrpc\" : \"2.0\" , \"id\" : 1 , \"result\" : null } \n",
 		"{\"jsonrpc\":\"2.0\",\"id\":\"\xff\xfe\",\"method\":\"\xc3\"}",
 		`{"jsonrpc":"2.0","id":01,"method":"a"}`,
@@ -670,6 +671,17 @@ func FuzzParse(f *testing.F) {
 		}
 		if again, _ := Parse(orig); again != env {
 			t.Fatalf("the Envelope changed with its input: %+v, was %+v", env, again)
+		}
+
+		// Envelope.Rewrite of the id and the progress token gives what
+		// parsing its result gives, and touches nothing else.
+		if err == nil && !env.IDAt.IsZero() {
+			moved := env
+			out := moved.Rewrite(orig, Edit{env.IDAt, []byte(`"rewritten-id"`)}, Edit{env.ProgressTokenAt, []byte(`1234567`)})
+			again, perr := Parse(out)
+			if perr != nil || again != moved {
+				t.Fatalf("Rewrite(%q) = %q: Envelope %+v, parsed %+v (%v)", orig, out, moved, again, perr)
+			}
 		}
 
 		// The bridge's own error answer to a request's id must parse.
