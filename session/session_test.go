@@ -481,3 +481,28 @@ func TestIdleTimeoutSparesRunningCall(t *testing.T) {
 		}
 	})
 }
+
+// TestLaunchErrorIsErrLaunch: a launcher's error reaches the caller as
+// ErrLaunch (which the front end maps to 502), with its own text and
+// without a second copy of ErrLaunch's.
+func TestLaunchErrorIsErrLaunch(t *testing.T) {
+	cause := errors.New("cannot start the MCP server: exec: \"nope\": executable file not found in $PATH")
+	reg := NewRegistry(&Options{
+		Launcher: LauncherOf(failingLauncher{cause}),
+		Logger:   slog.New(slog.DiscardHandler),
+	})
+	defer reg.Shutdown(context.Background())
+	_, err := reg.Create(context.Background(), nil)
+	if !errors.Is(err, ErrLaunch) || !errors.Is(err, cause) {
+		t.Fatalf("Create: %v; want ErrLaunch wrapping the launcher's error", err)
+	}
+	if strings.Count(err.Error(), "cannot start the MCP server") != 1 || reg.Len() != 0 {
+		t.Fatalf("Create: %q, %d sessions", err, reg.Len())
+	}
+}
+
+// failingLauncher fails every launch; its processes have a type of their
+// own, as sandbox's do, so that LauncherOf adapts it.
+type failingLauncher struct{ err error }
+
+func (l failingLauncher) Launch(context.Context, string) (*memProc, error) { return nil, l.err }
