@@ -364,6 +364,7 @@ func mediaType(v string) string {
 // any other spelling, such as the spec's "MCP-Protocol-Version" and
 // "Last-Event-ID": on every request (issue 6).
 const (
+	hdrSessionID       = "Mcp-Session-Id"
 	hdrProtocolVersion = "Mcp-Protocol-Version"
 	hdrLastEventID     = "Last-Event-Id"
 )
@@ -386,7 +387,7 @@ func checkVersion(r *http.Request, sess *session.Session) error {
 // lookup finds the request's session: 400 without Mcp-Session-Id, 404 for
 // an unknown or ended one, 403 for one bound to another token.
 func (h *Handler) lookup(w http.ResponseWriter, r *http.Request, owner any) *session.Session {
-	id := r.Header.Get(SessionHeader)
+	id := r.Header.Get(hdrSessionID)
 	if id == "" {
 		writeError(w, http.StatusBadRequest, nil, jsonrpc.CodeInvalidRequest,
 			"Bad Request: Mcp-Session-Id header is required; start a session with an initialize request", nil)
@@ -479,7 +480,7 @@ func (h *Handler) servePost(w http.ResponseWriter, r *http.Request, owner any) {
 	// Revision 2026-07-28 clients probe with server/discover (or any request
 	// carrying that revision's header and no session): answer so they fall
 	// back to initialize. The probe never reaches a server.
-	sid := r.Header.Get(SessionHeader)
+	sid := r.Header.Get(hdrSessionID)
 	for _, m := range msgs {
 		if m.Env.Method == "server/discover" ||
 			(sid == "" && r.Header.Get(hdrProtocolVersion) >= "2026-07-28" && m.Env.Method != "initialize") {
@@ -580,7 +581,7 @@ func (h *Handler) initialize(w http.ResponseWriter, r *http.Request, owner any, 
 		writeError(w, http.StatusInternalServerError, rawID, jsonrpc.CodeInternalError, err.Error(), nil)
 		return
 	}
-	w.Header().Set(SessionHeader, sess.ID())
+	w.Header().Set(hdrSessionID, sess.ID())
 	// The session learns the negotiated version from the server's answer;
 	// whether this very stream is primed depends on what the client asked.
 	h.answer(w, r, sess, reader, false, requestedVersion(msgs[0].Data) >= primingVersion)

@@ -307,7 +307,9 @@ func (r *Registry) Create(ctx context.Context, owner any) (*Session, error) {
 	proc, err := r.opts.Launcher.Launch(ctx, logID)
 	if err != nil {
 		logger.Error("cannot start the MCP server for a new session", "err", err)
-		return nil, fmt.Errorf("session %s: %w", logID, launchError{err})
+		// A launcher's error names the session (sandbox.Launcher); it is
+		// marked ErrLaunch, which the front end maps, as it is.
+		return nil, launchError{err}
 	}
 	s := &Session{
 		id:        id,
