@@ -5,7 +5,7 @@ import (
 	"net/http"
 
 	"github.com/mcp-bridge/mcp-bridge/auth"
-	"github.com/mcp-bridge/mcp-bridge/session"
+	"github.com/mcp-bridge/mcp-bridge/jsonrpc"
 )
 
 // authenticate checks the request's bearer token. On success it returns
@@ -13,7 +13,7 @@ import (
 // principal's tag, which binds sessions: stable across token refreshes, so
 // a client that refreshes its token keeps its session, and another
 // principal cannot use it. On failure it has answered the request.
-func (h *Handler) authenticate(w http.ResponseWriter, r *http.Request) (*http.Request, string, bool) {
+func (h *Handler) authenticate(w http.ResponseWriter, r *http.Request) (*http.Request, any, bool) {
 	p, err := h.auth.Authenticate(r)
 	if err == nil {
 		return r.WithContext(auth.NewContext(r.Context(), p)), p.Tag, true
@@ -27,14 +27,14 @@ func (h *Handler) authenticate(w http.ResponseWriter, r *http.Request) (*http.Re
 		// The token may be valid: a 401 would send the client through a
 		// new authorization for nothing.
 		h.logger.Error("could not check a bearer token", "err", err)
-		writeError(w, http.StatusServiceUnavailable, nil, session.CodeInternalError,
+		WriteError(w, http.StatusServiceUnavailable, nil, jsonrpc.CodeInternalError,
 			"Service Unavailable: the authorization server could not be reached; try again later", nil)
-		return nil, "", false
+		return nil, nil, false
 	case errors.Is(err, auth.ErrInvalidToken):
 		h.logger.Info("refused a bearer token", "err", err)
 		msg = "Unauthorized: " + err.Error()
 	}
 	h.auth.Challenge(w.Header(), err)
-	writeError(w, status, nil, session.CodeInvalidRequest, msg, nil)
-	return nil, "", false
+	WriteError(w, status, nil, jsonrpc.CodeInvalidRequest, msg, nil)
+	return nil, nil, false
 }

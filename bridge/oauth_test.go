@@ -22,6 +22,7 @@ import (
 	"github.com/mcp-bridge/mcp-bridge/auth"
 	"github.com/mcp-bridge/mcp-bridge/bridge"
 	"github.com/mcp-bridge/mcp-bridge/internal/oauthtest"
+	"github.com/mcp-bridge/mcp-bridge/jsonrpc"
 	"github.com/mcp-bridge/mcp-bridge/sandbox"
 	"github.com/mcp-bridge/mcp-bridge/session"
 )
@@ -67,12 +68,10 @@ func startOAuthBridge(t *testing.T, cfg oauthConfig) *oauthBridge {
 	if err != nil {
 		t.Fatal(err)
 	}
-	reg := session.NewRegistry(&session.Options{
-		Launcher: sandbox.NewLocal(&sandbox.LocalOptions{
-			Command: exe, Env: append(os.Environ(), childEnv+"=server"), StopGrace: 2 * time.Second, Logger: logger,
-		}),
-		Logger: logger,
+	local := sandbox.NewLocal(&sandbox.LocalOptions{
+		Command: exe, Env: append(os.Environ(), childEnv+"=server"), StopGrace: 2 * time.Second, Logger: logger,
 	})
+	reg := session.NewRegistry(&session.Options{Launcher: session.LauncherOf(local), Logger: logger})
 	ob.Reg = reg
 	h := bridge.NewHandler(reg, &bridge.Options{Auth: ob.Auth, Logger: logger})
 	srv.Config.Handler = h
@@ -83,6 +82,7 @@ func startOAuthBridge(t *testing.T, cfg oauthConfig) *oauthBridge {
 		if err := reg.Shutdown(ctx); err != nil {
 			t.Errorf("shutting down the registry: %v", err)
 		}
+		local.Close()
 		srv.CloseClientConnections()
 		srv.Close()
 	})
@@ -230,7 +230,7 @@ func TestOAuthChallenges(t *testing.T) {
 	if got := resp.Header.Get("WWW-Authenticate"); resp.StatusCode != http.StatusUnauthorized || got != want {
 		t.Fatalf("no token: %d %q, want 401 %q", resp.StatusCode, got, want)
 	}
-	if e := decodeError(t, readAll(t, resp.Body)); e.Error.Code != session.CodeInvalidRequest {
+	if e := decodeError(t, readAll(t, resp.Body)); e.Error.Code != jsonrpc.CodeInvalidRequest {
 		t.Errorf("no token: JSON-RPC error %+v", e)
 	}
 	wrongAud := ob.AS.Sign(t, ob.AS.Claims("alice", "https://other.example.com/mcp", "mcp:tools"))
@@ -287,7 +287,7 @@ func TestOAuthIntrospection(t *testing.T) {
 	if resp.StatusCode != http.StatusServiceUnavailable || resp.Header.Get("WWW-Authenticate") != "" {
 		t.Fatalf("the issuer unreachable: %d %q, want 503 without a challenge", resp.StatusCode, resp.Header.Get("WWW-Authenticate"))
 	}
-	if e := decodeError(t, readAll(t, resp.Body)); e.Error.Code != session.CodeInternalError {
+	if e := decodeError(t, readAll(t, resp.Body)); e.Error.Code != jsonrpc.CodeInternalError {
 		t.Errorf("the issuer unreachable: JSON-RPC error %+v", e)
 	}
 	if n := ob.Reg.Len(); n != 1 {
