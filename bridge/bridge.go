@@ -32,6 +32,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/mcp-bridge/mcp-bridge/pool"
 	"github.com/mcp-bridge/mcp-bridge/sandbox"
 	"github.com/mcp-bridge/mcp-bridge/session"
 )
@@ -74,6 +75,10 @@ type Options struct {
 	// SSERetry is the reconnection delay announced with the retry field
 	// when SSEPollAfter is set. Zero means DefaultSSERetry.
 	SSERetry time.Duration
+	// Stateless serves revision 2026-07-28 requests (see stateless.go).
+	// Nil answers them with a 400 that makes clients fall back to
+	// initialize.
+	Stateless *pool.Pool
 	// Logger receives the handler's logs. Nil means slog.Default().
 	Logger *slog.Logger
 }
@@ -353,6 +358,10 @@ const probeAnswer = "Bad Request: this server speaks MCP revisions 2025-03-26 th
 	"(sessions); send an initialize request to start a session"
 
 func (h *Handler) servePost(w http.ResponseWriter, r *http.Request, owner string) {
+	if h.isStateless(r) {
+		h.serveStateless(w, r, owner)
+		return
+	}
 	// "The client MUST include an Accept header, listing both
 	// application/json and text/event-stream as supported content types."
 	acc := r.Header.Get("Accept")
@@ -739,6 +748,10 @@ var readyCtx = func() context.Context {
 }()
 
 func (h *Handler) serveGet(w http.ResponseWriter, r *http.Request, owner string) {
+	if h.opts.Stateless != nil && r.Header.Get("Mcp-Session-Id") == "" {
+		methodNotAllowed(w)
+		return
+	}
 	// "The client MUST include an Accept header, listing text/event-stream."
 	if !accepts(r.Header.Get("Accept"), "text/event-stream") {
 		writeError(w, http.StatusNotAcceptable, nil, session.CodeInvalidRequest,
@@ -779,6 +792,10 @@ func (h *Handler) serveGet(w http.ResponseWriter, r *http.Request, owner string)
 }
 
 func (h *Handler) serveDelete(w http.ResponseWriter, r *http.Request, owner string) {
+	if h.opts.Stateless != nil && r.Header.Get("Mcp-Session-Id") == "" {
+		methodNotAllowed(w)
+		return
+	}
 	sess := h.lookup(w, r, owner)
 	if sess == nil {
 		return

@@ -17,6 +17,7 @@ import (
 	units "github.com/docker/go-units"
 	"github.com/kelseyhightower/envconfig"
 	"github.com/mcp-bridge/mcp-bridge/bridge"
+	"github.com/mcp-bridge/mcp-bridge/pool"
 )
 
 // config is the bridge's configuration. envconfig fills it from BRIDGE_*
@@ -62,6 +63,11 @@ type config struct {
 	Instance       string   `envconfig:"BRIDGE_INSTANCE"`
 
 	Warm int `envconfig:"BRIDGE_WARM"`
+
+	ChildEra        string        `envconfig:"BRIDGE_CHILD_ERA"`
+	PoolMin         int           `envconfig:"BRIDGE_POOL_MIN"`
+	PoolMax         int           `envconfig:"BRIDGE_POOL_MAX"`
+	RequestStateTTL time.Duration `envconfig:"BRIDGE_REQUEST_STATE_TTL"`
 
 	AffinityAddr       string `envconfig:"BRIDGE_AFFINITY_ADDR"`
 	AffinitySecretFile string `envconfig:"BRIDGE_AFFINITY_SECRET_FILE"`
@@ -147,6 +153,23 @@ func newFlagSet(c *config, out io.Writer) *flag.FlagSet {
 	fs.IntVar(&c.Warm, "warm", c.Warm, "keep `N` MCP servers (processes or containers) started ahead of sessions, so that a new session does not wait for a launch (0: none)")
 	fs.StringVar(&c.AffinityAddr, "affinity-addr", c.AffinityAddr, "`host:port` other instances reach this one at, or ecs (from the ECS task metadata); with an affinity secret, session IDs name their owner and any instance forwards a request to it")
 	fs.StringVar(&c.AffinitySecretFile, "affinity-secret-file", c.AffinitySecretFile, "`file` holding the secret (32 bytes or more) shared by all instances, which authenticates owners in session IDs (BRIDGE_AFFINITY_SECRET also takes it)")
+	// Revision 2026-07-28 (stateless clients): defaults from package pool.
+	if c.ChildEra == "" {
+		c.ChildEra = pool.EraAuto.String()
+	}
+	if c.PoolMin == 0 {
+		c.PoolMin = pool.DefaultMin
+	}
+	if c.PoolMax == 0 {
+		c.PoolMax = pool.DefaultMax
+	}
+	if c.RequestStateTTL == 0 {
+		c.RequestStateTTL = pool.DefaultStateTTL
+	}
+	fs.StringVar(&c.ChildEra, "child-era", c.ChildEra, "era of the server for revision 2026-07-28 clients: auto (ask a throwaway process with server/discover once), legacy (needs initialize; the bridge translates) or modern")
+	fs.IntVar(&c.PoolMin, "pool-min", c.PoolMin, "servers kept running for revision 2026-07-28 clients when the server is modern (-1: none)")
+	fs.IntVar(&c.PoolMax, "pool-max", c.PoolMax, "most servers running for revision 2026-07-28 clients, across all principals (separate from --max-sessions)")
+	fs.DurationVar(&c.RequestStateTTL, "request-state-ttl", c.RequestStateTTL, "how long a call that asked the client something (elicitation, sampling, roots) waits for the client's retry before it is cancelled")
 	fs.Usage = func() { usage(fs, out) }
 	return fs
 }
@@ -239,6 +262,12 @@ func (c *config) finish() error {
 	}
 	if !strings.HasPrefix(c.Path, "/") {
 		return fmt.Errorf("--path %q must start with /", c.Path)
+	}
+	if _, err := pool.ParseEra(c.ChildEra); err != nil {
+		return fmt.Errorf("--child-era: %w", err)
+	}
+	if c.PoolMax < 1 || c.PoolMin > c.PoolMax || c.RequestStateTTL <= 0 {
+		return errors.New("--pool-max must be positive and at least --pool-min, --request-state-ttl positive")
 	}
 	if c.Warm < 0 {
 		return fmt.Errorf("--warm %d: want 0 or more", c.Warm)

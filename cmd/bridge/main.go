@@ -27,6 +27,9 @@ import (
 
 	"github.com/mcp-bridge/mcp-bridge/affinity"
 	"github.com/mcp-bridge/mcp-bridge/bridge"
+	"github.com/mcp-bridge/mcp-bridge/peer"
+	"github.com/mcp-bridge/mcp-bridge/pool"
+	"github.com/mcp-bridge/mcp-bridge/sandbox"
 	"github.com/mcp-bridge/mcp-bridge/session"
 )
 
@@ -112,6 +115,17 @@ func serve(ctx context.Context, cfg *config, logger *slog.Logger, ready chan<- n
 		sessOpts.Inflight = inflight
 	}
 	reg := session.NewRegistry(sessOpts)
+	stateless, err := newPool(cfg, launcher, router, logger)
+	if err != nil {
+		return err
+	}
+	defer func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*cfg.StopGrace+30*time.Second)
+		defer cancel()
+		if err := stateless.Close(ctx); err != nil {
+			logger.Error("some MCP servers of the stateless pool did not stop", "err", err)
+		}
+	}()
 	h := bridge.NewHandler(reg, &bridge.Options{
 		Path:            cfg.Path,
 		AllowedOrigins:  cfg.AllowedOrigins,
@@ -121,6 +135,7 @@ func serve(ctx context.Context, cfg *config, logger *slog.Logger, ready chan<- n
 		JSONResponse:    cfg.JSONResponse,
 		SSEPollAfter:    cfg.SSEPollAfter,
 		SSERetry:        cfg.SSERetry,
+		Stateless:       stateless,
 		Logger:          logger,
 	})
 
@@ -180,4 +195,33 @@ func serve(ctx context.Context, cfg *config, logger *slog.Logger, ready chan<- n
 	}
 	logger.Info("bridge stopped")
 	return nil
+}
+
+// newPool builds the pool of servers for revision 2026-07-28 clients. With
+// session affinity, requestStates are signed with the affinity secret and
+// name this instance, so that any instance can verify a retry and forward
+// it to the one holding the parked call.
+func newPool(cfg *config, launcher sandbox.Launcher, router *affinity.Router, logger *slog.Logger) (*pool.Pool, error) {
+	era, err := pool.ParseEra(cfg.ChildEra)
+	if err != nil {
+		return nil, err
+	}
+	opts := &pool.Options{
+		Launch: func(ctx context.Context, name string) (peer.Process, error) {
+			return launcher.Launch(ctx, name)
+		},
+		Era:           era,
+		Min:           cfg.PoolMin,
+		Max:           cfg.PoolMax,
+		StateTTL:      cfg.RequestStateTTL,
+		OtherVersions: bridge.SessionVersions(),
+		PrivateCache:  len(cfg.tokens) > 0,
+		Peer:          peer.Options{MaxMessageBytes: cfg.MaxMessageBytes},
+		Logger:        logger,
+	}
+	if router != nil {
+		opts.Secret = cfg.affinitySecret
+		opts.Instance = router.Self()
+	}
+	return pool.New(opts)
 }
