@@ -250,3 +250,206 @@ func TestStatelessSDKClient(t *testing.T) {
 		})
 	}
 }
+
+// A legacy child's elicitation and sampling in the middle of a call reach
+// the Go SDK client as MRTR rounds: InputRequiredResult, then a retry with
+// inputResponses, which the parked call gets as its answers.
+func TestStatelessMRTR(t *testing.T) {
+	b, p := startStateless(t, pool.Options{Era: pool.EraLegacy}, bridge.Options{})
+	asked := make(chan string, 4)
+	cs := connect(t, b.URL, &mcp.ClientOptions{
+		ElicitationHandler: func(_ context.Context, r *mcp.ElicitRequest) (*mcp.ElicitResult, error) {
+			asked <- "elicit: " + r.Params.Message
+			return &mcp.ElicitResult{Action: "accept", Content: map[string]any{"name": "octocat"}}, nil
+		},
+		CreateMessageHandler: func(_ context.Context, r *mcp.CreateMessageRequest) (*mcp.CreateMessageResult, error) {
+			asked <- "sample"
+			return &mcp.CreateMessageResult{Model: "m", Role: "assistant", Content: &mcp.TextContent{Text: "Paris"}}, nil
+		},
+	})
+	if v := cs.InitializeResult().ProtocolVersion; v != "2026-07-28" {
+		t.Fatalf("negotiated %q", v)
+	}
+	res, err := cs.CallTool(ctxT(t), &mcp.CallToolParams{Name: "elicit", Arguments: map[string]any{"text": "who?"}})
+	if err != nil || res.IsError || res.Content[0].(*mcp.TextContent).Text != "accept: octocat" {
+		t.Fatalf("elicit: %+v %v", res, err)
+	}
+	if got := <-asked; got != "elicit: who?" {
+		t.Fatalf("the client was asked %q", got)
+	}
+	res, err = cs.CallTool(ctxT(t), &mcp.CallToolParams{Name: "sample", Arguments: map[string]any{"text": "capital?"}})
+	if err != nil || res.IsError || res.Content[0].(*mcp.TextContent).Text != "sampled: Paris" {
+		t.Fatalf("sample: %+v %v", res, err)
+	}
+	if s := p.Stats(); s.Parked != 0 {
+		t.Fatalf("%d calls still parked", s.Parked)
+	}
+}
+
+// Several clients whose calls ask at the same time each get their own
+// answers: a call that may ask holds its child.
+func TestStatelessMRTRConcurrent(t *testing.T) {
+	b, p := startStateless(t, pool.Options{Era: pool.EraLegacy, Max: 3}, bridge.Options{})
+	const clients = 6
+	errs := make(chan error, clients)
+	for i := range clients {
+		go func() {
+			name := "client-" + string(rune('a'+i))
+			c := mcp.NewClient(&mcp.Implementation{Name: name, Version: "1"}, &mcp.ClientOptions{
+				ElicitationHandler: func(_ context.Context, r *mcp.ElicitRequest) (*mcp.ElicitResult, error) {
+					return &mcp.ElicitResult{Action: "accept", Content: map[string]any{"name": r.Params.Message}}, nil
+				},
+			})
+			cs, err := c.Connect(ctxT(t), &mcp.StreamableClientTransport{Endpoint: b.URL}, nil)
+			if err != nil {
+				errs <- err
+				return
+			}
+			defer cs.Close()
+			for range 3 {
+				res, err := cs.CallTool(ctxT(t), &mcp.CallToolParams{Name: "elicit", Arguments: map[string]any{"text": name}})
+				if err != nil {
+					errs <- err
+					return
+				}
+				if got := res.Content[0].(*mcp.TextContent).Text; got != "accept: "+name {
+					errs <- &mismatch{got, name}
+					return
+				}
+			}
+			errs <- nil
+		}()
+	}
+	for range clients {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
+	}
+	if s := p.Stats(); s.Children > 3 || s.Parked != 0 {
+		t.Fatalf("stats %+v", s)
+	}
+}
+
+type mismatch struct{ got, want string }
+
+func (m *mismatch) Error() string { return "got " + m.got + ", want the answer for " + m.want }
+
+// elicitCall is a raw tools/call of the child's elicit tool, with a
+// requestState and inputResponses when given.
+func elicitCall(id int, text, state, responses string) string {
+	extra := ""
+	if state != "" {
+		extra = `,"requestState":` + strconvQuote(state) + `,"inputResponses":` + responses
+	}
+	return `{"jsonrpc":"2.0","id":` + itoa(id) + `,"method":"tools/call","params":{"name":"elicit","arguments":{"text":"` + text + `"},` + modernMeta + extra + `}}`
+}
+
+func strconvQuote(s string) string { b, _ := json.Marshal(s); return string(b) }
+func itoa(i int) string             { b, _ := json.Marshal(i); return string(b) }
+
+// postAnswer posts and decodes one JSON answer.
+func postAnswer(t *testing.T, url, body string, h map[string]string) (int, rpcAnswer) {
+	t.Helper()
+	resp := rawPost(t, url, body, h)
+	s := readAll(t, resp.Body)
+	if ct := resp.Header.Get("Content-Type"); ct != "application/json" {
+		t.Fatalf("Content-Type %q: %s", ct, s)
+	}
+	return resp.StatusCode, decodeAnswer(t, s)
+}
+
+// firstRound starts an elicit call and returns its requestState.
+func firstRound(t *testing.T, url string, h map[string]string) string {
+	t.Helper()
+	status, a := postAnswer(t, url, elicitCall(1, "who?", "", ""), h)
+	var state string
+	var reqs map[string]struct {
+		Method string `json:"method"`
+	}
+	_ = json.Unmarshal(a.Result["requestState"], &state)
+	_ = json.Unmarshal(a.Result["inputRequests"], &reqs)
+	if status != 200 || string(a.Result["resultType"]) != `"input_required"` || state == "" || reqs["input-1"].Method != "elicitation/create" {
+		t.Fatalf("first round: %d %+v", status, a)
+	}
+	return state
+}
+
+// requestState is attacker-controlled: each attack is refused with a clear
+// error, and the parked call still completes for its rightful retry.
+func TestStatelessRequestStateAttacks(t *testing.T) {
+	b, p := startStateless(t, pool.Options{Era: pool.EraLegacy}, bridge.Options{AuthTokens: []string{"token-a", "token-b"}})
+	asA := statelessHeaders("tools/call", "elicit")
+	asA["Authorization"] = "Bearer token-a"
+	asB := statelessHeaders("tools/call", "elicit")
+	asB["Authorization"] = "Bearer token-b"
+	state := firstRound(t, b.URL, asA)
+	answer := `{"input-1":{"action":"accept","content":{"name":"octocat"}}}`
+	tampered := []byte(state)
+	tampered[len(tampered)-3] ^= 1
+	attacks := []struct {
+		name, body string
+		h          map[string]string
+		says       string
+	}{
+		{"tampered", elicitCall(2, "who?", string(tampered), answer), asA, "failed verification"},
+		{"not ours", elicitCall(2, "who?", "opaque-blob", answer), asA, "not one this bridge issued"},
+		{"another principal", elicitCall(2, "who?", state, answer), asB, "another principal"},
+		{"other params", elicitCall(2, "whom?", state, answer), asA, "another request"},
+		{"other method", strings.Replace(strings.Replace(elicitCall(2, "who?", state, answer), `"tools/call"`, `"prompts/get"`, 1), `"name":"elicit"`, `"name":"elicit"`, 1),
+			map[string]string{"MCP-Protocol-Version": "2026-07-28", "Mcp-Method": "prompts/get", "Mcp-Name": "elicit", "Authorization": "Bearer token-a"}, "another request"},
+	}
+	for _, a := range attacks {
+		t.Run(a.name, func(t *testing.T) {
+			status, ans := postAnswer(t, b.URL, a.body, a.h)
+			if status != 200 || ans.Error == nil || ans.Error.Code != -32602 || !strings.Contains(ans.Error.Message, a.says) {
+				t.Fatalf("%d %+v, want -32602 saying %q", status, ans.Error, a.says)
+			}
+		})
+	}
+	// The rightful retry completes the call, once.
+	status, ans := postAnswer(t, b.URL, elicitCall(3, "who?", state, answer), asA)
+	var res struct {
+		Content []struct{ Text string } `json:"content"`
+	}
+	_ = json.Unmarshal(ans.Result["content"], &res.Content)
+	if status != 200 || ans.Error != nil || len(res.Content) != 1 || res.Content[0].Text != "accept: octocat" || string(ans.ID) != "3" {
+		t.Fatalf("rightful retry: %d %+v", status, ans)
+	}
+	t.Run("replayed", func(t *testing.T) {
+		_, ans := postAnswer(t, b.URL, elicitCall(4, "who?", state, answer), asA)
+		if ans.Error == nil || ans.Error.Code != -32602 || !strings.Contains(ans.Error.Message, "has ended") {
+			t.Fatalf("replay: %+v", ans.Error)
+		}
+	})
+	if s := p.Stats(); s.Parked != 0 {
+		t.Fatalf("stats %+v", s)
+	}
+}
+
+// An expired requestState is refused, and the parked call it named was
+// cancelled and its child freed.
+func TestStatelessRequestStateExpired(t *testing.T) {
+	b, p := startStateless(t, pool.Options{Era: pool.EraLegacy, StateTTL: time.Nanosecond}, bridge.Options{})
+	h := statelessHeaders("tools/call", "elicit")
+	state := firstRound(t, b.URL, h)
+	_, ans := postAnswer(t, b.URL, elicitCall(2, "who?", state, `{"input-1":{"action":"accept","content":{"name":"x"}}}`), h)
+	if ans.Error == nil || ans.Error.Code != -32602 || !strings.Contains(ans.Error.Message, "expired") {
+		t.Fatalf("expired state: %+v", ans.Error)
+	}
+	// The expired call's child was freed (or replaced): the next call asks again.
+	firstRound(t, b.URL, h)
+	if s := p.Stats(); s.Children > 2 {
+		t.Fatalf("stats %+v", s)
+	}
+}
+
+// A child asking for an input the client did not declare gets the client
+// a MissingRequiredClientCapabilityError (-32021, 400) naming it.
+func TestStatelessUndeclaredInput(t *testing.T) {
+	b, _ := startStateless(t, pool.Options{Era: pool.EraLegacy}, bridge.Options{})
+	body := `{"jsonrpc":"2.0","id":5,"method":"tools/call","params":{"name":"sample","arguments":{"text":"x"},"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}}}}`
+	status, ans := postAnswer(t, b.URL, body, statelessHeaders("tools/call", "sample"))
+	if status != 400 || ans.Error == nil || ans.Error.Code != pool.CodeMissingRequiredClientCapability || !strings.Contains(string(ans.Error.Data), `"sampling"`) {
+		t.Fatalf("%d %+v", status, ans.Error)
+	}
+}
