@@ -345,7 +345,7 @@ func elicitCall(id int, text, state, responses string) string {
 }
 
 func strconvQuote(s string) string { b, _ := json.Marshal(s); return string(b) }
-func itoa(i int) string             { b, _ := json.Marshal(i); return string(b) }
+func itoa(i int) string            { b, _ := json.Marshal(i); return string(b) }
 
 // postAnswer posts and decodes one JSON answer.
 func postAnswer(t *testing.T, url, body string, h map[string]string) (int, rpcAnswer) {
