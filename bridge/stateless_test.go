@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"os"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -33,7 +34,9 @@ func startStateless(t testing.TB, po pool.Options, bo bridge.Options) (*testBrid
 		StopGrace: 2 * time.Second,
 		Logger:    logger,
 	})
-	po.Launch = func(ctx context.Context, name string) (peer.Process, error) { return local.Launch(ctx, name) }
+	if po.Launch == nil {
+		po.Launch = func(ctx context.Context, name string) (peer.Process, error) { return local.Launch(ctx, name) }
+	}
 	po.Logger = logger
 	po.OtherVersions = []string{"2025-11-25", "2025-06-18", "2025-03-26"}
 	p, err := pool.New(&po)
@@ -451,5 +454,123 @@ func TestStatelessUndeclaredInput(t *testing.T) {
 	status, ans := postAnswer(t, b.URL, body, statelessHeaders("tools/call", "sample"))
 	if status != 400 || ans.Error == nil || ans.Error.Code != pool.CodeMissingRequiredClientCapability || !strings.Contains(string(ans.Error.Data), `"sampling"`) {
 		t.Fatalf("%d %+v", status, ans.Error)
+	}
+}
+
+// cancelRecorder records the notifications/cancelled the bridge sends its
+// children, at the interception point of peer.
+type cancelRecorder struct{ ids chan string }
+
+func (r *cancelRecorder) intercept(next peer.Handler) peer.Handler {
+	return func(m *peer.Message) error {
+		if m.Dir == peer.ToChild && m.Method == "notifications/cancelled" {
+			r.ids <- string(m.Env.RequestID)
+		}
+		return next(m)
+	}
+}
+
+// Closing the response stream cancels the request: the child gets
+// notifications/cancelled for it ("Closing the SSE response stream MUST be
+// treated by the server as cancellation of that request").
+func TestStatelessCancelByClosing(t *testing.T) {
+	for _, era := range []pool.Era{pool.EraModern, pool.EraLegacy} {
+		t.Run(era.String(), func(t *testing.T) {
+			rec := &cancelRecorder{ids: make(chan string, 4)}
+			b, p := startStateless(t, pool.Options{Era: era, Peer: peer.Options{Intercept: rec.intercept}}, bridge.Options{})
+			body := `{"jsonrpc":"2.0","id":"w1","method":"tools/call","params":{"name":"wait","arguments":{},` +
+				strings.Replace(modernMeta, `"_meta":{`, `"_meta":{"progressToken":"tok",`, 1) + `}}`
+			ctx, cancel := context.WithCancel(ctxT(t))
+			req, _ := http.NewRequestWithContext(ctx, http.MethodPost, b.URL, strings.NewReader(body))
+			for k, v := range statelessHeaders("tools/call", "wait") {
+				req.Header.Set(k, v)
+			}
+			req.Header.Set("Content-Type", "application/json")
+			req.Header.Set("Accept", "application/json, text/event-stream")
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			// The progress notification opened an SSE stream: the call runs.
+			buf := make([]byte, 256)
+			n, err := resp.Body.Read(buf)
+			if resp.Header.Get("Content-Type") != "text/event-stream" || !strings.Contains(string(buf[:n]), "notifications/progress") {
+				t.Fatalf("%s %q %v", resp.Header.Get("Content-Type"), buf[:n], err)
+			}
+			cancel()
+			resp.Body.Close()
+			if got := <-rec.ids; got != `s"w1"` && got != "sw1" {
+				t.Fatalf("cancelled %q", got)
+			}
+			if err := p.WaitIdle(ctxT(t)); err != nil {
+				t.Fatal(err)
+			}
+		})
+	}
+}
+
+// A legacy child's results are decorated as revision 2026-07-28 wants them,
+// and its retired error codes rewritten.
+func TestStatelessLegacyResults(t *testing.T) {
+	b, _ := startStateless(t, pool.Options{Era: pool.EraLegacy}, bridge.Options{})
+	status, a := postAnswer(t, b.URL, `{"jsonrpc":"2.0","id":1,"method":"tools/list","params":{`+modernMeta+`}}`, statelessHeaders("tools/list", ""))
+	if status != 200 || string(a.Result["resultType"]) != `"complete"` || string(a.Result["ttlMs"]) != "0" ||
+		string(a.Result["cacheScope"]) != `"public"` || !strings.Contains(string(a.Result["_meta"]), `"io.modelcontextprotocol/serverInfo":{"name":"bridge-test-child"`) {
+		t.Fatalf("tools/list: %d %+v", status, a)
+	}
+	status, a = postAnswer(t, b.URL, `{"jsonrpc":"2.0","id":2,"method":"resources/read","params":{"uri":"file:///nope",`+modernMeta+`}}`, statelessHeaders("resources/read", "file:///nope"))
+	if a.Error == nil || a.Error.Code != -32602 {
+		t.Fatalf("resources/read of a missing resource: %d %+v", status, a.Error)
+	}
+	status, a = postAnswer(t, b.URL, `{"jsonrpc":"2.0","id":3,"method":"tasks/get","params":{`+modernMeta+`}}`, statelessHeaders("tasks/get", ""))
+	if status != 404 || a.Error == nil || a.Error.Code != -32601 {
+		t.Fatalf("unknown method on a legacy child: %d %+v", status, a.Error)
+	}
+}
+
+// legacyOnly is a wrapper that makes the test child behave like a legacy
+// server that exits on any request before initialize (as some do): it
+// reads the first line, and passes it and the rest on only if it is
+// initialize.
+const legacyOnly = `IFS= read -r line || exit 0
+case "$line" in *'"initialize"'*) ;; *) echo "legacy-only: exiting on a request before initialize" >&2; exit 1;; esac
+{ printf '%s\n' "$line"; cat; } | "$0"`
+
+// The era probe runs on a throwaway process: a legacy server that exits
+// on server/discover is found legacy, and served through initialized
+// children.
+func TestStatelessProbeLegacy(t *testing.T) {
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	var launches []string
+	local := sandbox.NewLocal(&sandbox.LocalOptions{
+		Command: "/bin/sh", Args: []string{"-c", legacyOnly, exe},
+		Env:       append(os.Environ(), childEnv+"=server"),
+		StopGrace: 2 * time.Second,
+	})
+	b, p := startStateless(t, pool.Options{Launch: func(ctx context.Context, name string) (peer.Process, error) {
+		mu.Lock()
+		launches = append(launches, name)
+		mu.Unlock()
+		return local.Launch(ctx, name)
+	}}, bridge.Options{})
+	cs := connect(t, b.URL, nil)
+	if v := cs.InitializeResult().ProtocolVersion; v != "2026-07-28" {
+		t.Fatalf("negotiated %q", v)
+	}
+	if e, _ := p.Era(ctxT(t)); e != pool.EraLegacy {
+		t.Fatalf("era %v", e)
+	}
+	res, err := cs.CallTool(ctxT(t), &mcp.CallToolParams{Name: "echo", Arguments: map[string]any{"text": "legacy"}})
+	if err != nil || res.Content[0].(*mcp.TextContent).Text != "legacy" {
+		t.Fatalf("echo: %v %v", res, err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(launches) < 2 || launches[0] != "era-probe" {
+		t.Fatalf("launches %v: the probe must run on a process of its own", launches)
 	}
 }

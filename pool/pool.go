@@ -654,18 +654,45 @@ func (p *Pool) janitor() {
 
 // Stats is a snapshot of the pool, for tests and logs.
 type Stats struct {
-	Children, Parked, Groups int
+	Children, Parked, Groups, InFlight int
+}
+
+// WaitIdle waits until no call is in flight on any child (parked calls
+// count as in flight), or ctx ends.
+func (p *Pool) WaitIdle(ctx context.Context) error {
+	for {
+		p.mu.Lock()
+		n := 0
+		for _, g := range p.groups {
+			for _, ch := range g.children {
+				n += ch.inflight
+			}
+		}
+		wait := p.changed
+		p.mu.Unlock()
+		if n == 0 {
+			return nil
+		}
+		select {
+		case <-wait:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
 }
 
 // Stats returns a snapshot of the pool.
 func (p *Pool) Stats() Stats {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	n := 0
+	s := Stats{Parked: len(p.parked), Groups: len(p.groups)}
 	for _, g := range p.groups {
-		n += len(g.children)
+		s.Children += len(g.children)
+		for _, ch := range g.children {
+			s.InFlight += ch.inflight
+		}
 	}
-	return Stats{Children: n, Parked: len(p.parked), Groups: len(p.groups)}
+	return s
 }
 
 // child is one child of the pool, and the Router of its connection.
