@@ -550,6 +550,7 @@ func TestStatelessProbeLegacy(t *testing.T) {
 		Command: "/bin/sh", Args: []string{"-c", legacyOnly, exe},
 		Env:       append(os.Environ(), childEnv+"=server"),
 		StopGrace: 2 * time.Second,
+		Logger:    slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelWarn})),
 	})
 	b, p := startStateless(t, pool.Options{Launch: func(ctx context.Context, name string) (peer.Process, error) {
 		mu.Lock()

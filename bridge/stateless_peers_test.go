@@ -1,0 +1,157 @@
+package bridge_test
+
+import (
+	"context"
+	"log/slog"
+	"os"
+	"os/exec"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/mcp-bridge/mcp-bridge/bridge"
+	"github.com/mcp-bridge/mcp-bridge/peer"
+	"github.com/mcp-bridge/mcp-bridge/pool"
+	"github.com/mcp-bridge/mcp-bridge/sandbox"
+)
+
+// startStatelessCommand starts a stateless bridge in front of command.
+func startStatelessCommand(t *testing.T, command []string, po pool.Options) (*testBridge, *pool.Pool) {
+	t.Helper()
+	local := sandbox.NewLocal(&sandbox.LocalOptions{Command: command[0], Args: command[1:], Env: os.Environ(), StopGrace: 2 * time.Second,
+		Logger: slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelWarn}))})
+	po.Launch = func(ctx context.Context, name string) (peer.Process, error) { return local.Launch(ctx, name) }
+	return startStateless(t, po, bridge.Options{})
+}
+
+// sdkClient connects the Go SDK v1.8 client with default options (it then
+// speaks 2026-07-28) and every input handler.
+func sdkClient(t *testing.T, url string) *mcp.ClientSession {
+	t.Helper()
+	c := mcp.NewClient(&mcp.Implementation{Name: "stateless-test", Version: "1"}, &mcp.ClientOptions{
+		CreateMessageHandler: func(context.Context, *mcp.CreateMessageRequest) (*mcp.CreateMessageResult, error) {
+			return &mcp.CreateMessageResult{Model: "m", Role: "assistant", Content: &mcp.TextContent{Text: "sampled-reply"}}, nil
+		},
+		ElicitationHandler: func(_ context.Context, r *mcp.ElicitRequest) (*mcp.ElicitResult, error) {
+			return &mcp.ElicitResult{Action: "accept", Content: map[string]any{
+				"name": "Ada", "username": "ada", "email": "ada@example.com", "color": "blue", "confirm": true, "ok": true}}, nil
+		},
+		Capabilities: &mcp.ClientCapabilities{RootsV2: &mcp.RootCapabilities{}},
+	})
+	c.AddRoots(&mcp.Root{URI: "file:///work", Name: "work"})
+	cs, err := c.Connect(ctxT(t), &mcp.StreamableClientTransport{Endpoint: url}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cs.Close() })
+	if v := cs.InitializeResult().ProtocolVersion; v != "2026-07-28" {
+		t.Fatalf("negotiated %q, want 2026-07-28", v)
+	}
+	return cs
+}
+
+func callText(t *testing.T, cs *mcp.ClientSession, name string, args map[string]any) string {
+	t.Helper()
+	res, err := cs.CallTool(ctxT(t), &mcp.CallToolParams{Name: name, Arguments: args})
+	if err != nil {
+		t.Fatalf("%s: %v", name, err)
+	}
+	var texts []string
+	for _, c := range res.Content {
+		if tc, ok := c.(*mcp.TextContent); ok {
+			texts = append(texts, tc.Text)
+		}
+	}
+	if res.IsError {
+		t.Fatalf("%s failed: %s", name, strings.Join(texts, " "))
+	}
+	return strings.Join(texts, " ")
+}
+
+// The SDK's everything-server as a modern child: its own
+// InputRequiredResults pass through untouched, and the client's retries
+// (with the child's own requestState) reach a child of the pool.
+func TestStatelessEverythingModern(t *testing.T) {
+	b, p := startStatelessCommand(t, []string{everythingServer(t)}, pool.Options{})
+	cs := sdkClient(t, b.URL)
+	if e, _ := p.Era(ctxT(t)); e != pool.EraModern {
+		t.Fatalf("era %v", e)
+	}
+	for tool, want := range map[string]string{
+		"test_simple_text":                          "simple text",
+		"test_input_required_result_elicitation":    "Hello, Ada!",
+		"test_input_required_result_sampling":       "sampled-reply",
+		"test_input_required_result_list_roots":     "file:///work",
+		"test_input_required_result_request_state":  "state-ok",
+		"test_input_required_result_multiple_inputs": "1 root(s)",
+		"test_input_required_result_multi_round":    "blue",
+	} {
+		if got := callText(t, cs, tool, nil); !strings.Contains(got, want) {
+			t.Errorf("%s: %q, want %q in it", tool, got, want)
+		}
+	}
+	if res, err := cs.ListResources(ctxT(t), nil); err != nil || len(res.Resources) == 0 {
+		t.Errorf("resources/list: %v %v", res, err)
+	}
+	if res, err := cs.GetPrompt(ctxT(t), &mcp.GetPromptParams{Name: "test_simple_prompt"}); err != nil || len(res.Messages) == 0 {
+		t.Errorf("prompts/get: %v %v", res, err)
+	}
+}
+
+// The same server forced legacy: the bridge initializes it, and its
+// elicitation, sampling and roots requests in the middle of a call arrive
+// at the client as MRTR rounds.
+func TestStatelessEverythingLegacy(t *testing.T) {
+	b, p := startStatelessCommand(t, []string{everythingServer(t)}, pool.Options{Era: pool.EraLegacy})
+	cs := sdkClient(t, b.URL)
+	for _, tc := range []struct {
+		tool string
+		args map[string]any
+		want string
+	}{
+		{"test_simple_text", nil, "simple text"},
+		{"test_sampling", map[string]any{"prompt": "hi"}, "sampled-reply"},
+		{"test_elicitation", map[string]any{"message": "who?"}, "ada"},
+		{"test_input_required_result_elicitation", nil, "Hello, Ada!"},
+		{"test_input_required_result_list_roots", nil, "file:///work"},
+		{"test_input_required_result_multiple_inputs", nil, "1 root(s)"},
+	} {
+		if got := callText(t, cs, tc.tool, tc.args); !strings.Contains(got, tc.want) {
+			t.Errorf("%s: %q, want %q in it", tc.tool, got, tc.want)
+		}
+	}
+	if res, err := cs.GetPrompt(ctxT(t), &mcp.GetPromptParams{Name: "test_simple_prompt"}); err != nil || len(res.Messages) == 0 {
+		t.Errorf("prompts/get: %v %v", res, err)
+	}
+	if err := p.WaitIdle(ctxT(t)); err != nil {
+		t.Fatal(err)
+	}
+	if s := p.Stats(); s.Parked != 0 {
+		t.Fatalf("stats %+v", s)
+	}
+}
+
+// examples/hello, the README's server, behind the stateless front end.
+func TestStatelessHello(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds examples/hello")
+	}
+	bin := t.TempDir() + "/hello"
+	if out, err := execCommand("go", "build", "-o", bin, "../examples/hello"); err != nil {
+		t.Fatalf("building examples/hello: %v\n%s", err, out)
+	}
+	b, p := startStatelessCommand(t, []string{bin}, pool.Options{})
+	cs := sdkClient(t, b.URL)
+	if got := callText(t, cs, "echo", map[string]any{"text": "hello"}); got != "hello" {
+		t.Fatalf("echo: %q", got)
+	}
+	if e, _ := p.Era(ctxT(t)); e != pool.EraModern {
+		t.Fatalf("era %v", e)
+	}
+}
+
+func execCommand(name string, args ...string) ([]byte, error) {
+	return exec.Command(name, args...).CombinedOutput()
+}
