@@ -2,9 +2,12 @@ package bridge_test
 
 import (
 	"context"
+	"encoding/json"
+	"fmt"
 	"log/slog"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -80,13 +83,13 @@ func TestStatelessEverythingModern(t *testing.T) {
 		t.Fatalf("era %v", e)
 	}
 	for tool, want := range map[string]string{
-		"test_simple_text":                          "simple text",
-		"test_input_required_result_elicitation":    "Hello, Ada!",
-		"test_input_required_result_sampling":       "sampled-reply",
-		"test_input_required_result_list_roots":     "file:///work",
-		"test_input_required_result_request_state":  "state-ok",
+		"test_simple_text":                           "simple text",
+		"test_input_required_result_elicitation":     "Hello, Ada!",
+		"test_input_required_result_sampling":        "sampled-reply",
+		"test_input_required_result_list_roots":      "file:///work",
+		"test_input_required_result_request_state":   "state-ok",
 		"test_input_required_result_multiple_inputs": "1 root(s)",
-		"test_input_required_result_multi_round":    "blue",
+		"test_input_required_result_multi_round":     "blue",
 	} {
 		if got := callText(t, cs, tool, nil); !strings.Contains(got, want) {
 			t.Errorf("%s: %q, want %q in it", tool, got, want)
@@ -154,4 +157,86 @@ func TestStatelessHello(t *testing.T) {
 
 func execCommand(name string, args ...string) ([]byte, error) {
 	return exec.Command(name, args...).CombinedOutput()
+}
+
+// npmPeers returns the directory of the npm peers (../shared/npm-peers
+// installs them), or skips the test.
+func npmPeers(t *testing.T) string {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("runs Node peers")
+	}
+	dir := os.Getenv("MCP_PEERS_DIR")
+	if dir == "" {
+		dir = "/tmp/mcp-peers"
+	}
+	if _, err := os.Stat(dir + "/node22"); err != nil {
+		t.Skipf("no npm peers in %s (install them with ../shared/npm-peers/install %s)", dir, dir)
+	}
+	return dir
+}
+
+// tsClient runs the TypeScript SDK 2.x client against url.
+func tsClient(t *testing.T, peers, url, mode string) map[string]any {
+	t.Helper()
+	script, err := filepath.Abs("testdata/ts-client.mjs")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Node resolves packages from the script's directory: run a copy
+	// placed among the peers' node_modules.
+	dst := filepath.Join(peers, "ts-stateless-client.mjs")
+	b, err := os.ReadFile(script)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(dst, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.CommandContext(ctxT(t), filepath.Join(peers, "node22"), dst, url, mode)
+	out, err := cmd.Output()
+	var got map[string]any
+	if jerr := json.Unmarshal(out, &got); jerr != nil || err != nil {
+		t.Fatalf("TS client: %v\n%s", err, out)
+	}
+	return got
+}
+
+// The TypeScript SDK 2.x client, version negotiation auto, speaks
+// 2026-07-28 to the bridge in front of children of both eras; a legacy
+// child's elicitation and sampling reach it as MRTR rounds.
+func TestStatelessTSClient(t *testing.T) {
+	peers := npmPeers(t)
+	for _, era := range []pool.Era{pool.EraModern, pool.EraLegacy} {
+		t.Run(era.String(), func(t *testing.T) {
+			b, _ := startStateless(t, pool.Options{Era: era}, bridge.Options{})
+			got := tsClient(t, peers, b.URL, "test-child")
+			want := map[string]any{"version": "2026-07-28", "echo": "from-ts"}
+			if era == pool.EraLegacy {
+				want["elicit"] = "accept: Grace"
+				want["sample"] = "sampled: ts-sampled"
+			}
+			for k, v := range want {
+				if got[k] != v {
+					t.Errorf("%s = %v, want %v (all: %v)", k, got[k], v, got)
+				}
+			}
+		})
+	}
+}
+
+// npm's server-everything (TypeScript SDK) as the child, with the TS client.
+func TestStatelessNPMServerEverything(t *testing.T) {
+	peers := npmPeers(t)
+	b, p := startStatelessCommand(t, []string{filepath.Join(peers, "node22"), filepath.Join(peers, "node_modules/.bin/mcp-server-everything")}, pool.Options{})
+	got := tsClient(t, peers, b.URL, "everything")
+	if got["version"] != "2026-07-28" || !strings.Contains(fmt.Sprint(got["echo"]), "from-ts") {
+		t.Fatalf("TS client: %v", got)
+	}
+	cs := sdkClient(t, b.URL)
+	if tools, err := cs.ListTools(ctxT(t), nil); err != nil || len(tools.Tools) == 0 {
+		t.Fatalf("tools/list: %v %v", tools, err)
+	}
+	e, _ := p.Era(ctxT(t))
+	t.Logf("npm server-everything is %v", e)
 }
