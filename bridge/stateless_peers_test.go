@@ -240,3 +240,54 @@ func TestStatelessNPMServerEverything(t *testing.T) {
 	e, _ := p.Era(ctxT(t))
 	t.Logf("npm server-everything is %v", e)
 }
+
+// subscriptions/listen with the Go SDK client: list changes and resource
+// updates reach it on its subscription streams, from a modern child (passed
+// through, demultiplexed by subscription id) and from a legacy one (mapped
+// onto its list_changed notifications and resources/subscribe).
+func TestStatelessSubscriptions(t *testing.T) {
+	for _, era := range []pool.Era{pool.EraModern, pool.EraLegacy} {
+		t.Run(era.String(), func(t *testing.T) {
+			b, p := startStatelessCommand(t, []string{everythingServer(t)}, pool.Options{Era: era, Max: 1})
+			changed := make(chan string, 10)
+			updated := make(chan string, 10)
+			c := mcp.NewClient(&mcp.Implementation{Name: "subscriber", Version: "1"}, &mcp.ClientOptions{
+				ToolListChangedHandler: func(context.Context, *mcp.ToolListChangedRequest) { changed <- "tools" },
+				ResourceUpdatedHandler: func(_ context.Context, r *mcp.ResourceUpdatedNotificationRequest) { updated <- r.Params.URI },
+			})
+			cs, err := c.Connect(ctxT(t), &mcp.StreamableClientTransport{Endpoint: b.URL}, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer cs.Close()
+			if v := cs.InitializeResult().ProtocolVersion; v != "2026-07-28" {
+				t.Fatalf("negotiated %q", v)
+			}
+			if err := cs.Subscribe(ctxT(t), &mcp.SubscribeParams{URI: "test://watched-resource"}); err != nil {
+				t.Fatalf("subscribe: %v", err)
+			}
+			callText(t, cs, "test_trigger_tool_change", nil)
+			select {
+			case <-changed:
+			case <-ctxT(t).Done():
+				t.Fatal("no notifications/tools/list_changed")
+			}
+			// The server updates the watched resource every 3 seconds.
+			select {
+			case uri := <-updated:
+				if uri != "test://watched-resource" {
+					t.Fatalf("updated %q", uri)
+				}
+			case <-ctxT(t).Done():
+				t.Fatal("no notifications/resources/updated")
+			}
+			if err := cs.Unsubscribe(ctxT(t), &mcp.UnsubscribeParams{URI: "test://watched-resource"}); err != nil {
+				t.Fatal(err)
+			}
+			cs.Close()
+			if err := p.WaitIdle(ctxT(t)); err != nil {
+				t.Fatal(err)
+			}
+		})
+	}
+}

@@ -353,13 +353,13 @@ func (p *Pool) Close(ctx context.Context) error {
 	for _, c := range parked {
 		c.stopTimer()
 	}
+	p.subs.closeAll()
 	var errs []error
 	for _, ch := range all {
 		if err := ch.conn.Close(ctx); err != nil {
 			errs = append(errs, err)
 		}
 	}
-	p.subs.closeAll()
 	p.wg.Wait()
 	return errors.Join(errs...)
 }
@@ -761,9 +761,9 @@ func (ch *child) Route(m *peer.Message) {
 			if only != nil && only.req.LogLevel != "" {
 				only.push(item{kind: itemNotify, msg: m.Message})
 			}
-		case "notifications/tools/list_changed", "notifications/prompts/list_changed",
-			"notifications/resources/list_changed", "notifications/resources/updated",
-			"notifications/subscriptions/acknowledged":
+		default:
+			// List changes, resource updates, and a modern child's
+			// subscription notifications.
 			p.subs.route(ch, m)
 		}
 	}
@@ -843,6 +843,7 @@ const (
 	itemInput                      // the child asks the client (legacy)
 	itemFinal                      // the answer
 	itemEnded                      // the child exited
+	itemClosing                    // the pool closes: a subscription ends gracefully
 )
 
 // Bytes of a JSON-RPC envelope, for messages the bridge builds.
