@@ -839,11 +839,11 @@ type item struct {
 type itemKind uint8
 
 const (
-	itemNotify itemKind = iota + 1 // progress, log: goes on the response stream
-	itemInput                      // the child asks the client (legacy)
-	itemFinal                      // the answer
-	itemEnded                      // the child exited
-	itemClosing                    // the pool closes: a subscription ends gracefully
+	itemNotify  itemKind = iota + 1 // progress, log: goes on the response stream
+	itemInput                       // the child asks the client (legacy)
+	itemFinal                       // the answer
+	itemEnded                       // the child exited
+	itemClosing                     // the pool closes: a subscription ends gracefully
 )
 
 // Bytes of a JSON-RPC envelope, for messages the bridge builds.
