@@ -79,6 +79,10 @@ type Options struct {
 	// Nil answers them with a 400 that makes clients fall back to
 	// initialize.
 	Stateless *pool.Pool
+	// Forward sends a stateless request to the instance that holds its
+	// parked call (a retry whose verified requestState names another
+	// instance): affinity.Router.Forward. Nil answers such retries 503.
+	Forward func(w http.ResponseWriter, r *http.Request, instance string)
 	// Logger receives the handler's logs. Nil means slog.Default().
 	Logger *slog.Logger
 }

@@ -10,10 +10,12 @@ package bridge
 // request whose closing cancels the request.
 
 import (
+	"bytes"
 	"context"
 	"encoding/base64"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"strings"
 
@@ -179,6 +181,15 @@ func (h *Handler) serveStateless(w http.ResponseWriter, r *http.Request, owner s
 		return rc.Flush()
 	}
 	final, err := h.opts.Stateless.Serve(r.Context(), req, emit)
+	var fwd *pool.ForwardError
+	if errors.As(err, &fwd) && h.opts.Forward != nil && !streaming {
+		// The requestState verified under the shared secret: forward the
+		// retry, body and all, to the instance holding the parked call.
+		r.Body = io.NopCloser(bytes.NewReader(body))
+		r.ContentLength = int64(len(body))
+		h.opts.Forward(w, r, fwd.Instance)
+		return
+	}
 	switch {
 	case err == nil:
 	case streaming || r.Context().Err() != nil:

@@ -136,6 +136,7 @@ func serve(ctx context.Context, cfg *config, logger *slog.Logger, ready chan<- n
 		SSEPollAfter:    cfg.SSEPollAfter,
 		SSERetry:        cfg.SSERetry,
 		Stateless:       stateless,
+		Forward:         forwarder(router),
 		Logger:          logger,
 	})
 
@@ -224,4 +225,13 @@ func newPool(cfg *config, launcher sandbox.Launcher, router *affinity.Router, lo
 		opts.Instance = router.Self()
 	}
 	return pool.New(opts)
+}
+
+// forwarder is how the stateless front end reaches the instance holding a
+// parked call: through the affinity router, when there is one.
+func forwarder(router *affinity.Router) func(http.ResponseWriter, *http.Request, string) {
+	if router == nil {
+		return nil
+	}
+	return router.Forward
 }
