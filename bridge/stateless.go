@@ -220,6 +220,9 @@ func writeData(w http.ResponseWriter, data []byte) error {
 // statusOf is the HTTP status of an answer sent as one JSON body: the
 // errors revision 2026-07-28 gives a status of their own get it.
 func statusOf(answer []byte) int {
+	if !bytes.Contains(answer, []byte(`"error"`)) {
+		return http.StatusOK
+	}
 	env, err := jsonrpc.Parse(answer)
 	if err != nil || !env.IsError {
 		return http.StatusOK

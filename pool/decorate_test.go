@@ -2,7 +2,10 @@ package pool
 
 import (
 	"encoding/json"
+	"reflect"
 	"testing"
+
+	"github.com/mcp-bridge/mcp-bridge/jsonrpc"
 )
 
 // A legacy answer gets what revision 2026-07-28 requires of a result, and
@@ -28,5 +31,34 @@ func TestDecorate(t *testing.T) {
 				t.Fatalf("got  %s\nwant %s", got, tc.want)
 			}
 		})
+	}
+}
+
+// The fast path (no decoding) says the same as decorate, whatever the
+// result looks like; with a retry's id in place of the child's.
+func TestDecorateMsg(t *testing.T) {
+	p := &Pool{}
+	info := json.RawMessage(`{"name":"s","version":"1"}`)
+	for _, in := range []string{
+		`{"jsonrpc":"2.0","id":1,"result":{"tools":[]}}`,
+		`{"result":{},"jsonrpc":"2.0","id":1}`,
+		`{"jsonrpc":"2.0","id":1,"result":{ "content":[{"type":"text","text":"x"}] , "isError":false }}`,
+		`{"jsonrpc":"2.0","id":1,"result":{"content":[],"_meta":{"k":1}}}`,
+		`{"jsonrpc":"2.0","id":1,"error":{"code":-32002,"message":"nope"}}`,
+	} {
+		for _, method := range []string{"tools/list", "tools/call"} {
+			for _, id := range []string{`1`, `"retry-2"`} {
+				env, err := jsonrpc.Parse([]byte(in))
+				if err != nil {
+					t.Fatal(err)
+				}
+				fast := p.decorateMsg(jsonrpc.Message{Data: []byte(in), Env: env}, []byte(id), method, info)
+				slow := p.decorate([]byte(in), []byte(id), method, info)
+				var a, b any
+				if json.Unmarshal(fast, &a) != nil || json.Unmarshal(slow, &b) != nil || !reflect.DeepEqual(a, b) {
+					t.Errorf("%s %s id %s:\nfast %s\nslow %s", in, method, id, fast, slow)
+				}
+			}
+		}
 	}
 }

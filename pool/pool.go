@@ -389,20 +389,49 @@ func (p *Pool) signalLocked() {
 	p.changed = make(chan struct{})
 }
 
+// canonCaps caches canonical capabilities by their bytes as written:
+// clients send the same bytes on every request. Bounded: beyond
+// maxCanonCaps entries it starts over.
+var canonCaps struct {
+	sync.Mutex
+	m map[string]json.RawMessage
+}
+
+const maxCanonCaps = 1024
+
 // legacyKey is the pool key of a legacy request: its principal and its
 // capabilities, canonicalized.
 func legacyKey(principal string, caps json.RawMessage) (string, json.RawMessage, error) {
+	canonCaps.Lock()
+	canon, ok := canonCaps.m[string(caps)]
+	canonCaps.Unlock()
+	if !ok {
+		var err error
+		if canon, err = canonicalCaps(caps); err != nil {
+			return "", nil, err
+		}
+		canonCaps.Lock()
+		if canonCaps.m == nil || len(canonCaps.m) >= maxCanonCaps {
+			canonCaps.m = make(map[string]json.RawMessage)
+		}
+		canonCaps.m[string(caps)] = canon
+		canonCaps.Unlock()
+	}
+	return "L\x00" + principal + "\x00" + string(canon), canon, nil
+}
+
+func canonicalCaps(caps json.RawMessage) (json.RawMessage, error) {
 	var v any
 	if len(caps) > 0 {
 		if err := json.Unmarshal(caps, &v); err != nil {
-			return "", nil, err
+			return nil, err
 		}
 	}
 	if _, ok := v.(map[string]any); !ok {
 		v = map[string]any{}
 	}
 	canon, _ := json.Marshal(v)
-	return "L\x00" + principal + "\x00" + string(canon), canon, nil
+	return canon, nil
 }
 
 const modernKey = "M"
@@ -732,6 +761,21 @@ func (ch *child) Route(m *peer.Message) {
 		case "elicitation/create", "sampling/createMessage", "roots/list":
 			p.mu.Lock()
 			holder := ch.holder
+			if holder == nil {
+				// No call holds the child (its clients declared nothing it
+				// could ask for): exact only if one call that may ask is in
+				// flight; it then gets -32021.
+				n := 0
+				for c := range ch.calls {
+					if c.mayAsk {
+						holder = c
+						n++
+					}
+				}
+				if n != 1 {
+					holder = nil
+				}
+			}
 			p.mu.Unlock()
 			if holder != nil {
 				holder.push(item{kind: itemInput, msg: m.Message})

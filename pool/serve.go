@@ -1,6 +1,7 @@
 package pool
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -133,12 +134,12 @@ func (p *Pool) serveLegacy(ctx context.Context, req *Request, params []byte, emi
 		return errorResponse(rawID, jsonrpc.CodeInvalidParams, "Invalid params: "+metaClientCapabilities+": "+err.Error(), nil), nil
 	}
 	c := &call{pool: p, req: req, legacy: true, signal: make(chan struct{}, 1)}
-	c.exclusive = inputMethods[req.Msg.Env.Method]
-	if c.exclusive {
-		if c.digest, err = paramsDigest(params); err != nil {
-			return errorResponse(rawID, jsonrpc.CodeInvalidParams, "Invalid params: "+err.Error(), nil), nil
-		}
-	}
+	c.mayAsk = inputMethods[req.Msg.Env.Method]
+	// A call that may ask holds its child, so that the child's questions
+	// are attributed exactly; unless the client declared nothing the
+	// child could ask for (then it is initialized without those
+	// capabilities, and a question is refused; see child.Route).
+	c.exclusive = c.mayAsk && declaresInputs(caps)
 	ch, err := p.acquire(ctx, key, req.Principal, caps, true, c.exclusive, c)
 	if err != nil {
 		return nil, err
@@ -160,7 +161,8 @@ type call struct {
 	ch        *child
 	legacy    bool
 	exclusive bool
-	digest    string // params digest, for the requestState
+	mayAsk    bool   // tools/call, prompts/get, resources/read
+	digest    string // params digest, for the requestState (computed when parked)
 
 	mu     sync.Mutex
 	queue  []item
@@ -266,7 +268,7 @@ func (c *call) answer(m jsonrpc.Message, rawID []byte) []byte {
 	if !c.legacy {
 		return m.Data // a modern child's own answer, with the client's id restored
 	}
-	return c.pool.decorate(m.Data, rawID, c.req.Msg.Env.Method, c.ch.serverInfo)
+	return c.pool.decorateMsg(m, rawID, c.req.Msg.Env.Method, c.ch.serverInfo)
 }
 
 // finish ends a call that got its answer: its child is free again.
@@ -362,6 +364,17 @@ func (c *call) park(first item, rawID []byte) ([]byte, error) {
 		return errorResponse(rawID, CodeMissingRequiredClientCapability,
 			"Missing required client capability: the server asks for "+joinQuoted(missing)+" during this request",
 			map[string]any{"requiredCapabilities": req}), nil
+	}
+	if c.digest == "" {
+		params, _ := jsonrpc.Lookup(c.req.Msg.Data, "params")
+		var err error
+		if c.digest, err = paramsDigest(params); err != nil {
+			for _, it := range inputs {
+				c.ch.answerError(it.msg, jsonrpc.CodeInternalError, "the client's request cannot be resumed")
+			}
+			p.cancelCall(c, "the request's params cannot be digested")
+			return errorResponse(rawID, jsonrpc.CodeInvalidParams, "Invalid params: "+err.Error(), nil), nil
+		}
 	}
 	p.mu.Lock()
 	for _, it := range inputs {
@@ -522,6 +535,62 @@ func (p *Pool) retry(ctx context.Context, req *Request, params []byte, raw strin
 		return response(rawID, result), nil
 	}
 	return c.wait(ctx, rawID, emit)
+}
+
+// declaresInputs reports whether canonical client capabilities declare
+// anything a legacy child may ask for mid-call.
+func declaresInputs(caps json.RawMessage) bool {
+	for _, name := range []string{"elicitation", "sampling", "roots"} {
+		if _, ok := jsonrpc.Lookup(caps, name); ok {
+			return true
+		}
+	}
+	return false
+}
+
+// decorateMsg is decorate without decoding the result, in the common case:
+// a result object without _meta, resultType, ttlMs or cacheScope gets them
+// inserted after its '{', in one copy of the answer.
+func (p *Pool) decorateMsg(m jsonrpc.Message, rawID []byte, method string, serverInfo json.RawMessage) []byte {
+	data := m.Data
+	if m.Env.IsError {
+		return p.decorate(data, rawID, method, serverInfo)
+	}
+	res, ok := jsonrpc.Lookup(data, "result")
+	off := cap(data) - cap(res)
+	if !ok || len(res) < 2 || res[0] != '{' || off < 0 || off+len(res) > len(data) || !bytes.Equal(data[off:off+len(res)], res) {
+		return p.decorate(data, rawID, method, serverInfo)
+	}
+	for _, k := range []string{"_meta", "resultType", "ttlMs", "cacheScope"} {
+		if _, has := jsonrpc.Lookup(res, k); has {
+			return p.decorate(data, rawID, method, serverInfo)
+		}
+	}
+	ins := make([]byte, 0, 128+len(serverInfo))
+	ins = append(ins, `"resultType":"complete"`...)
+	if serverInfo != nil {
+		ins = append(ins, `,"_meta":{"`+metaServerInfo+`":`...)
+		ins = append(ins, serverInfo...)
+		ins = append(ins, '}')
+	}
+	if cacheableMethods[method] {
+		ins = append(ins, `,"ttlMs":0,"cacheScope":`...)
+		ins = append(ins, p.cacheScope()...)
+	}
+	if len(bytes.TrimSpace(res[1:len(res)-1])) > 0 {
+		ins = append(ins, ',')
+	}
+	at := int32(off + 1)
+	edits := []jsonrpc.Edit{{At: jsonrpc.Span{Start: at, End: at}, Raw: ins}}
+	if idAt := m.Env.IDAt; !bytes.Equal(idAt.In(data), rawID) {
+		id := jsonrpc.Edit{At: idAt, Raw: rawID}
+		if idAt.Start < at {
+			edits = []jsonrpc.Edit{id, edits[0]}
+		} else {
+			edits = append(edits, id)
+		}
+	}
+	return jsonrpc.Rewrite(data, edits...)
 }
 
 // decorate turns a legacy child's answer into one of revision 2026-07-28:
