@@ -270,7 +270,7 @@ func (h *Handler) servePreflight(w http.ResponseWriter, r *http.Request) {
 	h.corsHeaders(w, origin)
 	w.Header().Set("Access-Control-Allow-Methods", "GET, POST, DELETE")
 	w.Header().Set("Access-Control-Allow-Headers",
-		"Authorization, Content-Type, Accept, Mcp-Session-Id, MCP-Protocol-Version, Last-Event-ID")
+		"Authorization, Content-Type, Accept, Mcp-Session-Id, MCP-Protocol-Version, Last-Event-ID, Mcp-Method, Mcp-Name")
 	w.Header().Set("Access-Control-Max-Age", "600")
 	w.WriteHeader(http.StatusNoContent)
 }

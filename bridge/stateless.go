@@ -175,7 +175,11 @@ func (h *Handler) serveStateless(w http.ResponseWriter, r *http.Request, owner s
 			hd["X-Accel-Buffering"] = sseNoBuffering
 			w.WriteHeader(http.StatusOK)
 		}
-		if err := writeData(w, data); err != nil {
+		if data == nil {
+			if _, err := io.WriteString(w, ":\n\n"); err != nil {
+				return err
+			}
+		} else if err := writeData(w, data); err != nil {
 			return err
 		}
 		return rc.Flush()

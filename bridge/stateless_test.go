@@ -1,6 +1,7 @@
 package bridge_test
 
 import (
+	"bufio"
 	"context"
 	"encoding/json"
 	"log/slog"
@@ -573,5 +574,50 @@ func TestStatelessProbeLegacy(t *testing.T) {
 	defer mu.Unlock()
 	if len(launches) < 2 || launches[0] != "era-probe" {
 		t.Fatalf("launches %v: the probe must run on a process of its own", launches)
+	}
+}
+
+// A quiet subscriptions/listen stream gets SSE comments as keep-alives,
+// after its acknowledgment; closing it ends the subscription.
+func TestStatelessListenKeepAlive(t *testing.T) {
+	for _, era := range []pool.Era{pool.EraModern, pool.EraLegacy} {
+		t.Run(era.String(), func(t *testing.T) {
+			b, p := startStateless(t, pool.Options{Era: era, KeepAlive: time.Millisecond}, bridge.Options{})
+			ctx, cancel := context.WithCancel(ctxT(t))
+			defer cancel()
+			body := `{"jsonrpc":"2.0","id":"L1","method":"subscriptions/listen","params":{"notifications":{"toolsListChanged":true},` + modernMeta + `}}`
+			req, _ := http.NewRequestWithContext(ctx, http.MethodPost, b.URL, strings.NewReader(body))
+			for k, v := range statelessHeaders("subscriptions/listen", "") {
+				req.Header.Set(k, v)
+			}
+			req.Header.Set("Content-Type", "application/json")
+			req.Header.Set("Accept", "application/json, text/event-stream")
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer resp.Body.Close()
+			r := bufio.NewReader(resp.Body)
+			var ack, comment bool
+			for !ack || !comment {
+				line, err := r.ReadString('\n')
+				if err != nil {
+					t.Fatalf("stream ended: %v (ack %v, comment %v)", err, ack, comment)
+				}
+				switch {
+				case strings.HasPrefix(line, "data: ") && strings.Contains(line, "notifications/subscriptions/acknowledged"):
+					if !strings.Contains(line, `"io.modelcontextprotocol/subscriptionId":"L1"`) || comment {
+						t.Fatalf("acknowledgment %q (after a comment: %v)", line, comment)
+					}
+					ack = true
+				case line == ":\n":
+					comment = true
+				}
+			}
+			cancel()
+			if err := p.WaitIdle(ctxT(t)); err != nil {
+				t.Fatal(err)
+			}
+		})
 	}
 }

@@ -69,6 +69,9 @@ const (
 	DefaultDiscoverTTL = 10 * time.Minute
 	// DefaultIdleTimeout is how long a child beyond Min may stay unused.
 	DefaultIdleTimeout = 5 * time.Minute
+	// DefaultKeepAlive is how often a quiet subscriptions/listen stream
+	// gets an SSE comment, so that proxies and clients do not close it.
+	DefaultKeepAlive = 25 * time.Second
 )
 
 // Era is the era of the children's protocol.
@@ -126,6 +129,9 @@ type Options struct {
 	// IdleTimeout stops children unused this long (beyond Min). Zero means
 	// DefaultIdleTimeout.
 	IdleTimeout time.Duration
+	// KeepAlive is how often a quiet subscription stream gets a comment.
+	// Zero means DefaultKeepAlive.
+	KeepAlive time.Duration
 	// Secret keys the requestState HMAC: instances sharing it accept each
 	// other's states (and forward them to their owner). Nil means a random
 	// key, good for this process only.
@@ -214,6 +220,9 @@ func New(opts *Options) (*Pool, error) {
 	}
 	if o.IdleTimeout <= 0 {
 		o.IdleTimeout = DefaultIdleTimeout
+	}
+	if o.KeepAlive <= 0 {
+		o.KeepAlive = DefaultKeepAlive
 	}
 	if o.Instance == "" {
 		o.Instance = "local"
@@ -883,11 +892,12 @@ type item struct {
 type itemKind uint8
 
 const (
-	itemNotify  itemKind = iota + 1 // progress, log: goes on the response stream
-	itemInput                       // the child asks the client (legacy)
-	itemFinal                       // the answer
-	itemEnded                       // the child exited
-	itemClosing                     // the pool closes: a subscription ends gracefully
+	itemNotify    itemKind = iota + 1 // progress, log: goes on the response stream
+	itemInput                         // the child asks the client (legacy)
+	itemFinal                         // the answer
+	itemEnded                         // the child exited
+	itemClosing                       // the pool closes: a subscription ends gracefully
+	itemKeepAlive                     // a subscription's stream has been quiet
 )
 
 // Bytes of a JSON-RPC envelope, for messages the bridge builds.

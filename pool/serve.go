@@ -72,7 +72,8 @@ func (p *Pool) IsKnown(ctx context.Context, method string) (bool, error) {
 }
 
 // Serve answers one request. Messages the child sends for it before the
-// answer (progress, logs) go to emit, in order; the answer is returned,
+// answer (progress, logs) go to emit, in order (nil asks for a keep-alive
+// comment on a long subscription stream); the answer is returned,
 // with the request's own id. Errors the client should see as JSON-RPC
 // errors are answers; Serve fails only when ctx ends (the request was
 // cancelled: the child is told), when emit fails, when no child can start

@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/mcp-bridge/mcp-bridge/jsonrpc"
 	"github.com/mcp-bridge/mcp-bridge/peer"
@@ -234,6 +235,23 @@ func (s *subscriptions) listen(ctx context.Context, req *Request, emit func([]by
 			return nil, err
 		}
 	}
+	// "servers are encouraged to periodically emit an SSE comment line ...
+	// as a keep-alive" on the listen stream (basic/transports/streamable-http):
+	// emit(nil) asks the front end for one.
+	var keepAlive *time.Timer
+	rearm := func() {
+		keepAlive = time.AfterFunc(p.opts.KeepAlive, func() { c.push(item{kind: itemKeepAlive}) })
+	}
+	// Not before the acknowledgment, which comes first on the stream.
+	armed := sub.legacy
+	if armed {
+		rearm()
+	}
+	defer func() {
+		if keepAlive != nil {
+			keepAlive.Stop()
+		}
+	}()
 	for {
 		it, ok := c.next(ctx)
 		if !ok {
@@ -250,6 +268,15 @@ func (s *subscriptions) listen(ctx context.Context, req *Request, emit func([]by
 			if err := emit(it.msg.Data); err != nil {
 				return nil, err
 			}
+			if !armed {
+				armed = true
+				rearm()
+			}
+		case itemKeepAlive:
+			if err := emit(nil); err != nil {
+				return nil, err
+			}
+			rearm()
 		case itemFinal:
 			// The child ended the subscription gracefully: its answer,
 			// with the client's id.
