@@ -621,3 +621,27 @@ func TestStatelessListenKeepAlive(t *testing.T) {
 		})
 	}
 }
+
+// A legacy child's log message reaches the call that asked for logs with
+// io.modelcontextprotocol/logLevel, on its response stream, and no other.
+func TestStatelessLegacyLogs(t *testing.T) {
+	b, _ := startStateless(t, pool.Options{Era: pool.EraLegacy}, bridge.Options{})
+	call := func(level string) []sseEvent {
+		meta := modernMeta
+		if level != "" {
+			meta = strings.Replace(meta, `"_meta":{`, `"_meta":{"io.modelcontextprotocol/logLevel":"`+level+`",`, 1)
+		}
+		resp := rawPost(t, b.URL, `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"log","arguments":{"text":"careful"},`+meta+`}}`, statelessHeaders("tools/call", "log"))
+		if resp.Header.Get("Content-Type") == "application/json" {
+			return []sseEvent{{Data: readAll(t, resp.Body)}}
+		}
+		return readEvents(t, resp.Body)
+	}
+	evs := call("info")
+	if len(evs) != 2 || !strings.Contains(evs[0].Data, `"notifications/message"`) || !strings.Contains(evs[0].Data, "careful") || !strings.Contains(evs[1].Data, `"logged"`) {
+		t.Fatalf("with a log level: %+v", evs)
+	}
+	if evs := call(""); len(evs) != 1 || !strings.Contains(evs[0].Data, `"logged"`) {
+		t.Fatalf("without a log level: %+v", evs)
+	}
+}

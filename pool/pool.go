@@ -741,6 +741,8 @@ type child struct {
 	ready      chan struct{} // closed once conn is set
 	init       json.RawMessage
 	serverInfo json.RawMessage
+	logMu      sync.Mutex
+	logLevel   string // set with logging/setLevel (legacy)
 
 	// Under pool.mu:
 	inflight int
@@ -858,6 +860,31 @@ func (ch *child) Ended(err error) {
 			p.fill()
 		}
 	}
+}
+
+// setLogLevel sets a legacy child's log level for a call that asked for
+// logs (io.modelcontextprotocol/logLevel), if the child has the logging
+// capability: legacy servers log only after logging/setLevel. The level
+// stays set; messages reach only a call that asked (see Route).
+func (ch *child) setLogLevel(ctx context.Context, level string) {
+	var init struct {
+		Capabilities struct {
+			Logging json.RawMessage `json:"logging"`
+		} `json:"capabilities"`
+	}
+	if json.Unmarshal(ch.init, &init) != nil || init.Capabilities.Logging == nil {
+		return
+	}
+	ch.logMu.Lock()
+	defer ch.logMu.Unlock()
+	if ch.logLevel == level {
+		return
+	}
+	if _, err := ch.conn.Call(ctx, "logging/setLevel", map[string]string{"level": level}); err != nil {
+		ch.pool.logger.Debug("the MCP server refused logging/setLevel", "level", level, "err", err)
+		return
+	}
+	ch.logLevel = level
 }
 
 // answer sends the child the result of one of its requests.

@@ -146,6 +146,9 @@ func (p *Pool) serveLegacy(ctx context.Context, req *Request, params []byte, emi
 		return nil, err
 	}
 	c.ch = ch
+	if req.LogLevel != "" {
+		ch.setLogLevel(ctx, req.LogLevel)
+	}
 	if err := ch.conn.Send(c, req.Msg); err != nil {
 		p.release(ch, c)
 		return nil, fmt.Errorf("%w: %w", ErrLaunch, err)
