@@ -392,6 +392,14 @@ func (p *Pool) groupLocked(key, principal string, caps json.RawMessage) *group {
 	return g
 }
 
+// dropEmptyLocked forgets a legacy group without children, so that keys
+// (principal, capabilities) that never got a child cost nothing.
+func (p *Pool) dropEmptyLocked(g *group) {
+	if len(g.children) == 0 && g.starting == 0 && g.key != modernKey && p.groups[g.key] == g {
+		delete(p.groups, g.key)
+	}
+}
+
 // signalLocked wakes the requests waiting for a child.
 func (p *Pool) signalLocked() {
 	close(p.changed)
@@ -466,29 +474,31 @@ func (p *Pool) acquire(ctx context.Context, key, principal string, caps json.Raw
 				best = ch
 			}
 		}
-		room := p.total < p.opts.Max || p.evictLocked(g)
-		if best != nil && (best.inflight == 0 || exclusive || !room || g.starting > 0) {
+		if best != nil && (best.inflight == 0 || exclusive || g.starting > 0) {
 			p.takeLocked(best, exclusive, c)
 			p.mu.Unlock()
 			return best, nil
 		}
+		room := p.total < p.opts.Max
 		if best != nil {
-			// Every child is busy: use the least loaded now and start
-			// another for the next requests.
+			// Every child is busy: use the least loaded now, and start
+			// another for the next requests if Max allows.
 			p.takeLocked(best, exclusive, c)
-			p.total++
-			g.starting++
+			if room {
+				p.total++
+				g.starting++
+				p.wg.Add(1)
+				go func() {
+					defer p.wg.Done()
+					if _, err := p.spawn(p.ctx, g, legacy); err != nil && !errors.Is(err, ErrClosed) {
+						p.logger.Warn("could not start another MCP server for the pool", "err", err)
+					}
+				}()
+			}
 			p.mu.Unlock()
-			p.wg.Add(1)
-			go func() {
-				defer p.wg.Done()
-				if _, err := p.spawn(p.ctx, g, legacy); err != nil {
-					p.logger.Warn("could not start another MCP server for the pool", "err", err)
-				}
-			}()
 			return best, nil
 		}
-		if room {
+		if room || p.evictLocked(g) {
 			p.total++
 			g.starting++
 			p.mu.Unlock()
@@ -510,6 +520,9 @@ func (p *Pool) acquire(ctx context.Context, key, principal string, caps json.Raw
 		select {
 		case <-wait:
 		case <-ctx.Done():
+			p.mu.Lock()
+			p.dropEmptyLocked(g)
+			p.mu.Unlock()
 			return nil, ctx.Err()
 		}
 	}
@@ -569,11 +582,12 @@ func (p *Pool) retireLocked(ch *child) {
 	ch.dead = true
 	g := ch.group
 	g.children = slices.DeleteFunc(g.children, func(o *child) bool { return o == ch })
-	if len(g.children) == 0 && g.starting == 0 && g.key != modernKey {
-		delete(p.groups, g.key)
-	}
+	p.dropEmptyLocked(g)
 	p.total--
 	p.signalLocked()
+	if p.closed {
+		return // Close stops every child it found, this one included
+	}
 	p.wg.Add(1)
 	go func() {
 		defer p.wg.Done()
@@ -590,6 +604,7 @@ func (p *Pool) spawn(ctx context.Context, g *group, legacy bool) (*child, error)
 		p.mu.Lock()
 		p.total--
 		g.starting--
+		p.dropEmptyLocked(g)
 		p.signalLocked()
 		p.mu.Unlock()
 		return nil, err
@@ -622,7 +637,6 @@ func (p *Pool) spawn(ctx context.Context, g *group, legacy bool) (*child, error)
 		ch.serverInfo = r.ServerInfo
 	}
 	p.mu.Lock()
-	defer p.mu.Unlock()
 	g.starting--
 	if legacy && p.init == nil {
 		p.init = ch.init
@@ -630,20 +644,30 @@ func (p *Pool) spawn(ctx context.Context, g *group, legacy bool) (*child, error)
 	if p.closed || ch.dead {
 		p.total--
 		ch.dead = true
-		go ch.conn.Close(context.Background())
-		if p.closed {
+		closed := p.closed
+		p.signalLocked()
+		p.mu.Unlock()
+		cctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		_ = ch.conn.Close(cctx)
+		cancel()
+		if closed {
 			return nil, ErrClosed
 		}
 		return nil, fmt.Errorf("%w: it exited right after starting", ErrLaunch)
 	}
 	g.children = append(g.children, ch)
 	p.signalLocked()
+	p.mu.Unlock()
 	return ch, nil
 }
 
 // fill starts the modern pool's Min children in the background.
 func (p *Pool) fill() {
 	p.mu.Lock()
+	if p.closed {
+		p.mu.Unlock()
+		return
+	}
 	g := p.groupLocked(modernKey, "", nil)
 	n := p.opts.Min - len(g.children) - g.starting
 	if room := p.opts.Max - p.total; n > room {
