@@ -645,3 +645,34 @@ func TestStatelessLegacyLogs(t *testing.T) {
 		t.Fatalf("without a log level: %+v", evs)
 	}
 }
+
+// Legacy children are never shared across principals, and --pool-max
+// bounds them all: an idle child of one principal makes room for another's.
+func TestStatelessPrincipals(t *testing.T) {
+	b, p := startStateless(t, pool.Options{Era: pool.EraLegacy, Max: 2}, bridge.Options{AuthTokens: []string{"tok-a", "tok-b", "tok-c"}})
+	pid := func(tok string) string {
+		h := statelessHeaders("tools/call", "pid")
+		h["Authorization"] = "Bearer " + tok
+		body := `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"pid","arguments":{},` + modernMeta + `}}`
+		status, a := postAnswer(t, b.URL, body, h)
+		var sc struct{ PID int }
+		if status != 200 || a.Error != nil || json.Unmarshal(a.Result["structuredContent"], &sc) != nil || sc.PID == 0 {
+			t.Fatalf("pid for %s: %d %+v", tok, status, a)
+		}
+		return itoa(sc.PID)
+	}
+	a1, b1 := pid("tok-a"), pid("tok-b")
+	if a1 == b1 {
+		t.Fatal("two principals shared a legacy child")
+	}
+	if a2 := pid("tok-a"); a2 != a1 {
+		t.Fatalf("principal a moved from child %s to %s with no reason", a1, a2)
+	}
+	c1 := pid("tok-c")
+	if c1 == a1 || c1 == b1 {
+		t.Fatal("a third principal got another's child")
+	}
+	if s := p.Stats(); s.Children > 2 {
+		t.Fatalf("%d children, --pool-max 2", s.Children)
+	}
+}
