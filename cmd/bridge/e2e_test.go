@@ -139,7 +139,9 @@ func TestShutdownOnSIGTERM(t *testing.T) {
 	})
 	var sessions []*mcp.ClientSession
 	for range 2 {
-		cs, err := client.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: url}, nil)
+		// Sessions are a 2025 notion: the SDK v1.8 client speaks 2026-07-28
+		// by default, and then gets the stateless front end.
+		cs, err := client.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: url}, &mcp.ClientSessionOptions{ProtocolVersion: "2025-11-25"})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -234,5 +236,44 @@ func TestKill9LeavesNoServer(t *testing.T) {
 			t.Fatalf("server %d survived kill -9 of the bridge (state %s)", pid, st)
 		}
 		runtime.Gosched()
+	}
+}
+
+// TestStatelessBinary runs the real binary with its default flags: the SDK
+// v1.8 client with default options gets revision 2026-07-28 from a pool,
+// and SIGTERM stops the pool's servers too.
+func TestStatelessBinary(t *testing.T) {
+	bridgeBin, helloBin := buildBinaries(t)
+	p := startBridgeBinary(t, bridgeBin, "--", helloBin)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	client := mcp.NewClient(&mcp.Implementation{Name: "e2e", Version: "1"}, nil)
+	cs, err := client.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: p.url}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cs.Close()
+	if v := cs.InitializeResult().ProtocolVersion; v != "2026-07-28" {
+		t.Fatalf("negotiated %q, want 2026-07-28", v)
+	}
+	res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "echo", Arguments: map[string]any{"text": "stateless"}})
+	if err != nil || res.Content[0].(*mcp.TextContent).Text != "stateless" {
+		t.Fatalf("echo: %v %v", res, err)
+	}
+	children := childrenOf(t, p.cmd.Process.Pid)
+	if len(children) == 0 {
+		t.Fatal("no pool servers under the bridge")
+	}
+	if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.cmd.Wait(); err != nil {
+		t.Fatalf("bridge exit: %v", err)
+	}
+	<-p.done
+	for _, pid := range children {
+		if err := syscall.Kill(pid, 0); !errors.Is(err, syscall.ESRCH) {
+			t.Errorf("pool server %d survived the bridge's shutdown", pid)
+		}
 	}
 }
