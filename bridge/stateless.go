@@ -296,9 +296,15 @@ func checkHeaders(r *http.Request, body []byte, env *jsonrpc.Envelope) string {
 	if !ok {
 		return "the Mcp-Name header is not valid base64 in its =?base64?...?= form"
 	}
-	params, _ := jsonrpc.Lookup(body, "params")
-	raw, _ := jsonrpc.Lookup(params, member)
-	inBody, isString := jsonrpc.StringValue(raw)
+	var inBody string
+	isString := !env.NameAt.IsZero()
+	if member == "name" {
+		inBody = env.Name(body) // params.name, found by Parse already
+	} else {
+		params, _ := jsonrpc.Lookup(body, "params")
+		raw, _ := jsonrpc.Lookup(params, member)
+		inBody, isString = jsonrpc.StringValue(raw)
+	}
 	if !isString || name != inBody {
 		return "Mcp-Name header value " + quote(name) + " does not match body value params." + member + " " + quote(inBody)
 	}

@@ -406,12 +406,19 @@ func (p *Pool) signalLocked() {
 	p.changed = make(chan struct{})
 }
 
-// canonCaps caches canonical capabilities by their bytes as written:
+// canonCaps caches pool keys by principal and capabilities as written:
 // clients send the same bytes on every request. Bounded: beyond
 // maxCanonCaps entries it starts over.
 var canonCaps struct {
 	sync.Mutex
-	m map[string]json.RawMessage
+	m map[capsKey]canonical
+}
+
+type capsKey struct{ principal, caps string }
+
+type canonical struct {
+	key  string
+	caps json.RawMessage
 }
 
 const maxCanonCaps = 1024
@@ -420,21 +427,23 @@ const maxCanonCaps = 1024
 // capabilities, canonicalized.
 func legacyKey(principal string, caps json.RawMessage) (string, json.RawMessage, error) {
 	canonCaps.Lock()
-	canon, ok := canonCaps.m[string(caps)]
+	c, ok := canonCaps.m[capsKey{principal, string(caps)}]
 	canonCaps.Unlock()
-	if !ok {
-		var err error
-		if canon, err = canonicalCaps(caps); err != nil {
-			return "", nil, err
-		}
-		canonCaps.Lock()
-		if canonCaps.m == nil || len(canonCaps.m) >= maxCanonCaps {
-			canonCaps.m = make(map[string]json.RawMessage)
-		}
-		canonCaps.m[string(caps)] = canon
-		canonCaps.Unlock()
+	if ok {
+		return c.key, c.caps, nil
 	}
-	return "L\x00" + principal + "\x00" + string(canon), canon, nil
+	canon, err := canonicalCaps(caps)
+	if err != nil {
+		return "", nil, err
+	}
+	c = canonical{key: "L\x00" + principal + "\x00" + string(canon), caps: canon}
+	canonCaps.Lock()
+	if canonCaps.m == nil || len(canonCaps.m) >= maxCanonCaps {
+		canonCaps.m = make(map[capsKey]canonical)
+	}
+	canonCaps.m[capsKey{principal, string(caps)}] = c
+	canonCaps.Unlock()
+	return c.key, c.caps, nil
 }
 
 func canonicalCaps(caps json.RawMessage) (json.RawMessage, error) {
