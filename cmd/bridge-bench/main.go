@@ -35,6 +35,7 @@ import (
 	"os/signal"
 	"runtime"
 	"slices"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -233,7 +234,11 @@ func (t *throughput) run(ctx context.Context) error {
 		}},
 		bridgeTarget(c.bridge, "bridge, SSE answers", "bridge"),
 		bridgeTarget(c.bridge, "bridge, --json-response", "json", "--json-response"),
-		statelessTarget(bridgeTarget(c.bridge, "bridge, 2026-07-28 stateless clients on a pool (--pool-max 8)", "stateless", "--pool-max", "8")),
+		// Revision 2026-07-28: every client on one pool of children. The
+		// pool's size matters on a small machine: the default, and one
+		// child per core (fewer processes to wake per call).
+		statelessTarget(bridgeTarget(c.bridge, "bridge, 2026-07-28 stateless clients on a pool (default --pool-max 8)", "stateless")),
+		statelessTarget(bridgeTarget(c.bridge, fmt.Sprintf("bridge, 2026-07-28 stateless clients on a pool (--pool-max %d, one per core)", runtime.NumCPU()), "stateless", "--pool-max", strconv.Itoa(runtime.NumCPU()))),
 	}
 	if c.baseline != "" {
 		// Interleaved with the bridge's rounds, so that the machine's load
