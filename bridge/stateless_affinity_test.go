@@ -9,6 +9,7 @@ import (
 	"net/http/httputil"
 	"net/url"
 	"os"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -111,6 +112,18 @@ func TestStatelessTwoInstances(t *testing.T) {
 	}
 	if a.forwarded.Load()+b.forwarded.Load() == 0 {
 		t.Fatal("no retry was forwarded: the round-robin proxy should have sent some to the other instance")
+	}
+
+	// A state from a deployment with another secret names its own
+	// instance: b refuses it, and never forwards it there.
+	other := startStatelessInstance(t, []byte("another deployment's secret, 32+ bytes long"))
+	state := firstRound(t, other.url, statelessHeaders("tools/call", "elicit"))
+	_, ans := postAnswer(t, b.url, elicitCall(2, "who?", state, `{"input-1":{"action":"accept","content":{"name":"x"}}}`), statelessHeaders("tools/call", "elicit"))
+	if ans.Error == nil || ans.Error.Code != -32602 || !strings.Contains(ans.Error.Message, "failed verification") {
+		t.Fatalf("foreign state: %+v", ans.Error)
+	}
+	if n := other.forwarded.Load(); n != 0 {
+		t.Fatalf("a foreign state was forwarded %d times", n)
 	}
 }
 
