@@ -355,13 +355,12 @@ func (p *Pool) Close(ctx context.Context) error {
 	for _, g := range p.groups {
 		all = append(all, g.children...)
 	}
-	parked := p.parked
+	for _, c := range p.parked {
+		c.stopTimer() // the children stop below: nothing to expire
+	}
 	p.parked = map[string]*call{}
 	p.mu.Unlock()
 	p.cancel()
-	for _, c := range parked {
-		c.stopTimer()
-	}
 	p.subs.closeAll()
 	var errs []error
 	for _, ch := range all {

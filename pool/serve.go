@@ -384,6 +384,11 @@ func (c *call) park(first item, rawID []byte) ([]byte, error) {
 		}
 	}
 	p.mu.Lock()
+	if p.closed {
+		p.mu.Unlock()
+		p.cancelCall(c, "the bridge is shutting down")
+		return errorResponse(rawID, jsonrpc.CodeServerError, "the bridge is shutting down; send the request again", nil), nil
+	}
 	for _, it := range inputs {
 		c.keys++
 		params, _ := jsonrpc.Lookup(it.msg.Data, "params")
