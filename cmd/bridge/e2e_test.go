@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"io"
 	"net/http"
 	"os"
 	"os/exec"
@@ -264,8 +265,30 @@ func TestStatelessBinary(t *testing.T) {
 	if len(children) == 0 {
 		t.Fatal("no pool servers under the bridge")
 	}
+	// A subscription open at shutdown ends gracefully: "it SHOULD respond
+	// to the original subscriptions/listen request with a completion
+	// result before closing the stream".
+	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, p.url, strings.NewReader(
+		`{"jsonrpc":"2.0","id":"sub","method":"subscriptions/listen","params":{"notifications":{"toolsListChanged":true},"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}}}}`))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	req.Header.Set("MCP-Protocol-Version", "2026-07-28")
+	req.Header.Set("Mcp-Method", "subscriptions/listen")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	stream := bufio.NewReader(resp.Body)
+	if line, err := stream.ReadString('\n'); err != nil || !strings.Contains(line, "notifications/subscriptions/acknowledged") {
+		t.Fatalf("listen: %q %v", line, err)
+	}
 	if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
+	}
+	rest, _ := io.ReadAll(stream)
+	if !strings.Contains(string(rest), `"id":"sub"`) || !strings.Contains(string(rest), `"resultType":"complete"`) {
+		t.Errorf("the subscription did not end with a completion result: %q", rest)
 	}
 	if err := p.cmd.Wait(); err != nil {
 		t.Fatalf("bridge exit: %v", err)

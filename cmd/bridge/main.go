@@ -186,6 +186,11 @@ func serve(ctx context.Context, cfg *config, logger *slog.Logger, ready chan<- n
 	if err := reg.Shutdown(stopCtx); err != nil {
 		logger.Error("some MCP servers did not stop", "err", err)
 	}
+	// The stateless pool too: its subscription streams end with a
+	// completion result, its servers stop (Close is idempotent).
+	if err := stateless.Close(stopCtx); err != nil {
+		logger.Error("some MCP servers of the stateless pool did not stop", "err", err)
+	}
 	// Every stream has ended; give handlers a moment to write their last
 	// events before cutting connections that are stuck on slow clients.
 	select {
