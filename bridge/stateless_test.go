@@ -388,8 +388,14 @@ func TestStatelessRequestStateAttacks(t *testing.T) {
 	asB["Authorization"] = "Bearer token-b"
 	state := firstRound(t, b.URL, asA)
 	answer := `{"input-1":{"action":"accept","content":{"name":"octocat"}}}`
+	// One character of the signed payload changed for another valid one:
+	// still well-formed, no longer what was signed.
 	tampered := []byte(state)
-	tampered[len(tampered)-3] ^= 1
+	if i := len("mcpb1.") + 5; tampered[i] == 'A' {
+		tampered[i] = 'B'
+	} else {
+		tampered[i] = 'A'
+	}
 	attacks := []struct {
 		name, body string
 		h          map[string]string
