@@ -2,6 +2,7 @@ package pool
 
 import (
 	"errors"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -9,7 +10,13 @@ import (
 	"go.uber.org/goleak"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+func TestMain(m *testing.M) {
+	if os.Getenv(childEnv) != "" {
+		runChild()
+		os.Exit(0)
+	}
+	goleak.VerifyTestMain(m)
+}
 
 // Every way a requestState can be wrong is refused with its own error.
 func TestStateRefusals(t *testing.T) {
