@@ -376,13 +376,13 @@ func (p *Pool) Close(ctx context.Context) error {
 // legacy children of one (principal, capabilities).
 type group struct {
 	key       string
-	principal string
+	principal any
 	caps      json.RawMessage
 	children  []*child
 	starting  int
 }
 
-func (p *Pool) groupLocked(key, principal string, caps json.RawMessage) *group {
+func (p *Pool) groupLocked(key string, principal any, caps json.RawMessage) *group {
 	g := p.groups[key]
 	if g == nil {
 		g = &group{key: key, principal: principal, caps: caps}
@@ -413,7 +413,10 @@ var canonCaps struct {
 	m map[capsKey]canonical
 }
 
-type capsKey struct{ principal, caps string }
+type capsKey struct {
+	principal any
+	caps      string
+}
 
 type canonical struct {
 	key  string
@@ -424,7 +427,7 @@ const maxCanonCaps = 1024
 
 // legacyKey is the pool key of a legacy request: its principal and its
 // capabilities, canonicalized.
-func legacyKey(principal string, caps json.RawMessage) (string, json.RawMessage, error) {
+func legacyKey(principal any, caps json.RawMessage) (string, json.RawMessage, error) {
 	canonCaps.Lock()
 	c, ok := canonCaps.m[capsKey{principal, string(caps)}]
 	canonCaps.Unlock()
@@ -435,7 +438,7 @@ func legacyKey(principal string, caps json.RawMessage) (string, json.RawMessage,
 	if err != nil {
 		return "", nil, err
 	}
-	c = canonical{key: "L\x00" + principal + "\x00" + string(canon), caps: canon}
+	c = canonical{key: "L\x00" + principalDigest(principal) + "\x00" + string(canon), caps: canon}
 	canonCaps.Lock()
 	if canonCaps.m == nil || len(canonCaps.m) >= maxCanonCaps {
 		canonCaps.m = make(map[capsKey]canonical)
@@ -465,7 +468,7 @@ const modernKey = "M"
 // (exclusive), a child no other such call holds; for the others, the
 // least loaded child. It starts a child when none fits and Max allows,
 // stopping an idle child of another key if it must, and otherwise waits.
-func (p *Pool) acquire(ctx context.Context, key, principal string, caps json.RawMessage, legacy, exclusive bool, c *call) (*child, error) {
+func (p *Pool) acquire(ctx context.Context, key string, principal any, caps json.RawMessage, legacy, exclusive bool, c *call) (*child, error) {
 	for {
 		p.mu.Lock()
 		if p.closed {

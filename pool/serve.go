@@ -15,10 +15,11 @@ import (
 
 // Request is one stateless request, as the front end validated it.
 type Request struct {
-	// Principal is who sends it (opaque; "" without authentication).
-	// Legacy children are never shared across principals, and a
-	// requestState is good for its principal only.
-	Principal string
+	// Principal is who sends it: an opaque comparable value (the front
+	// end's owner tag; nil without authentication). Legacy children are
+	// never shared across principals, and a requestState is good for its
+	// principal only.
+	Principal any
 	// Msg is the JSON-RPC request.
 	Msg jsonrpc.Message
 	// Caps is _meta's io.modelcontextprotocol/clientCapabilities, as written.

@@ -118,7 +118,7 @@ func (s *signer) Parse(raw string) (*State, error) {
 }
 
 // Check verifies what a signed state says against the retry presenting it.
-func (st *State) Check(now time.Time, principal, method, digest string) error {
+func (st *State) Check(now time.Time, principal any, method, digest string) error {
 	switch {
 	case now.UnixMilli() > st.Expires:
 		return ErrStateExpired
@@ -131,9 +131,10 @@ func (st *State) Check(now time.Time, principal, method, digest string) error {
 }
 
 // principalDigest keeps the principal itself out of the state, which the
-// client can read.
-func principalDigest(principal string) string {
-	sum := sha256.Sum256([]byte("principal\x00" + principal))
+// client can read. A principal is any comparable value: its Go syntax
+// representation, with its type, identifies it.
+func principalDigest(principal any) string {
+	sum := sha256.Sum256(fmt.Appendf(nil, "principal\x00%T\x00%#v", principal, principal))
 	return hex.EncodeToString(sum[:12])
 }
 
