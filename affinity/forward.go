@@ -3,6 +3,9 @@ package affinity
 import (
 	"context"
 	"net/http"
+
+	"github.com/mcp-bridge/mcp-bridge/bridge"
+	"github.com/mcp-bridge/mcp-bridge/jsonrpc"
 )
 
 // stateKey marks a forwarded request that a requestState (revision
@@ -20,8 +23,8 @@ func (r *Router) Forward(w http.ResponseWriter, req *http.Request, owner string)
 	if from := req.Header.Get(HopHeader); from != "" || owner == r.self {
 		r.logger.Warn("affinity: not forwarding a request twice (its requestState names another instance)",
 			"owner", owner, "self", r.self, "forwarded_by", from)
-		writeJSONRPCError(w, http.StatusBadGateway, -32603,
-			"the bridge instance holding this request could not be reached; send the request again without requestState")
+		bridge.WriteError(w, http.StatusBadGateway, nil, jsonrpc.CodeInternalError,
+			"Bad Gateway: the bridge instance holding this request could not be reached; send the request again without requestState", nil)
 		return
 	}
 	_ = http.NewResponseController(w).EnableFullDuplex()

@@ -25,15 +25,17 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"os"
 	"slices"
 	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
+	"github.com/mcp-bridge/mcp-bridge/jsonrpc"
 	"github.com/mcp-bridge/mcp-bridge/pool"
-	"github.com/mcp-bridge/mcp-bridge/sandbox"
 	"github.com/mcp-bridge/mcp-bridge/session"
 )
 
@@ -41,6 +43,21 @@ import (
 const (
 	DefaultPath     = "/mcp"
 	DefaultSSERetry = time.Second
+	// DefaultBodyReadTimeout bounds the reading of one POST body: a client
+	// that stalls mid-body would otherwise hold its connection forever.
+	// 4 MiB (the default message limit) arrives within it at about 1 Mbit/s.
+	DefaultBodyReadTimeout = 30 * time.Second
+	// DefaultWriteTimeout bounds each write to a client: one SSE event
+	// (with its flush) or one JSON answer. A client that stops reading
+	// loses its connection after it; an open stream is never cut by it,
+	// however long it waits between events.
+	DefaultWriteTimeout = 30 * time.Second
+	// DefaultMaxBodyBytesInFlight bounds the memory held by POST bodies
+	// being read, all connections together: 64 bodies of 4 MiB at once.
+	DefaultMaxBodyBytesInFlight = 256 << 20
+	// DefaultIdleTimeout is how long a keep-alive connection may wait for
+	// its next request (http.Server.IdleTimeout, set by the command).
+	DefaultIdleTimeout = 90 * time.Second
 )
 
 // Options configure a Handler. Every zero value means the documented default.
@@ -75,6 +92,23 @@ type Options struct {
 	// SSERetry is the reconnection delay announced with the retry field
 	// when SSEPollAfter is set. Zero means DefaultSSERetry.
 	SSERetry time.Duration
+	// BodyReadTimeout bounds the reading of a POST body, from the end of
+	// its headers; a body still incomplete then gets 408 and the connection
+	// closes. It applies to the body only, never to a stream. Zero means
+	// DefaultBodyReadTimeout; negative means no limit.
+	BodyReadTimeout time.Duration
+	// WriteTimeout bounds each write to the client: one SSE event with its
+	// flush, or one JSON answer; a client that does not take it within
+	// that time loses its connection (it may resume with Last-Event-ID).
+	// Time between events does not count. Zero means DefaultWriteTimeout;
+	// negative means no limit.
+	WriteTimeout time.Duration
+	// MaxBodyBytesInFlight bounds the buffers of POST bodies being read,
+	// over all connections: a body that would go beyond gets 503 with
+	// Retry-After, so that clients stalling near the end of large bodies
+	// cannot hold unbounded memory. Zero means DefaultMaxBodyBytesInFlight;
+	// negative means no limit.
+	MaxBodyBytesInFlight int64
 	// Stateless serves revision 2026-07-28 requests (see stateless.go).
 	// Nil answers them with a 400 that makes clients fall back to
 	// initialize.
@@ -95,7 +129,8 @@ type Handler struct {
 	tokens [][]byte
 	mux    *http.ServeMux
 
-	draining atomic.Bool
+	draining  atomic.Bool
+	bodyBytes atomic.Int64 // capacity of the buffers of bodies being read
 }
 
 // NewHandler returns the HTTP handler of the MCP endpoint, /healthz and /readyz.
@@ -114,6 +149,15 @@ func NewHandler(reg *session.Registry, opts *Options) *Handler {
 	if o.SSERetry <= 0 {
 		o.SSERetry = DefaultSSERetry
 	}
+	if o.BodyReadTimeout == 0 {
+		o.BodyReadTimeout = DefaultBodyReadTimeout
+	}
+	if o.WriteTimeout == 0 {
+		o.WriteTimeout = DefaultWriteTimeout
+	}
+	if o.MaxBodyBytesInFlight == 0 {
+		o.MaxBodyBytesInFlight = DefaultMaxBodyBytesInFlight
+	}
 	if o.Logger == nil {
 		o.Logger = slog.Default()
 	}
@@ -130,6 +174,14 @@ func NewHandler(reg *session.Registry, opts *Options) *Handler {
 	h.mux.HandleFunc("GET "+o.Path, h.guard(h.serveGet))
 	h.mux.HandleFunc("DELETE "+o.Path, h.guard(h.serveDelete))
 	h.mux.HandleFunc("OPTIONS "+o.Path, h.servePreflight)
+	// The mux serves HEAD with the GET handler, which would open (and take
+	// over) the standalone stream and never end: HEAD is no method of the
+	// transport.
+	h.mux.HandleFunc("HEAD "+o.Path, func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Allow", "GET, POST, DELETE, OPTIONS")
+		WriteError(w, http.StatusMethodNotAllowed, nil, jsonrpc.CodeInvalidRequest,
+			"Method Not Allowed: use GET, POST or DELETE", nil)
+	})
 	h.mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
 		io.WriteString(w, "ok\n")
 	})
@@ -137,7 +189,23 @@ func NewHandler(reg *session.Registry, opts *Options) *Handler {
 	return h
 }
 
-func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) { h.mux.ServeHTTP(w, r) }
+func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if h.opts.WriteTimeout > 0 {
+		// A stream leaves a write deadline on its connection for the end
+		// of its response, which net/http writes after the handler
+		// returned; the next request on a kept-alive connection starts
+		// without one.
+		http.NewResponseController(w).SetWriteDeadline(time.Time{})
+	}
+	h.mux.ServeHTTP(w, r)
+}
+
+// extendWrite gives the next write to the client WriteTimeout to complete.
+func (h *Handler) extendWrite(rc *http.ResponseController) {
+	if h.opts.WriteTimeout > 0 {
+		rc.SetWriteDeadline(time.Now().Add(h.opts.WriteTimeout))
+	}
+}
 
 // Drain makes the handler refuse new sessions and report not ready, at
 // shutdown. Open streams stay open: a client whose standalone stream ended
@@ -161,12 +229,12 @@ const primingVersion = "2025-11-25"
 
 // guard checks what every request to the endpoint must pass: Origin, then
 // authentication.
-func (h *Handler) guard(next func(http.ResponseWriter, *http.Request, string)) http.HandlerFunc {
+func (h *Handler) guard(next func(http.ResponseWriter, *http.Request, any)) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		if !h.hostAllowed(r.Host) {
 			h.logger.Warn("refused a request for a disallowed Host (DNS rebinding?)", "host", r.Host,
 				"hint", "add it to --allowed-hosts if clients legitimately use this name")
-			writeError(w, http.StatusForbidden, nil, session.CodeInvalidRequest,
+			WriteError(w, http.StatusForbidden, nil, jsonrpc.CodeInvalidRequest,
 				"Forbidden: Host "+strconv.Quote(r.Host)+" is not allowed", nil)
 			return
 		}
@@ -179,13 +247,13 @@ func (h *Handler) guard(next func(http.ResponseWriter, *http.Request, string)) h
 			if !h.originAllowed(origin, r.Host) {
 				h.logger.Warn("refused a request from a disallowed Origin", "origin", origin,
 					"hint", "add it to --allowed-origins if this browser origin is trusted")
-				writeError(w, http.StatusForbidden, nil, session.CodeInvalidRequest,
+				WriteError(w, http.StatusForbidden, nil, jsonrpc.CodeInvalidRequest,
 					"Forbidden: Origin "+strconv.Quote(origin)+" is not allowed", nil)
 				return
 			}
 			h.corsHeaders(w, origin)
 		}
-		owner := ""
+		var owner any // a session's owner: the hash of the token that created it
 		if len(h.tokens) > 0 {
 			tok, ok := h.bearer(r)
 			if !ok {
@@ -193,7 +261,7 @@ func (h *Handler) guard(next func(http.ResponseWriter, *http.Request, string)) h
 				if tok != "" {
 					w.Header().Set("WWW-Authenticate", `Bearer realm="mcp-bridge", error="invalid_token"`)
 				}
-				writeError(w, http.StatusUnauthorized, nil, session.CodeInvalidRequest,
+				WriteError(w, http.StatusUnauthorized, nil, jsonrpc.CodeInvalidRequest,
 					"Unauthorized: send a valid bearer token in the Authorization header", nil)
 				return
 			}
@@ -305,6 +373,7 @@ func mediaType(v string) string {
 // any other spelling, such as the spec's "MCP-Protocol-Version" and
 // "Last-Event-ID": on every request (issue 6).
 const (
+	hdrSessionID       = "Mcp-Session-Id"
 	hdrProtocolVersion = "Mcp-Protocol-Version"
 	hdrLastEventID     = "Last-Event-Id"
 )
@@ -326,10 +395,10 @@ func checkVersion(r *http.Request, sess *session.Session) error {
 
 // lookup finds the request's session: 400 without Mcp-Session-Id, 404 for
 // an unknown or ended one, 403 for one bound to another token.
-func (h *Handler) lookup(w http.ResponseWriter, r *http.Request, owner string) *session.Session {
-	id := r.Header.Get("Mcp-Session-Id")
+func (h *Handler) lookup(w http.ResponseWriter, r *http.Request, owner any) *session.Session {
+	id := r.Header.Get(hdrSessionID)
 	if id == "" {
-		writeError(w, http.StatusBadRequest, nil, session.CodeInvalidRequest,
+		WriteError(w, http.StatusBadRequest, nil, jsonrpc.CodeInvalidRequest,
 			"Bad Request: Mcp-Session-Id header is required; start a session with an initialize request", nil)
 		return nil
 	}
@@ -337,18 +406,18 @@ func (h *Handler) lookup(w http.ResponseWriter, r *http.Request, owner string) *
 	if err != nil {
 		// "The server MAY terminate the session at any time, after which it
 		// MUST respond to requests containing that session ID with HTTP 404."
-		writeError(w, http.StatusNotFound, nil, session.CodeInvalidRequest,
+		WriteError(w, http.StatusNotFound, nil, jsonrpc.CodeInvalidRequest,
 			"Not Found: session "+strconv.Quote(id)+" does not exist or has ended; send a new initialize request", nil)
 		return nil
 	}
 	if sess.Owner() != owner {
-		h.logger.Warn("refused a request for a session created with another token", "session", id)
-		writeError(w, http.StatusForbidden, nil, session.CodeInvalidRequest,
+		h.logger.Warn("refused a request for a session created with another token", "session", sess.LogID())
+		WriteError(w, http.StatusForbidden, nil, jsonrpc.CodeInvalidRequest,
 			"Forbidden: this session belongs to another credential", nil)
 		return nil
 	}
 	if err := checkVersion(r, sess); err != nil {
-		writeError(w, http.StatusBadRequest, nil, session.CodeInvalidRequest, "Bad Request: "+err.Error(), nil)
+		WriteError(w, http.StatusBadRequest, nil, jsonrpc.CodeInvalidRequest, "Bad Request: "+err.Error(), nil)
 		return nil
 	}
 	return sess
@@ -361,7 +430,7 @@ func (h *Handler) lookup(w http.ResponseWriter, r *http.Request, owner string) *
 const probeAnswer = "Bad Request: this server speaks MCP revisions 2025-03-26 through 2025-11-25 " +
 	"(sessions); send an initialize request to start a session"
 
-func (h *Handler) servePost(w http.ResponseWriter, r *http.Request, owner string) {
+func (h *Handler) servePost(w http.ResponseWriter, r *http.Request, owner any) {
 	if h.isStateless(r) {
 		h.serveStateless(w, r, owner)
 		return
@@ -370,63 +439,57 @@ func (h *Handler) servePost(w http.ResponseWriter, r *http.Request, owner string
 	// application/json and text/event-stream as supported content types."
 	acc := r.Header.Get("Accept")
 	if !accepts(acc, "application/json") || !accepts(acc, "text/event-stream") {
-		writeError(w, http.StatusNotAcceptable, nil, session.CodeInvalidRequest,
+		WriteError(w, http.StatusNotAcceptable, nil, jsonrpc.CodeInvalidRequest,
 			"Not Acceptable: the Accept header must list both application/json and text/event-stream", nil)
 		return
 	}
 	if !strings.EqualFold(mediaType(r.Header.Get("Content-Type")), "application/json") {
-		writeError(w, http.StatusUnsupportedMediaType, nil, session.CodeInvalidRequest,
+		WriteError(w, http.StatusUnsupportedMediaType, nil, jsonrpc.CodeInvalidRequest,
 			"Unsupported Media Type: the body must be application/json", nil)
 		return
 	}
 	if r.Header.Get(hdrLastEventID) != "" {
-		writeError(w, http.StatusBadRequest, nil, session.CodeInvalidRequest,
+		WriteError(w, http.StatusBadRequest, nil, jsonrpc.CodeInvalidRequest,
 			"Bad Request: Last-Event-ID belongs on a GET request (resumption is always via GET)", nil)
 		return
 	}
-	body, err := readBody(w, r, h.opts.MaxMessageBytes)
+	body, err := h.readBody(w, r)
 	if err != nil {
-		var tooBig *http.MaxBytesError
-		if errors.As(err, &tooBig) {
-			writeError(w, http.StatusRequestEntityTooLarge, nil, session.CodeInvalidRequest,
-				fmt.Sprintf("Request Entity Too Large: a message may have at most %d bytes (--max-message-bytes)", tooBig.Limit), nil)
-			return
-		}
-		writeError(w, http.StatusBadRequest, nil, session.CodeParseError, "Bad Request: reading the body: "+err.Error(), nil)
+		h.bodyFailed(w, err)
 		return
 	}
 
 	msgs, batch, err := parseBody(body)
 	if err != nil {
-		code := session.CodeInvalidRequest
-		if session.IsParseError(err) {
-			code = session.CodeParseError
+		code := jsonrpc.CodeInvalidRequest
+		if jsonrpc.IsParseError(err) {
+			code = jsonrpc.CodeParseError
 		}
-		writeError(w, http.StatusBadRequest, session.RawID(body), code, "Bad Request: "+err.Error(), nil)
+		WriteError(w, http.StatusBadRequest, jsonrpc.RawID(body), code, "Bad Request: "+err.Error(), nil)
 		return
 	}
 
 	// Revision 2026-07-28 clients probe with server/discover (or any request
 	// carrying that revision's header and no session): answer so they fall
 	// back to initialize. The probe never reaches a server.
-	sid := r.Header.Get("Mcp-Session-Id")
+	sid := r.Header.Get(hdrSessionID)
 	for _, m := range msgs {
 		if m.Env.Method == "server/discover" ||
 			(sid == "" && r.Header.Get(hdrProtocolVersion) >= "2026-07-28" && m.Env.Method != "initialize") {
-			writeError(w, http.StatusBadRequest, session.RawID(m.Data), session.CodeInvalidRequest, probeAnswer,
+			WriteError(w, http.StatusBadRequest, jsonrpc.RawID(m.Data), jsonrpc.CodeInvalidRequest, probeAnswer,
 				map[string]any{"supportedVersions": supportedVersions})
 			return
 		}
 	}
 
-	isInit := !batch && msgs[0].Env.Kind == session.KindRequest && msgs[0].Env.Method == "initialize"
+	isInit := !batch && msgs[0].Env.Kind == jsonrpc.KindRequest && msgs[0].Env.Method == "initialize"
 	if sid == "" && isInit {
 		h.initialize(w, r, owner, msgs)
 		return
 	}
 	for _, m := range msgs {
 		if m.Env.Method == "initialize" {
-			writeError(w, http.StatusBadRequest, session.RawID(m.Data), session.CodeInvalidRequest,
+			WriteError(w, http.StatusBadRequest, jsonrpc.RawID(m.Data), jsonrpc.CodeInvalidRequest,
 				"Bad Request: initialize must be sent alone and without Mcp-Session-Id (it starts a new session)", nil)
 			return
 		}
@@ -436,21 +499,32 @@ func (h *Handler) servePost(w http.ResponseWriter, r *http.Request, owner string
 		return
 	}
 	if batch && sess.ProtocolVersion() != "2025-03-26" {
-		writeError(w, http.StatusBadRequest, nil, session.CodeInvalidRequest,
+		WriteError(w, http.StatusBadRequest, nil, jsonrpc.CodeInvalidRequest,
 			"Bad Request: JSON-RPC batches are only allowed in sessions of revision 2025-03-26; send one message per POST", nil)
 		return
 	}
-	reader, err := sess.Post(msgs, h.opts.JSONResponse)
+	reader, err := sess.Post(msgs, h.postOptions())
 	switch {
 	case errors.Is(err, session.ErrNotFound):
-		writeError(w, http.StatusNotFound, nil, session.CodeInvalidRequest,
+		WriteError(w, http.StatusNotFound, nil, jsonrpc.CodeInvalidRequest,
 			"Not Found: the session has ended; send a new initialize request", nil)
 		return
 	case errors.Is(err, session.ErrDuplicateID):
-		writeError(w, http.StatusBadRequest, nil, session.CodeInvalidRequest, "Bad Request: "+err.Error(), nil)
+		WriteError(w, http.StatusBadRequest, nil, jsonrpc.CodeInvalidRequest, "Bad Request: "+err.Error(), nil)
+		return
+	case errors.Is(err, session.ErrTooManyRequests):
+		// 429: nothing of the POST reached the server, and the client may
+		// send it again once answers come (the spec lets a server refuse
+		// input with an HTTP error status and an id-less JSON-RPC error).
+		w.Header().Set("Retry-After", "1")
+		WriteError(w, http.StatusTooManyRequests, nil, jsonrpc.CodeServerError, "Too Many Requests: "+err.Error(), nil)
+		return
+	case errors.Is(err, session.ErrStdinFull):
+		w.Header().Set("Retry-After", "1")
+		WriteError(w, http.StatusServiceUnavailable, nil, jsonrpc.CodeServerError, "Service Unavailable: "+err.Error(), nil)
 		return
 	case err != nil:
-		writeError(w, http.StatusInternalServerError, nil, session.CodeInternalError, err.Error(), nil)
+		WriteError(w, http.StatusInternalServerError, nil, jsonrpc.CodeInternalError, err.Error(), nil)
 		return
 	}
 	if reader == nil {
@@ -464,10 +538,10 @@ func (h *Handler) servePost(w http.ResponseWriter, r *http.Request, owner string
 }
 
 // initialize starts a session for an initialize request.
-func (h *Handler) initialize(w http.ResponseWriter, r *http.Request, owner string, msgs []session.Message) {
-	rawID := session.RawID(msgs[0].Data)
+func (h *Handler) initialize(w http.ResponseWriter, r *http.Request, owner any, msgs []jsonrpc.Message) {
+	rawID := jsonrpc.RawID(msgs[0].Data)
 	if h.draining.Load() {
-		writeError(w, http.StatusServiceUnavailable, rawID, session.CodeServerError,
+		WriteError(w, http.StatusServiceUnavailable, rawID, jsonrpc.CodeServerError,
 			"Service Unavailable: the bridge is shutting down; retry against another instance", nil)
 		return
 	}
@@ -475,61 +549,178 @@ func (h *Handler) initialize(w http.ResponseWriter, r *http.Request, owner strin
 	switch {
 	case errors.Is(err, session.ErrTooManySessions), errors.Is(err, session.ErrShuttingDown):
 		w.Header().Set("Retry-After", "5")
-		writeError(w, http.StatusServiceUnavailable, rawID, session.CodeServerError, "Service Unavailable: "+err.Error(), nil)
+		WriteError(w, http.StatusServiceUnavailable, rawID, jsonrpc.CodeServerError, "Service Unavailable: "+err.Error(), nil)
+		return
+	case errors.Is(err, syscall.EMFILE), errors.Is(err, syscall.ENFILE):
+		// Out of file descriptors is a passing overload, not a broken
+		// server: the client may retry.
+		h.logger.Error("out of file descriptors: cannot start an MCP server", "err", err,
+			"hint", "raise the open-file limit (ulimit -n), or lower --max-sessions / --max-connections")
+		w.Header().Set("Retry-After", "5")
+		WriteError(w, http.StatusServiceUnavailable, rawID, jsonrpc.CodeServerError,
+			"Service Unavailable: the bridge is out of file descriptors; retry later", nil)
 		return
 	case err != nil:
 		status := http.StatusInternalServerError
-		if errors.Is(err, sandbox.ErrLaunch) {
+		if errors.Is(err, session.ErrLaunch) {
 			status = http.StatusBadGateway
 		}
-		writeError(w, status, rawID, session.CodeServerError, err.Error(), nil)
+		WriteError(w, status, rawID, jsonrpc.CodeServerError, err.Error(), nil)
 		return
 	}
-	reader, err := sess.Post(msgs, h.opts.JSONResponse)
+	reader, err := sess.Post(msgs, h.postOptions())
 	if err != nil {
-		writeError(w, http.StatusInternalServerError, rawID, session.CodeInternalError, err.Error(), nil)
+		WriteError(w, http.StatusInternalServerError, rawID, jsonrpc.CodeInternalError, err.Error(), nil)
 		return
 	}
-	w.Header().Set("Mcp-Session-Id", sess.ID())
-	var params struct {
-		Params struct {
-			ProtocolVersion string `json:"protocolVersion"`
-		} `json:"params"`
+	w.Header().Set(hdrSessionID, sess.ID())
+	// The session learns the negotiated version from the server's answer;
+	// whether this very stream is primed depends on what the client asked.
+	h.answer(w, r, sess, reader, false, requestedVersion(msgs[0].Data) >= primingVersion)
+}
+
+// postOptions: answers sent as one JSON body carry no event ID, so no
+// client could resume their stream, and it has room for nothing else.
+func (h *Handler) postOptions() session.PostOptions {
+	return session.PostOptions{Resumable: !h.opts.JSONResponse}
+}
+
+// requestedVersion is params.protocolVersion of an initialize request, or "".
+func requestedVersion(data []byte) string {
+	if params, ok := jsonrpc.Lookup(data, "params"); ok {
+		if v, ok := jsonrpc.Lookup(params, "protocolVersion"); ok {
+			s, _ := jsonrpc.StringValue(v)
+			return s
+		}
 	}
-	_ = json.Unmarshal(msgs[0].Data, &params)
-	h.answer(w, r, sess, reader, false, params.Params.ProtocolVersion >= primingVersion)
+	return ""
+}
+
+// errBodyBudget: a body would take the buffers of bodies being read beyond
+// MaxBodyBytesInFlight.
+var errBodyBudget = errors.New("too many bytes of request bodies in flight")
+
+// bodyFirstBytes is the first buffer of a body larger than it: the buffer
+// then doubles as bytes arrive. A declared length is never trusted for an
+// allocation: a client that declares 4 MiB and sends nothing must not hold
+// 4 MiB (issue 13). What bodies hold together is bounded by
+// MaxBodyBytesInFlight.
+const bodyFirstBytes = 64 << 10
+
+// bodyFailed answers a POST whose body could not be read (h.readBody).
+func (h *Handler) bodyFailed(w http.ResponseWriter, err error) {
+	var tooBig *http.MaxBytesError
+	if err == errBodyBudget {
+		h.logger.Warn("refused a POST body: the bodies being read hold the memory allowed", "max_body_bytes_in_flight", h.opts.MaxBodyBytesInFlight,
+			"hint", "raise --max-body-bytes-in-flight if these clients are legitimate")
+		w.Header().Set("Connection", "close")
+		w.Header().Set("Retry-After", "5")
+		WriteError(w, http.StatusServiceUnavailable, nil, jsonrpc.CodeServerError,
+			"Service Unavailable: too many request bodies are being read at once (--max-body-bytes-in-flight); retry later", nil)
+		return
+	}
+	if errors.Is(err, os.ErrDeadlineExceeded) {
+		w.Header().Set("Connection", "close")
+		WriteError(w, http.StatusRequestTimeout, nil, jsonrpc.CodeInvalidRequest,
+			fmt.Sprintf("Request Timeout: the body did not arrive within %s (--body-read-timeout)", h.opts.BodyReadTimeout), nil)
+		return
+	}
+	if errors.As(err, &tooBig) {
+		WriteError(w, http.StatusRequestEntityTooLarge, nil, jsonrpc.CodeInvalidRequest,
+			fmt.Sprintf("Request Entity Too Large: a message may have at most %d bytes (--max-message-bytes)", tooBig.Limit), nil)
+		return
+	}
+	WriteError(w, http.StatusBadRequest, nil, jsonrpc.CodeParseError, "Bad Request: reading the body: "+err.Error(), nil)
 }
 
 // readBody reads a request body of at most limit bytes, failing with
-// *http.MaxBytesError beyond. A body of declared length is read into a
-// slice of that size, without io.ReadAll's growing.
-func readBody(w http.ResponseWriter, r *http.Request, limit int64) ([]byte, error) {
-	if n := r.ContentLength; n >= 0 && n <= limit {
-		body := make([]byte, n)
-		if _, err := io.ReadFull(r.Body, body); err != nil {
+// *http.MaxBytesError beyond, and with an error matching
+// os.ErrDeadlineExceeded if it is not complete within timeout (if
+// positive). The buffer grows with the bytes received, geometrically, up
+// to the declared length: at most twice what arrived, never more than the
+// limit. A body of declared length up to bodyFirstBytes is read into a
+// slice of that size.
+func (h *Handler) readBody(w http.ResponseWriter, r *http.Request) (_ []byte, err error) {
+	limit, timeout := h.opts.MaxMessageBytes, h.opts.BodyReadTimeout
+	n := r.ContentLength
+	if n > limit {
+		return nil, &http.MaxBytesError{Limit: limit}
+	}
+	if timeout > 0 {
+		// A deadline on this body only: http.Server.ReadTimeout would
+		// also cut the SSE stream of the answer. It is lifted once the
+		// body is read; after a failure it stays, so that net/http's
+		// discarding of the rest of the body is bounded too.
+		rc := http.NewResponseController(w)
+		if rc.SetReadDeadline(time.Now().Add(timeout)) == nil {
+			defer func() {
+				if err == nil {
+					rc.SetReadDeadline(time.Time{})
+				}
+			}()
+		}
+	}
+	src, max := r.Body, n
+	if n < 0 {
+		// Unknown length (chunked): room for one byte beyond the limit,
+		// which MaxBytesReader refuses.
+		src, max = http.MaxBytesReader(w, r.Body, limit), limit+1
+	}
+	// held is what this body counts in MaxBodyBytesInFlight: the capacity
+	// of its buffer, until it is read (then the message is the session's).
+	var held int64
+	defer func() { h.bodyBytes.Add(-held) }()
+	grow := func(size int64) bool {
+		if lim := h.opts.MaxBodyBytesInFlight; lim > 0 && h.bodyBytes.Add(size-held) > lim {
+			h.bodyBytes.Add(held - size)
+			return false
+		}
+		held = size
+		return true
+	}
+	if !grow(min(max, bodyFirstBytes)) {
+		return nil, errBodyBudget
+	}
+	buf := make([]byte, 0, held)
+	for {
+		if len(buf) == cap(buf) {
+			if int64(len(buf)) >= max {
+				return buf, nil // the declared length, all read
+			}
+			if !grow(min(max, 2*int64(cap(buf)))) {
+				return nil, errBodyBudget
+			}
+			buf = slices.Grow(buf, int(held)-len(buf))
+		}
+		m, err := src.Read(buf[len(buf):cap(buf)])
+		buf = buf[:len(buf)+m]
+		switch {
+		case err == io.EOF && n >= 0 && int64(len(buf)) < n:
+			return nil, io.ErrUnexpectedEOF
+		case err == io.EOF:
+			return buf, nil
+		case err != nil:
 			return nil, err
 		}
-		return body, nil
 	}
-	return io.ReadAll(http.MaxBytesReader(w, r.Body, limit))
 }
 
 // parseBody splits a POST body into its messages.
-func parseBody(body []byte) (msgs []session.Message, batch bool, err error) {
-	parts, batch, err := session.SplitBatch(body)
+func parseBody(body []byte) (msgs []jsonrpc.Message, batch bool, err error) {
+	parts, batch, err := jsonrpc.SplitBatch(body)
 	if err != nil {
 		return nil, batch, err
 	}
 	if !batch {
 		parts = []json.RawMessage{body}
 	}
-	msgs = make([]session.Message, len(parts))
+	msgs = make([]jsonrpc.Message, len(parts))
 	for i, p := range parts {
-		env, err := session.Parse(p)
+		env, err := jsonrpc.Parse(p)
 		if err != nil {
 			return nil, batch, err
 		}
-		msgs[i] = session.Message{Data: p, Env: env}
+		msgs[i] = jsonrpc.Message{Data: p, Env: env}
 	}
 	return msgs, batch, nil
 }
@@ -555,9 +746,10 @@ func (h *Handler) answer(w http.ResponseWriter, r *http.Request, sess *session.S
 		out = append(out, data)
 	}
 	w.Header()["Content-Type"] = jsonContentType
+	h.extendWrite(http.NewResponseController(w))
 	switch {
 	case len(out) == 0:
-		writeError(w, http.StatusInternalServerError, nil, session.CodeInternalError, "the request was cancelled or the session ended", nil)
+		WriteError(w, http.StatusInternalServerError, nil, jsonrpc.CodeInternalError, "the request was cancelled or the session ended", nil)
 	case batch:
 		w.Write([]byte("["))
 		for i, d := range out {
@@ -599,7 +791,7 @@ func writeEvent(w io.Writer, stream int64, seq uint64, data []byte) error {
 	bp := frameBufs.Get().(*[]byte)
 	defer putFrameBuf(bp)
 	b := append((*bp)[:0], "id: "...)
-	b = session.AppendEventID(b, stream, seq)
+	b = appendEventID(b, stream, seq)
 	b = append(b, "\ndata: "...)
 	if len(data) > frameCopyMax {
 		if _, err := w.Write(b); err != nil {
@@ -624,7 +816,7 @@ func writePrime(w io.Writer, reader *session.Reader, retryMS int64) error {
 	bp := frameBufs.Get().(*[]byte)
 	defer putFrameBuf(bp)
 	b := append((*bp)[:0], "id: "...)
-	b = reader.AppendPos(b)
+	b = appendEventID(b, reader.Stream(), reader.Pos())
 	if retryMS >= 0 {
 		b = append(b, "\nretry: "...)
 		b = strconv.AppendInt(b, retryMS, 10)
@@ -651,6 +843,13 @@ func (h *Handler) stream(w http.ResponseWriter, r *http.Request, sess *session.S
 	hd["X-Accel-Buffering"] = sseNoBuffering
 	w.WriteHeader(http.StatusOK)
 	rc := http.NewResponseController(w)
+	// Each event gets WriteTimeout to reach the client (issue 13): a client
+	// that stops reading loses its connection instead of holding it and
+	// this goroutine forever, also after its session ended. The deadline
+	// is renewed before each event, so a stream may wait for its next
+	// event as long as it takes. The last renewal covers the end of the
+	// response, written by net/http after this returns.
+	defer h.extendWrite(rc)
 
 	ctx := r.Context()
 	poll := h.opts.SSEPollAfter > 0 && prime
@@ -667,6 +866,7 @@ func (h *Handler) stream(w http.ResponseWriter, r *http.Request, sess *session.S
 		if poll {
 			retryMS = h.opts.SSERetry.Milliseconds()
 		}
+		h.extendWrite(rc)
 		if err := writePrime(w, reader, retryMS); err != nil {
 			return
 		}
@@ -689,12 +889,13 @@ func (h *Handler) stream(w http.ResponseWriter, r *http.Request, sess *session.S
 			return // the end of the handler flushes what is buffered
 		case errors.Is(err, session.ErrEventsPurged):
 			h.logger.Warn("closing an SSE connection whose reader fell behind the session's event log",
-				"session", sess.ID(), "stream", reader.Stream(),
+				"session", sess.LogID(), "stream", reader.Stream(),
 				"hint", "raise --log-max-events / --log-max-bytes or read the stream faster")
 			return
 		case err == session.ErrNotYet:
 			// No event within primeFlushDelay: send the headers and the
 			// priming event now, then wait as long as it takes.
+			h.extendWrite(rc)
 			if err := rc.Flush(); err != nil {
 				return
 			}
@@ -705,11 +906,13 @@ func (h *Handler) stream(w http.ResponseWriter, r *http.Request, sess *session.S
 				// "If the server does close the connection prior to
 				// terminating the SSE stream, it SHOULD send an SSE event
 				// with a standard retry field before closing the connection."
+				h.extendWrite(rc)
 				io.WriteString(w, "retry: "+strconv.FormatInt(h.opts.SSERetry.Milliseconds(), 10)+"\n\n")
 				rc.Flush()
 			}
 			return // superseded, or the client left: the stream stays in the log
 		}
+		h.extendWrite(rc)
 		if err := writeEvent(w, reader.Stream(), seq, data); err != nil {
 			return
 		}
@@ -751,14 +954,14 @@ var readyCtx = func() context.Context {
 	return ctx
 }()
 
-func (h *Handler) serveGet(w http.ResponseWriter, r *http.Request, owner string) {
+func (h *Handler) serveGet(w http.ResponseWriter, r *http.Request, owner any) {
 	if h.opts.Stateless != nil && r.Header.Get("Mcp-Session-Id") == "" {
 		methodNotAllowed(w)
 		return
 	}
 	// "The client MUST include an Accept header, listing text/event-stream."
 	if !accepts(r.Header.Get("Accept"), "text/event-stream") {
-		writeError(w, http.StatusNotAcceptable, nil, session.CodeInvalidRequest,
+		WriteError(w, http.StatusNotAcceptable, nil, jsonrpc.CodeInvalidRequest,
 			"Not Acceptable: the Accept header must list text/event-stream", nil)
 		return
 	}
@@ -770,32 +973,36 @@ func (h *Handler) serveGet(w http.ResponseWriter, r *http.Request, owner string)
 	var reader *session.Reader
 	var err error
 	if last := r.Header.Get(hdrLastEventID); last != "" {
-		reader, err = sess.Resume(last)
+		var stream int64
+		var seq uint64
+		if stream, seq, err = parseEventID(last); err == nil {
+			reader, err = sess.Resume(stream, seq)
+		}
 	} else {
 		reader, err = sess.Listen()
 	}
 	switch {
 	case errors.Is(err, session.ErrEventsPurged):
 		// A clear refusal, never a silent partial replay.
-		writeError(w, http.StatusGone, nil, session.CodeInvalidRequest,
+		WriteError(w, http.StatusGone, nil, jsonrpc.CodeInvalidRequest,
 			"Gone: the events after this Last-Event-ID were evicted from the session's log (--log-max-events, --log-max-bytes); the messages cannot be replayed", nil)
 		return
 	case errors.Is(err, session.ErrUnknownEvent):
-		writeError(w, http.StatusBadRequest, nil, session.CodeInvalidRequest,
+		WriteError(w, http.StatusBadRequest, nil, jsonrpc.CodeInvalidRequest,
 			"Bad Request: Last-Event-ID "+strconv.Quote(r.Header.Get(hdrLastEventID))+" names no event of this session", nil)
 		return
 	case errors.Is(err, session.ErrNotFound):
-		writeError(w, http.StatusNotFound, nil, session.CodeInvalidRequest,
+		WriteError(w, http.StatusNotFound, nil, jsonrpc.CodeInvalidRequest,
 			"Not Found: the session has ended; send a new initialize request", nil)
 		return
 	case err != nil:
-		writeError(w, http.StatusInternalServerError, nil, session.CodeInternalError, err.Error(), nil)
+		WriteError(w, http.StatusInternalServerError, nil, jsonrpc.CodeInternalError, err.Error(), nil)
 		return
 	}
 	h.stream(w, r, sess, reader, prime)
 }
 
-func (h *Handler) serveDelete(w http.ResponseWriter, r *http.Request, owner string) {
+func (h *Handler) serveDelete(w http.ResponseWriter, r *http.Request, owner any) {
 	if h.opts.Stateless != nil && r.Header.Get("Mcp-Session-Id") == "" {
 		methodNotAllowed(w)
 		return
@@ -808,11 +1015,13 @@ func (h *Handler) serveDelete(w http.ResponseWriter, r *http.Request, owner stri
 	w.WriteHeader(http.StatusNoContent)
 }
 
-// writeError writes a JSON-RPC error response with an HTTP status.
-func writeError(w http.ResponseWriter, status int, rawID []byte, code int, msg string, data any) {
+// WriteError writes a JSON-RPC error response with an HTTP status: the one
+// writer of error answers of the program's HTTP front (package affinity,
+// in front of the Handler, uses it too).
+func WriteError(w http.ResponseWriter, status int, rawID []byte, code int, msg string, data any) {
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(status)
-	w.Write(session.ErrorResponse(rawID, code, msg, data))
+	w.Write(jsonrpc.ErrorResponse(rawID, code, msg, data))
 }
 
 // Path is the MCP endpoint's path.

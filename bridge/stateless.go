@@ -14,7 +14,6 @@ import (
 	"context"
 	"encoding/base64"
 	"errors"
-	"fmt"
 	"io"
 	"net/http"
 	"strings"
@@ -64,27 +63,21 @@ func statelessVersions() []string {
 }
 
 // serveStateless serves one POST of revision 2026-07-28.
-func (h *Handler) serveStateless(w http.ResponseWriter, r *http.Request, owner string) {
+func (h *Handler) serveStateless(w http.ResponseWriter, r *http.Request, owner any) {
 	acc := r.Header.Get("Accept")
 	if !accepts(acc, "application/json") || !accepts(acc, "text/event-stream") {
-		writeError(w, http.StatusNotAcceptable, nil, jsonrpc.CodeInvalidRequest,
+		WriteError(w, http.StatusNotAcceptable, nil, jsonrpc.CodeInvalidRequest,
 			"Not Acceptable: the Accept header must list both application/json and text/event-stream", nil)
 		return
 	}
 	if !strings.EqualFold(mediaType(r.Header.Get("Content-Type")), "application/json") {
-		writeError(w, http.StatusUnsupportedMediaType, nil, jsonrpc.CodeInvalidRequest,
+		WriteError(w, http.StatusUnsupportedMediaType, nil, jsonrpc.CodeInvalidRequest,
 			"Unsupported Media Type: the body must be application/json", nil)
 		return
 	}
-	body, err := readBody(w, r, h.opts.MaxMessageBytes)
+	body, err := h.readBody(w, r)
 	if err != nil {
-		var tooBig *http.MaxBytesError
-		if errors.As(err, &tooBig) {
-			writeError(w, http.StatusRequestEntityTooLarge, nil, jsonrpc.CodeInvalidRequest,
-				fmt.Sprintf("Request Entity Too Large: a message may have at most %d bytes (--max-message-bytes)", tooBig.Limit), nil)
-			return
-		}
-		writeError(w, http.StatusBadRequest, nil, jsonrpc.CodeParseError, "Bad Request: reading the body: "+err.Error(), nil)
+		h.bodyFailed(w, err)
 		return
 	}
 	env, err := jsonrpc.Parse(body)
@@ -96,13 +89,13 @@ func (h *Handler) serveStateless(w http.ResponseWriter, r *http.Request, owner s
 		if _, batch, _ := jsonrpc.SplitBatch(body); batch {
 			err = errors.New("the body must be a single JSON-RPC request (revision " + pool.Version + " has no batches)")
 		}
-		writeError(w, http.StatusBadRequest, jsonrpc.RawID(body), code, "Bad Request: "+err.Error(), nil)
+		WriteError(w, http.StatusBadRequest, jsonrpc.RawID(body), code, "Bad Request: "+err.Error(), nil)
 		return
 	}
 	rawID := env.IDAt.In(body)
 	switch env.Kind {
 	case jsonrpc.KindResponse:
-		writeError(w, http.StatusBadRequest, rawID, jsonrpc.CodeInvalidRequest,
+		WriteError(w, http.StatusBadRequest, rawID, jsonrpc.CodeInvalidRequest,
 			"Bad Request: a client sends no responses in revision "+pool.Version+" (answers to the server's questions go in inputResponses)", nil)
 		return
 	case jsonrpc.KindNotification:
@@ -117,13 +110,13 @@ func (h *Handler) serveStateless(w http.ResponseWriter, r *http.Request, owner s
 	// it MUST respond with 400 Bad Request and an
 	// UnsupportedProtocolVersionError listing its supported versions."
 	if v := r.Header.Get(hdrProtocolVersion); v != pool.Version {
-		writeError(w, http.StatusBadRequest, rawID, pool.CodeUnsupportedProtocolVersion,
+		WriteError(w, http.StatusBadRequest, rawID, pool.CodeUnsupportedProtocolVersion,
 			"Unsupported protocol version "+quote(v)+"; this bridge serves "+strings.Join(statelessVersions(), ", "),
 			map[string]any{"supported": statelessVersions(), "requested": v})
 		return
 	}
 	if msg := checkHeaders(r, body, &env); msg != "" {
-		writeError(w, http.StatusBadRequest, rawID, pool.CodeHeaderMismatch, "Header mismatch: "+msg, nil)
+		WriteError(w, http.StatusBadRequest, rawID, pool.CodeHeaderMismatch, "Header mismatch: "+msg, nil)
 		return
 	}
 	// "A request missing any required field is malformed; the server MUST
@@ -135,11 +128,11 @@ func (h *Handler) serveStateless(w http.ResponseWriter, r *http.Request, owner s
 	version, isString := jsonrpc.StringValue(v)
 	switch {
 	case meta == nil || !okV || !okC || !isString || len(caps) == 0 || caps[0] != '{':
-		writeError(w, http.StatusBadRequest, rawID, jsonrpc.CodeInvalidParams,
+		WriteError(w, http.StatusBadRequest, rawID, jsonrpc.CodeInvalidParams,
 			"Invalid params: _meta must carry io.modelcontextprotocol/protocolVersion (a string) and io.modelcontextprotocol/clientCapabilities (an object) on every request", nil)
 		return
 	case version != pool.Version:
-		writeError(w, http.StatusBadRequest, rawID, pool.CodeHeaderMismatch,
+		WriteError(w, http.StatusBadRequest, rawID, pool.CodeHeaderMismatch,
 			"Header mismatch: MCP-Protocol-Version "+quote(r.Header.Get(hdrProtocolVersion))+" does not match _meta's io.modelcontextprotocol/protocolVersion "+quote(version), nil)
 		return
 	}
@@ -152,7 +145,7 @@ func (h *Handler) serveStateless(w http.ResponseWriter, r *http.Request, owner s
 		// "If the server does not implement the requested RPC method, it
 		// MUST respond with 404 Not Found and a JSON-RPC error with code
 		// -32601 (Method not found)."
-		writeError(w, http.StatusNotFound, rawID, jsonrpc.CodeMethodNotFound, "Method not found: "+env.Method, nil)
+		WriteError(w, http.StatusNotFound, rawID, jsonrpc.CodeMethodNotFound, "Method not found: "+env.Method, nil)
 		return
 	}
 	req := &pool.Request{Principal: owner, Msg: jsonrpc.Message{Data: body, Env: env}, Caps: caps}
@@ -165,8 +158,12 @@ func (h *Handler) serveStateless(w http.ResponseWriter, r *http.Request, owner s
 	// scoped to this request, without event IDs ("Resumable SSE streams via
 	// Last-Event-ID are not supported").
 	rc := http.NewResponseController(w)
+	// Each write gets WriteTimeout to reach the client, as on the session
+	// streams; the last renewal covers the end of the response.
+	defer h.extendWrite(rc)
 	streaming := false
 	emit := func(data []byte) error {
+		h.extendWrite(rc)
 		if !streaming {
 			streaming = true
 			hd := w.Header()
@@ -202,6 +199,7 @@ func (h *Handler) serveStateless(w http.ResponseWriter, r *http.Request, owner s
 		h.statelessFailed(w, r, rawID, err)
 		return
 	}
+	h.extendWrite(rc)
 	if streaming {
 		_ = writeData(w, final)
 		return
@@ -251,18 +249,18 @@ func (h *Handler) statelessFailed(w http.ResponseWriter, r *http.Request, rawID 
 	case r.Context().Err() != nil:
 		return
 	case errors.As(err, &fwd):
-		writeError(w, http.StatusServiceUnavailable, rawID, jsonrpc.CodeServerError,
+		WriteError(w, http.StatusServiceUnavailable, rawID, jsonrpc.CodeServerError,
 			"Service Unavailable: "+err.Error()+", which this instance cannot reach; send the request again without requestState", nil)
 	case errors.Is(err, pool.ErrClosed):
 		w.Header().Set("Retry-After", "5")
-		writeError(w, http.StatusServiceUnavailable, rawID, jsonrpc.CodeServerError, "Service Unavailable: "+err.Error(), nil)
+		WriteError(w, http.StatusServiceUnavailable, rawID, jsonrpc.CodeServerError, "Service Unavailable: "+err.Error(), nil)
 	case errors.Is(err, pool.ErrLaunch):
 		h.logger.Error("the stateless front end could not start an MCP server", "err", err)
-		writeError(w, http.StatusBadGateway, rawID, jsonrpc.CodeServerError, "Bad Gateway: "+err.Error(), nil)
+		WriteError(w, http.StatusBadGateway, rawID, jsonrpc.CodeServerError, "Bad Gateway: "+err.Error(), nil)
 	case errors.Is(err, context.DeadlineExceeded):
-		writeError(w, http.StatusGatewayTimeout, rawID, jsonrpc.CodeServerError, "Gateway Timeout: "+err.Error(), nil)
+		WriteError(w, http.StatusGatewayTimeout, rawID, jsonrpc.CodeServerError, "Gateway Timeout: "+err.Error(), nil)
 	default:
-		writeError(w, http.StatusInternalServerError, rawID, jsonrpc.CodeInternalError, err.Error(), nil)
+		WriteError(w, http.StatusInternalServerError, rawID, jsonrpc.CodeInternalError, err.Error(), nil)
 	}
 }
 
@@ -332,6 +330,6 @@ func quote(s string) string { return "'" + s + "'" }
 // (revision 2026-07-28 to clients of earlier ones without a session).
 func methodNotAllowed(w http.ResponseWriter) {
 	w.Header().Set("Allow", "POST")
-	writeError(w, http.StatusMethodNotAllowed, nil, jsonrpc.CodeInvalidRequest,
+	WriteError(w, http.StatusMethodNotAllowed, nil, jsonrpc.CodeInvalidRequest,
 		"Method Not Allowed: without Mcp-Session-Id this endpoint takes POST (revision "+pool.Version+"); start a session with initialize to use GET and DELETE", nil)
 }

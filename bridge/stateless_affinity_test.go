@@ -55,7 +55,7 @@ func startStatelessInstance(t *testing.T, secret []byte) *statelessInstance {
 	if err != nil {
 		t.Fatal(err)
 	}
-	reg := session.NewRegistry(&session.Options{Launcher: local, Logger: logger})
+	reg := session.NewRegistry(&session.Options{Launcher: session.LauncherOf(local), Logger: logger})
 	h := bridge.NewHandler(reg, &bridge.Options{Stateless: p, Forward: router.Forward, Logger: logger})
 	in := &statelessInstance{}
 	srv := httptest.NewUnstartedServer(router.Wrap(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {

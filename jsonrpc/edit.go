@@ -14,13 +14,14 @@ type Edit struct {
 
 // Rewrite returns a copy of data with its edits applied, in one allocation
 // of the result's exact size. Edits with a zero Span are skipped; the
-// others must be in the order of their positions and must not overlap.
-// data is not modified.
+// others may come in any order (a message may give its id after its
+// params) but must not overlap. data is not modified.
 //
 // It is how an id or a progress token changes on the way through the
 // bridge: the Envelope says where they are, so the rest of the message is
 // copied without being read again.
 func Rewrite(data []byte, edits ...Edit) []byte {
+	edits = inOrder(edits)
 	n := len(data)
 	for _, e := range edits {
 		if !e.At.IsZero() {
@@ -38,6 +39,35 @@ func Rewrite(data []byte, edits ...Edit) []byte {
 		prev = int(e.At.End)
 	}
 	return append(out, data[prev:]...)
+}
+
+// inOrder returns edits sorted by position: edits itself when it is (the
+// usual case), else a sorted copy without its zero Spans.
+func inOrder(edits []Edit) []Edit {
+	last := int32(-1)
+	sorted := true
+	for _, e := range edits {
+		if !e.At.IsZero() {
+			sorted = sorted && e.At.Start > last
+			last = e.At.Start
+		}
+	}
+	if sorted {
+		return edits
+	}
+	out := make([]Edit, 0, len(edits))
+	for _, e := range edits {
+		if e.At.IsZero() {
+			continue
+		}
+		i := len(out)
+		out = append(out, e)
+		for ; i > 0 && out[i-1].At.Start > e.At.Start; i-- {
+			out[i] = out[i-1]
+		}
+		out[i] = e
+	}
+	return out
 }
 
 // Rewrite is the package's Rewrite for the message e was parsed from: it

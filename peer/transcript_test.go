@@ -42,7 +42,9 @@ var update = flag.Bool("update", false, "rewrite the expected lines of testdata/
 //	ended< ERR    the Router is told the connection ended, with ERR
 //
 // The "options" file sets Options: "maxline N", "deny TOOL" (an
-// interceptor refuses tools/call of TOOL), "log" (an interceptor records
+// interceptor refuses tools/call of TOOL), "drop METHOD" (one drops the
+// child's notifications of METHOD), "redact WORD" (one replaces WORD in
+// what the child sends), "log" (an interceptor records
 // every message it sees as "seen< ..." lines, checked at the end against
 // the "seen" file).
 //
@@ -84,6 +86,10 @@ func runTranscript(t *testing.T, file string) {
 				opts.MaxMessageBytes, _ = strconv.Atoi(f[1])
 			case len(f) == 2 && f[0] == "deny":
 				interceptors = append(interceptors, denyTool(f[1]))
+			case len(f) == 2 && f[0] == "drop":
+				interceptors = append(interceptors, dropFromChild(f[1]))
+			case len(f) == 2 && f[0] == "redact":
+				interceptors = append(interceptors, redact(f[1]))
 			case len(f) == 1 && f[0] == "log":
 				interceptors = append(interceptors, recordAll(seen))
 			case len(f) > 0:
@@ -247,6 +253,32 @@ func denyTool(tool string) peer.Interceptor {
 		return func(m *peer.Message) error {
 			if m.Dir == peer.ToChild && m.Env.Method == "tools/call" && m.Env.Name(m.Data) == tool {
 				return &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: "tool " + strconv.Quote(tool) + " is not allowed"}
+			}
+			return next(m)
+		}
+	}
+}
+
+// dropFromChild drops the child's notifications of one method.
+func dropFromChild(method string) peer.Interceptor {
+	return func(next peer.Handler) peer.Handler {
+		return func(m *peer.Message) error {
+			if m.Dir == peer.FromChild && m.Env.Kind == jsonrpc.KindNotification && m.Method == method {
+				return nil
+			}
+			return next(m)
+		}
+	}
+}
+
+// redact replaces a word in what the child sends with "[redacted]".
+func redact(word string) peer.Interceptor {
+	return func(next peer.Handler) peer.Handler {
+		return func(m *peer.Message) error {
+			if m.Dir == peer.FromChild && strings.Contains(string(m.Data), word) {
+				if err := m.Replace([]byte(strings.ReplaceAll(string(m.Data), word, "[redacted]"))); err != nil {
+					return err
+				}
 			}
 			return next(m)
 		}

@@ -4,8 +4,11 @@
 // those streams resumable.
 //
 // It speaks JSON-RPC envelopes and never HTTP: the bridge package maps its
-// streams to SSE and its sentinel errors to status codes, so that another
-// front end can reuse it unchanged.
+// streams to SSE (and their positions to event IDs) and its sentinel errors
+// to status codes, so that another front end can reuse it unchanged. The
+// connection to each child (framing, the stdout loop, the table of requests
+// in flight, the interception point) is a peer.Conn: a Session is its
+// Router.
 //
 // Routing (DESIGN.md): a response goes to the stream of its request, which
 // then ends; notifications/progress follows its progressToken;
@@ -19,30 +22,74 @@ import (
 	"bytes"
 	"context"
 	"crypto/rand"
+	"crypto/sha256"
 	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"sync"
 	"sync/atomic"
 	"time"
 
-	"github.com/mcp-bridge/mcp-bridge/sandbox"
+	"github.com/mcp-bridge/mcp-bridge/jsonrpc"
+	"github.com/mcp-bridge/mcp-bridge/peer"
 )
 
 // Defaults of Options.
 const (
 	DefaultIdleTimeout     = 30 * time.Minute
 	DefaultMaxSessions     = 1000
-	DefaultMaxMessageBytes = 4 << 20
+	DefaultMaxMessageBytes = peer.DefaultMaxMessageBytes
+	// DefaultInitializeTimeout matches the request timeout of the usual
+	// clients: one that waited longer for initialize would be rare.
+	DefaultInitializeTimeout = time.Minute
+	// DefaultRequestTimeout is generous: a tool call may run for minutes
+	// (and progress notifications extend it).
+	DefaultRequestTimeout = 10 * time.Minute
+	// DefaultMaxRequests bounds a session's requests in flight: clients
+	// run a few at once; 40,000 unanswered ones cost 43 MB (issue 13).
+	DefaultMaxRequests = 100
+	// DefaultMaxQueuedBytes bounds the bytes of a session waiting to be
+	// written to its server's stdin (peer.Options.MaxQueuedBytes).
+	DefaultMaxQueuedBytes = peer.DefaultMaxQueuedBytes
 )
+
+// A Launcher starts the child of a new session. It must be safe for
+// concurrent use; the caller owns the Process and stops it.
+//
+// A sandbox.Launcher is one through LauncherOf: package session does not
+// import sandbox, which would link the Docker client and net/http into it.
+type Launcher interface {
+	Launch(ctx context.Context, sessionID string) (peer.Process, error)
+}
+
+// LauncherOf adapts a launcher whose processes have a type of their own,
+// such as a sandbox.Launcher (sandbox.Process is a peer.Process):
+// session.LauncherOf(sandbox.NewLocal(opts)).
+func LauncherOf[P peer.Process](l interface {
+	Launch(ctx context.Context, sessionID string) (P, error)
+}) Launcher {
+	return launcherOf[P]{l}
+}
+
+type launcherOf[P peer.Process] struct {
+	l interface {
+		Launch(ctx context.Context, sessionID string) (P, error)
+	}
+}
+
+func (a launcherOf[P]) Launch(ctx context.Context, sessionID string) (peer.Process, error) {
+	p, err := a.l.Launch(ctx, sessionID)
+	if err != nil {
+		return nil, err // never a typed nil inside the interface
+	}
+	return p, nil
+}
 
 // Options configure a Registry. Every zero value means the documented default.
 type Options struct {
 	// Launcher starts each session's server. Required.
-	Launcher sandbox.Launcher
+	Launcher Launcher
 	// NewID makes session IDs. Nil means 32 lowercase hex characters from
 	// crypto/rand (128 bits). IDs must be visible ASCII (0x21 to 0x7E).
 	NewID func() (string, error)
@@ -60,8 +107,38 @@ type Options struct {
 	// means DefaultLogMaxEvents and DefaultLogMaxBytes.
 	LogMaxEvents int
 	LogMaxBytes  int64
+	// LogMaxTotalBytes bounds the event data of all sessions' logs together
+	// (see LogBudget: only events already handed to a connection are evicted
+	// for it). Zero means DefaultLogMaxTotalBytes; negative, no such bound.
+	LogMaxTotalBytes int64
+	// InitializeTimeout ends a session whose server has not answered its
+	// initialize request after this long (a command that is not an MCP
+	// server, like cat, never does): the server is stopped and the request
+	// answered with an error naming it and its last stderr lines. Zero
+	// means DefaultInitializeTimeout; a negative value disables it.
+	InitializeTimeout time.Duration
+	// RequestTimeout answers a request the server has not answered after
+	// this long with a JSON-RPC error (CodeRequestTimeout), and sends the
+	// server notifications/cancelled for it. A progress notification for
+	// the request restarts it. A client disconnecting is no cancellation,
+	// so this is what ends the calls nobody waits for. Zero means
+	// DefaultRequestTimeout; a negative value disables it.
+	RequestTimeout time.Duration
+	// MaxRequests bounds the requests in flight in one session; a POST
+	// beyond it fails with ErrTooManyRequests. Zero means
+	// DefaultMaxRequests.
+	MaxRequests int
+	// MaxQueuedBytes bounds the bytes of client messages waiting to be
+	// written to one session's server (a server that stops reading its
+	// stdin blocks them); a POST beyond it fails with ErrStdinFull rather
+	// than waiting with its body. A single message is always accepted when
+	// nothing waits. Zero means DefaultMaxQueuedBytes.
+	MaxQueuedBytes int64
 	// Logger receives the sessions' logs. Nil means slog.Default().
 	Logger *slog.Logger
+	// Intercept sees every message to and from each session's server
+	// (peer.Options.Intercept). Nil means none.
+	Intercept peer.Interceptor
 	// Inflight, if set, is told the number of client requests in flight
 	// across sessions each time it rises or falls, on the request's path:
 	// it must be quick. Calls may arrive out of order when requests start
@@ -79,29 +156,40 @@ var (
 	ErrShuttingDown = errors.New("the bridge is shutting down")
 	// ErrDuplicateID: a request reuses the ID of a request still in flight.
 	ErrDuplicateID = errors.New("a request with this id is already in flight in this session")
+	// ErrTooManyRequests: MaxRequests are in flight in the session.
+	ErrTooManyRequests = errors.New("too many requests in flight in this session")
+	// ErrStdinFull: MaxQueuedBytes already wait for the server's stdin.
+	ErrStdinFull = peer.ErrBusy
+	// ErrLaunch: the session's server could not be started (Create). It
+	// wraps the launcher's error, whose text it keeps.
+	ErrLaunch = errors.New("cannot start the MCP server")
 )
 
 // Reasons a session ends; Session.Err wraps one of them.
 var (
 	ErrDeleted          = errors.New("the client ended the session (HTTP DELETE)")
 	ErrIdle             = errors.New("the session was idle for longer than the idle timeout")
-	ErrServerExited     = errors.New("the MCP server exited")
-	ErrOversizedMessage = errors.New("the MCP server wrote a message larger than the limit")
+	ErrServerExited     = peer.ErrExited
+	ErrStdoutClosed     = peer.ErrStdoutClosed
+	ErrInitTimeout      = errors.New("the MCP server did not answer initialize in time")
+	ErrOversizedMessage = peer.ErrOversizedMessage
 	ErrShutdown         = errors.New("the bridge is shutting down")
 )
 
 // A Registry holds the live sessions. Its methods are safe for concurrent use.
 type Registry struct {
-	opts   Options
-	logger *slog.Logger
+	opts      Options
+	logger    *slog.Logger
+	debug     bool       // logs show session IDs whole (see logID)
+	logBudget *LogBudget // shared by the sessions' logs
 
 	mu       sync.Mutex
 	sessions map[string]*Session
 	starting int
 	closed   bool
 
-	// wg counts the goroutines the sessions started (stdout readers,
-	// child stops); Shutdown waits for them.
+	// wg counts the live sessions until their servers are stopped, and the
+	// goroutines they start; Shutdown waits for them.
 	wg sync.WaitGroup
 
 	// inflight counts client requests in flight across sessions; idle is
@@ -129,12 +217,60 @@ func NewRegistry(opts *Options) *Registry {
 	if o.MaxMessageBytes <= 0 {
 		o.MaxMessageBytes = DefaultMaxMessageBytes
 	}
+	if o.InitializeTimeout == 0 {
+		o.InitializeTimeout = DefaultInitializeTimeout
+	}
+	if o.RequestTimeout == 0 {
+		o.RequestTimeout = DefaultRequestTimeout
+	}
+	if o.MaxRequests <= 0 {
+		o.MaxRequests = DefaultMaxRequests
+	}
+	if o.MaxQueuedBytes <= 0 {
+		o.MaxQueuedBytes = DefaultMaxQueuedBytes
+	}
 	if o.Logger == nil {
 		o.Logger = slog.Default()
 	}
 	r.logger = o.Logger
+	r.logBudget = NewLogBudget(o.LogMaxTotalBytes)
+	r.debug = o.Logger.Enabled(context.Background(), slog.LevelDebug)
 	return r
 }
+
+// logID is the form of a session ID that this registry's logs show (see
+// LogForm), decided once: the logger's level does not change.
+func (r *Registry) logID(id string) string {
+	if r.debug {
+		return id
+	}
+	return shortID(id)
+}
+
+// LogForm is the form of a session ID that logs show: without tokens the
+// ID is the only credential of a session, and logs are read by more people
+// than the clients (issue 13, item 12). It is the first 8 hex digits of the
+// ID's SHA-256, enough to follow one session through the logs and useless
+// to reach it; when logger has debug enabled it is the ID itself.
+// Everything that logs a session ID uses it (or Session.LogID).
+func LogForm(logger *slog.Logger, id string) string {
+	if logger.Enabled(context.Background(), slog.LevelDebug) {
+		return id
+	}
+	return shortID(id)
+}
+
+func shortID(id string) string {
+	sum := sha256.Sum256([]byte(id))
+	return hex.EncodeToString(sum[:4])
+}
+
+// launchError is a launcher's error, marked as ErrLaunch without adding
+// to its text (which already says what could not start, and why).
+type launchError struct{ err error }
+
+func (e launchError) Error() string   { return e.err.Error() }
+func (e launchError) Unwrap() []error { return []error{ErrLaunch, e.err} }
 
 func randomID() (string, error) {
 	var b [16]byte
@@ -145,9 +281,10 @@ func randomID() (string, error) {
 }
 
 // Create starts a session: it launches the session's server and returns the
-// session, ready for its initialize request. owner is what the session is
-// bound to (a hash of the bearer token that created it, or "").
-func (r *Registry) Create(ctx context.Context, owner string) (*Session, error) {
+// session, ready for its initialize request. owner is an opaque tag the
+// front end binds the session to (compared with ==; the session only keeps
+// it): see Owner.
+func (r *Registry) Create(ctx context.Context, owner any) (*Session, error) {
 	r.mu.Lock()
 	switch {
 	case r.closed:
@@ -169,25 +306,30 @@ func (r *Registry) Create(ctx context.Context, owner string) (*Session, error) {
 	if err != nil {
 		return nil, fmt.Errorf("making a session ID: %w", err)
 	}
-	logger := r.logger.With("session", id)
-	proc, err := r.opts.Launcher.Launch(ctx, id)
+	logID := r.logID(id)
+	logger := r.logger.With("session", logID)
+	// The launcher names the session in its logs and container labels:
+	// it gets the log form too, never the credential.
+	proc, err := r.opts.Launcher.Launch(ctx, logID)
 	if err != nil {
 		logger.Error("cannot start the MCP server for a new session", "err", err)
-		return nil, fmt.Errorf("session %s: %w", id, err)
+		// A launcher's error names the session (sandbox.Launcher); it is
+		// marked ErrLaunch, which the front end maps, as it is.
+		return nil, launchError{err}
 	}
 	s := &Session{
 		id:        id,
+		logID:     logID,
 		owner:     owner,
 		reg:       r,
-		proc:      proc,
 		logger:    logger,
-		log:       NewEventLog(r.opts.LogMaxEvents, r.opts.LogMaxBytes),
-		stdin:     proc.Stdin(),
-		inflight:  make(map[ID]*call),
-		progress:  make(map[ID]*call),
-		childReqs: make(map[ID]int64),
+		log:       r.logBudget.NewEventLog(r.opts.LogMaxEvents, r.opts.LogMaxBytes),
+		inflight:  make(map[jsonrpc.ID]*call),
+		progress:  make(map[jsonrpc.ID]*call),
+		childReqs: make(map[jsonrpc.ID]int64),
 		done:      make(chan struct{}),
 		stopped:   make(chan struct{}),
+		ready:     make(chan struct{}),
 	}
 	s.touch()
 
@@ -198,13 +340,21 @@ func (r *Registry) Create(ctx context.Context, owner string) (*Session, error) {
 		return nil, ErrShuttingDown
 	}
 	r.sessions[id] = s
+	// Each session counts in wg from here until its server is stopped (the
+	// end of Close's goroutine): Shutdown waits for them, and goroutines a
+	// live session starts may Add to wg while it waits.
 	r.wg.Add(1)
 	r.mu.Unlock()
 
-	go func() {
-		defer r.wg.Done()
-		s.readServer()
-	}()
+	// The connection may end (and call Ended) before New returns: Close
+	// waits for s.conn through ready.
+	s.conn = peer.New(proc, s, &peer.Options{
+		MaxMessageBytes: r.opts.MaxMessageBytes,
+		MaxQueuedBytes:  int(r.opts.MaxQueuedBytes),
+		Intercept:       r.opts.Intercept,
+		Logger:          logger,
+	})
+	close(s.ready)
 	if r.opts.IdleTimeout > 0 {
 		// The timer reaches the session through ref, which Close clears: a
 		// stopped timer may stay in the runtime's timer heap for a while,
@@ -324,15 +474,17 @@ func (r *Registry) remove(s *Session) {
 // A Session is one client's session with its own MCP server.
 type Session struct {
 	id     string
-	owner  string
+	logID  string // what logs show of id
+	owner  any
 	reg    *Registry
-	proc   sandbox.Process
 	logger *slog.Logger
 	log    *EventLog
+	conn   *peer.Conn    // set before ready is closed
+	ready  chan struct{} // closed once conn is set
 
-	// wmu serializes writes to the server's stdin: one line per message.
-	wmu   sync.Mutex
-	stdin io.Writer
+	// initTimedOut is set when initialize was not answered in time, before
+	// the server is stopped; Ended then says so as the reason.
+	initTimedOut atomic.Bool
 
 	lastActivity atomic.Int64 // time since epoch of the last client message
 	idle         *time.Timer  // nil when there is no idle timeout; set under mu
@@ -340,17 +492,23 @@ type Session struct {
 
 	mu sync.Mutex
 	// inflight maps the client's requests still waiting for an answer.
-	inflight map[ID]*call
+	inflight map[jsonrpc.ID]*call
 	// progress maps progress tokens of requests in flight.
-	progress map[ID]*call
+	progress map[jsonrpc.ID]*call
 	// childReqs maps the server's requests to the stream they went on,
 	// until the client answers (for notifications/cancelled).
-	childReqs map[ID]int64
+	childReqs map[jsonrpc.ID]int64
+	// deadlines fires at the earliest deadline of the requests in flight
+	// (or later: a call answered early leaves it as it is, and a firing
+	// finds the next one). One timer per session rather than per request:
+	// arming and stopping one per request cost more than a scan of the
+	// calls, at most MaxRequests, when it fires. Nil until first armed.
+	deadlines *time.Timer
+	armedAt   time.Time // zero when deadlines is not armed
 	// standalone is the current standalone stream (0: none yet).
-	standalone      int64
-	protocolVersion string
-	closed          bool
-	reason          error
+	standalone int64
+	closed     bool
+	reason     error
 
 	done    chan struct{} // closed by Close
 	stopped chan struct{} // closed once the server is stopped
@@ -365,20 +523,22 @@ type call struct {
 	msg    []byte
 	idOnly bool
 	method string
-	token  ID
+	token  jsonrpc.ID
 	post   *post
+	// deadline is when the request times out (zero: never).
+	deadline time.Time
 }
 
 // lazyIDBytes is the largest request a call keeps whole instead of
 // parsing its id at once.
 const lazyIDBytes = 1024
 
-func (c *call) init(data []byte, method string, p *post) {
-	c.method, c.post = method, p
-	if len(data) <= lazyIDBytes {
-		c.msg = data // Post owns the message (no copy)
+func (c *call) init(m *jsonrpc.Message, p *post) {
+	c.method, c.post = m.Env.Method, p
+	if len(m.Data) <= lazyIDBytes {
+		c.msg = m.Data // Post owns the message (no copy)
 	} else {
-		c.msg, c.idOnly = RawID(data), true
+		c.msg, c.idOnly = bytes.Clone(m.Env.IDAt.In(m.Data)), true
 	}
 }
 
@@ -387,14 +547,23 @@ func (c *call) rawID() []byte {
 	if c.idOnly {
 		return c.msg
 	}
-	return RawID(c.msg)
+	return jsonrpc.WrittenID(c.msg)
+}
+
+// echoID is the id for the bridge's own answer to the request: rawID if
+// it is one to echo, else nil (null).
+func (c *call) echoID() []byte {
+	if id := c.rawID(); jsonrpc.Echoable(id) {
+		return id
+	}
+	return nil
 }
 
 // post is the stream of one POST carrying requests.
 type post struct {
-	stream  int64
-	waiting int  // requests of the POST not answered yet
-	json    bool // answered as one JSON body: no other message may go on it
+	stream    int64
+	waiting   int  // requests of the POST not answered yet
+	transient bool // not resumable: no other message may go on it
 }
 
 // postOne is a POST's first request with its post and the reader of its
@@ -408,8 +577,13 @@ type postOne struct {
 // ID is the session's ID.
 func (s *Session) ID() string { return s.id }
 
-// Owner is what the session was bound to at creation.
-func (s *Session) Owner() string { return s.owner }
+// LogID is the session's ID as logs show it: a short hash that cannot be
+// used to reach the session, or the ID itself when debug logging is on.
+// Everything that logs a session uses it.
+func (s *Session) LogID() string { return s.logID }
+
+// Owner is the tag the session was bound to at creation.
+func (s *Session) Owner() any { return s.owner }
 
 // Done is closed when the session has ended.
 func (s *Session) Done() <-chan struct{} { return s.done }
@@ -425,41 +599,59 @@ func (s *Session) Err() error {
 }
 
 // ProtocolVersion is the version the server chose in its initialize
-// result, or "" before that.
+// result, or "" before that. The connection learns it (peer.Conn).
 func (s *Session) ProtocolVersion() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.protocolVersion
+	<-s.ready
+	return s.conn.ProtocolVersion()
 }
 
 // Log is the session's event log.
 func (s *Session) Log() *EventLog { return s.log }
 
 // Message is one JSON-RPC message from the client with its envelope.
-type Message struct {
-	Data []byte
-	Env  Envelope
+type Message = jsonrpc.Message
+
+// PostOptions say what the stream of a Post's answers is.
+type PostOptions struct {
+	// Resumable keeps the stream's events in the log, so that a client
+	// whose connection broke can resume the stream (Resume), and lets the
+	// routing rules put the server's other messages on it (progress, its
+	// requests during a call). A stream that is not resumable is handed
+	// the answers to the POST's requests and nothing else, and keeps none of
+	// them: a message on it could not be sent again.
+	Resumable bool
 }
 
 // Post sends the messages of one client POST to the server, in order. If
 // they include requests, it opens a stream for their answers and returns a
 // reader on it (registered before anything is written, so no answer can
-// arrive first); otherwise it returns nil. With asJSON the stream carries the
-// responses only: everything else the server sends meanwhile goes to the
-// standalone stream. Post keeps the messages' data while their requests
-// are in flight: the caller must not modify it.
-func (s *Session) Post(msgs []Message, asJSON bool) (*Reader, error) {
+// arrive first); otherwise it returns nil. Post keeps the messages' data
+// while their requests are in flight: the caller must not modify it. It
+// fails with ErrNotFound once the session has ended, ErrDuplicateID, and
+// ErrBusy when the server does not read its input.
+func (s *Session) Post(msgs []Message, opts PostOptions) (*Reader, error) {
 	s.touch()
 	s.mu.Lock()
 	if s.closed {
 		s.mu.Unlock()
 		return nil, ErrNotFound
 	}
+	requests := 0
+	for _, m := range msgs {
+		if m.Env.Kind == jsonrpc.KindRequest {
+			requests++
+		}
+	}
+	if requests > 0 && len(s.inflight)+requests > s.reg.opts.MaxRequests {
+		s.mu.Unlock()
+		return nil, fmt.Errorf("%w: the limit is %d (--max-requests-per-session); wait for answers, or cancel requests with notifications/cancelled", ErrTooManyRequests, s.reg.opts.MaxRequests)
+	}
+	var now time.Time
 	var p *post
 	var one *postOne
 	for i := range msgs {
 		env := &msgs[i].Env
-		if env.Kind != KindRequest {
+		if env.Kind != jsonrpc.KindRequest {
 			continue
 		}
 		if _, dup := s.inflight[env.ID]; dup {
@@ -474,19 +666,26 @@ func (s *Session) Post(msgs []Message, asJSON bool) (*Reader, error) {
 			// Answers that go out as one JSON body carry no event ID, so
 			// no client could resume their stream: it keeps nothing.
 			var stream int64
-			if asJSON {
-				stream = s.log.NewTransientStream()
-			} else {
+			if opts.Resumable {
 				stream = s.log.NewStream()
+			} else {
+				stream = s.log.NewTransientStream()
 			}
-			one = &postOne{post: post{stream: stream, json: asJSON}}
+			one = &postOne{post: post{stream: stream, transient: !opts.Resumable}}
 			p = &one.post
 			c = &one.call
 		} else {
 			c = new(call)
 		}
-		c.init(msgs[i].Data, env.Method, p)
-		if env.ProgressToken != "" && !asJSON {
+		c.init(&msgs[i], p)
+		if timeout := s.timeoutFor(env.Method); timeout > 0 {
+			if now.IsZero() {
+				now = time.Now()
+			}
+			c.deadline = now.Add(timeout)
+			s.armLocked(c.deadline)
+		}
+		if env.ProgressToken != "" && opts.Resumable {
 			c.token = env.ProgressToken
 			s.progress[c.token] = c
 		}
@@ -496,9 +695,9 @@ func (s *Session) Post(msgs []Message, asJSON bool) (*Reader, error) {
 	}
 	for _, m := range msgs {
 		switch m.Env.Kind {
-		case KindResponse:
+		case jsonrpc.KindResponse:
 			delete(s.childReqs, m.Env.ID)
-		case KindNotification:
+		case jsonrpc.KindNotification:
 			if m.Env.Method == "notifications/cancelled" && m.Env.RequestID != "" {
 				// The client gave up on its request: it will ignore a late
 				// answer, so stop waiting for one (the spec lets the server
@@ -518,17 +717,30 @@ func (s *Session) Post(msgs []Message, asJSON bool) (*Reader, error) {
 	}
 	s.mu.Unlock()
 
-	if err := s.write(msgs); err != nil {
+	<-s.ready
+	// Bytes waiting for the server's stdin are bounded (the connection's
+	// MaxQueuedBytes): a server that stopped reading would otherwise hold
+	// every POST's body (issue 13).
+	switch err := s.conn.Send(s, msgs...); {
+	case errors.Is(err, peer.ErrBusy):
+		s.mu.Lock()
+		s.unregisterLocked(msgs)
+		s.mu.Unlock()
+		if r != nil {
+			r.Detach()
+		}
+		return nil, fmt.Errorf("%w (the limit is %d, --max-queued-bytes); retry later", err, s.reg.opts.MaxQueuedBytes)
+	case err != nil:
 		// The server is gone; ending the session answers the requests
 		// registered above with an error on their stream.
-		s.Close(fmt.Errorf("%w: writing to its stdin failed: %v", ErrServerExited, err))
+		s.Close(fmt.Errorf("%w: %v", ErrServerExited, err))
 	}
 	return r, nil
 }
 
 func (s *Session) unregisterLocked(msgs []Message) {
 	for _, m := range msgs {
-		if m.Env.Kind == KindRequest {
+		if m.Env.Kind == jsonrpc.KindRequest {
 			if c := s.inflight[m.Env.ID]; c != nil {
 				s.answeredLocked(m.Env.ID, c)
 			}
@@ -538,7 +750,7 @@ func (s *Session) unregisterLocked(msgs []Message) {
 
 // answeredLocked forgets a request in flight and finishes its stream when
 // it was the last one of its POST.
-func (s *Session) answeredLocked(id ID, c *call) {
+func (s *Session) answeredLocked(id jsonrpc.ID, c *call) {
 	delete(s.inflight, id)
 	s.reg.addInflight(-1)
 	if c.token != "" {
@@ -549,49 +761,6 @@ func (s *Session) answeredLocked(id ID, c *call) {
 		s.log.Finish(c.post.stream)
 	}
 }
-
-// lineBufs holds buffers for framing small messages, so that a message and
-// its newline reach the pipe in one write without a buffer per session.
-var lineBufs = sync.Pool{New: func() any { return new([]byte) }}
-
-const pooledLineBytes = 64 << 10
-
-// write puts each message on the server's stdin as one line.
-func (s *Session) write(msgs []Message) error {
-	s.wmu.Lock()
-	defer s.wmu.Unlock()
-	for _, m := range msgs {
-		data := m.Data
-		if bytes.ContainsAny(data, "\r\n") {
-			// Pretty-printed JSON: stdio framing needs one message per line.
-			var buf bytes.Buffer
-			if err := json.Compact(&buf, data); err != nil {
-				return err
-			}
-			data = buf.Bytes()
-		}
-		if len(data) >= pooledLineBytes {
-			if _, err := s.stdin.Write(data); err != nil {
-				return err
-			}
-			if _, err := s.stdin.Write(newline); err != nil {
-				return err
-			}
-			continue
-		}
-		bp := lineBufs.Get().(*[]byte)
-		line := append(append((*bp)[:0], data...), '\n')
-		_, err := s.stdin.Write(line)
-		*bp = line
-		lineBufs.Put(bp)
-		if err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
-var newline = []byte{'\n'}
 
 // Listen opens the standalone stream for a GET without Last-Event-ID.
 // Messages that waited for it are delivered first. A standalone stream that
@@ -615,15 +784,12 @@ func (s *Session) Listen() (*Reader, error) {
 	return s.log.Attach(s.standalone, 0)
 }
 
-// Resume reattaches to a stream after the event lastEventID, for a GET
-// with Last-Event-ID. It fails with ErrUnknownEvent or ErrEventsPurged.
-func (s *Session) Resume(lastEventID string) (*Reader, error) {
+// Resume reattaches to a stream after the event at position after (0:
+// from its start), for a GET with Last-Event-ID. It fails with
+// ErrUnknownEvent or ErrEventsPurged.
+func (s *Session) Resume(stream int64, after uint64) (*Reader, error) {
 	s.touch()
-	stream, seq, err := ParseEventID(lastEventID)
-	if err != nil {
-		return nil, err
-	}
-	return s.log.Attach(stream, seq)
+	return s.log.Attach(stream, after)
 }
 
 // Close ends the session for the given reason: requests in flight get a
@@ -640,10 +806,13 @@ func (s *Session) Close(reason error) {
 	s.reason = reason
 	msg := "session ended: " + reason.Error()
 	for id, c := range s.inflight {
-		s.log.Append(c.post.stream, ErrorResponse(c.rawID(), CodeServerError, msg, nil))
+		s.log.Append(c.post.stream, jsonrpc.ErrorResponse(c.echoID(), jsonrpc.CodeServerError, msg, nil))
 		s.answeredLocked(id, c)
 	}
 	s.log.FinishAll()
+	if s.deadlines != nil {
+		s.deadlines.Stop()
+	}
 	s.mu.Unlock()
 
 	close(s.done)
@@ -660,12 +829,14 @@ func (s *Session) Close(reason error) {
 	}
 	s.logger.Log(context.Background(), level, "session ended", "reason", reason.Error())
 
-	s.reg.wg.Add(1)
 	go func() {
-		defer s.reg.wg.Done()
+		defer s.reg.wg.Done() // the session's count, from Create
 		defer close(s.stopped)
-		if err := s.proc.Stop(context.Background()); err != nil {
-			s.logger.Error("stopping the MCP server failed", "server", s.proc.ID(), "err", err)
+		<-s.ready
+		// Close waits for the connection's stdout reader too, so that
+		// Shutdown waits for every goroutine of the session.
+		if err := s.conn.Close(context.Background()); err != nil {
+			s.logger.Error("stopping the MCP server failed", "server", s.conn.ID(), "err", err)
 		}
 	}()
 }
@@ -677,6 +848,15 @@ var epoch = time.Now()
 func (s *Session) touch() { s.lastActivity.Store(int64(time.Since(epoch))) }
 
 func (s *Session) checkIdle() {
+	// A session whose request is still running is not idle, however long
+	// the call takes (issue 13: a 9 s call with a 5 s idle timeout
+	// failed); the request timeout bounds such calls instead.
+	s.mu.Lock()
+	busy := len(s.inflight) > 0
+	s.mu.Unlock()
+	if busy {
+		s.touch()
+	}
 	idle := time.Since(epoch) - time.Duration(s.lastActivity.Load())
 	if left := s.reg.opts.IdleTimeout - idle; left > 0 {
 		s.mu.Lock()
@@ -689,69 +869,52 @@ func (s *Session) checkIdle() {
 	s.Close(fmt.Errorf("%w (%s without a client message)", ErrIdle, s.reg.opts.IdleTimeout))
 }
 
-// readServer reads the server's stdout until it ends, routing each line,
-// then ends the session with the server's exit status.
-func (s *Session) readServer() {
-	limit := s.reg.opts.MaxMessageBytes
-	lr := newLineReader(s.proc.Stdout(), limit)
-	for {
-		line, err := lr.next()
-		if err != nil {
-			if errors.Is(err, errLineTooLong) {
-				s.Close(fmt.Errorf("%w (%d bytes); raise --max-message-bytes if the server's messages are legitimately this large", ErrOversizedMessage, limit))
-				// Keep draining so the server is not blocked writing while it stops.
-				_, _ = io.Copy(io.Discard, s.proc.Stdout())
-				return
-			}
-			break
-		}
-		line = bytes.TrimSpace(line)
-		if len(line) == 0 {
-			continue
-		}
-		env, err := Parse(line)
-		if err != nil {
-			s.logger.Warn("skipping a line from the MCP server that is not a JSON-RPC message",
-				"err", err, "line", truncate(line, 200))
-			continue
-		}
-		s.route(line, env)
+// Route is the Session as its connection's peer.Router: it delivers a
+// message from the server to its stream.
+func (s *Session) Route(m *peer.Message) { s.route(m.Data, m.Env) }
+
+// Ended is the Session as its connection's peer.Router: the server's
+// stdout ended, and with it the session.
+func (s *Session) Ended(err error) {
+	var exit *peer.ExitError
+	if s.initTimedOut.Load() && errors.As(err, &exit) {
+		err = s.initTimeoutError(exit.Status)
 	}
-	werr := s.proc.Wait()
-	if werr == nil {
-		werr = errors.New("exit status 0")
-	}
-	s.Close(fmt.Errorf("%w: %w", ErrServerExited, werr))
+	s.Close(err)
 }
 
-func truncate(b []byte, n int) string {
-	if len(b) <= n {
-		return string(b)
-	}
-	return string(b[:n]) + "…"
+// initTimeoutError is the reason a session ends when its server did not
+// answer initialize: it names the server and says how it ended, with its
+// last stderr lines (in status, a *sandbox.ExitError).
+func (s *Session) initTimeoutError(status error) error {
+	return fmt.Errorf("%w: the server (%s) gave no answer within %s and was stopped: %w; check that the command is an MCP server speaking stdio, or raise --initialize-timeout if it starts slowly",
+		ErrInitTimeout, s.conn.ID(), s.reg.opts.InitializeTimeout, status)
 }
 
 // route delivers one message from the server to its stream.
-func (s *Session) route(data []byte, env Envelope) {
+func (s *Session) route(data []byte, env jsonrpc.Envelope) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	switch env.Kind {
-	case KindResponse:
+	case jsonrpc.KindResponse:
 		c := s.inflight[env.ID]
 		if c == nil {
 			s.logger.Warn("dropping a response from the MCP server to no request in flight (unknown or cancelled id)",
 				"id", string(env.ID))
 			return
 		}
-		if c.method == "initialize" && !env.IsError {
-			s.protocolVersion = initializeVersion(data)
-		}
 		s.log.Append(c.post.stream, data)
 		s.answeredLocked(env.ID, c)
 		return
-	case KindNotification:
+	case jsonrpc.KindNotification:
 		if env.ProgressToken != "" && env.Method == "notifications/progress" {
 			if c := s.progress[env.ProgressToken]; c != nil {
+				// "Receiving a progress notification MAY reset the timeout":
+				// the request is alive. The timer is not touched: when it
+				// fires it finds the later deadline.
+				if !c.deadline.IsZero() {
+					c.deadline = time.Now().Add(s.timeoutFor(c.method))
+				}
 				s.log.Append(c.post.stream, data)
 				return
 			}
@@ -766,7 +929,7 @@ func (s *Session) route(data []byte, env Envelope) {
 		}
 	}
 	stream := s.generalStreamLocked()
-	if env.Kind == KindRequest {
+	if env.Kind == jsonrpc.KindRequest {
 		s.childReqs[env.ID] = stream
 	}
 	if !s.log.Append(stream, data) {
@@ -779,7 +942,7 @@ func (s *Session) route(data []byte, env Envelope) {
 func (s *Session) generalStreamLocked() int64 {
 	if len(s.inflight) == 1 {
 		for _, c := range s.inflight {
-			if !c.post.json {
+			if !c.post.transient {
 				return c.post.stream
 			}
 		}
@@ -790,12 +953,101 @@ func (s *Session) generalStreamLocked() int64 {
 	return s.standalone
 }
 
-func initializeVersion(data []byte) string {
-	var r struct {
-		Result struct {
-			ProtocolVersion string `json:"protocolVersion"`
-		} `json:"result"`
+// CodeRequestTimeout answers a request the server did not answer within
+// the request timeout (the code the MCP TypeScript SDK uses for its own
+// request timeouts).
+const CodeRequestTimeout = -32001
+
+// timeoutFor is the timeout of a request of this method, or 0 for none.
+func (s *Session) timeoutFor(method string) time.Duration {
+	d := s.reg.opts.RequestTimeout
+	if method == "initialize" {
+		d = s.reg.opts.InitializeTimeout
 	}
-	_ = json.Unmarshal(data, &r)
-	return r.Result.ProtocolVersion
+	return max(d, 0)
+}
+
+// armLocked makes the deadlines timer fire no later than at.
+func (s *Session) armLocked(at time.Time) {
+	switch {
+	case s.deadlines == nil:
+		s.deadlines = time.AfterFunc(time.Until(at), s.expire)
+	case s.armedAt.IsZero() || at.Before(s.armedAt):
+		s.deadlines.Reset(time.Until(at))
+	default:
+		return
+	}
+	s.armedAt = at
+}
+
+// expire answers the requests whose deadline has passed and arms the
+// timer for the next one. A request times out with an error answer and a
+// notifications/cancelled to the server ("the receiver SHOULD issue a
+// cancellation notification for that request and stop waiting for a
+// response"); an initialize that times out ends the session instead, since
+// a server that cannot initialize can do nothing else.
+func (s *Session) expire() {
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return
+	}
+	s.armedAt = time.Time{}
+	now := time.Now()
+	var next time.Time
+	var cancels []Message
+	initExpired := false
+	for id, c := range s.inflight {
+		switch {
+		case c.deadline.IsZero():
+		case c.deadline.After(now):
+			if next.IsZero() || c.deadline.Before(next) {
+				next = c.deadline
+			}
+		case c.method == "initialize":
+			initExpired = true
+		default:
+			timeout := s.timeoutFor(c.method)
+			s.logger.Warn("a request timed out; answering it with an error and cancelling it at the MCP server",
+				"method", c.method, "timeout", timeout, "hint", "raise --request-timeout if calls legitimately run longer")
+			s.log.Append(c.post.stream, jsonrpc.ErrorResponse(c.echoID(), CodeRequestTimeout,
+				fmt.Sprintf("request timed out: the MCP server gave no answer within %s (--request-timeout)", timeout), nil))
+			cancels = append(cancels, cancelMessage(c.rawID(), timeout))
+			s.answeredLocked(id, c)
+		}
+	}
+	if !next.IsZero() {
+		s.armLocked(next)
+	}
+	s.mu.Unlock()
+	if initExpired && !s.initTimedOut.Swap(true) {
+		// Stopping the server ends its stdout; readServer then ends the
+		// session with the reason and the server's last stderr lines.
+		s.logger.Warn("the MCP server did not answer initialize in time; stopping it",
+			"server", s.conn.ID(), "timeout", s.reg.opts.InitializeTimeout)
+		s.reg.wg.Add(1)
+		go func() {
+			defer s.reg.wg.Done()
+			_ = s.conn.Close(context.Background())
+		}()
+	}
+	if len(cancels) > 0 {
+		// The timer's goroutine writes: a server that does not read its
+		// stdin blocks it until the session ends and closes the pipe. The
+		// connection passes each cancellation on under the id the server
+		// knows the request by.
+		if err := s.conn.Send(s, cancels...); err != nil && !errors.Is(err, peer.ErrBusy) {
+			s.Close(fmt.Errorf("%w: writing to its stdin failed: %v", ErrServerExited, err))
+		}
+	}
+}
+
+// cancelMessage is the notifications/cancelled for the request rawID.
+func cancelMessage(rawID []byte, timeout time.Duration) Message {
+	data := fmt.Appendf(nil, `{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":%s,"reason":"the request timed out after %s"}}`, rawID, timeout)
+	env, err := jsonrpc.Parse(data)
+	if err != nil {
+		panic("session: a cancellation does not parse: " + err.Error()) // rawID came from a parsed request
+	}
+	return Message{Data: data, Env: env}
 }
