@@ -33,6 +33,7 @@ import (
 
 	"github.com/mcp-bridge/mcp-bridge/auth"
 	"github.com/mcp-bridge/mcp-bridge/jsonrpc"
+	"github.com/mcp-bridge/mcp-bridge/pool"
 	"github.com/mcp-bridge/mcp-bridge/session"
 )
 
@@ -110,6 +111,14 @@ type Options struct {
 	// cannot hold unbounded memory. Zero means DefaultMaxBodyBytesInFlight;
 	// negative means no limit.
 	MaxBodyBytesInFlight int64
+	// Stateless serves revision 2026-07-28 requests (see stateless.go).
+	// Nil answers them with a 400 that makes clients fall back to
+	// initialize.
+	Stateless *pool.Pool
+	// Forward sends a stateless request to the instance that holds its
+	// parked call (a retry whose verified requestState names another
+	// instance): affinity.Router.Forward. Nil answers such retries 503.
+	Forward func(w http.ResponseWriter, r *http.Request, instance string)
 	// Logger receives the handler's logs. Nil means slog.Default().
 	Logger *slog.Logger
 }
@@ -315,7 +324,7 @@ func (h *Handler) servePreflight(w http.ResponseWriter, r *http.Request) {
 	h.corsHeaders(w, origin)
 	w.Header().Set("Access-Control-Allow-Methods", "GET, POST, DELETE")
 	w.Header().Set("Access-Control-Allow-Headers",
-		"Authorization, Content-Type, Accept, Mcp-Session-Id, MCP-Protocol-Version, Last-Event-ID")
+		"Authorization, Content-Type, Accept, Mcp-Session-Id, MCP-Protocol-Version, Last-Event-ID, Mcp-Method, Mcp-Name")
 	w.Header().Set("Access-Control-Max-Age", "600")
 	w.WriteHeader(http.StatusNoContent)
 }
@@ -408,6 +417,10 @@ const probeAnswer = "Bad Request: this server speaks MCP revisions 2025-03-26 th
 	"(sessions); send an initialize request to start a session"
 
 func (h *Handler) servePost(w http.ResponseWriter, r *http.Request, owner any) {
+	if h.isStateless(r) {
+		h.serveStateless(w, r, owner)
+		return
+	}
 	// "The client MUST include an Accept header, listing both
 	// application/json and text/event-stream as supported content types."
 	acc := r.Header.Get("Accept")
@@ -428,28 +441,7 @@ func (h *Handler) servePost(w http.ResponseWriter, r *http.Request, owner any) {
 	}
 	body, err := h.readBody(w, r)
 	if err != nil {
-		var tooBig *http.MaxBytesError
-		if err == errBodyBudget {
-			h.logger.Warn("refused a POST body: the bodies being read hold the memory allowed", "max_body_bytes_in_flight", h.opts.MaxBodyBytesInFlight,
-				"hint", "raise --max-body-bytes-in-flight if these clients are legitimate")
-			w.Header().Set("Connection", "close")
-			w.Header().Set("Retry-After", "5")
-			WriteError(w, http.StatusServiceUnavailable, nil, jsonrpc.CodeServerError,
-				"Service Unavailable: too many request bodies are being read at once (--max-body-bytes-in-flight); retry later", nil)
-			return
-		}
-		if errors.Is(err, os.ErrDeadlineExceeded) {
-			w.Header().Set("Connection", "close")
-			WriteError(w, http.StatusRequestTimeout, nil, jsonrpc.CodeInvalidRequest,
-				fmt.Sprintf("Request Timeout: the body did not arrive within %s (--body-read-timeout)", h.opts.BodyReadTimeout), nil)
-			return
-		}
-		if errors.As(err, &tooBig) {
-			WriteError(w, http.StatusRequestEntityTooLarge, nil, jsonrpc.CodeInvalidRequest,
-				fmt.Sprintf("Request Entity Too Large: a message may have at most %d bytes (--max-message-bytes)", tooBig.Limit), nil)
-			return
-		}
-		WriteError(w, http.StatusBadRequest, nil, jsonrpc.CodeParseError, "Bad Request: reading the body: "+err.Error(), nil)
+		h.bodyFailed(w, err)
 		return
 	}
 
@@ -600,6 +592,32 @@ var errBodyBudget = errors.New("too many bytes of request bodies in flight")
 // 4 MiB (issue 13). What bodies hold together is bounded by
 // MaxBodyBytesInFlight.
 const bodyFirstBytes = 64 << 10
+
+// bodyFailed answers a POST whose body could not be read (h.readBody).
+func (h *Handler) bodyFailed(w http.ResponseWriter, err error) {
+	var tooBig *http.MaxBytesError
+	if err == errBodyBudget {
+		h.logger.Warn("refused a POST body: the bodies being read hold the memory allowed", "max_body_bytes_in_flight", h.opts.MaxBodyBytesInFlight,
+			"hint", "raise --max-body-bytes-in-flight if these clients are legitimate")
+		w.Header().Set("Connection", "close")
+		w.Header().Set("Retry-After", "5")
+		WriteError(w, http.StatusServiceUnavailable, nil, jsonrpc.CodeServerError,
+			"Service Unavailable: too many request bodies are being read at once (--max-body-bytes-in-flight); retry later", nil)
+		return
+	}
+	if errors.Is(err, os.ErrDeadlineExceeded) {
+		w.Header().Set("Connection", "close")
+		WriteError(w, http.StatusRequestTimeout, nil, jsonrpc.CodeInvalidRequest,
+			fmt.Sprintf("Request Timeout: the body did not arrive within %s (--body-read-timeout)", h.opts.BodyReadTimeout), nil)
+		return
+	}
+	if errors.As(err, &tooBig) {
+		WriteError(w, http.StatusRequestEntityTooLarge, nil, jsonrpc.CodeInvalidRequest,
+			fmt.Sprintf("Request Entity Too Large: a message may have at most %d bytes (--max-message-bytes)", tooBig.Limit), nil)
+		return
+	}
+	WriteError(w, http.StatusBadRequest, nil, jsonrpc.CodeParseError, "Bad Request: reading the body: "+err.Error(), nil)
+}
 
 // readBody reads a request body of at most limit bytes, failing with
 // *http.MaxBytesError beyond, and with an error matching
@@ -923,6 +941,10 @@ var readyCtx = func() context.Context {
 }()
 
 func (h *Handler) serveGet(w http.ResponseWriter, r *http.Request, owner any) {
+	if h.opts.Stateless != nil && r.Header.Get("Mcp-Session-Id") == "" {
+		methodNotAllowed(w)
+		return
+	}
 	// "The client MUST include an Accept header, listing text/event-stream."
 	if !accepts(r.Header.Get("Accept"), "text/event-stream") {
 		WriteError(w, http.StatusNotAcceptable, nil, jsonrpc.CodeInvalidRequest,
@@ -967,6 +989,10 @@ func (h *Handler) serveGet(w http.ResponseWriter, r *http.Request, owner any) {
 }
 
 func (h *Handler) serveDelete(w http.ResponseWriter, r *http.Request, owner any) {
+	if h.opts.Stateless != nil && r.Header.Get("Mcp-Session-Id") == "" {
+		methodNotAllowed(w)
+		return
+	}
 	sess := h.lookup(w, r, owner)
 	if sess == nil {
 		return

@@ -35,6 +35,7 @@ import (
 	"os/signal"
 	"runtime"
 	"slices"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -80,7 +81,7 @@ func main() {
 	flag.StringVar(&c.sg, "supergateway", "", "supergateway `script` to measure side by side (optional)")
 	flag.StringVar(&c.node, "node", "node", "`node` binary that runs -supergateway")
 	flag.StringVar(&c.profileDir, "profile", "", "build the bridge with a pprof hook and write CPU and heap profiles to `dir`")
-	flag.StringVar(&c.only, "only", "", "comma-separated phases to run: floor,hop,bridge,json,sg,start,idle,big,replay (default: all)")
+	flag.StringVar(&c.only, "only", "", "comma-separated phases to run: floor,hop,bridge,json,stateless,sg,start,idle,big,replay (default: all)")
 	flag.DurationVar(&c.timeout, "timeout", 20*time.Minute, "stop the whole run after this long")
 	flag.Parse()
 
@@ -181,10 +182,11 @@ func run(ctx context.Context, c *config) error {
 
 // target is something that answers MCP over HTTP in a throughput round.
 type target struct {
-	name  string
-	phase string
-	base  bool // the -baseline build
-	start func(ctx context.Context) (url string, stop func(), p *process, b *bridgeProc, err error)
+	name      string
+	phase     string
+	base      bool // the -baseline build
+	stateless bool // its clients speak revision 2026-07-28
+	start     func(ctx context.Context) (url string, stop func(), p *process, b *bridgeProc, err error)
 
 	url  string
 	stop func()
@@ -232,6 +234,11 @@ func (t *throughput) run(ctx context.Context) error {
 		}},
 		bridgeTarget(c.bridge, "bridge, SSE answers", "bridge"),
 		bridgeTarget(c.bridge, "bridge, --json-response", "json", "--json-response"),
+		// Revision 2026-07-28: every client on one pool of children. The
+		// pool's size matters on a small machine: the default, and one
+		// child per core (fewer processes to wake per call).
+		statelessTarget(bridgeTarget(c.bridge, "bridge, 2026-07-28 stateless clients on a pool (default --pool-max 8)", "stateless")),
+		statelessTarget(bridgeTarget(c.bridge, fmt.Sprintf("bridge, 2026-07-28 stateless clients on a pool (--pool-max %d, one per core)", runtime.NumCPU()), "stateless", "--pool-max", strconv.Itoa(runtime.NumCPU()))),
 	}
 	if c.baseline != "" {
 		// Interleaved with the bridge's rounds, so that the machine's load
@@ -314,7 +321,7 @@ func (t *throughput) run(ctx context.Context) error {
 				if tg.b != nil && !tg.base && round == 1 {
 					during = t.prof.cpu(ctx, tg.b, fmt.Sprintf("cpu-%s-c%d", tg.phase, n))
 				}
-				s, err := httpThroughput(ctx, tg.url, n, c.warm, c.duration, meterFor(tg.pid, nil), during)
+				s, err := httpThroughput(ctx, tg.url, n, c.warm, c.duration, meterFor(tg.pid, nil), during, tg.stateless)
 				if err != nil {
 					tg.err = err
 					continue
@@ -329,6 +336,11 @@ func (t *throughput) run(ctx context.Context) error {
 		}
 	}
 	return nil
+}
+
+func statelessTarget(t *target) *target {
+	t.stateless = true
+	return t
 }
 
 // summary is the median round's rate and the latencies of all rounds.
@@ -414,6 +426,20 @@ func (t *throughput) rows(add func(what, result, cpu, target, met string), fail 
 			target, met := "", ""
 			if ratio, ok := pairedRatio(tg.res[n], floor[n]); tg.phase != "floor" && ok {
 				result += fmt.Sprintf(" = %.2f x HTTP floor", ratio)
+				if tg.phase == "stateless" {
+					// Issue 15: >= 0.5 x the HTTP floor, and >= 1.5 x the
+					// 2025 per-session rate, at many clients.
+					if i == 1 {
+						target = ">= 0.5 x floor, >= 1.5 x sessions"
+						met = yesNo(ratio >= 0.5)
+					}
+					if r, ok := pairedRatio(tg.res[n], sessionRes(t.ts)[n]); ok {
+						result += fmt.Sprintf(" = %.2f x 2025 sessions (SSE)", r)
+						if i == 1 {
+							met = yesNo(ratio >= 0.5 && r >= 1.5)
+						}
+					}
+				}
 				if (tg.phase == "bridge" || tg.phase == "json") && !tg.base {
 					want := []float64{0.6, 0.5}[i]
 					target = fmt.Sprintf(">= %.1f x floor", want)
@@ -441,6 +467,16 @@ func (t *throughput) rows(add func(what, result, cpu, target, met string), fail 
 			fail(tg.name+" (a later round)", tg.err)
 		}
 	}
+}
+
+// sessionRes is the 2025 per-session bridge's results (SSE answers).
+func sessionRes(ts []*target) map[int][]sample {
+	for _, tg := range ts {
+		if tg.phase == "bridge" && !tg.base {
+			return tg.res
+		}
+	}
+	return nil
 }
 
 // baselineOf is the -baseline build's target measured like tg, if any.

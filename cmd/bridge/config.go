@@ -21,6 +21,7 @@ import (
 	units "github.com/docker/go-units"
 	"github.com/kelseyhightower/envconfig"
 	"github.com/mcp-bridge/mcp-bridge/bridge"
+	"github.com/mcp-bridge/mcp-bridge/pool"
 	"github.com/mcp-bridge/mcp-bridge/sandbox"
 	"github.com/mcp-bridge/mcp-bridge/session"
 )
@@ -97,6 +98,11 @@ type config struct {
 
 	Warm int `envconfig:"BRIDGE_WARM"`
 
+	ChildEra        string        `envconfig:"BRIDGE_CHILD_ERA"`
+	PoolMin         int           `envconfig:"BRIDGE_POOL_MIN"`
+	PoolMax         int           `envconfig:"BRIDGE_POOL_MAX"`
+	RequestStateTTL time.Duration `envconfig:"BRIDGE_REQUEST_STATE_TTL"`
+
 	AffinityAddr       string `envconfig:"BRIDGE_AFFINITY_ADDR"`
 	AffinitySecretFile string `envconfig:"BRIDGE_AFFINITY_SECRET_FILE"`
 	// AffinitySecret has no flag, like AuthTokens.
@@ -161,6 +167,11 @@ func defaultConfig() *config {
 		MaxConnections:          bridge.DefaultMaxConnections,
 		MaxConnectionsPerClient: bridge.DefaultMaxConnectionsPerClient,
 		MaxBodyBytesInFlight:    int64(bridge.DefaultMaxBodyBytesInFlight),
+
+		ChildEra:        pool.EraAuto.String(),
+		PoolMin:         pool.DefaultMin,
+		PoolMax:         pool.DefaultMax,
+		RequestStateTTL: pool.DefaultStateTTL,
 	}
 }
 
@@ -350,6 +361,10 @@ func newFlagSet(c *config) *flag.FlagSet {
 	fs.StringVar(&c.OAuthIntrospectionURL, "oauth-introspection-url", c.OAuthIntrospectionURL, "RFC 7662 introspection endpoint `URL` for opaque (non-JWT) tokens; needs --oauth-client-id and a client secret")
 	fs.StringVar(&c.OAuthClientID, "oauth-client-id", c.OAuthClientID, "the bridge's client `ID` at the introspection endpoint")
 	fs.StringVar(&c.OAuthClientSecretFile, "oauth-client-secret-file", c.OAuthClientSecretFile, "`file` holding the bridge's client secret at the introspection endpoint (BRIDGE_OAUTH_CLIENT_SECRET also takes it)")
+	fs.StringVar(&c.ChildEra, "child-era", c.ChildEra, "era of the server for revision 2026-07-28 clients: auto (ask a throwaway process with server/discover once), legacy (needs initialize; the bridge translates) or modern")
+	fs.IntVar(&c.PoolMin, "pool-min", c.PoolMin, "servers kept running for revision 2026-07-28 clients when the server is modern (-1: none)")
+	fs.IntVar(&c.PoolMax, "pool-max", c.PoolMax, "most servers running for revision 2026-07-28 clients, across all principals (separate from --max-sessions)")
+	fs.DurationVar(&c.RequestStateTTL, "request-state-ttl", c.RequestStateTTL, "how long a call that asked the client something (elicitation, sampling, roots) waits for the client's retry before it is cancelled")
 	return fs
 }
 
@@ -569,6 +584,12 @@ func (c *config) finish() error {
 	}
 	if !strings.HasPrefix(c.Path, "/") {
 		return fmt.Errorf("--path %q must start with /", c.Path)
+	}
+	if _, err := pool.ParseEra(c.ChildEra); err != nil {
+		return fmt.Errorf("--child-era: %w", err)
+	}
+	if c.PoolMax < 1 || c.PoolMin > c.PoolMax || c.RequestStateTTL <= 0 {
+		return errors.New("--pool-max must be positive and at least --pool-min, --request-state-ttl positive")
 	}
 	if c.Warm < 0 {
 		return fmt.Errorf("--warm %d: want 0 or more", c.Warm)

@@ -32,6 +32,8 @@ import (
 	"github.com/mcp-bridge/mcp-bridge/auth"
 	"github.com/mcp-bridge/mcp-bridge/bridge"
 	"github.com/mcp-bridge/mcp-bridge/internal/procs"
+	"github.com/mcp-bridge/mcp-bridge/peer"
+	"github.com/mcp-bridge/mcp-bridge/pool"
 	"github.com/mcp-bridge/mcp-bridge/sandbox"
 	"github.com/mcp-bridge/mcp-bridge/session"
 )
@@ -197,6 +199,17 @@ func serve(ctx context.Context, cfg *config, logger *slog.Logger, ready chan<- n
 		logger.Info("OAuth resource server on", "issuer", cfg.OAuthIssuer, "resource", cfg.ResourceURL)
 	}
 	reg := session.NewRegistry(sessOpts)
+	stateless, err := newPool(cfg, launcher, router, logger)
+	if err != nil {
+		return err
+	}
+	defer func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*cfg.StopGrace+30*time.Second)
+		defer cancel()
+		if err := stateless.Close(ctx); err != nil {
+			logger.Error("some MCP servers of the stateless pool did not stop", "err", err)
+		}
+	}()
 	h := bridge.NewHandler(reg, &bridge.Options{
 		Path:                 cfg.Path,
 		AllowedOrigins:       cfg.AllowedOrigins,
@@ -210,6 +223,8 @@ func serve(ctx context.Context, cfg *config, logger *slog.Logger, ready chan<- n
 		WriteTimeout:         cfg.WriteTimeout,
 		MaxBodyBytesInFlight: cfg.MaxBodyBytesInFlight,
 		Auth:                 authn,
+		Stateless:            stateless,
+		Forward:              forwarder(router),
 		Logger:               logger,
 	})
 
@@ -282,6 +297,11 @@ func serve(ctx context.Context, cfg *config, logger *slog.Logger, ready chan<- n
 	if err := reg.Shutdown(stopCtx); err != nil {
 		logger.Error("some MCP servers did not stop", "err", err)
 	}
+	// The stateless pool too: its subscription streams end with a
+	// completion result, its servers stop (Close is idempotent).
+	if err := stateless.Close(stopCtx); err != nil {
+		logger.Error("some MCP servers of the stateless pool did not stop", "err", err)
+	}
 	// Every stream has ended; give handlers a moment to write their last
 	// events before cutting connections that are stuck on slow clients.
 	select {
@@ -292,4 +312,42 @@ func serve(ctx context.Context, cfg *config, logger *slog.Logger, ready chan<- n
 	}
 	logger.Info("bridge stopped")
 	return nil
+}
+
+// newPool builds the pool of servers for revision 2026-07-28 clients. With
+// session affinity, requestStates are signed with the affinity secret and
+// name this instance, so that any instance can verify a retry and forward
+// it to the one holding the parked call.
+func newPool(cfg *config, launcher sandbox.Launcher, router *affinity.Router, logger *slog.Logger) (*pool.Pool, error) {
+	era, err := pool.ParseEra(cfg.ChildEra)
+	if err != nil {
+		return nil, err
+	}
+	opts := &pool.Options{
+		Launch: func(ctx context.Context, name string) (peer.Process, error) {
+			return launcher.Launch(ctx, name)
+		},
+		Era:           era,
+		Min:           cfg.PoolMin,
+		Max:           cfg.PoolMax,
+		StateTTL:      cfg.RequestStateTTL,
+		OtherVersions: bridge.SessionVersions(),
+		PrivateCache:  len(cfg.tokens) > 0,
+		Peer:          peer.Options{MaxMessageBytes: cfg.MaxMessageBytes},
+		Logger:        logger,
+	}
+	if router != nil {
+		opts.Secret = cfg.affinitySecret
+		opts.Instance = router.Self()
+	}
+	return pool.New(opts)
+}
+
+// forwarder is how the stateless front end reaches the instance holding a
+// parked call: through the affinity router, when there is one.
+func forwarder(router *affinity.Router) func(http.ResponseWriter, *http.Request, string) {
+	if router == nil {
+		return nil
+	}
+	return router.Forward
 }
