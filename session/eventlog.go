@@ -59,6 +59,9 @@ const (
 type EventLog struct {
 	maxEvents int
 	maxBytes  int64
+	// onEvict, if set, is told the size of each evicted event (under mu),
+	// for metrics (Observer.EventEvicted).
+	onEvict func(bytes int)
 
 	mu      sync.Mutex
 	streams map[int64]*logStream
@@ -219,6 +222,9 @@ func (l *EventLog) evictLocked() {
 	l.events--
 	l.bytes -= int64(len(data))
 	l.maybeFreeLocked(s)
+	if l.onEvict != nil {
+		l.onEvict(len(data))
+	}
 }
 
 func (l *EventLog) maybeFreeLocked(s *logStream) {
