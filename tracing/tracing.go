@@ -394,4 +394,3 @@ func SetMeta(m jsonrpc.Message, kv map[string]string) ([]byte, error) {
 	ins := append(append([]byte(`,"params":{"_meta":`), raw...), '}')
 	return jsonrpc.Rewrite(data, jsonrpc.Edit{At: jsonrpc.Span{Start: int32(end), End: int32(end)}, Raw: ins}), nil
 }
-

@@ -75,7 +75,17 @@ func serve(ctx context.Context, cfg *config, logger *slog.Logger, ready chan<- n
 	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
 	defer stop()
 
-	launcher, closeLauncher, err := newLauncher(ctx, cfg, logger)
+	tel, err := newTelemetry(ctx, cfg, logger)
+	if err != nil {
+		return err
+	}
+	defer tel.close()
+	stopMetrics, err := tel.serveMetrics(cfg)
+	if err != nil {
+		return err
+	}
+	defer stopMetrics()
+	launcher, closeLauncher, err := newLauncher(ctx, cfg, logger, tel)
 	if err != nil {
 		return err
 	}
@@ -105,6 +115,9 @@ func serve(ctx context.Context, cfg *config, logger *slog.Logger, ready chan<- n
 		RequestTimeout:    cfg.RequestTimeout,
 		MaxRequests:       cfg.MaxRequestsPerSession,
 		MaxQueuedBytes:    cfg.MaxQueuedBytes,
+
+		Intercept: tel.intercept(),
+		Observer:  tel.observer(),
 	}
 	if router != nil {
 		sessOpts.NewID = router.NewID
@@ -117,6 +130,7 @@ func serve(ctx context.Context, cfg *config, logger *slog.Logger, ready chan<- n
 		sessOpts.Inflight = inflight
 	}
 	reg := session.NewRegistry(sessOpts)
+	tel.watchRegistry(reg)
 	h := bridge.NewHandler(reg, &bridge.Options{
 		Path:                 cfg.Path,
 		AllowedOrigins:       cfg.AllowedOrigins,
@@ -130,6 +144,8 @@ func serve(ctx context.Context, cfg *config, logger *slog.Logger, ready chan<- n
 		WriteTimeout:         cfg.WriteTimeout,
 		MaxBodyBytesInFlight: cfg.MaxBodyBytesInFlight,
 		Logger:               logger,
+		Metrics:              tel.handler(cfg),
+		TraceContext:         tel.traceContext(),
 	})
 
 	ln, err := net.Listen("tcp", cfg.Listen)
