@@ -208,7 +208,7 @@ func (m *Metrics) Server(name string) *Server {
 		resumes:         m.resumes.MustCurryWith(l),
 		denials:         m.denials.With(l),
 		pins:            m.pins.With(l),
-		pending:         make(map[any]map[jsonrpc.ID]pending),
+		pending:         make(map[requestKey]pending),
 	}
 	m.servers[name] = s
 	return s
@@ -235,9 +235,15 @@ type Server struct {
 
 	// pending holds the client requests waiting for their end, by Origin
 	// and id as the client wrote it: the interceptor times them.
-	mu       sync.Mutex
-	pending  map[any]map[jsonrpc.ID]pending
-	npending int
+	mu      sync.Mutex
+	pending map[requestKey]pending
+}
+
+// requestKey is a client's request: its Origin (comparable, as peer
+// requires) and its id as the client wrote it.
+type requestKey struct {
+	origin any
+	id     jsonrpc.ID
 }
 
 type pending struct {
@@ -297,13 +303,20 @@ func (s *Server) Resumed(err error) {
 // an answer: a front end calls it when a client goes away without its
 // answers (a session does, through SessionEnded).
 func (s *Server) Forget(origin any) {
+	var ended []pending
 	s.mu.Lock()
-	ps := s.pending[origin]
-	delete(s.pending, origin)
-	s.npending -= len(ps)
+	// A walk of the requests in flight (at most MaxPending), once per
+	// session: cheaper than a map per client, made and dropped with every
+	// request of a client that has one in flight at a time.
+	for k, p := range s.pending {
+		if k.origin == origin {
+			ended = append(ended, p)
+			delete(s.pending, k)
+		}
+	}
 	s.mu.Unlock()
 	now := time.Now()
-	for _, p := range ps {
+	for _, p := range ended {
 		s.end(p, OutcomeAborted, now)
 	}
 }
@@ -346,35 +359,21 @@ func (s *Server) Intercept(next peer.Handler) peer.Handler {
 
 func (s *Server) begin(origin any, id jsonrpc.ID, method string) {
 	p := pending{method: MethodLabel(method), start: time.Now()}
+	k := requestKey{origin, id}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	ps := s.pending[origin]
-	if ps == nil {
-		if s.npending >= MaxPending {
-			return
-		}
-		ps = make(map[jsonrpc.ID]pending)
-		s.pending[origin] = ps
+	if _, again := s.pending[k]; !again && len(s.pending) >= MaxPending {
+		return
 	}
-	if _, again := ps[id]; !again {
-		if s.npending >= MaxPending {
-			return
-		}
-		s.npending++
-	}
-	ps[id] = p
+	s.pending[k] = p
 }
 
 func (s *Server) finish(origin any, id jsonrpc.ID, outcome string) {
+	k := requestKey{origin, id}
 	s.mu.Lock()
-	ps := s.pending[origin]
-	p, ok := ps[id]
+	p, ok := s.pending[k]
 	if ok {
-		delete(ps, id)
-		s.npending--
-		if len(ps) == 0 {
-			delete(s.pending, origin)
-		}
+		delete(s.pending, k)
 	}
 	s.mu.Unlock()
 	if ok {

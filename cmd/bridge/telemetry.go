@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"time"
 
+	"go.opentelemetry.io/otel"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 
 	"github.com/mcp-bridge/mcp-bridge/jsonrpc"
@@ -40,6 +41,10 @@ func newTelemetry(ctx context.Context, cfg *config, logger *slog.Logger) (*telem
 		return nil, err
 	}
 	if tp != nil {
+		// The SDK's own failures (an unreachable collector) go to our log.
+		otel.SetErrorHandler(otel.ErrorHandlerFunc(func(err error) {
+			logger.Warn("exporting spans", "err", err, "hint", "check --otlp-endpoint or OTEL_EXPORTER_OTLP_ENDPOINT")
+		}))
 		t.tp = tp
 		t.tracer = tracing.New(tp, metrics.DefaultServer)
 		logger.Info("tracing on: spans go to the OTLP endpoint", "otlp_endpoint", cfg.OTLPEndpoint)
