@@ -80,7 +80,7 @@ func serve(ctx context.Context, cfg *config, logger *slog.Logger, ready chan<- n
 		return err
 	}
 	defer tel.close()
-	stopMetrics, err := tel.serveMetrics(cfg)
+	_, stopMetrics, err := tel.serveMetrics(cfg)
 	if err != nil {
 		return err
 	}

@@ -161,13 +161,14 @@ func (t *telemetry) traceContext() func(http.Header, []jsonrpc.Message) {
 // called. That listener has no authentication: what it shows is counts,
 // method names and the Go runtime's figures, never a session ID, token,
 // tool name or message.
-func (t *telemetry) serveMetrics(cfg *config) (stop func(), err error) {
+// It returns the address it listens on (nil when it does not).
+func (t *telemetry) serveMetrics(cfg *config) (addr net.Addr, stop func(), err error) {
 	if t.metrics == nil || cfg.MetricsListen == "" {
-		return func() {}, nil
+		return nil, func() {}, nil
 	}
 	ln, err := net.Listen("tcp", cfg.MetricsListen)
 	if err != nil {
-		return nil, fmt.Errorf("listening on %s: %w (choose another with --metrics-listen)", cfg.MetricsListen, err)
+		return nil, nil, fmt.Errorf("listening on %s: %w (choose another with --metrics-listen)", cfg.MetricsListen, err)
 	}
 	mux := http.NewServeMux()
 	mux.Handle("GET /metrics", t.metrics.Handler())
@@ -181,7 +182,7 @@ func (t *telemetry) serveMetrics(cfg *config) (stop func(), err error) {
 		}
 	}()
 	t.logger.Info("metrics listening", "url", "http://"+ln.Addr().String()+"/metrics")
-	return func() {
+	return ln.Addr(), func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
 		_ = srv.Shutdown(ctx)
