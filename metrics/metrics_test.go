@@ -2,6 +2,7 @@ package metrics_test
 
 import (
 	"context"
+	"errors"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
@@ -260,6 +261,22 @@ func TestMetricsAfterKnownTraffic(t *testing.T) {
 		t.Logf("families: %v", keys(fams))
 	}
 }
+
+// gather reads the metrics without HTTP.
+func gather(t *testing.T, m *metrics.Metrics) map[string]*dto.MetricFamily {
+	t.Helper()
+	fs, err := m.Registry().Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]*dto.MetricFamily{}
+	for _, f := range fs {
+		out[f.GetName()] = f
+	}
+	return out
+}
+
+func asExit(err error, target **sandbox.ExitError) bool { return errors.As(err, target) }
 
 func keys(fams map[string]*dto.MetricFamily) []string {
 	var out []string
