@@ -3,6 +3,7 @@ package metrics_test
 import (
 	"context"
 	"errors"
+	"io"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
@@ -327,6 +328,47 @@ func TestMetricsRefusedAndDenied(t *testing.T) {
 	}
 	if got := value(fams, "mcp_bridge_policy_denials_total", "server", "default"); got != 1 {
 		t.Errorf("policy denials = %v, want 1", got)
+	}
+}
+
+// A request the client cancels counts as cancelled, once: the late answer
+// of the server, if any, is dropped before the interception point.
+func TestMetricsCancelled(t *testing.T) {
+	m := metrics.New()
+	b := startBridge(t, m, session.Options{})
+	cs := connect(t, b.url)
+	post := func(body string) *http.Response {
+		req, _ := http.NewRequest("POST", b.url, strings.NewReader(body))
+		req.Header.Set("Authorization", "Bearer "+token)
+		req.Header.Set("Accept", "application/json, text/event-stream")
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set(bridge.SessionHeader, cs.ID())
+		req.Header.Set("Mcp-Protocol-Version", "2025-06-18")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return resp
+	}
+	// The response's headers come once the request was written to the
+	// server, past the interception point.
+	call := post(`{"jsonrpc":"2.0","id":"c1","method":"tools/call","params":{"name":"block","arguments":{}}}`)
+	defer call.Body.Close()
+	if call.StatusCode != 200 {
+		t.Fatalf("the call: %s", call.Status)
+	}
+	cancel := post(`{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":"c1","reason":"test"}}`)
+	cancel.Body.Close()
+	if cancel.StatusCode != http.StatusAccepted {
+		t.Fatalf("the cancellation: %s", cancel.Status)
+	}
+	io.Copy(io.Discard, call.Body) // the stream ends: the request is no longer in flight
+	fams := scrape(t, b.metrics)
+	if got := value(fams, "mcp_bridge_requests_total", "server", "default", "method", "tools/call", "outcome", "cancelled"); got != 1 {
+		t.Errorf("cancelled tools/call = %v, want 1", got)
+	}
+	if got := value(fams, "mcp_bridge_requests_total", "server", "default", "method", "tools/call", "outcome", "ok"); got != -1 {
+		t.Errorf("ok tools/call = %v, want none", got)
 	}
 }
 
