@@ -408,9 +408,18 @@ func (s *Server) WatchRegistry(r *session.Registry) error {
 	return s.register(bytes, events)
 }
 
+// register adds collectors read at scrape time. One of the same name and
+// server replaces the one before: a reloaded configuration gives a server a
+// new pool or registry, whose figures are then the ones shown.
 func (s *Server) register(cs ...prometheus.Collector) error {
 	for _, c := range cs {
-		if err := s.m.reg.Register(c); err != nil {
+		err := s.m.reg.Register(c)
+		var dup prometheus.AlreadyRegisteredError
+		if errors.As(err, &dup) {
+			s.m.reg.Unregister(dup.ExistingCollector)
+			err = s.m.reg.Register(c)
+		}
+		if err != nil {
 			return fmt.Errorf("metrics of server %q: %w", s.name, err)
 		}
 	}

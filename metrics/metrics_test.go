@@ -372,6 +372,34 @@ func TestMetricsCancelled(t *testing.T) {
 	}
 }
 
+// Watching a server's new pool (a reloaded configuration) replaces the
+// old one's figures, and servers are told apart by their label.
+func TestWatchPoolAgainReplaces(t *testing.T) {
+	m := metrics.New()
+	a, other := m.Server("a"), m.Server("b")
+	logger := slog.New(slog.DiscardHandler)
+	failing := sandbox.NewLocal(&sandbox.LocalOptions{Command: "/nonexistent/mcp-server", Logger: logger})
+	for i, s := range []*metrics.Server{a, a, other} {
+		pool := sandbox.NewPool(failing, 0, logger)
+		if err := s.WatchPool(pool); err != nil {
+			t.Fatalf("watch %d: %v", i, err)
+		}
+		for range i + 1 {
+			if _, err := pool.Launch(t.Context(), "s"); err == nil {
+				t.Fatal("launching a command that does not exist succeeded")
+			}
+		}
+		pool.Close(t.Context())
+	}
+	fams := gather(t, m)
+	if got := value(fams, "mcp_bridge_warm_pool_misses_total", "server", "a"); got != 2 {
+		t.Errorf("server a's misses = %v, want 2 (its second pool's)", got)
+	}
+	if got := value(fams, "mcp_bridge_warm_pool_misses_total", "server", "b"); got != 3 {
+		t.Errorf("server b's misses = %v, want 3", got)
+	}
+}
+
 func TestMethodLabelIsBounded(t *testing.T) {
 	for in, want := range map[string]string{
 		"tools/call": "tools/call", "initialize": "initialize", "x/anything": "other", "": "other",
