@@ -151,8 +151,9 @@ type Options struct {
 // must be quick, must not call back into the session, and must be safe for
 // concurrent use.
 type Observer interface {
-	// SessionStarted: a session's server started; the session is ready
-	// for its initialize request.
+	// SessionStarted: a session's server started and the session is
+	// registered (called under the registry's lock, always before
+	// SessionEnded).
 	SessionStarted(s *Session)
 	// SessionEnded: the session ended, with the reason Err returns (it
 	// wraps one of the ErrDeleted... reasons, or the server's exit). s is
@@ -362,6 +363,12 @@ func (r *Registry) Create(ctx context.Context, owner any) (*Session, error) {
 		return nil, ErrShuttingDown
 	}
 	r.sessions[id] = s
+	if r.opts.Observer != nil {
+		// Under mu, before the session can end (its server's exit, or
+		// Shutdown, which lists the sessions under mu): Ended never comes
+		// before Started.
+		r.opts.Observer.SessionStarted(s)
+	}
 	// Each session counts in wg from here until its server is stopped (the
 	// end of Close's goroutine): Shutdown waits for them, and goroutines a
 	// live session starts may Add to wg while it waits.
@@ -391,9 +398,6 @@ func (r *Registry) Create(ctx context.Context, owner any) (*Session, error) {
 			}
 		})
 		s.mu.Unlock()
-	}
-	if r.opts.Observer != nil {
-		r.opts.Observer.SessionStarted(s)
 	}
 	logger.Info("session started", "server", proc.ID())
 	return s, nil
