@@ -325,6 +325,11 @@ func (s *Server) Forget(origin any) {
 // every message and times every client request, from the moment it
 // reaches the interception point to its answer. Put it first in the chain
 // (peer.Chain), so that it sees the refusals of the interceptors after it.
+//
+// A request that passed the chain but could not be written (the server's
+// stdin full: the client gets 503 and may send it again under the same id)
+// stays pending: sent again, it is counted once; never sent again, it ends
+// as aborted with its session.
 func (s *Server) Intercept(next peer.Handler) peer.Handler {
 	return func(m *peer.Message) error {
 		if m.Own {
