@@ -53,6 +53,11 @@ func (observer) Resumed(error)                              {}
 // front of the test binary as its server, and connects an SDK client
 // whose requests carry the caller's traceparent header.
 func startBridge(t *testing.T) (*mcp.ClientSession, *tracetest.InMemoryExporter) {
+	cs, exp, _ := startBridgeReg(t)
+	return cs, exp
+}
+
+func startBridgeReg(t *testing.T) (*mcp.ClientSession, *tracetest.InMemoryExporter, *session.Registry) {
 	t.Helper()
 	exe, err := os.Executable()
 	if err != nil {
@@ -89,7 +94,7 @@ func startBridge(t *testing.T) (*mcp.ClientSession, *tracetest.InMemoryExporter)
 		t.Fatalf("connecting the SDK client to the bridge: %v", err)
 	}
 	t.Cleanup(func() { cs.Close() })
-	return cs, exp
+	return cs, exp, reg
 }
 
 func ctxT(t *testing.T) context.Context {
@@ -180,6 +185,24 @@ func TestErrorAnswerMarksTheSpan(t *testing.T) {
 	span := findSpan(t, exp, "tools/call no-such-tool")
 	if span.Status.Code != codes.Error || attr(span, "error.type") == "" {
 		t.Errorf("status %v, error.type %q", span.Status, attr(span, "error.type"))
+	}
+}
+
+// A request whose session ends before its answer (the server crashed)
+// ends its span as aborted.
+func TestSessionEndEndsTheSpan(t *testing.T) {
+	cs, exp, reg := startBridgeReg(t)
+	sess, err := reg.Get(cs.ID())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cs.CallTool(ctxT(t), &mcp.CallToolParams{Name: "crash"}); err == nil {
+		t.Fatal("a call whose server crashed succeeded")
+	}
+	<-sess.Stopped() // after the session's end was observed
+	span := findSpan(t, exp, "tools/call crash")
+	if span.Status.Code != codes.Error || attr(span, "error.type") != "aborted" {
+		t.Errorf("status %v, error.type %q; want an error, aborted", span.Status, attr(span, "error.type"))
 	}
 }
 
