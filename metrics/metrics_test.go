@@ -191,7 +191,7 @@ func TestMetricsAfterKnownTraffic(t *testing.T) {
 	req, _ := http.NewRequest("GET", b.url, nil)
 	req.Header.Set("Authorization", "Bearer "+token)
 	req.Header.Set("Accept", "text/event-stream")
-	req.Header.Set(bridge.SessionHeader, cs.ID())
+	req.Header.Set("Mcp-Session-Id", cs.ID())
 	req.Header.Set("Last-Event-ID", "1_0") // the initialize answer's stream, evicted
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
@@ -342,7 +342,7 @@ func TestMetricsCancelled(t *testing.T) {
 		req.Header.Set("Authorization", "Bearer "+token)
 		req.Header.Set("Accept", "application/json, text/event-stream")
 		req.Header.Set("Content-Type", "application/json")
-		req.Header.Set(bridge.SessionHeader, cs.ID())
+		req.Header.Set("Mcp-Session-Id", cs.ID())
 		req.Header.Set("Mcp-Protocol-Version", "2025-06-18")
 		resp, err := http.DefaultClient.Do(req)
 		if err != nil {

@@ -12,7 +12,7 @@ import (
 // With --metrics-listen, /metrics is served there, without authentication,
 // and not on the main listener.
 func TestMetricsListen(t *testing.T) {
-	cfg, err := parseConfig([]string{"--metrics-listen", "127.0.0.1:0", "--", "true"}, io.Discard)
+	cfg, err := parseConfig([]string{"--metrics-listen", "127.0.0.1:0", "--", "true"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -44,7 +44,7 @@ func TestMetricsListen(t *testing.T) {
 func TestTelemetryOff(t *testing.T) {
 	t.Setenv("OTEL_EXPORTER_OTLP_ENDPOINT", "")
 	t.Setenv("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", "")
-	cfg, err := parseConfig([]string{"--no-metrics", "--", "true"}, io.Discard)
+	cfg, err := parseConfig([]string{"--no-metrics", "--", "true"})
 	if err != nil {
 		t.Fatal(err)
 	}
