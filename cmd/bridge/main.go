@@ -29,6 +29,7 @@ import (
 	"time"
 
 	"github.com/mcp-bridge/mcp-bridge/affinity"
+	"github.com/mcp-bridge/mcp-bridge/auth"
 	"github.com/mcp-bridge/mcp-bridge/bridge"
 	"github.com/mcp-bridge/mcp-bridge/internal/procs"
 	"github.com/mcp-bridge/mcp-bridge/sandbox"
@@ -192,6 +193,22 @@ func serve(ctx context.Context, cfg *config, logger *slog.Logger, ready chan<- n
 		defer stopGovernor()
 		sessOpts.Inflight = inflight
 	}
+	authn, err := auth.New(ctx, &auth.Options{
+		StaticTokens:     cfg.tokens,
+		Issuer:           cfg.OAuthIssuer,
+		ResourceURL:      cfg.ResourceURL,
+		Scopes:           cfg.OAuthScopes,
+		IntrospectionURL: cfg.OAuthIntrospectionURL,
+		ClientID:         cfg.OAuthClientID,
+		ClientSecret:     cfg.OAuthClientSecret,
+		Logger:           logger,
+	})
+	if err != nil {
+		return startError{explain(err)}
+	}
+	if authn.OAuth() {
+		logger.Info("OAuth resource server on", "issuer", cfg.OAuthIssuer, "resource", cfg.ResourceURL)
+	}
 	reg := session.NewRegistry(sessOpts)
 	tel.watchRegistry(reg)
 	h := bridge.NewHandler(reg, &bridge.Options{
@@ -206,6 +223,7 @@ func serve(ctx context.Context, cfg *config, logger *slog.Logger, ready chan<- n
 		BodyReadTimeout:      cfg.BodyReadTimeout,
 		WriteTimeout:         cfg.WriteTimeout,
 		MaxBodyBytesInFlight: cfg.MaxBodyBytesInFlight,
+		Auth:                 authn,
 		Logger:               logger,
 		Metrics:              tel.handler(cfg),
 		TraceContext:         tel.traceContext(),
