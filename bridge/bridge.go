@@ -121,6 +121,15 @@ type Options struct {
 	Forward func(w http.ResponseWriter, r *http.Request, instance string)
 	// Logger receives the handler's logs. Nil means slog.Default().
 	Logger *slog.Logger
+	// Metrics, if set, is served at GET /metrics behind the same Host,
+	// Origin and bearer-token checks as the MCP endpoint (package metrics
+	// makes one). Nil serves no /metrics here.
+	Metrics http.Handler
+	// TraceContext, if set, sees the headers and the parsed messages of
+	// every POST before they reach a session, and may replace messages (to
+	// carry the W3C traceparent header into params._meta, package
+	// tracing). Nil means nothing is done: tracing off costs nothing.
+	TraceContext func(h http.Header, msgs []jsonrpc.Message)
 }
 
 // A Handler is the bridge's HTTP front end.
@@ -190,6 +199,11 @@ func NewHandler(reg *session.Registry, opts *Options) *Handler {
 		io.WriteString(w, "ok\n")
 	})
 	h.mux.HandleFunc("GET /readyz", h.serveReady)
+	if o.Metrics != nil {
+		h.mux.HandleFunc("GET /metrics", h.guard(func(w http.ResponseWriter, r *http.Request, _ any) {
+			o.Metrics.ServeHTTP(w, r)
+		}))
+	}
 	for _, p := range h.auth.MetadataPaths() {
 		h.mux.HandleFunc("GET "+p, h.auth.ServeMetadata)
 		h.mux.HandleFunc("OPTIONS "+p, h.auth.ServeMetadata)
@@ -453,6 +467,9 @@ func (h *Handler) servePost(w http.ResponseWriter, r *http.Request, owner any) {
 		}
 		WriteError(w, http.StatusBadRequest, jsonrpc.RawID(body), code, "Bad Request: "+err.Error(), nil)
 		return
+	}
+	if h.opts.TraceContext != nil {
+		h.opts.TraceContext(r.Header, msgs)
 	}
 
 	// Revision 2026-07-28 clients probe with server/discover (or any request

@@ -144,6 +144,34 @@ type Options struct {
 	// it must be quick. Calls may arrive out of order when requests start
 	// and end at the same moment.
 	Inflight func(n int)
+	// Observer, if set, is told of each session's start and end, of the
+	// events its log evicts and of resumes (package metrics implements
+	// it). Nil means none.
+	Observer Observer
+}
+
+// An Observer is told what happens to sessions, for metrics. Its methods
+// are called on the paths they observe (some under a session's lock): they
+// must be quick, must not call back into the session, and must be safe for
+// concurrent use.
+type Observer interface {
+	// SessionStarted: a session's server started and the session is
+	// registered (called under the registry's lock, always before
+	// SessionEnded).
+	SessionStarted(s *Session)
+	// SessionEnded: the session ended, with the reason Err returns (it
+	// wraps one of the ErrDeleted... reasons, or the server's exit). s is
+	// also the Origin of the session's messages at the interception point
+	// (peer.Message.Origin): its requests still in flight will get no
+	// answer from the server.
+	SessionEnded(s *Session, reason error)
+	// EventEvicted: the session's event log evicted an event of this many
+	// bytes to stay within its bounds.
+	EventEvicted(bytes int)
+	// Resumed: a client asked to resume a stream (GET with Last-Event-ID);
+	// err is nil, or wraps ErrEventsPurged (the bridge answers 410) or
+	// ErrUnknownEvent.
+	Resumed(err error)
 }
 
 // Errors callers branch on.
@@ -331,6 +359,9 @@ func (r *Registry) Create(ctx context.Context, owner any) (*Session, error) {
 		stopped:   make(chan struct{}),
 		ready:     make(chan struct{}),
 	}
+	if o := r.opts.Observer; o != nil {
+		s.log.onEvict = o.EventEvicted
+	}
 	s.touch()
 
 	r.mu.Lock()
@@ -340,6 +371,12 @@ func (r *Registry) Create(ctx context.Context, owner any) (*Session, error) {
 		return nil, ErrShuttingDown
 	}
 	r.sessions[id] = s
+	if r.opts.Observer != nil {
+		// Under mu, before the session can end (its server's exit, or
+		// Shutdown, which lists the sessions under mu): Ended never comes
+		// before Started.
+		r.opts.Observer.SessionStarted(s)
+	}
 	// Each session counts in wg from here until its server is stopped (the
 	// end of Close's goroutine): Shutdown waits for them, and goroutines a
 	// live session starts may Add to wg while it waits.
@@ -382,6 +419,18 @@ func (r *Registry) Get(id string) (*Session, error) {
 		return s, nil
 	}
 	return nil, ErrNotFound
+}
+
+// LogStats is what the event logs of the live sessions hold together:
+// events and bytes of event data. It locks each log in turn: for metrics
+// at scrape time, not for a hot path.
+func (r *Registry) LogStats() (events int, bytes int64) {
+	for _, s := range r.list() {
+		e, b, _ := s.log.Stats()
+		events += e
+		bytes += b
+	}
+	return events, bytes
 }
 
 // Len is the number of live sessions.
@@ -789,7 +838,11 @@ func (s *Session) Listen() (*Reader, error) {
 // ErrUnknownEvent or ErrEventsPurged.
 func (s *Session) Resume(stream int64, after uint64) (*Reader, error) {
 	s.touch()
-	return s.log.Attach(stream, after)
+	r, err := s.log.Attach(stream, after)
+	if o := s.reg.opts.Observer; o != nil {
+		o.Resumed(err)
+	}
+	return r, err
 }
 
 // Close ends the session for the given reason: requests in flight get a
@@ -828,6 +881,9 @@ func (s *Session) Close(reason error) {
 		level = slog.LevelWarn
 	}
 	s.logger.Log(context.Background(), level, "session ended", "reason", reason.Error())
+	if o := s.reg.opts.Observer; o != nil {
+		o.SessionEnded(s, reason)
+	}
 
 	go func() {
 		defer s.reg.wg.Done() // the session's count, from Create

@@ -102,6 +102,9 @@ type config struct {
 	PoolMin         int           `envconfig:"BRIDGE_POOL_MIN"`
 	PoolMax         int           `envconfig:"BRIDGE_POOL_MAX"`
 	RequestStateTTL time.Duration `envconfig:"BRIDGE_REQUEST_STATE_TTL"`
+	NoMetrics       bool          `envconfig:"BRIDGE_NO_METRICS"`
+	MetricsListen   string        `envconfig:"BRIDGE_METRICS_LISTEN"`
+	OTLPEndpoint    string        `envconfig:"BRIDGE_OTLP_ENDPOINT"`
 
 	AffinityAddr       string `envconfig:"BRIDGE_AFFINITY_ADDR"`
 	AffinitySecretFile string `envconfig:"BRIDGE_AFFINITY_SECRET_FILE"`
@@ -353,6 +356,9 @@ func newFlagSet(c *config) *flag.FlagSet {
 	fs.StringVar(&c.SandboxUser, "sandbox-user", c.SandboxUser, "`uid:gid` servers run as in containers; 0 (root) weakens the sandbox")
 	fs.StringVar(&c.Instance, "instance", c.Instance, "`name` of this bridge on the Docker host, in container labels (default: a random bridge-<hex>); a restarted bridge of the same name removes its predecessor's containers")
 	fs.IntVar(&c.Warm, "warm", c.Warm, "keep `N` MCP servers (processes or containers) started ahead of sessions, so that a new session does not wait for a launch (0: none)")
+	fs.BoolVar(&c.NoMetrics, "no-metrics", c.NoMetrics, "serve no /metrics (by default it is served on --listen, behind the same Host and authentication checks as the MCP endpoint)")
+	fs.StringVar(&c.MetricsListen, "metrics-listen", c.MetricsListen, "serve /metrics on this `address` instead, without authentication (e.g. a port only the Prometheus scraper reaches)")
+	fs.StringVar(&c.OTLPEndpoint, "otlp-endpoint", c.OTLPEndpoint, "export OpenTelemetry traces over OTLP/HTTP to this collector base `URL`, e.g. http://collector:4318 (default: OTEL_EXPORTER_OTLP_ENDPOINT; unset: tracing off)")
 	fs.StringVar(&c.AffinityAddr, "affinity-addr", c.AffinityAddr, "`host:port` other instances reach this one at, or ecs (from the ECS task metadata); with an affinity secret, session IDs name their owner and any instance forwards a request to it")
 	fs.StringVar(&c.AffinitySecretFile, "affinity-secret-file", c.AffinitySecretFile, "`file` holding the secret (32 bytes or more) shared by all instances, which authenticates owners in session IDs (BRIDGE_AFFINITY_SECRET also takes it)")
 	fs.StringVar(&c.OAuthIssuer, "oauth-issuer", c.OAuthIssuer, "issuer `URL` of the OAuth 2.1 authorization server whose access tokens are accepted (needs --resource-url)")

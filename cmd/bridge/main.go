@@ -139,7 +139,17 @@ func serve(ctx context.Context, cfg *config, logger *slog.Logger, ready chan<- n
 	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
 	defer stop()
 
-	launcher, closeLauncher, err := newLauncher(ctx, cfg, logger)
+	tel, err := newTelemetry(ctx, cfg, logger)
+	if err != nil {
+		return startError{err}
+	}
+	defer tel.close()
+	_, stopMetrics, err := tel.serveMetrics(cfg)
+	if err != nil {
+		return startError{err}
+	}
+	defer stopMetrics()
+	launcher, closeLauncher, err := newLauncher(ctx, cfg, logger, tel)
 	if err != nil {
 		return startError{explain(err)}
 	}
@@ -170,6 +180,9 @@ func serve(ctx context.Context, cfg *config, logger *slog.Logger, ready chan<- n
 		RequestTimeout:    cfg.RequestTimeout,
 		MaxRequests:       cfg.MaxRequestsPerSession,
 		MaxQueuedBytes:    cfg.MaxQueuedBytes,
+
+		Intercept: tel.intercept(),
+		Observer:  tel.observer(),
 	}
 	sessOpts.LogMaxTotalBytes = cfg.LogMaxTotalBytes
 	if router != nil {
@@ -199,17 +212,18 @@ func serve(ctx context.Context, cfg *config, logger *slog.Logger, ready chan<- n
 		logger.Info("OAuth resource server on", "issuer", cfg.OAuthIssuer, "resource", cfg.ResourceURL)
 	}
 	reg := session.NewRegistry(sessOpts)
-	stateless, err := newPool(cfg, launcher, router, logger)
+	stateless, err := newPool(cfg, launcher, router, sessOpts.Intercept, logger)
 	if err != nil {
 		return err
 	}
 	defer func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 2*cfg.StopGrace+30*time.Second)
+		ctx, cancel := context.WithTimeout(context.Background(), sandbox.StopBudget(cfg.StopGrace))
 		defer cancel()
 		if err := stateless.Close(ctx); err != nil {
 			logger.Error("some MCP servers of the stateless pool did not stop", "err", err)
 		}
 	}()
+	tel.watchRegistry(reg)
 	h := bridge.NewHandler(reg, &bridge.Options{
 		Path:                 cfg.Path,
 		AllowedOrigins:       cfg.AllowedOrigins,
@@ -226,6 +240,8 @@ func serve(ctx context.Context, cfg *config, logger *slog.Logger, ready chan<- n
 		Stateless:            stateless,
 		Forward:              forwarder(router),
 		Logger:               logger,
+		Metrics:              tel.handler(cfg),
+		TraceContext:         tel.traceContext(),
 	})
 
 	tlsConf, stopTLS, err := newTLSConfig(cfg, logger)
@@ -318,7 +334,7 @@ func serve(ctx context.Context, cfg *config, logger *slog.Logger, ready chan<- n
 // session affinity, requestStates are signed with the affinity secret and
 // name this instance, so that any instance can verify a retry and forward
 // it to the one holding the parked call.
-func newPool(cfg *config, launcher sandbox.Launcher, router *affinity.Router, logger *slog.Logger) (*pool.Pool, error) {
+func newPool(cfg *config, launcher sandbox.Launcher, router *affinity.Router, intercept peer.Interceptor, logger *slog.Logger) (*pool.Pool, error) {
 	era, err := pool.ParseEra(cfg.ChildEra)
 	if err != nil {
 		return nil, err
@@ -333,7 +349,7 @@ func newPool(cfg *config, launcher sandbox.Launcher, router *affinity.Router, lo
 		StateTTL:      cfg.RequestStateTTL,
 		OtherVersions: bridge.SessionVersions(),
 		PrivateCache:  len(cfg.tokens) > 0,
-		Peer:          peer.Options{MaxMessageBytes: cfg.MaxMessageBytes},
+		Peer:          peer.Options{MaxMessageBytes: cfg.MaxMessageBytes, Intercept: intercept},
 		Logger:        logger,
 	}
 	if router != nil {
