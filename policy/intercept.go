@@ -1,13 +1,11 @@
 package policy
 
 import (
-	"bytes"
-	"encoding/json"
-	"errors"
 	"fmt"
 	"log/slog"
 	"strings"
 
+	"github.com/mcp-bridge/mcp-bridge/internal/mcplist"
 	"github.com/mcp-bridge/mcp-bridge/jsonrpc"
 	"github.com/mcp-bridge/mcp-bridge/peer"
 )
@@ -210,7 +208,7 @@ func (p *Policy) Interceptor(opts *Options) peer.Interceptor {
 				}
 				r := p.rulesOf(l.kind)
 				c := caller(m.Origin)
-				out, hidden, err := FilterList(m.Data, l.array, l.key, func(name string) bool { return r.decide(name, c) == nil })
+				out, hidden, err := mcplist.Filter(m.Data, l.array, l.key, func(name string, _ []byte) bool { return r.decide(name, c) == nil })
 				if err != nil {
 					// A malformed list is the server's bug; passing it
 					// unfiltered could show what the policy hides.
@@ -228,67 +226,4 @@ func (p *Policy) Interceptor(opts *Options) peer.Interceptor {
 			return next(m)
 		}
 	}
-}
-
-// FilterList rewrites the answer data to a list request, keeping of
-// result.<array> the items whose member key is a string that keep accepts
-// (an item without one is dropped). It returns data itself when nothing
-// was dropped, else a new answer with the same id and the other members
-// of result as they were; and the names dropped. Only the result's
-// members and the items' key member are decoded.
-func FilterList(data []byte, array, key string, keep func(name string) bool) ([]byte, []string, error) {
-	result, ok := jsonrpc.Lookup(data, "result")
-	if !ok {
-		return nil, nil, errors.New("no result")
-	}
-	arr, ok := jsonrpc.Lookup(result, array)
-	if !ok || bytes.Equal(arr, []byte("null")) {
-		return data, nil, nil
-	}
-	var items []json.RawMessage
-	if err := json.Unmarshal(arr, &items); err != nil {
-		return nil, nil, fmt.Errorf("result.%s is not an array: %w", array, err)
-	}
-	kept := items[:0]
-	var dropped []string
-	for _, it := range items {
-		name := member(it, key)
-		if name != "" && keep(name) {
-			kept = append(kept, it)
-			continue
-		}
-		if name == "" {
-			name = "(an item without " + key + ")"
-		}
-		dropped = append(dropped, name)
-	}
-	if len(dropped) == 0 {
-		return data, nil, nil
-	}
-	var members map[string]json.RawMessage
-	if err := json.Unmarshal(result, &members); err != nil {
-		return nil, nil, fmt.Errorf("result is not an object: %w", err)
-	}
-	var buf bytes.Buffer
-	buf.WriteByte('[')
-	for i, it := range kept {
-		if i > 0 {
-			buf.WriteByte(',')
-		}
-		buf.Write(it)
-	}
-	buf.WriteByte(']')
-	members[array] = buf.Bytes()
-	out := bytes.NewBuffer(make([]byte, 0, len(data)))
-	out.WriteString(`{"jsonrpc":"2.0","id":`)
-	out.Write(jsonrpc.RawID(data))
-	out.WriteString(`,"result":`)
-	enc := json.NewEncoder(out)
-	enc.SetEscapeHTML(false) // descriptions stay byte for byte as the server wrote them
-	if err := enc.Encode(members); err != nil {
-		return nil, nil, err
-	}
-	out.Truncate(out.Len() - 1) // Encode's newline
-	out.WriteByte('}')
-	return out.Bytes(), dropped, nil
 }

@@ -147,22 +147,4 @@ func TestCheckForTheEdge(t *testing.T) {
 	}
 }
 
-// A list the policy cannot read is not passed on unfiltered.
-func TestFilterListMalformed(t *testing.T) {
-	if _, _, err := policy.FilterList([]byte(`{"jsonrpc":"2.0","id":1,"result":{"tools":{"a":1}}}`), "tools", "name", func(string) bool { return true }); err == nil {
-		t.Fatal("a tools member that is not an array was accepted")
-	}
-	out, dropped, err := policy.FilterList([]byte(`{"jsonrpc":"2.0","id":"x","result":{"tools":[{"name":"a"},{"name":"b","description":"<&>"},{"x":1}],"nextCursor":"c"}}`),
-		"tools", "name", func(n string) bool { return n == "b" })
-	if err != nil {
-		t.Fatal(err)
-	}
-	if want := `{"jsonrpc":"2.0","id":"x","result":{"nextCursor":"c","tools":[{"name":"b","description":"<&>"}]}}`; string(out) != want {
-		t.Errorf("got %s, want %s", out, want)
-	}
-	if !slices.Equal(dropped, []string{"a", "(an item without name)"}) {
-		t.Errorf("dropped %v", dropped)
-	}
-}
-
 var _ peer.Interceptor = (&policy.Policy{}).Interceptor(nil)

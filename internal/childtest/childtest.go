@@ -64,9 +64,16 @@ type Child struct {
 // stopped when the test ends.
 func Start(t testing.TB, intercept peer.Interceptor, command ...string) *Child {
 	t.Helper()
+	return StartEnv(t, intercept, nil, command...)
+}
+
+// StartEnv is Start with the child's environment (nil: the test's).
+func StartEnv(t testing.TB, intercept peer.Interceptor, env []string, command ...string) *Child {
+	t.Helper()
 	l := sandbox.NewLocal(&sandbox.LocalOptions{
 		Command:   command[0],
 		Args:      command[1:],
+		Env:       env,
 		StopGrace: 2 * time.Second,
 		Logger:    slog.New(slog.DiscardHandler),
 	})
