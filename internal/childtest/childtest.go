@@ -91,7 +91,8 @@ func StartEnv(t testing.TB, intercept peer.Interceptor, env []string, command ..
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	if _, err := c.Conn.Initialize(ctx, map[string]any{
-		"protocolVersion": "2025-06-18", "capabilities": map[string]any{},
+		"protocolVersion": "2025-06-18",
+		"capabilities":    map[string]any{"elicitation": map[string]any{}, "sampling": map[string]any{}, "roots": map[string]any{}},
 		"clientInfo": map[string]any{"name": "childtest", "version": "1"},
 	}); err != nil {
 		t.Fatal(err)
@@ -154,21 +155,31 @@ var ids struct {
 
 // TryCall is Call returning its error.
 func (c *Child) TryCall(origin any, method string, params any) ([]byte, error) {
+	_, wait, err := c.Begin(origin, method, params)
+	if err != nil {
+		return nil, err
+	}
+	return wait()
+}
+
+// Begin sends a request of client origin and returns its id (as JSON) and
+// a function that waits for its answer.
+func (c *Child) Begin(origin any, method string, params any) (id string, wait func() ([]byte, error), err error) {
 	ids.Lock()
 	ids.n++
-	id := ids.n
+	n := ids.n
 	ids.Unlock()
-	msg := map[string]any{"jsonrpc": "2.0", "id": id, "method": method}
+	msg := map[string]any{"jsonrpc": "2.0", "id": n, "method": method}
 	if params != nil {
 		msg["params"] = params
 	}
 	data, err := json.Marshal(msg)
 	if err != nil {
-		return nil, err
+		return "", nil, err
 	}
 	env, err := jsonrpc.Parse(data)
 	if err != nil {
-		return nil, err
+		return "", nil, err
 	}
 	ch := make(chan []byte, 1)
 	k := key{origin, env.ID}
@@ -176,16 +187,18 @@ func (c *Child) TryCall(origin any, method string, params any) ([]byte, error) {
 	c.r.waiting[k] = ch
 	c.r.mu.Unlock()
 	if err := c.Conn.Send(origin, jsonrpc.Message{Data: data, Env: env}); err != nil {
-		return nil, err
+		return "", nil, err
 	}
-	select {
-	case answer := <-ch:
-		return answer, nil
-	case <-c.r.ended:
-		return nil, fmt.Errorf("%s: the child ended before answering", method)
-	case <-time.After(time.Minute):
-		return nil, fmt.Errorf("%s: no answer in a minute", method)
-	}
+	return string(env.IDAt.In(data)), func() ([]byte, error) {
+		select {
+		case answer := <-ch:
+			return answer, nil
+		case <-c.r.ended:
+			return nil, fmt.Errorf("%s: the child ended before answering", method)
+		case <-time.After(time.Minute):
+			return nil, fmt.Errorf("%s: no answer in a minute", method)
+		}
+	}, nil
 }
 
 // Names returns the names (or key members) of the items of the list
