@@ -94,7 +94,7 @@ func TestAuditChain(t *testing.T) {
 	rawArgs, _ := json.Marshal(args)
 	c.Call(t, "alice", "tools/call", map[string]any{"name": "test_image_content"}) // policy
 	c.Call(t, "bob", "tools/call", map[string]any{"name": "test_simple_text"})     // pin: not pinned
-	c.Call(t, "bob", "resources/read", map[string]any{"uri": "test://nowhere"})     // the server's error
+	c.Call(t, "bob", "resources/read", map[string]any{"uri": "test://nowhere"})    // the server's error
 	c.Call(t, "bob", "tools/list", nil)                                            // every tool dropped
 
 	// The server asks the client (elicitation) in a call; the client

@@ -93,7 +93,7 @@ func StartEnv(t testing.TB, intercept peer.Interceptor, env []string, command ..
 	if _, err := c.Conn.Initialize(ctx, map[string]any{
 		"protocolVersion": "2025-06-18",
 		"capabilities":    map[string]any{"elicitation": map[string]any{}, "sampling": map[string]any{}, "roots": map[string]any{}},
-		"clientInfo": map[string]any{"name": "childtest", "version": "1"},
+		"clientInfo":      map[string]any{"name": "childtest", "version": "1"},
 	}); err != nil {
 		t.Fatal(err)
 	}
