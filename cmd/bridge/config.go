@@ -17,6 +17,8 @@ import (
 	units "github.com/docker/go-units"
 	"github.com/kelseyhightower/envconfig"
 	"github.com/mcp-bridge/mcp-bridge/bridge"
+	"github.com/mcp-bridge/mcp-bridge/pin"
+	"github.com/mcp-bridge/mcp-bridge/policy"
 )
 
 // config is the bridge's configuration. envconfig fills it from BRIDGE_*
@@ -63,6 +65,14 @@ type config struct {
 
 	Warm int `envconfig:"BRIDGE_WARM"`
 
+	Policy              string `envconfig:"BRIDGE_POLICY"`
+	PinFile             string `envconfig:"BRIDGE_PIN_FILE"`
+	OnPinViolation      string `envconfig:"BRIDGE_ON_PIN_VIOLATION" default:"drop"`
+	MaxDescriptionBytes int    `envconfig:"BRIDGE_MAX_DESCRIPTION_BYTES"`
+	AllowHiddenUnicode  bool   `envconfig:"BRIDGE_ALLOW_HIDDEN_UNICODE"`
+	AuditLog            string `envconfig:"BRIDGE_AUDIT_LOG"`
+	AuditArgs           bool   `envconfig:"BRIDGE_AUDIT_ARGS"`
+
 	AffinityAddr       string `envconfig:"BRIDGE_AFFINITY_ADDR"`
 	AffinitySecretFile string `envconfig:"BRIDGE_AFFINITY_SECRET_FILE"`
 	// AffinitySecret has no flag, like AuthTokens.
@@ -74,6 +84,8 @@ type config struct {
 	logLevel       slog.Level
 	memory         int64
 	affinitySecret []byte
+	policy         *policy.Policy
+	lock           *pin.Lock
 }
 
 const envPrefix = "BRIDGE"
@@ -147,6 +159,16 @@ func newFlagSet(c *config, out io.Writer) *flag.FlagSet {
 	fs.IntVar(&c.Warm, "warm", c.Warm, "keep `N` MCP servers (processes or containers) started ahead of sessions, so that a new session does not wait for a launch (0: none)")
 	fs.StringVar(&c.AffinityAddr, "affinity-addr", c.AffinityAddr, "`host:port` other instances reach this one at, or ecs (from the ECS task metadata); with an affinity secret, session IDs name their owner and any instance forwards a request to it")
 	fs.StringVar(&c.AffinitySecretFile, "affinity-secret-file", c.AffinitySecretFile, "`file` holding the secret (32 bytes or more) shared by all instances, which authenticates owners in session IDs (BRIDGE_AFFINITY_SECRET also takes it)")
+	fs.StringVar(&c.Policy, "policy", c.Policy, "policy `file` (YAML): which tools, prompts and resources callers see and may use, and the scopes each needs")
+	fs.StringVar(&c.PinFile, "pin-file", c.PinFile, "lock `file` written by bridge pin: a tool, prompt or resource template that is new or changed since is hidden and refused")
+	fs.StringVar(&c.OnPinViolation, "on-pin-violation", c.OnPinViolation, "what a server offering what --pin-file refuses does besides the refusal: drop, or end-session")
+	if c.MaxDescriptionBytes == 0 {
+		c.MaxDescriptionBytes = pin.DefaultMaxDescriptionBytes
+	}
+	fs.IntVar(&c.MaxDescriptionBytes, "max-description-bytes", c.MaxDescriptionBytes, "a tool, prompt or resource template with a longer description is hidden and refused (negative: no limit)")
+	fs.BoolVar(&c.AllowHiddenUnicode, "allow-hidden-unicode", c.AllowHiddenUnicode, "accept descriptions and schemas holding invisible or direction-changing Unicode (tag characters, zero-width, bidi controls), which can hide instructions from reviewers")
+	fs.StringVar(&c.AuditLog, "audit-log", c.AuditLog, "append one JSON line per request, either way, to this `file` (- for standard output)")
+	fs.BoolVar(&c.AuditArgs, "audit-args", c.AuditArgs, "record the arguments of each request in the audit log, not only their SHA-256")
 	fs.Usage = func() { usage(fs, out) }
 	return fs
 }
@@ -156,6 +178,8 @@ func usage(fs *flag.FlagSet, out io.Writer) {
   bridge [flags] -- COMMAND [ARGS...]     serve MCP Streamable HTTP in front of a stdio MCP server
   bridge image build --from SPEC [...]    build an image bundling the bridge and a server
   bridge deploy aws --stack NAME [...]    deploy to AWS ECS behind a load balancer
+  bridge pin --output FILE -- COMMAND     record the server's tools, prompts and templates in a lock file
+  bridge pin --check --pin-file FILE -- COMMAND   report how the server drifted from it
 
 Each session gets its own server: COMMAND runs once per session.
 
@@ -239,6 +263,9 @@ func (c *config) finish() error {
 	}
 	if !strings.HasPrefix(c.Path, "/") {
 		return fmt.Errorf("--path %q must start with /", c.Path)
+	}
+	if err := c.finishGuards(); err != nil {
+		return err
 	}
 	if c.Warm < 0 {
 		return fmt.Errorf("--warm %d: want 0 or more", c.Warm)
@@ -327,4 +354,32 @@ func isLoopback(addr string) bool {
 	}
 	ip := net.ParseIP(host)
 	return ip != nil && ip.IsLoopback()
+}
+
+// finishGuards checks the flags of the interception point and reads the
+// policy and pin files: a bad one stops the bridge before it serves.
+func (c *config) finishGuards() error {
+	switch pin.Action(c.OnPinViolation) {
+	case pin.Drop, pin.EndSession:
+	default:
+		return fmt.Errorf("--on-pin-violation %q: want drop or end-session", c.OnPinViolation)
+	}
+	if c.AuditArgs && c.AuditLog == "" {
+		return errors.New("--audit-args needs --audit-log")
+	}
+	if c.Policy != "" {
+		p, err := policy.Load(c.Policy)
+		if err != nil {
+			return fmt.Errorf("--policy: %w", err)
+		}
+		c.policy = p
+	}
+	if c.PinFile != "" {
+		l, err := pin.ReadLock(c.PinFile)
+		if err != nil {
+			return fmt.Errorf("--pin-file: %w", err)
+		}
+		c.lock = l
+	}
+	return nil
 }

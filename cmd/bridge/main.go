@@ -5,6 +5,7 @@
 //	bridge [flags] -- COMMAND [ARGS...]
 //	bridge image build --from SPEC ...
 //	bridge deploy aws --stack NAME ...
+//	bridge pin --output mcp-lock.json -- COMMAND [ARGS...]
 //
 // Every flag has a BRIDGE_* environment variable; flags win. cmd/bridge owns
 // start-up and the shutdown order: stop accepting, drain, end sessions, exit.
@@ -42,6 +43,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 			return runImage(args[1:], stdout, stderr)
 		case "deploy":
 			return runDeploy(args[1:], stdout, stderr)
+		case "pin":
+			return runPin(ctx, args[1:], stdout, stderr)
 		}
 	}
 	cfg, err := parseConfig(args, stderr)
@@ -73,6 +76,15 @@ func newLogger(cfg *config, w io.Writer) *slog.Logger {
 func serve(ctx context.Context, cfg *config, logger *slog.Logger, ready chan<- net.Addr) error {
 	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
 	defer stop()
+
+	g, err := newGuards(cfg, logger)
+	if err != nil {
+		return err
+	}
+	defer g.close()
+	if err := g.unwired(); err != nil {
+		return err
+	}
 
 	launcher, closeLauncher, err := newLauncher(ctx, cfg, logger)
 	if err != nil {
