@@ -201,6 +201,32 @@ func (c *Child) Begin(origin any, method string, params any) (id string, wait fu
 	}, nil
 }
 
+// CallRaw sends data, a request of client origin written by the test
+// (byte for byte), and returns the raw answer.
+func (c *Child) CallRaw(t testing.TB, origin any, data []byte) []byte {
+	t.Helper()
+	env, err := jsonrpc.Parse(data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ch := make(chan []byte, 1)
+	c.r.mu.Lock()
+	c.r.waiting[key{origin, env.ID}] = ch
+	c.r.mu.Unlock()
+	if err := c.Conn.Send(origin, jsonrpc.Message{Data: data, Env: env}); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case answer := <-ch:
+		return answer
+	case <-c.r.ended:
+		t.Fatalf("the child ended before answering %s", data)
+	case <-time.After(time.Minute):
+		t.Fatalf("no answer to %s in a minute", data)
+	}
+	return nil
+}
+
 // Names returns the names (or key members) of the items of the list
 // result.<array> in answer.
 func Names(t testing.TB, answer []byte, array, key string) []string {
