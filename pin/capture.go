@@ -51,7 +51,7 @@ func Capture(ctx context.Context, conn *peer.Conn, in Inspection) (*Lock, []Prob
 		if _, ok := init.Capabilities[capability]; !ok {
 			continue
 		}
-		err := eachItem(ctx, conn, k, func(name string, item []byte) error {
+		err := eachItem(ctx, conn.Call, k, func(name string, item []byte) error {
 			if p := in.inspect(k, item); p != "" {
 				problems = append(problems, Problem{k.Name, name, p})
 				return nil
@@ -70,15 +70,19 @@ func Capture(ctx context.Context, conn *peer.Conn, in Inspection) (*Lock, []Prob
 	return l, problems, nil
 }
 
+// CallFunc sends a request of the bridge's own and returns its result:
+// peer.Conn.Call.
+type CallFunc func(ctx context.Context, method string, params any) (json.RawMessage, error)
+
 // eachItem calls f with each item of a list, following nextCursor.
-func eachItem(ctx context.Context, conn *peer.Conn, k *Kind, f func(name string, item []byte) error) error {
+func eachItem(ctx context.Context, call CallFunc, k *Kind, f func(name string, item []byte) error) error {
 	var cursor *string
 	for range maxPages {
 		var params any
 		if cursor != nil {
 			params = map[string]any{"cursor": *cursor}
 		}
-		res, err := conn.Call(ctx, k.Method, params)
+		res, err := call(ctx, k.Method, params)
 		var rpcErr *jsonrpc.Error
 		if errors.As(err, &rpcErr) && rpcErr.Code == jsonrpc.CodeMethodNotFound {
 			return errNotSupported

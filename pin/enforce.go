@@ -1,7 +1,9 @@
 package pin
 
 import (
+	"context"
 	"crypto/sha256"
+	"errors"
 	"fmt"
 	"log/slog"
 	"sync"
@@ -117,6 +119,15 @@ type Hooks struct {
 	End func(reason error)
 	// Logger gets the alerts, at warn. Nil means slog.Default().
 	Logger *slog.Logger
+	// Call, if set, sends a request of the bridge's own to the server
+	// (peer.Conn.Call). When the server says its tools or prompts changed
+	// (notifications/tools/list_changed, notifications/prompts/list_changed),
+	// the enforcer then lists them itself, at once, so that a changed tool
+	// is refused and alerted even if no client lists again. It is called on
+	// a goroutine of the enforcer's, which returns when the call does (at
+	// the latest when the connection ends). Nil: only clients' lists are
+	// checked.
+	Call CallFunc
 }
 
 // A Refusal is the error a request for a refused item is refused with.
@@ -146,6 +157,10 @@ type conn struct {
 	mu    sync.Mutex
 	bad   map[kindName]string // the problem of each item dropped, until a list shows it fine again
 	ended bool
+	// relisting holds the kinds being listed again after a list_changed;
+	// another notification meanwhile asks for one more round (again).
+	relisting map[*Kind]bool
+	again     map[*Kind]bool
 }
 
 type kindName struct {
@@ -158,7 +173,7 @@ type kindName struct {
 // refuses tools/call and prompts/get of an item that is not pinned or that
 // a list dropped. Lists are checked whoever asked, the bridge included.
 func (e *Enforcer) Interceptor(h *Hooks) peer.Interceptor {
-	c := &conn{e: e, bad: map[kindName]string{}}
+	c := &conn{e: e, bad: map[kindName]string{}, relisting: map[*Kind]bool{}, again: map[*Kind]bool{}}
 	if h != nil {
 		c.h = *h
 	}
@@ -177,7 +192,12 @@ func (e *Enforcer) Interceptor(h *Hooks) peer.Interceptor {
 						}
 					}
 				}
+			case m.Dir == peer.FromChild && m.Env.Kind == jsonrpc.KindNotification:
+				if k := kindOfChange(m.Method); k != nil && c.h.Call != nil {
+					c.relist(k)
+				}
 			case m.Dir == peer.FromChild && m.Env.Kind == jsonrpc.KindResponse && !m.Env.IsError:
+				// Answers to the bridge's own lists too: relist's.
 				k := kindOfList(m.Method)
 				if k == nil {
 					break
@@ -263,4 +283,46 @@ func (c *conn) violation(origin any, v Violation, listed bool) {
 	if first {
 		c.h.End(fmt.Errorf("the MCP server offers %s %q, which the bridge refuses (%s); --on-pin-violation end-session ends the session", v.Kind, v.Name, v.Problem))
 	}
+}
+
+// kindOfChange returns the kind whose list_changed notification method is.
+func kindOfChange(method string) *Kind {
+	switch method {
+	case "notifications/tools/list_changed":
+		return Kinds[0]
+	case "notifications/prompts/list_changed":
+		return Kinds[1]
+	}
+	return nil
+}
+
+// relist lists kind k again as the bridge, on a goroutine: the answers
+// pass this interceptor, which checks them like any client's. At most one
+// round per kind runs at a time; notifications during a round ask for one
+// more.
+func (c *conn) relist(k *Kind) {
+	c.mu.Lock()
+	if c.relisting[k] {
+		c.again[k] = true
+		c.mu.Unlock()
+		return
+	}
+	c.relisting[k] = true
+	c.mu.Unlock()
+	go func() {
+		for {
+			err := eachItem(context.Background(), c.h.Call, k, func(string, []byte) error { return nil })
+			if err != nil && !errors.Is(err, peer.ErrClosed) {
+				c.h.Logger.Warn("listing the MCP server's "+k.Name+"s after it said they changed", "err", err)
+			}
+			c.mu.Lock()
+			if !c.again[k] || err != nil {
+				c.relisting[k], c.again[k] = false, false
+				c.mu.Unlock()
+				return
+			}
+			c.again[k] = false
+			c.mu.Unlock()
+		}
+	}()
 }

@@ -2,11 +2,13 @@ package pin_test
 
 import (
 	"context"
+	"encoding/json"
 	"log/slog"
 	"os"
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -45,12 +47,15 @@ func (discard) Ended(error)         {}
 
 // alerts records what an Enforcer's hooks are told.
 type alerts struct {
-	mu    sync.Mutex
-	got   []pin.Violation
-	ended chan error
+	mu      sync.Mutex
+	got     []pin.Violation
+	alerted chan pin.Violation
+	ended   chan error
 }
 
-func newAlerts() *alerts { return &alerts{ended: make(chan error, 1)} }
+func newAlerts() *alerts {
+	return &alerts{ended: make(chan error, 1), alerted: make(chan pin.Violation, 100)}
+}
 
 func (a *alerts) hooks() *pin.Hooks {
 	return &pin.Hooks{
@@ -58,6 +63,7 @@ func (a *alerts) hooks() *pin.Hooks {
 			a.mu.Lock()
 			a.got = append(a.got, v)
 			a.mu.Unlock()
+			a.alerted <- v
 		},
 		End:    func(err error) { a.ended <- err },
 		Logger: quiet,
@@ -213,18 +219,18 @@ func TestPoisonedDescriptions(t *testing.T) {
 			tools := childtest.Names(t, c.Call(t, "a", "tools/list", nil), "tools", "name")
 			answer := c.Call(t, "a", "tools/call", map[string]any{"name": "add", "arguments": map[string]any{"a": 1, "b": 2}})
 			if kind == "harmless" {
-				if !slices.Equal(tools, []string{"add", "echo"}) || childtest.Error(t, answer) != nil {
+				if !slices.Equal(tools, []string{"add", "echo", "mutate"}) || childtest.Error(t, answer) != nil {
 					t.Fatalf("harmless: %v, %s", tools, answer)
 				}
 				return
 			}
-			if !slices.Equal(tools, []string{"echo"}) || childtest.Error(t, answer) == nil {
+			if !slices.Equal(tools, []string{"echo", "mutate"}) || childtest.Error(t, answer) == nil {
 				t.Errorf("poisoned: tools %v, call %s", tools, answer)
 			}
 
 			loose := pin.New(&pin.Options{Inspection: pin.Inspection{AllowHiddenUnicode: true, MaxDescriptionBytes: -1}})
 			c2 := startChild(t, loose.Interceptor(a.hooks()), env, exe)
-			if tools := childtest.Names(t, c2.Call(t, "a", "tools/list", nil), "tools", "name"); !slices.Equal(tools, []string{"add", "echo"}) {
+			if tools := childtest.Names(t, c2.Call(t, "a", "tools/list", nil), "tools", "name"); !slices.Equal(tools, []string{"add", "echo", "mutate"}) {
 				t.Errorf("loosened: %v", tools)
 			}
 		})
@@ -234,4 +240,53 @@ func TestPoisonedDescriptions(t *testing.T) {
 func startChild(t *testing.T, intercept peer.Interceptor, env []string, command ...string) *childtest.Child {
 	t.Helper()
 	return childtest.StartEnv(t, intercept, env, command...)
+}
+
+// A server that changes a pinned tool and says so with
+// notifications/tools/list_changed is listed again by the bridge at once:
+// the changed tool is refused and alerted even though no client listed
+// again. Without Hooks.Call, it stays callable until a client lists.
+func TestRelistOnListChanged(t *testing.T) {
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	env := append(os.Environ(), childEnv+"=harmless")
+	lock, _ := capture(t, pin.Inspection{}, env, exe)
+	for _, relist := range []bool{true, false} {
+		a := newAlerts()
+		var conn atomic.Pointer[peer.Conn]
+		hooks := a.hooks()
+		if relist {
+			hooks.Call = func(ctx context.Context, method string, params any) (json.RawMessage, error) {
+				return conn.Load().Call(ctx, method, params)
+			}
+		}
+		c := startChild(t, pin.New(&pin.Options{Lock: lock, LockFile: "l.json"}).Interceptor(hooks), env, exe)
+		conn.Store(c.Conn)
+		if rpcErr := childtest.Error(t, c.Call(t, "a", "tools/call", map[string]any{"name": "mutate"})); rpcErr != nil {
+			t.Fatal(rpcErr)
+		}
+		add := func() *jsonrpc.Error {
+			return childtest.Error(t, c.Call(t, "a", "tools/call", map[string]any{"name": "add", "arguments": map[string]any{"a": 1, "b": 2}}))
+		}
+		if !relist {
+			waitFor(t, c, "notifications/tools/list_changed")
+			if rpcErr := add(); rpcErr != nil {
+				t.Fatalf("without relisting, add is refused before any list: %v", rpcErr)
+			}
+			continue
+		}
+		select {
+		case v := <-a.alerted:
+			if v.Name != "add" || !strings.Contains(v.Problem, "changed since it was pinned") {
+				t.Fatalf("alert %+v", v)
+			}
+		case <-time.After(time.Minute):
+			t.Fatal("no alert in a minute")
+		}
+		if rpcErr := add(); rpcErr == nil || !strings.Contains(rpcErr.Message, "changed since it was pinned in l.json") {
+			t.Fatalf("calling the changed tool: %v", rpcErr)
+		}
+	}
 }

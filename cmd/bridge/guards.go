@@ -70,8 +70,10 @@ func (g *guards) close() error {
 // forConn returns the interceptor chain of one session's connection (nil
 // when there is nothing to intercept), and what to call once that
 // connection has ended. end ends the session (--on-pin-violation
-// end-session); it must not block.
-func (g *guards) forConn(session string, logger *slog.Logger, end func(error)) (peer.Interceptor, func(reason string)) {
+// end-session); it must not block. call sends a request of the bridge's
+// own on that connection (peer.Conn.Call), for the pin enforcer to list
+// tools again when the server says they changed; nil: it does not.
+func (g *guards) forConn(session string, logger *slog.Logger, end func(error), call pin.CallFunc) (peer.Interceptor, func(reason string)) {
 	var chain []peer.Interceptor
 	ended := func(string) {}
 	if g.audit != nil {
@@ -83,7 +85,7 @@ func (g *guards) forConn(session string, logger *slog.Logger, end func(error)) (
 		chain = append(chain, g.policy.Interceptor(&policy.Options{Caller: g.caller, Logger: logger}))
 	}
 	if g.pins != nil {
-		hooks := &pin.Hooks{End: end, Logger: logger}
+		hooks := &pin.Hooks{End: end, Logger: logger, Call: call}
 		if g.audit != nil {
 			hooks.Alert = func(origin any, v pin.Violation) { g.audit.Alert(session, origin, v.Kind, v.Name, v.Problem) }
 		}
