@@ -32,9 +32,33 @@
 //     session at any time, after which it MUST respond to requests containing
 //     that session ID with HTTP 404 Not Found" (basic/transports, 2025-06-18).
 //
-// Forwarding grants nothing: the owner authenticates the forwarded request
-// exactly as if the client had reached it directly (the Authorization header
-// is passed through unchanged).
+// A forwarded request never carries the client's credentials (issue 13,
+// item 2): an instance holding the secret can name any address as owner,
+// and the secret used to reach every local server in its environment, so
+// an owner is not trusted with the client's bearer token. Instead:
+//
+//   - The forwarding instance authenticates the client itself (all
+//     instances accept the same tokens, Options.Tokens). A request without
+//     a valid token is not forwarded: it is served locally, where the
+//     bridge answers 401.
+//   - It removes Authorization and adds ForwardAuthHeader:
+//     "<unix time>.<principal>.<mac>", where principal is the hex SHA-256 of
+//     the client's token (empty without tokens) and mac an HMAC-SHA256,
+//     under the shared secret, over the owner's address, the session ID,
+//     the time and the principal.
+//   - The owner checks the MAC against its own address and the session ID,
+//     and the time within ForwardAuthMaxAge; then it puts back the one of
+//     its own tokens whose hash is the principal, so the bridge
+//     authenticates the request, and binds it to the session's principal,
+//     exactly as if the client had come directly. A header that fails any
+//     check leaves the request without Authorization: 401.
+//
+// So a forged owner receives a hash of the token, which is of no use at a
+// real instance without the secret, and a header that no other owner, and
+// no other session, accepts. An instance holding the secret is trusted to
+// act for the clients whose requests reach it: that is what an instance
+// is; keep the secret from anything else (the bridge keeps every BRIDGE_*
+// variable from its servers).
 //
 // All instances of a deployment must share the secret. Changing it ends
 // every session: their IDs no longer verify, so they are served where they
@@ -48,6 +72,7 @@ import (
 	"crypto/rand"
 	"crypto/sha256"
 	"encoding/base64"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -59,6 +84,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/mcp-bridge/mcp-bridge/session"
 )
 
 // SessionHeader is the MCP session header; the router reads nothing else.
@@ -68,6 +95,16 @@ const SessionHeader = "Mcp-Session-Id"
 // value is the forwarding instance's address, for the owner's logs. A request
 // that carries it is never forwarded again.
 const HopHeader = "Mcp-Bridge-Forwarded-By"
+
+// ForwardAuthHeader carries a forwarded request's principal, authenticated
+// for one owner and one session; see the package doc.
+const ForwardAuthHeader = "Mcp-Bridge-Forward-Auth"
+
+// ForwardAuthMaxAge bounds how old (or, with clocks apart, how far in the
+// future) a ForwardAuthHeader may be. It covers clock skew between instances
+// and the time a request body takes to arrive: the header is checked before
+// the body is read.
+const ForwardAuthMaxAge = 2 * time.Minute
 
 // MinSecretBytes is the shortest accepted Secret.
 const MinSecretBytes = 32
@@ -86,6 +123,9 @@ const (
 // versions the format: a later format uses another string.
 const macDomain = "mcp-bridge affinity session id v1\x00"
 
+// forwardDomain separates the forwarded-principal MACs from the session IDs'.
+const forwardDomain = "mcp-bridge affinity forwarded principal v1\x00"
+
 // b64 is strict so that each ID has one spelling: the lenient decoder
 // ignores the unused low bits of the last character, and the registry looks
 // sessions up by the exact string.
@@ -101,6 +141,11 @@ type Options struct {
 	// Secret authenticates the owner address in session IDs. Every instance
 	// of one deployment must use the same secret; at least MinSecretBytes.
 	Secret []byte
+	// Tokens are the bearer tokens the bridge accepts, the same on every
+	// instance. The router checks them before forwarding and restores the
+	// client's on the owner (see the package doc). Empty means the bridge
+	// checks none: requests are forwarded, without Authorization.
+	Tokens []string
 	// Logger receives one line per forwarded request that fails. Nil means
 	// slog.Default().
 	Logger *slog.Logger
@@ -121,6 +166,9 @@ type Router struct {
 	secret []byte
 	logger *slog.Logger
 	proxy  *httputil.ReverseProxy
+	// tokens maps the principal (hex SHA-256) of each accepted token to it.
+	tokens map[string]string
+	now    func() time.Time // time.Now; tests move it
 	// ownTransport is the transport New made, closed by Close; nil when the
 	// caller supplied Options.Transport (the caller owns it then).
 	ownTransport *http.Transport
@@ -141,6 +189,13 @@ func New(opts *Options) (*Router, error) {
 		self:   opts.Self,
 		secret: bytes.Clone(opts.Secret),
 		logger: opts.Logger,
+		tokens: map[string]string{},
+		now:    time.Now,
+	}
+	for _, t := range opts.Tokens {
+		if t != "" {
+			r.tokens[principal(t)] = t
+		}
 	}
 	if r.logger == nil {
 		r.logger = slog.Default()
@@ -231,6 +286,83 @@ func (r *Router) mac(head string) []byte {
 
 type ownerKey struct{}
 
+// forwardKey holds the forwarded request's principal, for rewrite.
+type forwardKey struct{}
+
+// principal names a token without revealing it.
+func principal(token string) string {
+	sum := sha256.Sum256([]byte(token))
+	return hex.EncodeToString(sum[:])
+}
+
+// bearer returns the principal of the request's bearer token, and whether
+// it is one of the accepted tokens. Without tokens, every request passes,
+// with an empty principal.
+func (r *Router) bearer(req *http.Request) (string, bool) {
+	if len(r.tokens) == 0 {
+		return "", true
+	}
+	scheme, tok, ok := strings.Cut(req.Header.Get("Authorization"), " ")
+	if !ok || !strings.EqualFold(scheme, "Bearer") {
+		return "", false
+	}
+	p := principal(strings.TrimSpace(tok))
+	// A map lookup of a hash: the time it takes says nothing useful about
+	// the token.
+	_, ok = r.tokens[p]
+	return p, ok
+}
+
+// forwardMAC authenticates a principal for one owner, session and time.
+func (r *Router) forwardMAC(owner, session, ts, principal string) string {
+	m := hmac.New(sha256.New, r.secret)
+	for _, s := range []string{forwardDomain, owner, session, ts, principal} {
+		m.Write([]byte(s))
+		m.Write([]byte{0})
+	}
+	return b64.EncodeToString(m.Sum(nil)[:macBytes])
+}
+
+// acceptForwarded replaces the credentials of a request that carries
+// ForwardAuthHeader: the client's own token if the header verifies for this
+// instance and the request's session, none otherwise.
+func (r *Router) acceptForwarded(req *http.Request) {
+	v := req.Header.Get(ForwardAuthHeader)
+	req.Header.Del(ForwardAuthHeader)
+	req.Header.Del("Authorization")
+	why := func() string {
+		parts := strings.Split(v, ".")
+		if len(parts) != 3 {
+			return "malformed"
+		}
+		ts, p, mac := parts[0], parts[1], parts[2]
+		sec, err := strconv.ParseInt(ts, 10, 64)
+		if err != nil {
+			return "malformed"
+		}
+		want := r.forwardMAC(r.self, req.Header.Get(SessionHeader), ts, p)
+		if !hmac.Equal([]byte(mac), []byte(want)) {
+			return "its MAC does not verify for this instance and session"
+		}
+		if age := r.now().Sub(time.Unix(sec, 0)); age > ForwardAuthMaxAge || age < -ForwardAuthMaxAge {
+			return "it is too old, or the instances' clocks are apart by more than " + ForwardAuthMaxAge.String()
+		}
+		if p == "" {
+			return "" // no tokens on the forwarding instance
+		}
+		tok, ok := r.tokens[p]
+		if !ok {
+			return "its principal's token is not accepted here; do all instances share the same tokens?"
+		}
+		req.Header.Set("Authorization", "Bearer "+tok)
+		return ""
+	}()
+	if why != "" {
+		r.logger.Warn("affinity: refusing the credentials of a forwarded request",
+			"session", req.Header.Get(SessionHeader), "forwarded_by", req.Header.Get(HopHeader), "reason", why)
+	}
+}
+
 // Wrap returns a handler that forwards each request whose session ID names
 // another instance to that instance, and hands every other request to next:
 // requests without a session ID (initialize, /healthz), sessions this
@@ -238,6 +370,9 @@ type ownerKey struct{}
 // already forwarded.
 func (r *Router) Wrap(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		if _, ok := req.Header[ForwardAuthHeader]; ok {
+			r.acceptForwarded(req)
+		}
 		id := req.Header.Get(SessionHeader)
 		if id == "" {
 			next.ServeHTTP(w, req)
@@ -254,7 +389,7 @@ func (r *Router) Wrap(next http.Handler) http.Handler {
 			// dialled (an alias, or a reused IP). Forwarding again could
 			// loop; serving locally answers 404, so the client starts over.
 			r.logger.Warn("affinity: not forwarding a request twice; serving it here",
-				"session", id, "owner", owner, "self", r.self, "forwarded_by", from)
+				"session", session.LogForm(r.logger, id), "owner", owner, "self", r.self, "forwarded_by", from)
 			next.ServeHTTP(w, req)
 			return
 		}
@@ -266,8 +401,17 @@ func (r *Router) Wrap(next http.Handler) http.Handler {
 		// message), the two race, the transport's read fails, and it closes
 		// the connection in the middle of the owner's SSE stream. Full
 		// duplex leaves the body to the transport alone.
+		p, ok := r.bearer(req)
+		if !ok {
+			// Only an authenticated client is forwarded: served here, the
+			// bridge answers 401.
+			next.ServeHTTP(w, req)
+			return
+		}
 		_ = http.NewResponseController(w).EnableFullDuplex()
-		r.proxy.ServeHTTP(w, req.WithContext(context.WithValue(req.Context(), ownerKey{}, owner)))
+		ctx := context.WithValue(req.Context(), ownerKey{}, owner)
+		ctx = context.WithValue(ctx, forwardKey{}, p)
+		r.proxy.ServeHTTP(w, req.WithContext(ctx))
 	})
 }
 
@@ -295,6 +439,12 @@ func (r *Router) rewrite(pr *httputil.ProxyRequest) {
 		}
 	}
 	pr.Out.Header.Set(HopHeader, r.self)
+	// The client's credentials stay here; the owner gets the principal,
+	// authenticated for it alone (see the package doc).
+	pr.Out.Header.Del("Authorization")
+	ts := strconv.FormatInt(r.now().Unix(), 10)
+	p, _ := pr.In.Context().Value(forwardKey{}).(string)
+	pr.Out.Header.Set(ForwardAuthHeader, ts+"."+p+"."+r.forwardMAC(owner, pr.In.Header.Get(SessionHeader), ts, p))
 }
 
 // proxyError answers a request that could not be forwarded.
@@ -310,13 +460,13 @@ func (r *Router) proxyError(w http.ResponseWriter, req *http.Request, err error)
 		// Nobody listens at the owner's address any more: its task stopped
 		// or is shutting down, and the session ended with it.
 		r.logger.Info("affinity: the session's owner is unreachable; answering 404 so the client starts a new session",
-			"session", id, "owner", owner, "err", err)
+			"session", session.LogForm(r.logger, id), "owner", owner, "err", err)
 		writeJSONRPCError(w, http.StatusNotFound, -32001,
 			"session not found: the bridge instance that held it is gone; start a new session with initialize")
 		return
 	}
 	r.logger.Warn("affinity: forwarding to the session's owner failed",
-		"session", id, "owner", owner, "err", err)
+		"session", session.LogForm(r.logger, id), "owner", owner, "err", err)
 	writeJSONRPCError(w, http.StatusBadGateway, -32603,
 		"the bridge instance holding this session did not answer; retry the request")
 }

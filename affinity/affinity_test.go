@@ -28,11 +28,11 @@ type instance struct {
 	local  http.HandlerFunc // what local does after recording; nil answers "served by <addr>"
 }
 
-func newInstance(t *testing.T, secret []byte) *instance {
+func newInstance(t *testing.T, secret []byte, tokens ...string) *instance {
 	t.Helper()
 	in := &instance{}
 	in.srv = httptest.NewUnstartedServer(nil)
-	r, err := New(&Options{Self: in.srv.Listener.Addr().String(), Secret: secret, Logger: testLogger(t)})
+	r, err := New(&Options{Self: in.srv.Listener.Addr().String(), Secret: secret, Tokens: tokens, Logger: testLogger(t)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -209,8 +209,8 @@ func TestOwnerRejectsUnverifiedIDs(t *testing.T) {
 }
 
 func TestWrapForwardsToOwner(t *testing.T) {
-	a := newInstance(t, testSecret)
-	b := newInstance(t, testSecret)
+	a := newInstance(t, testSecret, "other", "tok")
+	b := newInstance(t, testSecret, "tok", "other")
 	c := newClient(t)
 
 	id, err := a.router.NewID()

@@ -121,7 +121,7 @@ func startInstance(t *testing.T, name string, secret []byte) *instance {
 		Logger: logger,
 	}
 	if secret != nil {
-		in.router, err = affinity.New(&affinity.Options{Self: in.addr, Secret: secret, Logger: logger})
+		in.router, err = affinity.New(&affinity.Options{Self: in.addr, Secret: secret, Tokens: []string{token}, Logger: logger})
 		if err != nil {
 			t.Fatal(err)
 		}

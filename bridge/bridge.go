@@ -25,11 +25,13 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"os"
 	"slices"
 	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/mcp-bridge/mcp-bridge/sandbox"
@@ -40,6 +42,21 @@ import (
 const (
 	DefaultPath     = "/mcp"
 	DefaultSSERetry = time.Second
+	// DefaultBodyReadTimeout bounds the reading of one POST body: a client
+	// that stalls mid-body would otherwise hold its connection forever.
+	// 4 MiB (the default message limit) arrives within it at about 1 Mbit/s.
+	DefaultBodyReadTimeout = 30 * time.Second
+	// DefaultWriteTimeout bounds each write to a client: one SSE event
+	// (with its flush) or one JSON answer. A client that stops reading
+	// loses its connection after it; an open stream is never cut by it,
+	// however long it waits between events.
+	DefaultWriteTimeout = 30 * time.Second
+	// DefaultMaxBodyBytesInFlight bounds the memory held by POST bodies
+	// being read, all connections together: 64 bodies of 4 MiB at once.
+	DefaultMaxBodyBytesInFlight = 256 << 20
+	// DefaultIdleTimeout is how long a keep-alive connection may wait for
+	// its next request (http.Server.IdleTimeout, set by the command).
+	DefaultIdleTimeout = 90 * time.Second
 )
 
 // Options configure a Handler. Every zero value means the documented default.
@@ -74,6 +91,23 @@ type Options struct {
 	// SSERetry is the reconnection delay announced with the retry field
 	// when SSEPollAfter is set. Zero means DefaultSSERetry.
 	SSERetry time.Duration
+	// BodyReadTimeout bounds the reading of a POST body, from the end of
+	// its headers; a body still incomplete then gets 408 and the connection
+	// closes. It applies to the body only, never to a stream. Zero means
+	// DefaultBodyReadTimeout; negative means no limit.
+	BodyReadTimeout time.Duration
+	// WriteTimeout bounds each write to the client: one SSE event with its
+	// flush, or one JSON answer; a client that does not take it within
+	// that time loses its connection (it may resume with Last-Event-ID).
+	// Time between events does not count. Zero means DefaultWriteTimeout;
+	// negative means no limit.
+	WriteTimeout time.Duration
+	// MaxBodyBytesInFlight bounds the buffers of POST bodies being read,
+	// over all connections: a body that would go beyond gets 503 with
+	// Retry-After, so that clients stalling near the end of large bodies
+	// cannot hold unbounded memory. Zero means DefaultMaxBodyBytesInFlight;
+	// negative means no limit.
+	MaxBodyBytesInFlight int64
 	// Logger receives the handler's logs. Nil means slog.Default().
 	Logger *slog.Logger
 }
@@ -86,7 +120,8 @@ type Handler struct {
 	tokens [][]byte
 	mux    *http.ServeMux
 
-	draining atomic.Bool
+	draining  atomic.Bool
+	bodyBytes atomic.Int64 // capacity of the buffers of bodies being read
 }
 
 // NewHandler returns the HTTP handler of the MCP endpoint, /healthz and /readyz.
@@ -105,6 +140,15 @@ func NewHandler(reg *session.Registry, opts *Options) *Handler {
 	if o.SSERetry <= 0 {
 		o.SSERetry = DefaultSSERetry
 	}
+	if o.BodyReadTimeout == 0 {
+		o.BodyReadTimeout = DefaultBodyReadTimeout
+	}
+	if o.WriteTimeout == 0 {
+		o.WriteTimeout = DefaultWriteTimeout
+	}
+	if o.MaxBodyBytesInFlight == 0 {
+		o.MaxBodyBytesInFlight = DefaultMaxBodyBytesInFlight
+	}
 	if o.Logger == nil {
 		o.Logger = slog.Default()
 	}
@@ -121,6 +165,14 @@ func NewHandler(reg *session.Registry, opts *Options) *Handler {
 	h.mux.HandleFunc("GET "+o.Path, h.guard(h.serveGet))
 	h.mux.HandleFunc("DELETE "+o.Path, h.guard(h.serveDelete))
 	h.mux.HandleFunc("OPTIONS "+o.Path, h.servePreflight)
+	// The mux serves HEAD with the GET handler, which would open (and take
+	// over) the standalone stream and never end: HEAD is no method of the
+	// transport.
+	h.mux.HandleFunc("HEAD "+o.Path, func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Allow", "GET, POST, DELETE, OPTIONS")
+		writeError(w, http.StatusMethodNotAllowed, nil, session.CodeInvalidRequest,
+			"Method Not Allowed: use GET, POST or DELETE", nil)
+	})
 	h.mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
 		io.WriteString(w, "ok\n")
 	})
@@ -128,7 +180,23 @@ func NewHandler(reg *session.Registry, opts *Options) *Handler {
 	return h
 }
 
-func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) { h.mux.ServeHTTP(w, r) }
+func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if h.opts.WriteTimeout > 0 {
+		// A stream leaves a write deadline on its connection for the end
+		// of its response, which net/http writes after the handler
+		// returned; the next request on a kept-alive connection starts
+		// without one.
+		http.NewResponseController(w).SetWriteDeadline(time.Time{})
+	}
+	h.mux.ServeHTTP(w, r)
+}
+
+// extendWrite gives the next write to the client WriteTimeout to complete.
+func (h *Handler) extendWrite(rc *http.ResponseController) {
+	if h.opts.WriteTimeout > 0 {
+		rc.SetWriteDeadline(time.Now().Add(h.opts.WriteTimeout))
+	}
+}
 
 // Drain makes the handler refuse new sessions and report not ready, at
 // shutdown. Open streams stay open: a client whose standalone stream ended
@@ -333,7 +401,7 @@ func (h *Handler) lookup(w http.ResponseWriter, r *http.Request, owner string) *
 		return nil
 	}
 	if sess.Owner() != owner {
-		h.logger.Warn("refused a request for a session created with another token", "session", id)
+		h.logger.Warn("refused a request for a session created with another token", "session", sess.LogID())
 		writeError(w, http.StatusForbidden, nil, session.CodeInvalidRequest,
 			"Forbidden: this session belongs to another credential", nil)
 		return nil
@@ -371,9 +439,24 @@ func (h *Handler) servePost(w http.ResponseWriter, r *http.Request, owner string
 			"Bad Request: Last-Event-ID belongs on a GET request (resumption is always via GET)", nil)
 		return
 	}
-	body, err := readBody(w, r, h.opts.MaxMessageBytes)
+	body, err := h.readBody(w, r)
 	if err != nil {
 		var tooBig *http.MaxBytesError
+		if err == errBodyBudget {
+			h.logger.Warn("refused a POST body: the bodies being read hold the memory allowed", "max_body_bytes_in_flight", h.opts.MaxBodyBytesInFlight,
+				"hint", "raise --max-body-bytes-in-flight if these clients are legitimate")
+			w.Header().Set("Connection", "close")
+			w.Header().Set("Retry-After", "5")
+			writeError(w, http.StatusServiceUnavailable, nil, session.CodeServerError,
+				"Service Unavailable: too many request bodies are being read at once (--max-body-bytes-in-flight); retry later", nil)
+			return
+		}
+		if errors.Is(err, os.ErrDeadlineExceeded) {
+			w.Header().Set("Connection", "close")
+			writeError(w, http.StatusRequestTimeout, nil, session.CodeInvalidRequest,
+				fmt.Sprintf("Request Timeout: the body did not arrive within %s (--body-read-timeout)", h.opts.BodyReadTimeout), nil)
+			return
+		}
 		if errors.As(err, &tooBig) {
 			writeError(w, http.StatusRequestEntityTooLarge, nil, session.CodeInvalidRequest,
 				fmt.Sprintf("Request Entity Too Large: a message may have at most %d bytes (--max-message-bytes)", tooBig.Limit), nil)
@@ -436,6 +519,17 @@ func (h *Handler) servePost(w http.ResponseWriter, r *http.Request, owner string
 	case errors.Is(err, session.ErrDuplicateID):
 		writeError(w, http.StatusBadRequest, nil, session.CodeInvalidRequest, "Bad Request: "+err.Error(), nil)
 		return
+	case errors.Is(err, session.ErrTooManyRequests):
+		// 429: nothing of the POST reached the server, and the client may
+		// send it again once answers come (the spec lets a server refuse
+		// input with an HTTP error status and an id-less JSON-RPC error).
+		w.Header().Set("Retry-After", "1")
+		writeError(w, http.StatusTooManyRequests, nil, session.CodeServerError, "Too Many Requests: "+err.Error(), nil)
+		return
+	case errors.Is(err, session.ErrStdinFull):
+		w.Header().Set("Retry-After", "1")
+		writeError(w, http.StatusServiceUnavailable, nil, session.CodeServerError, "Service Unavailable: "+err.Error(), nil)
+		return
 	case err != nil:
 		writeError(w, http.StatusInternalServerError, nil, session.CodeInternalError, err.Error(), nil)
 		return
@@ -464,6 +558,15 @@ func (h *Handler) initialize(w http.ResponseWriter, r *http.Request, owner strin
 		w.Header().Set("Retry-After", "5")
 		writeError(w, http.StatusServiceUnavailable, rawID, session.CodeServerError, "Service Unavailable: "+err.Error(), nil)
 		return
+	case errors.Is(err, syscall.EMFILE), errors.Is(err, syscall.ENFILE):
+		// Out of file descriptors is a passing overload, not a broken
+		// server: the client may retry.
+		h.logger.Error("out of file descriptors: cannot start an MCP server", "err", err,
+			"hint", "raise the open-file limit (ulimit -n), or lower --max-sessions / --max-connections")
+		w.Header().Set("Retry-After", "5")
+		writeError(w, http.StatusServiceUnavailable, rawID, session.CodeServerError,
+			"Service Unavailable: the bridge is out of file descriptors; retry later", nil)
+		return
 	case err != nil:
 		status := http.StatusInternalServerError
 		if errors.Is(err, sandbox.ErrLaunch) {
@@ -487,18 +590,87 @@ func (h *Handler) initialize(w http.ResponseWriter, r *http.Request, owner strin
 	h.answer(w, r, sess, reader, false, params.Params.ProtocolVersion >= primingVersion)
 }
 
+// errBodyBudget: a body would take the buffers of bodies being read beyond
+// MaxBodyBytesInFlight.
+var errBodyBudget = errors.New("too many bytes of request bodies in flight")
+
+// bodyFirstBytes is the first buffer of a body larger than it: the buffer
+// then doubles as bytes arrive. A declared length is never trusted for an
+// allocation: a client that declares 4 MiB and sends nothing must not hold
+// 4 MiB (issue 13). What bodies hold together is bounded by
+// MaxBodyBytesInFlight.
+const bodyFirstBytes = 64 << 10
+
 // readBody reads a request body of at most limit bytes, failing with
-// *http.MaxBytesError beyond. A body of declared length is read into a
-// slice of that size, without io.ReadAll's growing.
-func readBody(w http.ResponseWriter, r *http.Request, limit int64) ([]byte, error) {
-	if n := r.ContentLength; n >= 0 && n <= limit {
-		body := make([]byte, n)
-		if _, err := io.ReadFull(r.Body, body); err != nil {
+// *http.MaxBytesError beyond, and with an error matching
+// os.ErrDeadlineExceeded if it is not complete within timeout (if
+// positive). The buffer grows with the bytes received, geometrically, up
+// to the declared length: at most twice what arrived, never more than the
+// limit. A body of declared length up to bodyFirstBytes is read into a
+// slice of that size.
+func (h *Handler) readBody(w http.ResponseWriter, r *http.Request) (_ []byte, err error) {
+	limit, timeout := h.opts.MaxMessageBytes, h.opts.BodyReadTimeout
+	n := r.ContentLength
+	if n > limit {
+		return nil, &http.MaxBytesError{Limit: limit}
+	}
+	if timeout > 0 {
+		// A deadline on this body only: http.Server.ReadTimeout would
+		// also cut the SSE stream of the answer. It is lifted once the
+		// body is read; after a failure it stays, so that net/http's
+		// discarding of the rest of the body is bounded too.
+		rc := http.NewResponseController(w)
+		if rc.SetReadDeadline(time.Now().Add(timeout)) == nil {
+			defer func() {
+				if err == nil {
+					rc.SetReadDeadline(time.Time{})
+				}
+			}()
+		}
+	}
+	src, max := r.Body, n
+	if n < 0 {
+		// Unknown length (chunked): room for one byte beyond the limit,
+		// which MaxBytesReader refuses.
+		src, max = http.MaxBytesReader(w, r.Body, limit), limit+1
+	}
+	// held is what this body counts in MaxBodyBytesInFlight: the capacity
+	// of its buffer, until it is read (then the message is the session's).
+	var held int64
+	defer func() { h.bodyBytes.Add(-held) }()
+	grow := func(size int64) bool {
+		if lim := h.opts.MaxBodyBytesInFlight; lim > 0 && h.bodyBytes.Add(size-held) > lim {
+			h.bodyBytes.Add(held - size)
+			return false
+		}
+		held = size
+		return true
+	}
+	if !grow(min(max, bodyFirstBytes)) {
+		return nil, errBodyBudget
+	}
+	buf := make([]byte, 0, held)
+	for {
+		if len(buf) == cap(buf) {
+			if int64(len(buf)) >= max {
+				return buf, nil // the declared length, all read
+			}
+			if !grow(min(max, 2*int64(cap(buf)))) {
+				return nil, errBodyBudget
+			}
+			buf = slices.Grow(buf, int(held)-len(buf))
+		}
+		m, err := src.Read(buf[len(buf):cap(buf)])
+		buf = buf[:len(buf)+m]
+		switch {
+		case err == io.EOF && n >= 0 && int64(len(buf)) < n:
+			return nil, io.ErrUnexpectedEOF
+		case err == io.EOF:
+			return buf, nil
+		case err != nil:
 			return nil, err
 		}
-		return body, nil
 	}
-	return io.ReadAll(http.MaxBytesReader(w, r.Body, limit))
 }
 
 // parseBody splits a POST body into its messages.
@@ -542,6 +714,7 @@ func (h *Handler) answer(w http.ResponseWriter, r *http.Request, sess *session.S
 		out = append(out, data)
 	}
 	w.Header()["Content-Type"] = jsonContentType
+	h.extendWrite(http.NewResponseController(w))
 	switch {
 	case len(out) == 0:
 		writeError(w, http.StatusInternalServerError, nil, session.CodeInternalError, "the request was cancelled or the session ended", nil)
@@ -638,6 +811,13 @@ func (h *Handler) stream(w http.ResponseWriter, r *http.Request, sess *session.S
 	hd["X-Accel-Buffering"] = sseNoBuffering
 	w.WriteHeader(http.StatusOK)
 	rc := http.NewResponseController(w)
+	// Each event gets WriteTimeout to reach the client (issue 13): a client
+	// that stops reading loses its connection instead of holding it and
+	// this goroutine forever, also after its session ended. The deadline
+	// is renewed before each event, so a stream may wait for its next
+	// event as long as it takes. The last renewal covers the end of the
+	// response, written by net/http after this returns.
+	defer h.extendWrite(rc)
 
 	ctx := r.Context()
 	poll := h.opts.SSEPollAfter > 0 && prime
@@ -654,6 +834,7 @@ func (h *Handler) stream(w http.ResponseWriter, r *http.Request, sess *session.S
 		if poll {
 			retryMS = h.opts.SSERetry.Milliseconds()
 		}
+		h.extendWrite(rc)
 		if err := writePrime(w, reader, retryMS); err != nil {
 			return
 		}
@@ -676,12 +857,13 @@ func (h *Handler) stream(w http.ResponseWriter, r *http.Request, sess *session.S
 			return // the end of the handler flushes what is buffered
 		case errors.Is(err, session.ErrEventsPurged):
 			h.logger.Warn("closing an SSE connection whose reader fell behind the session's event log",
-				"session", sess.ID(), "stream", reader.Stream(),
+				"session", sess.LogID(), "stream", reader.Stream(),
 				"hint", "raise --log-max-events / --log-max-bytes or read the stream faster")
 			return
 		case err == session.ErrNotYet:
 			// No event within primeFlushDelay: send the headers and the
 			// priming event now, then wait as long as it takes.
+			h.extendWrite(rc)
 			if err := rc.Flush(); err != nil {
 				return
 			}
@@ -692,11 +874,13 @@ func (h *Handler) stream(w http.ResponseWriter, r *http.Request, sess *session.S
 				// "If the server does close the connection prior to
 				// terminating the SSE stream, it SHOULD send an SSE event
 				// with a standard retry field before closing the connection."
+				h.extendWrite(rc)
 				io.WriteString(w, "retry: "+strconv.FormatInt(h.opts.SSERetry.Milliseconds(), 10)+"\n\n")
 				rc.Flush()
 			}
 			return // superseded, or the client left: the stream stays in the log
 		}
+		h.extendWrite(rc)
 		if err := writeEvent(w, reader.Stream(), seq, data); err != nil {
 			return
 		}

@@ -252,6 +252,65 @@ func TestChildCrashMidCall(t *testing.T) {
 	}
 }
 
+// TestChildClosesStdout: a server that closes its stdout but keeps running
+// ends its session at once: the call gets an error that says so, and the
+// server is stopped (issue 13, item 4).
+func TestChildClosesStdout(t *testing.T) {
+	b := startBridge(t, bridgeConfig{})
+	cs := connect(t, b.URL, nil)
+	pid := childPID(t, cs)
+	sess, err := b.Reg.Get(cs.ID())
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = cs.CallTool(ctxT(t), &mcp.CallToolParams{Name: "close-stdout"})
+	if err == nil || !strings.Contains(err.Error(), "closed its stdout") {
+		t.Fatalf("a call whose server closed its stdout: %v, want an error saying so", err)
+	}
+	<-sess.Stopped()
+	if !errors.Is(sess.Err(), session.ErrStdoutClosed) {
+		t.Fatalf("session ended with %v", sess.Err())
+	}
+	if !processGone(pid) {
+		t.Fatalf("child %d still exists after closing its stdout", pid)
+	}
+}
+
+// TestNotAnMCPServer: `bridge -- cat` echoes initialize and never answers
+// it; the initialize timeout ends the session with an error naming the
+// process, and cat is stopped (issue 13, item 5).
+func TestNotAnMCPServer(t *testing.T) {
+	b := startBridge(t, bridgeConfig{command: []string{"cat"}, session: session.Options{InitializeTimeout: time.Second}})
+	resp := rawPost(t, b.URL, initBody("2025-06-18"), nil)
+	body := readAll(t, resp.Body)
+	for _, want := range []string{"did not answer initialize", "pid ", "--initialize-timeout"} {
+		if !strings.Contains(body, want) {
+			t.Errorf("initialize against cat: %d %s; want it to say %q", resp.StatusCode, body, want)
+		}
+	}
+	if n := b.Reg.Len(); n != 0 {
+		t.Fatalf("%d sessions left", n)
+	}
+}
+
+// TestMaxRequestsPerSession: beyond the cap, a POST gets 429 with a
+// JSON-RPC error, and nothing reaches the server.
+func TestMaxRequestsPerSession(t *testing.T) {
+	b := startBridge(t, bridgeConfig{session: session.Options{MaxRequests: 1}})
+	cs, cancel, done := callWait(t, b.URL)
+	defer func() { cancel(); <-done }()
+	sess, err := b.Reg.Get(cs.ID())
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp := rawPost(t, b.URL, `{"jsonrpc":"2.0","id":99,"method":"tools/list"}`,
+		map[string]string{"Mcp-Session-Id": cs.ID(), "MCP-Protocol-Version": sess.ProtocolVersion()})
+	body := readAll(t, resp.Body)
+	if resp.StatusCode != http.StatusTooManyRequests || !strings.Contains(body, "too many requests in flight") {
+		t.Fatalf("a request beyond the cap: %d %s", resp.StatusCode, body)
+	}
+}
+
 func TestChildExitsBeforeInitialize(t *testing.T) {
 	b := startBridge(t, bridgeConfig{mode: "exit-early"})
 	resp := rawPost(t, b.URL, initBody("2025-11-25"), nil)

@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"strings"
 	"testing"
+	"unicode/utf8"
 
 	"github.com/mcp-bridge/mcp-bridge/bridge"
 	"github.com/mcp-bridge/mcp-bridge/session"
@@ -58,6 +59,8 @@ func TestBadInput(t *testing.T) {
 		{"missing session", "POST", list, map[string]string{}, 400, session.CodeInvalidRequest, "Mcp-Session-Id"},
 		{"unknown session", "POST", list, map[string]string{"Mcp-Session-Id": "nope"}, 404, session.CodeInvalidRequest, "does not exist"},
 		{"unsupported version", "POST", list, withSession(map[string]string{"MCP-Protocol-Version": "1999-01-01"}), 400, session.CodeInvalidRequest, "unsupported MCP-Protocol-Version"},
+		{"id in two cases", "POST", `{"jsonrpc":"2.0","id":5,"ID":6,"method":"tools/list"}`, withSession(map[string]string{}), 400, session.CodeInvalidRequest, "another case"},
+		{"method in two cases", "POST", `{"jsonrpc":"2.0","id":5,"method":"tools/list","Method":"initialize"}`, withSession(map[string]string{}), 400, session.CodeInvalidRequest, "another case"},
 		{"initialize in a session", "POST", initBody("2025-11-25"), withSession(map[string]string{}), 400, session.CodeInvalidRequest, "initialize"},
 		{"last-event-id on POST", "POST", list, withSession(map[string]string{"Last-Event-ID": "1_1"}), 400, session.CodeInvalidRequest, "GET"},
 		{"disallowed origin", "POST", list, withSession(map[string]string{"Origin": "https://evil.example"}), 403, session.CodeInvalidRequest, "Origin"},
@@ -355,5 +358,24 @@ func TestStandaloneTakeoverAndPending(t *testing.T) {
 			t.Fatalf("the second standalone stream ended: %q %v", got, err)
 		}
 		got += string(buf[:n])
+	}
+}
+
+// TestErrorEchoesOnlyValidIDs: an error answer names the request's id only
+// if it is one to echo; else null, and the body stays valid UTF-8 and small
+// (issue 13, item 8).
+func TestErrorEchoesOnlyValidIDs(t *testing.T) {
+	b := startBridge(t, bridgeConfig{})
+	for _, id := range []string{"\"a\xffb\"", strings.Repeat("9", 100000), `{"x":1}`} {
+		resp := rawPost(t, b.URL, `{"jsonrpc":"1.0","id":`+id+`,"method":"tools/list"}`, nil)
+		body := readAll(t, resp.Body)
+		if resp.StatusCode != http.StatusBadRequest || !utf8.ValidString(body) || len(body) > 1000 ||
+			!strings.Contains(body, `"id":null`) {
+			t.Errorf("id %.20s: %d %.300q, want 400 with a null id", id, resp.StatusCode, body)
+		}
+	}
+	resp := rawPost(t, b.URL, `{"jsonrpc":"1.0","id":"é-7","method":"tools/list"}`, nil)
+	if body := readAll(t, resp.Body); !strings.Contains(body, `"id":"é-7"`) {
+		t.Errorf("a valid id is echoed: %s", body)
 	}
 }

@@ -1,7 +1,7 @@
 package bridge_test
 
 // The test binary plays the stdio MCP server behind the bridge: TestMain
-// re-runs it as a Go SDK server when BRIDGE_TEST_CHILD is set, the way the
+// re-runs it as a Go SDK server when MCP_BRIDGE_TEST_CHILD is set, the way the
 // SDK's own cmd_test.go does. Every test talks to real processes.
 
 import (
@@ -24,7 +24,8 @@ import (
 	"github.com/mcp-bridge/mcp-bridge/session"
 )
 
-const childEnv = "BRIDGE_TEST_CHILD"
+// Not BRIDGE_*: the bridge never passes those to a server (issue 13).
+const childEnv = "MCP_BRIDGE_TEST_CHILD"
 
 func TestMain(m *testing.M) {
 	if mode := os.Getenv(childEnv); mode != "" {
@@ -120,6 +121,14 @@ func runChild(mode string) {
 		os.Exit(3)
 		return nil, nil, nil
 	})
+	// close-stdout closes the server's stdout in the middle of the call and
+	// keeps running: it can answer nothing more (issue 13, item 4).
+	mcp.AddTool(server, &mcp.Tool{Name: "close-stdout"}, func(ctx context.Context, _ *mcp.CallToolRequest, _ struct{}) (*mcp.CallToolResult, any, error) {
+		os.Stdout.Close()
+		<-ctx.Done()
+		time.Sleep(time.Hour) // until stopped
+		return nil, nil, nil
+	})
 	// garbage writes a line that is not JSON-RPC to stdout (one write, so
 	// it cannot interleave with the SDK's own lines), then answers.
 	mcp.AddTool(server, &mcp.Tool{Name: "garbage"}, func(context.Context, *mcp.CallToolRequest, struct{}) (*mcp.CallToolResult, any, error) {
@@ -169,6 +178,9 @@ type bridgeConfig struct {
 	command []string
 	session session.Options
 	bridge  bridge.Options
+	// server, if set, adjusts the HTTP server before it starts (its
+	// listener, its ConnState hook).
+	server func(*httptest.Server)
 }
 
 // startBridge starts a bridge on a loopback port; it is shut down at the
@@ -199,7 +211,11 @@ func startBridge(t testing.TB, cfg bridgeConfig) *testBridge {
 	bo := cfg.bridge
 	bo.Logger = logger
 	h := bridge.NewHandler(reg, &bo)
-	srv := httptest.NewServer(h)
+	srv := httptest.NewUnstartedServer(h)
+	if cfg.server != nil {
+		cfg.server(srv)
+	}
+	srv.Start()
 	tb := &testBridge{URL: srv.URL + h.Path(), Reg: reg, Handler: h, srv: srv}
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)

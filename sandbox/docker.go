@@ -158,6 +158,8 @@ type DockerOptions struct {
 	// If empty, a random name "bridge-<16 hex>" is used, so only the
 	// dead-process rule of RemoveLeftovers applies.
 	Instance string
+	// StderrRate bounds the stderr lines logged per session; see StderrRate.
+	StderrRate StderrRate
 	// Logger receives the servers' stderr lines and lifecycle events, with
 	// the attributes session=<session ID> and container=<12 hex>, and the
 	// image pull progress. If nil, slog.Default() at the time of NewDocker.
@@ -444,7 +446,7 @@ func (d *Docker) Launch(ctx context.Context, sessionID string) (Process, error) 
 		id:         id,
 		sessionID:  sessionID,
 		logger:     logger,
-		stderr:     newStderrLogger(logger, 0, 0),
+		stderr:     newStderrLogger(logger, 0, 0).withRate(d.opts.StderrRate),
 		outputDone: make(chan struct{}),
 		exited:     make(chan struct{}),
 		done:       make(chan struct{}),

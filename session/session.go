@@ -19,6 +19,7 @@ import (
 	"bytes"
 	"context"
 	"crypto/rand"
+	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
@@ -37,6 +38,18 @@ const (
 	DefaultIdleTimeout     = 30 * time.Minute
 	DefaultMaxSessions     = 1000
 	DefaultMaxMessageBytes = 4 << 20
+	// DefaultInitializeTimeout matches the request timeout of the usual
+	// clients: one that waited longer for initialize would be rare.
+	DefaultInitializeTimeout = time.Minute
+	// DefaultRequestTimeout is generous: a tool call may run for minutes
+	// (and progress notifications extend it).
+	DefaultRequestTimeout = 10 * time.Minute
+	// DefaultMaxRequests bounds a session's requests in flight: clients
+	// run a few at once; 40,000 unanswered ones cost 43 MB (issue 13).
+	DefaultMaxRequests = 100
+	// DefaultMaxQueuedBytes bounds the bytes of a session waiting to be
+	// written to its server's stdin: four messages of the largest size.
+	DefaultMaxQueuedBytes = 4 * DefaultMaxMessageBytes
 )
 
 // Options configure a Registry. Every zero value means the documented default.
@@ -60,6 +73,29 @@ type Options struct {
 	// means DefaultLogMaxEvents and DefaultLogMaxBytes.
 	LogMaxEvents int
 	LogMaxBytes  int64
+	// InitializeTimeout ends a session whose server has not answered its
+	// initialize request after this long (a command that is not an MCP
+	// server, like cat, never does): the server is stopped and the request
+	// answered with an error naming it and its last stderr lines. Zero
+	// means DefaultInitializeTimeout; a negative value disables it.
+	InitializeTimeout time.Duration
+	// RequestTimeout answers a request the server has not answered after
+	// this long with a JSON-RPC error (CodeRequestTimeout), and sends the
+	// server notifications/cancelled for it. A progress notification for
+	// the request restarts it. A client disconnecting is no cancellation,
+	// so this is what ends the calls nobody waits for. Zero means
+	// DefaultRequestTimeout; a negative value disables it.
+	RequestTimeout time.Duration
+	// MaxRequests bounds the requests in flight in one session; a POST
+	// beyond it fails with ErrTooManyRequests. Zero means
+	// DefaultMaxRequests.
+	MaxRequests int
+	// MaxQueuedBytes bounds the bytes of client messages waiting to be
+	// written to one session's server (a server that stops reading its
+	// stdin blocks them); a POST beyond it fails with ErrStdinFull rather
+	// than waiting with its body. A single message is always accepted when
+	// nothing waits. Zero means DefaultMaxQueuedBytes.
+	MaxQueuedBytes int64
 	// Logger receives the sessions' logs. Nil means slog.Default().
 	Logger *slog.Logger
 	// Inflight, if set, is told the number of client requests in flight
@@ -79,6 +115,10 @@ var (
 	ErrShuttingDown = errors.New("the bridge is shutting down")
 	// ErrDuplicateID: a request reuses the ID of a request still in flight.
 	ErrDuplicateID = errors.New("a request with this id is already in flight in this session")
+	// ErrTooManyRequests: MaxRequests are in flight in the session.
+	ErrTooManyRequests = errors.New("too many requests in flight in this session")
+	// ErrStdinFull: MaxQueuedBytes already wait for the server's stdin.
+	ErrStdinFull = errors.New("the MCP server is not reading its input fast enough")
 )
 
 // Reasons a session ends; Session.Err wraps one of them.
@@ -86,6 +126,8 @@ var (
 	ErrDeleted          = errors.New("the client ended the session (HTTP DELETE)")
 	ErrIdle             = errors.New("the session was idle for longer than the idle timeout")
 	ErrServerExited     = errors.New("the MCP server exited")
+	ErrStdoutClosed     = errors.New("the MCP server closed its stdout")
+	ErrInitTimeout      = errors.New("the MCP server did not answer initialize in time")
 	ErrOversizedMessage = errors.New("the MCP server wrote a message larger than the limit")
 	ErrShutdown         = errors.New("the bridge is shutting down")
 )
@@ -94,6 +136,7 @@ var (
 type Registry struct {
 	opts   Options
 	logger *slog.Logger
+	debug  bool // logs show session IDs whole (see logID)
 
 	mu       sync.Mutex
 	sessions map[string]*Session
@@ -129,11 +172,51 @@ func NewRegistry(opts *Options) *Registry {
 	if o.MaxMessageBytes <= 0 {
 		o.MaxMessageBytes = DefaultMaxMessageBytes
 	}
+	if o.InitializeTimeout == 0 {
+		o.InitializeTimeout = DefaultInitializeTimeout
+	}
+	if o.RequestTimeout == 0 {
+		o.RequestTimeout = DefaultRequestTimeout
+	}
+	if o.MaxRequests <= 0 {
+		o.MaxRequests = DefaultMaxRequests
+	}
+	if o.MaxQueuedBytes <= 0 {
+		o.MaxQueuedBytes = DefaultMaxQueuedBytes
+	}
 	if o.Logger == nil {
 		o.Logger = slog.Default()
 	}
 	r.logger = o.Logger
+	r.debug = o.Logger.Enabled(context.Background(), slog.LevelDebug)
 	return r
+}
+
+// logID is the form of a session ID that this registry's logs show (see
+// LogForm), decided once: the logger's level does not change.
+func (r *Registry) logID(id string) string {
+	if r.debug {
+		return id
+	}
+	return shortID(id)
+}
+
+// LogForm is the form of a session ID that logs show: without tokens the
+// ID is the only credential of a session, and logs are read by more people
+// than the clients (issue 13, item 12). It is the first 8 hex digits of the
+// ID's SHA-256, enough to follow one session through the logs and useless
+// to reach it; when logger has debug enabled it is the ID itself.
+// Everything that logs a session ID uses it (or Session.LogID).
+func LogForm(logger *slog.Logger, id string) string {
+	if logger.Enabled(context.Background(), slog.LevelDebug) {
+		return id
+	}
+	return shortID(id)
+}
+
+func shortID(id string) string {
+	sum := sha256.Sum256([]byte(id))
+	return hex.EncodeToString(sum[:4])
 }
 
 func randomID() (string, error) {
@@ -169,14 +252,18 @@ func (r *Registry) Create(ctx context.Context, owner string) (*Session, error) {
 	if err != nil {
 		return nil, fmt.Errorf("making a session ID: %w", err)
 	}
-	logger := r.logger.With("session", id)
-	proc, err := r.opts.Launcher.Launch(ctx, id)
+	logID := r.logID(id)
+	logger := r.logger.With("session", logID)
+	// The launcher names the session in its logs and container labels:
+	// it gets the log form too, never the credential.
+	proc, err := r.opts.Launcher.Launch(ctx, logID)
 	if err != nil {
 		logger.Error("cannot start the MCP server for a new session", "err", err)
-		return nil, fmt.Errorf("session %s: %w", id, err)
+		return nil, err // a launcher's error names the session (sandbox.Launcher)
 	}
 	s := &Session{
 		id:        id,
+		logID:     logID,
 		owner:     owner,
 		reg:       r,
 		proc:      proc,
@@ -324,6 +411,7 @@ func (r *Registry) remove(s *Session) {
 // A Session is one client's session with its own MCP server.
 type Session struct {
 	id     string
+	logID  string // what logs show of id
 	owner  string
 	reg    *Registry
 	proc   sandbox.Process
@@ -333,6 +421,13 @@ type Session struct {
 	// wmu serializes writes to the server's stdin: one line per message.
 	wmu   sync.Mutex
 	stdin io.Writer
+
+	// queued counts the bytes of messages waiting for wmu or in write.
+	queued atomic.Int64
+
+	// initTimedOut is set when initialize was not answered in time, before
+	// the server is stopped; readServer then says so as the reason.
+	initTimedOut atomic.Bool
 
 	lastActivity atomic.Int64 // time since epoch of the last client message
 	idle         *time.Timer  // nil when there is no idle timeout; set under mu
@@ -346,6 +441,13 @@ type Session struct {
 	// childReqs maps the server's requests to the stream they went on,
 	// until the client answers (for notifications/cancelled).
 	childReqs map[ID]int64
+	// deadlines fires at the earliest deadline of the requests in flight
+	// (or later: a call answered early leaves it as it is, and a firing
+	// finds the next one). One timer per session rather than per request:
+	// arming and stopping one per request cost more than a scan of the
+	// calls, at most MaxRequests, when it fires. Nil until first armed.
+	deadlines *time.Timer
+	armedAt   time.Time // zero when deadlines is not armed
 	// standalone is the current standalone stream (0: none yet).
 	standalone      int64
 	protocolVersion string
@@ -367,6 +469,8 @@ type call struct {
 	method string
 	token  ID
 	post   *post
+	// deadline is when the request times out (zero: never).
+	deadline time.Time
 }
 
 // lazyIDBytes is the largest request a call keeps whole instead of
@@ -378,7 +482,7 @@ func (c *call) init(data []byte, method string, p *post) {
 	if len(data) <= lazyIDBytes {
 		c.msg = data // Post owns the message (no copy)
 	} else {
-		c.msg, c.idOnly = RawID(data), true
+		c.msg, c.idOnly = rawID(data), true
 	}
 }
 
@@ -387,7 +491,16 @@ func (c *call) rawID() []byte {
 	if c.idOnly {
 		return c.msg
 	}
-	return RawID(c.msg)
+	return rawID(c.msg)
+}
+
+// echoID is the id for the bridge's own answer to the request: rawID if
+// it is one to echo, else nil (null).
+func (c *call) echoID() []byte {
+	if id := c.rawID(); echoable(id) {
+		return id
+	}
+	return nil
 }
 
 // post is the stream of one POST carrying requests.
@@ -407,6 +520,11 @@ type postOne struct {
 
 // ID is the session's ID.
 func (s *Session) ID() string { return s.id }
+
+// LogID is the session's ID as logs show it: a short hash that cannot be
+// used to reach the session, or the ID itself when debug logging is on.
+// Everything that logs a session uses it.
+func (s *Session) LogID() string { return s.logID }
 
 // Owner is what the session was bound to at creation.
 func (s *Session) Owner() string { return s.owner }
@@ -450,11 +568,33 @@ type Message struct {
 // are in flight: the caller must not modify it.
 func (s *Session) Post(msgs []Message, asJSON bool) (*Reader, error) {
 	s.touch()
+	// Bytes waiting for the server's stdin are bounded: a server that
+	// stopped reading would otherwise hold every POST's body (issue 13).
+	var size int64
+	for _, m := range msgs {
+		size += int64(len(m.Data)) + 1
+	}
+	if q := s.queued.Add(size); q > s.reg.opts.MaxQueuedBytes && q != size {
+		s.queued.Add(-size)
+		return nil, fmt.Errorf("%w: %d bytes already wait to be written to its stdin (the limit is %d, --max-queued-bytes); retry later", ErrStdinFull, q-size, s.reg.opts.MaxQueuedBytes)
+	}
+	defer s.queued.Add(-size)
 	s.mu.Lock()
 	if s.closed {
 		s.mu.Unlock()
 		return nil, ErrNotFound
 	}
+	requests := 0
+	for _, m := range msgs {
+		if m.Env.Kind == KindRequest {
+			requests++
+		}
+	}
+	if requests > 0 && len(s.inflight)+requests > s.reg.opts.MaxRequests {
+		s.mu.Unlock()
+		return nil, fmt.Errorf("%w: the limit is %d (--max-requests-per-session); wait for answers, or cancel requests with notifications/cancelled", ErrTooManyRequests, s.reg.opts.MaxRequests)
+	}
+	var now time.Time
 	var p *post
 	var one *postOne
 	for i := range msgs {
@@ -486,6 +626,13 @@ func (s *Session) Post(msgs []Message, asJSON bool) (*Reader, error) {
 			c = new(call)
 		}
 		c.init(msgs[i].Data, env.Method, p)
+		if timeout := s.timeoutFor(env.Method); timeout > 0 {
+			if now.IsZero() {
+				now = time.Now()
+			}
+			c.deadline = now.Add(timeout)
+			s.armLocked(c.deadline)
+		}
 		if env.ProgressToken != "" && !asJSON {
 			c.token = env.ProgressToken
 			s.progress[c.token] = c
@@ -640,10 +787,13 @@ func (s *Session) Close(reason error) {
 	s.reason = reason
 	msg := "session ended: " + reason.Error()
 	for id, c := range s.inflight {
-		s.log.Append(c.post.stream, ErrorResponse(c.rawID(), CodeServerError, msg, nil))
+		s.log.Append(c.post.stream, ErrorResponse(c.echoID(), CodeServerError, msg, nil))
 		s.answeredLocked(id, c)
 	}
 	s.log.FinishAll()
+	if s.deadlines != nil {
+		s.deadlines.Stop()
+	}
 	s.mu.Unlock()
 
 	close(s.done)
@@ -677,6 +827,15 @@ var epoch = time.Now()
 func (s *Session) touch() { s.lastActivity.Store(int64(time.Since(epoch))) }
 
 func (s *Session) checkIdle() {
+	// A session whose request is still running is not idle, however long
+	// the call takes (issue 13: a 9 s call with a 5 s idle timeout
+	// failed); the request timeout bounds such calls instead.
+	s.mu.Lock()
+	busy := len(s.inflight) > 0
+	s.mu.Unlock()
+	if busy {
+		s.touch()
+	}
 	idle := time.Since(epoch) - time.Duration(s.lastActivity.Load())
 	if left := s.reg.opts.IdleTimeout - idle; left > 0 {
 		s.mu.Lock()
@@ -709,6 +868,17 @@ func (s *Session) readServer() {
 		if len(line) == 0 {
 			continue
 		}
+		if bytes.IndexByte(line, '\r') >= 0 {
+			// A bare CR is JSON white space between tokens, but it ends a
+			// line in SSE, and would cut the event short (issue 13, item
+			// 10). A space is the same JSON; inside a string a raw CR is
+			// invalid JSON anyway, which Parse refuses. The line is ours.
+			for i, c := range line {
+				if c == '\r' {
+					line[i] = ' '
+				}
+			}
+		}
 		env, err := Parse(line)
 		if err != nil {
 			s.logger.Warn("skipping a line from the MCP server that is not a JSON-RPC message",
@@ -717,12 +887,48 @@ func (s *Session) readServer() {
 		}
 		s.route(line, env)
 	}
-	werr := s.proc.Wait()
-	if werr == nil {
-		werr = errors.New("exit status 0")
+	// Stdout has ended: the server can answer nothing more, whether or
+	// not it exits (issue 13, item 4: one that closed stdout and kept
+	// running left a session whose calls hung). A server that exits closes
+	// stdout as it does, so its exit status, which says why, is waited for
+	// briefly; one that is still running then is stopped by Close.
+	exited := make(chan error, 1)
+	s.reg.wg.Add(1)
+	go func() { // ends when the server does, which Close makes sure of
+		defer s.reg.wg.Done()
+		exited <- s.proc.Wait()
+	}()
+	grace := time.NewTimer(exitStatusWait)
+	defer grace.Stop()
+	select {
+	case werr := <-exited:
+		if werr == nil {
+			werr = errors.New("exit status 0")
+		}
+		if s.initTimedOut.Load() {
+			s.Close(s.initTimeoutError(werr))
+			return
+		}
+		s.Close(fmt.Errorf("%w: %w", ErrServerExited, werr))
+	case <-grace.C:
+		s.Close(fmt.Errorf("%w but kept running; it was stopped", ErrStdoutClosed))
+	case <-s.done:
 	}
-	s.Close(fmt.Errorf("%w: %w", ErrServerExited, werr))
 }
+
+// initTimeoutError is the reason a session ends when its server did not
+// answer initialize: it names the server and says how it ended, with its
+// last stderr lines (in werr, a *sandbox.ExitError).
+func (s *Session) initTimeoutError(werr error) error {
+	return fmt.Errorf("%w: the server (%s) gave no answer within %s and was stopped: %w; check that the command is an MCP server speaking stdio, or raise --initialize-timeout if it starts slowly",
+		ErrInitTimeout, s.proc.ID(), s.reg.opts.InitializeTimeout, werr)
+}
+
+// exitStatusWait is how long a session whose server closed its stdout
+// waits for the server's exit status before it ends without it. A server
+// that exits closes stdout at the same moment; the wait only covers the
+// reaping of the process on a loaded machine.
+const exitStatusWait = time.Second
 
 func truncate(b []byte, n int) string {
 	if len(b) <= n {
@@ -752,6 +958,12 @@ func (s *Session) route(data []byte, env Envelope) {
 	case KindNotification:
 		if env.ProgressToken != "" && env.Method == "notifications/progress" {
 			if c := s.progress[env.ProgressToken]; c != nil {
+				// "Receiving a progress notification MAY reset the timeout":
+				// the request is alive. The timer is not touched: when it
+				// fires it finds the later deadline.
+				if !c.deadline.IsZero() {
+					c.deadline = time.Now().Add(s.timeoutFor(c.method))
+				}
 				s.log.Append(c.post.stream, data)
 				return
 			}
@@ -798,4 +1010,97 @@ func initializeVersion(data []byte) string {
 	}
 	_ = json.Unmarshal(data, &r)
 	return r.Result.ProtocolVersion
+}
+
+// CodeRequestTimeout answers a request the server did not answer within
+// the request timeout (the code the MCP TypeScript SDK uses for its own
+// request timeouts).
+const CodeRequestTimeout = -32001
+
+// timeoutFor is the timeout of a request of this method, or 0 for none.
+func (s *Session) timeoutFor(method string) time.Duration {
+	d := s.reg.opts.RequestTimeout
+	if method == "initialize" {
+		d = s.reg.opts.InitializeTimeout
+	}
+	return max(d, 0)
+}
+
+// armLocked makes the deadlines timer fire no later than at.
+func (s *Session) armLocked(at time.Time) {
+	switch {
+	case s.deadlines == nil:
+		s.deadlines = time.AfterFunc(time.Until(at), s.expire)
+	case s.armedAt.IsZero() || at.Before(s.armedAt):
+		s.deadlines.Reset(time.Until(at))
+	default:
+		return
+	}
+	s.armedAt = at
+}
+
+// expire answers the requests whose deadline has passed and arms the
+// timer for the next one. A request times out with an error answer and a
+// notifications/cancelled to the server ("the receiver SHOULD issue a
+// cancellation notification for that request and stop waiting for a
+// response"); an initialize that times out ends the session instead, since
+// a server that cannot initialize can do nothing else.
+func (s *Session) expire() {
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return
+	}
+	s.armedAt = time.Time{}
+	now := time.Now()
+	var next time.Time
+	var cancels []Message
+	initExpired := false
+	for id, c := range s.inflight {
+		switch {
+		case c.deadline.IsZero():
+		case c.deadline.After(now):
+			if next.IsZero() || c.deadline.Before(next) {
+				next = c.deadline
+			}
+		case c.method == "initialize":
+			initExpired = true
+		default:
+			timeout := s.timeoutFor(c.method)
+			s.logger.Warn("a request timed out; answering it with an error and cancelling it at the MCP server",
+				"method", c.method, "timeout", timeout, "hint", "raise --request-timeout if calls legitimately run longer")
+			s.log.Append(c.post.stream, ErrorResponse(c.echoID(), CodeRequestTimeout,
+				fmt.Sprintf("request timed out: the MCP server gave no answer within %s (--request-timeout)", timeout), nil))
+			cancels = append(cancels, cancelMessage(c.rawID(), timeout))
+			s.answeredLocked(id, c)
+		}
+	}
+	if !next.IsZero() {
+		s.armLocked(next)
+	}
+	s.mu.Unlock()
+	if initExpired && !s.initTimedOut.Swap(true) {
+		// Stopping the server ends its stdout; readServer then ends the
+		// session with the reason and the server's last stderr lines.
+		s.logger.Warn("the MCP server did not answer initialize in time; stopping it",
+			"server", s.proc.ID(), "timeout", s.reg.opts.InitializeTimeout)
+		s.reg.wg.Add(1)
+		go func() {
+			defer s.reg.wg.Done()
+			_ = s.proc.Stop(context.Background())
+		}()
+	}
+	if len(cancels) > 0 {
+		// The timer's goroutine writes: a server that does not read its
+		// stdin blocks it until the session ends and closes the pipe.
+		if err := s.write(cancels); err != nil {
+			s.Close(fmt.Errorf("%w: writing to its stdin failed: %v", ErrServerExited, err))
+		}
+	}
+}
+
+// cancelMessage is the notifications/cancelled for the request rawID.
+func cancelMessage(rawID []byte, timeout time.Duration) Message {
+	data := fmt.Appendf(nil, `{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":%s,"reason":"the request timed out after %s"}}`, rawID, timeout)
+	return Message{Data: data, Env: Envelope{Kind: KindNotification, Method: "notifications/cancelled"}}
 }

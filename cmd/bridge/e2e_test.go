@@ -10,17 +10,31 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
 
+	"github.com/mcp-bridge/mcp-bridge/sandbox"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"go.uber.org/goleak"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+func TestMain(m *testing.M) {
+	// The bridge supervises its local servers with its own binary: in
+	// tests that call serve, the test binary (see sandbox/supervise.go).
+	if len(os.Args) > 1 && os.Args[1] == sandbox.SuperviseArg {
+		sandbox.Supervise(os.Args[2:])
+	}
+	// The test binary also plays servers (local_e2e_test.go).
+	if mode := os.Getenv(e2eChildEnv); mode != "" {
+		runE2EChild(mode)
+		os.Exit(0)
+	}
+	goleak.VerifyTestMain(m)
+}
 
 // buildBinaries compiles the bridge and the example server once per test.
 func buildBinaries(t testing.TB) (bridgeBin, helloBin string) {
@@ -69,6 +83,7 @@ type bridgeProc struct {
 	cmd     *exec.Cmd
 	url     string
 	started chan int      // the pid of each MCP server the bridge logs as started
+	stderr  chan string   // the servers' stderr lines, as the bridge logs them
 	done    chan []string // the log lines, once the process closed stderr
 }
 
@@ -87,15 +102,15 @@ func startBridgeBinary(t testing.TB, bin string, args ...string) *bridgeProc {
 	}
 	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
 	urls := make(chan string, 1)
-	p := &bridgeProc{cmd: cmd, started: make(chan int, 1024), done: make(chan []string, 1)}
+	p := &bridgeProc{cmd: cmd, started: make(chan int, 1024), stderr: make(chan string, 1024), done: make(chan []string, 1)}
 	go func() {
 		var lines []string
 		sc := bufio.NewScanner(stderr)
 		for sc.Scan() {
 			lines = append(lines, sc.Text())
 			var rec struct {
-				Msg, URL string
-				PID      int
+				Msg, URL, Line string
+				PID            int
 			}
 			if json.Unmarshal(sc.Bytes(), &rec) == nil {
 				switch rec.Msg {
@@ -104,6 +119,11 @@ func startBridgeBinary(t testing.TB, bin string, args ...string) *bridgeProc {
 				case "MCP server started":
 					select {
 					case p.started <- rec.PID:
+					default:
+					}
+				case "server stderr":
+					select {
+					case p.stderr <- rec.Line:
 					default:
 					}
 				}
@@ -146,9 +166,16 @@ func TestShutdownOnSIGTERM(t *testing.T) {
 		defer cs.Close()
 		sessions = append(sessions, cs)
 	}
+	// One supervised server per session, and one spare supervisor that
+	// has started nothing (sandbox.Local keeps it ready).
 	children := childrenOf(t, cmd.Process.Pid)
-	if len(children) != 2 {
-		t.Fatalf("bridge has children %v, want one per session", children)
+	for range 2 {
+		if pid := <-p.started; !slices.Contains(children, pid) {
+			t.Fatalf("bridge has children %v, without the server %d it started", children, pid)
+		}
+	}
+	if len(children) > 3 {
+		t.Fatalf("bridge has children %v, want one per session and a spare", children)
 	}
 
 	callDone := make(chan error, 1)

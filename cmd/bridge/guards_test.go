@@ -3,7 +3,6 @@ package main
 import (
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -18,7 +17,7 @@ import (
 // guardsFor builds the guards of a configuration given as flags.
 func guardsFor(tb testing.TB, args ...string) *guards {
 	tb.Helper()
-	cfg, err := parseConfig(append(args, "--", "srv"), io.Discard)
+	cfg, err := parseConfig(append(args, "--", "srv"))
 	if err != nil {
 		tb.Fatal(err)
 	}

@@ -5,6 +5,7 @@
 //	bridge [flags] -- COMMAND [ARGS...]
 //	bridge image build --from SPEC ...
 //	bridge deploy aws --stack NAME ...
+//	bridge connect URL [flags]
 //	bridge pin --output mcp-lock.json -- COMMAND [ARGS...]
 //
 // Every flag has a BRIDGE_* environment variable; flags win. cmd/bridge owns
@@ -13,6 +14,7 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"flag"
 	"fmt"
@@ -22,16 +24,23 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
+	"runtime/debug"
 	"strings"
 	"syscall"
 	"time"
 
 	"github.com/mcp-bridge/mcp-bridge/affinity"
 	"github.com/mcp-bridge/mcp-bridge/bridge"
+	"github.com/mcp-bridge/mcp-bridge/sandbox"
 	"github.com/mcp-bridge/mcp-bridge/session"
 )
 
 func main() {
+	// The supervisor of a local server (sandbox/supervise.go): this binary
+	// re-executed, before anything else runs.
+	if len(os.Args) > 1 && os.Args[1] == sandbox.SuperviseArg {
+		sandbox.Supervise(os.Args[2:])
+	}
 	os.Exit(run(context.Background(), os.Args[1:], os.Stdout, os.Stderr))
 }
 
@@ -43,12 +52,24 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 			return runImage(args[1:], stdout, stderr)
 		case "deploy":
 			return runDeploy(args[1:], stdout, stderr)
+		case "help":
+			// "bridge help" is a question, not a server named help (that
+			// is "bridge -- help").
+			usage(newFlagSet(defaultConfig()), stdout)
+			return 0
+		case "version", "-version", "--version":
+			fmt.Fprintln(stdout, version())
+			return 0
+		case "connect":
+			return runConnect(ctx, args[1:], os.Stdin, stdout, stderr)
 		case "pin":
 			return runPin(ctx, args[1:], stdout, stderr)
 		}
 	}
-	cfg, err := parseConfig(args, stderr)
+	cfg, err := parseConfig(args)
 	if errors.Is(err, flag.ErrHelp) {
+		// The defaults shown include the environment's.
+		usage(newFlagSet(helpConfig()), stdout)
 		return 0
 	}
 	if err != nil {
@@ -56,11 +77,51 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return 2
 	}
 	logger := newLogger(cfg, stderr)
+	warnLoosenings(cfg, logger)
 	if err := serve(ctx, cfg, logger, nil); err != nil {
+		var se startError
+		if errors.As(err, &se) {
+			// Nothing was served: one plain line, like a configuration error.
+			fmt.Fprintf(stderr, "bridge: %v\n", se.err)
+			return 1
+		}
 		logger.Error("bridge stopped", "err", err)
 		return 1
 	}
 	return 0
+}
+
+// startError is an error of serve before it served anything.
+type startError struct{ err error }
+
+func (e startError) Error() string { return e.err.Error() }
+func (e startError) Unwrap() error { return e.err }
+
+// version is the module version and VCS revision the binary was built from.
+func version() string {
+	v := "bridge (unknown version)"
+	bi, ok := debug.ReadBuildInfo()
+	if !ok {
+		return v
+	}
+	v = "bridge " + bi.Main.Version
+	var rev, at, modified string
+	for _, s := range bi.Settings {
+		switch s.Key {
+		case "vcs.revision":
+			rev = s.Value
+		case "vcs.time":
+			at = s.Value
+		case "vcs.modified":
+			if s.Value == "true" {
+				modified = ", modified"
+			}
+		}
+	}
+	if rev != "" {
+		v += fmt.Sprintf(" (revision %s, %s%s)", rev, at, modified)
+	}
+	return v + " " + bi.GoVersion
 }
 
 func newLogger(cfg *config, w io.Writer) *slog.Logger {
@@ -79,16 +140,16 @@ func serve(ctx context.Context, cfg *config, logger *slog.Logger, ready chan<- n
 
 	g, err := newGuards(cfg, logger)
 	if err != nil {
-		return err
+		return startError{err}
 	}
 	defer g.close()
 	if err := g.unwired(); err != nil {
-		return err
+		return startError{err}
 	}
 
 	launcher, closeLauncher, err := newLauncher(ctx, cfg, logger)
 	if err != nil {
-		return err
+		return startError{explain(err)}
 	}
 	defer closeLauncher()
 
@@ -96,10 +157,10 @@ func serve(ctx context.Context, cfg *config, logger *slog.Logger, ready chan<- n
 	if len(cfg.affinitySecret) > 0 {
 		self, err := affinity.ResolveSelf(ctx, cfg.AffinityAddr, cfg.Listen, nil)
 		if err != nil {
-			return fmt.Errorf("--affinity-addr: %w", err)
+			return startError{fmt.Errorf("--affinity-addr: %w", err)}
 		}
-		if router, err = affinity.New(&affinity.Options{Self: self, Secret: cfg.affinitySecret, Logger: logger}); err != nil {
-			return fmt.Errorf("session affinity: %w", err)
+		if router, err = affinity.New(&affinity.Options{Self: self, Secret: cfg.affinitySecret, Tokens: cfg.tokens, Logger: logger}); err != nil {
+			return startError{fmt.Errorf("session affinity: %w", err)}
 		}
 		defer router.Close()
 		logger.Info("session affinity on: session IDs name this instance", "self", self)
@@ -112,6 +173,11 @@ func serve(ctx context.Context, cfg *config, logger *slog.Logger, ready chan<- n
 		LogMaxEvents:    cfg.LogMaxEvents,
 		LogMaxBytes:     cfg.LogMaxBytes,
 		Logger:          logger,
+
+		InitializeTimeout: cfg.InitializeTimeout,
+		RequestTimeout:    cfg.RequestTimeout,
+		MaxRequests:       cfg.MaxRequestsPerSession,
+		MaxQueuedBytes:    cfg.MaxQueuedBytes,
 	}
 	if router != nil {
 		sessOpts.NewID = router.NewID
@@ -125,20 +191,42 @@ func serve(ctx context.Context, cfg *config, logger *slog.Logger, ready chan<- n
 	}
 	reg := session.NewRegistry(sessOpts)
 	h := bridge.NewHandler(reg, &bridge.Options{
-		Path:            cfg.Path,
-		AllowedOrigins:  cfg.AllowedOrigins,
-		AllowedHosts:    cfg.AllowedHosts,
-		AuthTokens:      cfg.tokens,
-		MaxMessageBytes: int64(cfg.MaxMessageBytes),
-		JSONResponse:    cfg.JSONResponse,
-		SSEPollAfter:    cfg.SSEPollAfter,
-		SSERetry:        cfg.SSERetry,
-		Logger:          logger,
+		Path:                 cfg.Path,
+		AllowedOrigins:       cfg.AllowedOrigins,
+		AllowedHosts:         cfg.AllowedHosts,
+		AuthTokens:           cfg.tokens,
+		MaxMessageBytes:      int64(cfg.MaxMessageBytes),
+		JSONResponse:         cfg.JSONResponse,
+		SSEPollAfter:         cfg.SSEPollAfter,
+		SSERetry:             cfg.SSERetry,
+		BodyReadTimeout:      cfg.BodyReadTimeout,
+		WriteTimeout:         cfg.WriteTimeout,
+		MaxBodyBytesInFlight: cfg.MaxBodyBytesInFlight,
+		Logger:               logger,
 	})
 
+	tlsConf, stopTLS, err := newTLSConfig(cfg, logger)
+	if err != nil {
+		return err
+	}
+	defer stopTLS()
 	ln, err := net.Listen("tcp", cfg.Listen)
 	if err != nil {
-		return fmt.Errorf("listening on %s: %w (is another process using the port? choose another with --listen)", cfg.Listen, err)
+		_ = reg.Shutdown(context.Background())
+		hint := "choose another address with --listen"
+		if errors.Is(err, syscall.EADDRINUSE) {
+			hint = "another process is using the port; " + hint
+		}
+		return startError{fmt.Errorf("--listen %s: %w (%s)", cfg.Listen, err, hint)}
+	}
+	ln = bridge.LimitListener(ln, &bridge.LimitOptions{
+		MaxConnections:          connectionLimit(cfg.MaxConnections, cfg.MaxSessions, logger),
+		MaxConnectionsPerClient: cfg.MaxConnectionsPerClient,
+		Logger:                  logger,
+	})
+	scheme := "http://"
+	if tlsConf != nil {
+		ln, scheme = tls.NewListener(ln, tlsConf), "https://"
 	}
 	var handler http.Handler = h
 	if router != nil {
@@ -147,11 +235,15 @@ func serve(ctx context.Context, cfg *config, logger *slog.Logger, ready chan<- n
 	srv := &http.Server{
 		Handler:           handler,
 		ReadHeaderTimeout: 10 * time.Second,
-		ErrorLog:          slog.NewLogLogger(logger.Handler(), slog.LevelWarn),
+		// No ReadTimeout or WriteTimeout: they would cut long-lived SSE
+		// streams. The handler bounds each body read and each event write
+		// instead (--body-read-timeout, --write-timeout).
+		IdleTimeout: cfg.HTTPIdleTimeout,
+		ErrorLog:    slog.NewLogLogger(logger.Handler(), slog.LevelWarn),
 	}
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(ln) }()
-	logger.Info("bridge listening", "url", "http://"+ln.Addr().String()+cfg.Path,
+	logger.Info("bridge listening", "url", scheme+ln.Addr().String()+cfg.Path,
 		"command", strings.Join(cfg.command, " "), "sandbox", cfg.Sandbox, "auth", len(cfg.tokens) > 0)
 	if ready != nil {
 		ready <- ln.Addr()

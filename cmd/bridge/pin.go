@@ -14,26 +14,7 @@ import (
 	"github.com/mcp-bridge/mcp-bridge/pin"
 )
 
-// pinTimeout bounds how long bridge pin waits for the server to start,
-// initialize and list everything.
-const pinTimeout = 2 * time.Minute
-
-// runPin is "bridge pin": it starts the server once, in the sandbox the
-// flags describe, and writes what it offers to a lock file (--output), or
-// compares that with a lock file (--check) and exits 1 on drift.
-func runPin(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	cfg := &config{}
-	if err := envconfig.Process("", cfg); err != nil {
-		fmt.Fprintf(stderr, "bridge pin: reading %s_* environment variables: %v\n", envPrefix, err)
-		return 2
-	}
-	fs := newFlagSet(cfg, stderr)
-	var output string
-	var check bool
-	fs.StringVar(&output, "output", "", "write the lock to this `file`")
-	fs.BoolVar(&check, "check", false, "compare the server with --pin-file instead: list what was added, removed or changed, exit 1 if anything was")
-	fs.Usage = func() {
-		fmt.Fprint(stderr, `Usage:
+const pinUsage = `Usage:
   bridge pin --output mcp-lock.json [sandbox flags] -- COMMAND [ARGS...]
   bridge pin --check --pin-file mcp-lock.json [sandbox flags] -- COMMAND [ARGS...]
 
@@ -42,21 +23,40 @@ the other sandbox flags apply), and records the digest of each tool, prompt and
 resource template it offers. bridge --pin-file then hides and refuses whatever
 is new or changed. Items whose descriptions hold hidden Unicode or exceed
 --max-description-bytes are not pinned: bridge pin lists them and fails.
+--check prints what was added, removed or changed and exits 1 if anything was.
 
 Run 'bridge --help' for every flag.
-`)
-	}
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return 0
-		}
-		return 2
-	}
-	cfg.command = fs.Args()
+`
+
+// pinTimeout bounds how long bridge pin waits for the server to start,
+// initialize and list everything.
+const pinTimeout = 2 * time.Minute
+
+// runPin is "bridge pin": it starts the server once, in the sandbox the
+// flags describe, and writes what it offers to a lock file (--output), or
+// compares that with a lock file (--check) and exits 1 on drift.
+func runPin(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	cfg := defaultConfig()
 	usageErr := func(msg string) int {
 		fmt.Fprintf(stderr, "bridge pin: %s\nRun 'bridge pin --help' for usage.\n", msg)
 		return 2
 	}
+	if err := envconfig.Process("", cfg); err != nil {
+		return usageErr(envError(err).Error())
+	}
+	fs := newFlagSet(cfg)
+	var output string
+	var check bool
+	fs.StringVar(&output, "output", "", "write the lock to this `file`")
+	fs.BoolVar(&check, "check", false, "compare the server with --pin-file instead: list what was added, removed or changed, exit 1 if anything was")
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			fmt.Fprint(stdout, pinUsage)
+			return 0
+		}
+		return usageErr(flagError(fs, err).Error())
+	}
+	cfg.command = fs.Args()
 	switch {
 	case check && cfg.PinFile == "":
 		return usageErr("--check needs --pin-file, the lock file to compare with")

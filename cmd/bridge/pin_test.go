@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"io"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -12,22 +11,6 @@ import (
 	"github.com/mcp-bridge/mcp-bridge/internal/childtest"
 	"github.com/mcp-bridge/mcp-bridge/pin"
 )
-
-// runBinary runs the bridge binary and returns its exit status and output.
-func runBinary(t *testing.T, bin string, args ...string) (code int, stdout, stderr string) {
-	t.Helper()
-	var out, errOut bytes.Buffer
-	cmd := exec.Command(bin, args...)
-	cmd.Stdout, cmd.Stderr = &out, &errOut
-	err := cmd.Run()
-	if ee, ok := err.(*exec.ExitError); ok {
-		return ee.ExitCode(), out.String(), errOut.String()
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
-	return 0, out.String(), errOut.String()
-}
 
 // bridge pin writes a lock of the everything-server; --check finds no
 // drift against it, and reports each kind of drift against an edited one
@@ -38,7 +21,7 @@ func TestPinCommand(t *testing.T) {
 	dir := t.TempDir()
 	lockFile := filepath.Join(dir, "mcp-lock.json")
 
-	code, stdout, stderr := runBinary(t, bin, "pin", "--output", lockFile, "--", server)
+	stdout, stderr, code := runBinary(t, bin, nil, "pin", "--output", lockFile, "--", server)
 	if code != 0 || !strings.Contains(stdout, "pinned ") {
 		t.Fatalf("bridge pin: exit %d\n%s\n%s", code, stdout, stderr)
 	}
@@ -50,7 +33,7 @@ func TestPinCommand(t *testing.T) {
 		t.Fatalf("the lock misses items: %+v", lock)
 	}
 
-	code, stdout, stderr = runBinary(t, bin, "pin", "--check", "--pin-file", lockFile, "--", server)
+	stdout, stderr, code = runBinary(t, bin, nil, "pin", "--check", "--pin-file", lockFile, "--", server)
 	if code != 0 || !strings.Contains(stdout, "no drift") {
 		t.Fatalf("bridge pin --check on an unchanged server: exit %d\n%s\n%s", code, stdout, stderr)
 	}
@@ -63,7 +46,7 @@ func TestPinCommand(t *testing.T) {
 	if err := lock.WriteFile(edited); err != nil {
 		t.Fatal(err)
 	}
-	code, stdout, stderr = runBinary(t, bin, "pin", "--check", "--pin-file", edited, "--", server)
+	stdout, stderr, code = runBinary(t, bin, nil, "pin", "--check", "--pin-file", edited, "--", server)
 	if code != 1 {
 		t.Fatalf("bridge pin --check on drift: exit %d\n%s\n%s", code, stdout, stderr)
 	}
@@ -125,12 +108,12 @@ func TestGuardConfigErrors(t *testing.T) {
 		{[]string{"--on-pin-violation", "explode", "--", "srv"}, "--on-pin-violation \"explode\": want drop or end-session"},
 		{[]string{"--audit-args", "--", "srv"}, "--audit-args needs --audit-log"},
 	} {
-		_, err := parseConfig(c.args, io.Discard)
+		_, err := parseConfig(c.args)
 		if err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("%q: %v, want %q", c.args, err, c.want)
 		}
 	}
-	c, err := parseConfig([]string{"--", "srv"}, io.Discard)
+	c, err := parseConfig([]string{"--", "srv"})
 	if err != nil || c.MaxDescriptionBytes != pin.DefaultMaxDescriptionBytes || c.OnPinViolation != "drop" {
 		t.Fatalf("defaults: %v %+v", err, c)
 	}

@@ -1,0 +1,193 @@
+package bridge
+
+import (
+	"errors"
+	"io"
+	"log/slog"
+	"net"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/mcp-bridge/mcp-bridge/session"
+)
+
+// Defaults of LimitOptions.
+const (
+	// DefaultMaxConnections bounds the connections open at once. Each
+	// holds a file descriptor and a goroutine; the command lowers it to
+	// what the open-file limit leaves after a reserve for servers' pipes.
+	DefaultMaxConnections = 8192
+	// DefaultMaxConnectionsPerClient bounds the connections of one client
+	// IP address: a client holds a standalone stream and a few POSTs per
+	// session, so this leaves room for hundreds of sessions (or for a
+	// proxy in front, which is one address for all its clients).
+	DefaultMaxConnectionsPerClient = 1024
+)
+
+// LimitOptions configure LimitListener. Every zero value means the
+// documented default; a negative value means no limit.
+type LimitOptions struct {
+	// MaxConnections bounds the connections open at once. Zero means
+	// DefaultMaxConnections.
+	MaxConnections int
+	// MaxConnectionsPerClient bounds the connections open at once from one
+	// IP address. Zero means DefaultMaxConnectionsPerClient.
+	MaxConnectionsPerClient int
+	// Logger receives a warning when connections are refused (at most one
+	// per second). Nil means slog.Default().
+	Logger *slog.Logger
+}
+
+// refuseTimeout bounds the life of a refused connection: writing the 503,
+// then waiting for the client to close (so that closing with its request
+// unread does not reset the connection before the 503 arrives).
+const refuseTimeout = time.Second
+
+// maxRefusing bounds the refused connections being answered at once; beyond
+// it a refused connection is closed without an answer, so that a flood of
+// connections beyond the limits costs at most this many descriptors more.
+const maxRefusing = 64
+
+// LimitListener wraps ln so that it never hands out more connections than
+// the limits allow. A connection beyond them is answered, without reading
+// its request, with a minimal HTTP 503 carrying Retry-After and a JSON-RPC
+// error, then closed: a client learns why instead of seeing a silent drop.
+// A connection counts until it is closed.
+func LimitListener(ln net.Listener, opts *LimitOptions) net.Listener {
+	l := &limitListener{Listener: ln, perClient: make(map[string]int)}
+	if opts != nil {
+		l.opts = *opts
+	}
+	if l.opts.MaxConnections == 0 {
+		l.opts.MaxConnections = DefaultMaxConnections
+	}
+	if l.opts.MaxConnectionsPerClient == 0 {
+		l.opts.MaxConnectionsPerClient = DefaultMaxConnectionsPerClient
+	}
+	if l.opts.Logger == nil {
+		l.opts.Logger = slog.Default()
+	}
+	return l
+}
+
+type limitListener struct {
+	net.Listener
+	opts LimitOptions
+
+	mu        sync.Mutex
+	open      int
+	perClient map[string]int // open connections by client IP; no zero entries
+
+	refusing   atomic.Int32
+	lastWarned atomic.Int64 // unix seconds of the last warning
+}
+
+func (l *limitListener) Accept() (net.Conn, error) {
+	for {
+		c, err := l.Listener.Accept()
+		if err != nil {
+			return nil, err
+		}
+		key := clientKey(c.RemoteAddr())
+		why := l.admit(key)
+		if why == "" {
+			return &limitConn{Conn: c, l: l, key: key}, nil
+		}
+		l.refuse(c, why)
+	}
+}
+
+// admit counts a connection from the client key in, or says which limit
+// refuses it.
+func (l *limitListener) admit(key string) string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if max := l.opts.MaxConnections; max > 0 && l.open >= max {
+		return "the bridge has " + strconv.Itoa(l.open) + " connections open, its limit (--max-connections)"
+	}
+	if max := l.opts.MaxConnectionsPerClient; max > 0 && l.perClient[key] >= max {
+		return "this client address has " + strconv.Itoa(l.perClient[key]) + " connections open, the limit per client (--max-connections-per-client)"
+	}
+	l.open++
+	l.perClient[key]++
+	return ""
+}
+
+func (l *limitListener) release(key string) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.open--
+	if l.perClient[key]--; l.perClient[key] <= 0 {
+		delete(l.perClient, key)
+	}
+}
+
+// refuse answers a connection beyond the limits with 503 and closes it, on
+// its own goroutine: Accept never waits for a client.
+func (l *limitListener) refuse(c net.Conn, why string) {
+	if now := time.Now().Unix(); l.lastWarned.Swap(now) != now {
+		l.opts.Logger.Warn("refusing connections beyond the connection limits", "client", c.RemoteAddr().String(),
+			"reason", why, "hint", "raise --max-connections / --max-connections-per-client if these clients are legitimate")
+	}
+	if l.refusing.Add(1) > maxRefusing {
+		l.refusing.Add(-1)
+		c.Close()
+		return
+	}
+	go func() {
+		defer l.refusing.Add(-1)
+		defer c.Close()
+		c.SetDeadline(time.Now().Add(refuseTimeout))
+		body := session.ErrorResponse(nil, session.CodeServerError, "Service Unavailable: "+why+"; retry later", nil)
+		resp := "HTTP/1.1 503 Service Unavailable\r\nContent-Type: application/json\r\nRetry-After: 5\r\nConnection: close\r\nContent-Length: " +
+			strconv.Itoa(len(body)) + "\r\n\r\n" + string(body)
+		if _, err := io.WriteString(c, resp); err != nil {
+			return
+		}
+		// Half-close and wait for the client's end, reading what it sent:
+		// closing with unread data would reset the connection, and the
+		// client could lose the answer.
+		if cw, ok := c.(interface{ CloseWrite() error }); ok && cw.CloseWrite() == nil {
+			io.Copy(io.Discard, io.LimitReader(c, 64<<10))
+		}
+	}()
+}
+
+// clientKey is the IP address of a client, without its port.
+func clientKey(a net.Addr) string {
+	if ta, ok := a.(*net.TCPAddr); ok {
+		return ta.IP.String()
+	}
+	host, _, err := net.SplitHostPort(a.String())
+	if err != nil {
+		return a.String()
+	}
+	return host
+}
+
+// limitConn releases its place in the limits when closed, once.
+type limitConn struct {
+	net.Conn
+	l      *limitListener
+	key    string
+	closed atomic.Bool
+}
+
+func (c *limitConn) Close() error {
+	err := c.Conn.Close()
+	if c.closed.CompareAndSwap(false, true) {
+		c.l.release(c.key)
+	}
+	return err
+}
+
+// CloseWrite lets net/http half-close the connection after an error
+// answer, as it does for a plain TCP connection.
+func (c *limitConn) CloseWrite() error {
+	if cw, ok := c.Conn.(interface{ CloseWrite() error }); ok {
+		return cw.CloseWrite()
+	}
+	return errors.ErrUnsupported
+}

@@ -1,0 +1,481 @@
+package session
+
+// Session tests with an in-memory child: the test plays the MCP server on
+// the other end of two pipes, so that it can misbehave exactly when and how
+// a test needs (close stdout and keep running, never answer, write a bare
+// CR). Tests of real children live in bridge/ and cmd/bridge/.
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"io"
+	"log/slog"
+	"strings"
+	"sync"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"go.uber.org/goleak"
+
+	"github.com/mcp-bridge/mcp-bridge/sandbox"
+)
+
+// memProc is a sandbox.Process whose server is the test. Its pipes are
+// io.Pipes, so that a goroutine waiting on one is durably blocked for
+// testing/synctest; a pump reads stdin into lines, so that the bridge's
+// writes do not wait for the test.
+type memProc struct {
+	inR   *io.PipeReader // the pump reads what the bridge writes to stdin
+	inW   *io.PipeWriter
+	outR  *io.PipeReader // the bridge reads what the test writes to stdout
+	outW  *io.PipeWriter
+	lines chan string // stdin's lines; closed when stdin ends
+
+	exitOnce sync.Once
+	exited   chan struct{} // closed when the "process" has exited
+	err      error         // the exit status, set before exited is closed
+
+	stopOnce sync.Once
+	stopped  chan struct{} // closed when Stop was called
+
+	// resume, if not nil, holds the pump until closed: the server does
+	// not read its stdin yet.
+	resume chan struct{}
+}
+
+func newMemProc(paused bool) *memProc {
+	p := &memProc{exited: make(chan struct{}), stopped: make(chan struct{}), lines: make(chan string, 1<<16)}
+	if paused {
+		p.resume = make(chan struct{})
+	}
+	p.inR, p.inW = io.Pipe()
+	p.outR, p.outW = io.Pipe()
+	// The pump ends when the process exits (exit closes inR) or the
+	// bridge closes stdin.
+	go func() {
+		defer close(p.lines)
+		sc := bufio.NewScanner(p.inR)
+		sc.Buffer(nil, 64<<20)
+		if p.resume != nil {
+			select {
+			case <-p.resume:
+			case <-p.exited:
+				return
+			}
+		}
+		for sc.Scan() {
+			p.lines <- sc.Text()
+		}
+	}()
+	return p
+}
+
+func (p *memProc) ID() string            { return "mem 1" }
+func (p *memProc) Stdin() io.WriteCloser { return p.inW }
+func (p *memProc) Stdout() io.Reader     { return p.outR }
+func (p *memProc) Wait() error           { <-p.exited; return p.err }
+func (p *memProc) Stop(context.Context) error {
+	p.stopOnce.Do(func() { close(p.stopped) })
+	p.exit(&sandbox.ExitError{Code: -1, Signal: "killed", Stderr: []string{"mem: stopped"}})
+	return nil
+}
+
+// exit ends the "process": its pipes close, as the kernel would close them.
+func (p *memProc) exit(err error) {
+	p.exitOnce.Do(func() {
+		p.err = err
+		p.inR.CloseWithError(io.ErrClosedPipe)
+		p.outW.Close()
+		close(p.exited)
+	})
+}
+
+// readLine returns the next line the bridge wrote to the server's stdin.
+func (p *memProc) readLine(t *testing.T) string {
+	t.Helper()
+	line, ok := <-p.lines
+	if !ok {
+		t.Fatal("the server's stdin ended")
+	}
+	return line
+}
+
+// send writes data to the server's stdout as it is.
+func (p *memProc) send(t *testing.T, data string) {
+	t.Helper()
+	if _, err := io.WriteString(p.outW, data); err != nil {
+		t.Fatalf("writing the server's stdout: %v", err)
+	}
+}
+
+// memLauncher hands out memProcs and lets the test take each one.
+type memLauncher struct {
+	procs  chan *memProc
+	ids    chan string
+	paused bool // children start without reading their stdin
+}
+
+func newMemLauncher() *memLauncher {
+	return &memLauncher{procs: make(chan *memProc, 16), ids: make(chan string, 16)}
+}
+
+func (l *memLauncher) Launch(_ context.Context, id string) (sandbox.Process, error) {
+	p := newMemProc(l.paused)
+	l.procs <- p
+	l.ids <- id
+	return p, nil
+}
+
+// newTestRegistry returns a registry of in-memory children, shut down at
+// the end of the test. A test outside testing/synctest (whose bubble
+// checks this itself) calls checkLeaks before it, so that its check runs
+// after the shutdown.
+func newTestRegistry(t *testing.T, opts Options) (*Registry, *memLauncher) {
+	t.Helper()
+	l := newMemLauncher()
+	opts.Launcher = l
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.DiscardHandler)
+	}
+	r := NewRegistry(&opts)
+	t.Cleanup(func() {
+		if err := r.Shutdown(context.Background()); err != nil {
+			t.Error(err)
+		}
+	})
+	return r, l
+}
+
+func checkLeaks(t *testing.T) { t.Cleanup(func() { goleak.VerifyNone(t) }) }
+
+// msg parses a client message for Post.
+func msg(t *testing.T, data string) Message {
+	t.Helper()
+	env, err := Parse([]byte(data))
+	if err != nil {
+		t.Fatalf("Parse(%s): %v", data, err)
+	}
+	return Message{Data: []byte(data), Env: env}
+}
+
+// postMsg sends one message and returns the reader of its stream (nil for a
+// notification or response).
+func postMsg(t *testing.T, s *Session, data string) *Reader {
+	t.Helper()
+	r, err := s.Post([]Message{msg(t, data)}, false)
+	if err != nil {
+		t.Fatalf("Post(%s): %v", data, err)
+	}
+	return r
+}
+
+// next returns the next event of r, failing the test at the stream's end.
+func next(t *testing.T, r *Reader) string {
+	t.Helper()
+	_, data, err := r.Next(context.Background())
+	if err != nil {
+		t.Fatalf("reading a stream: %v", err)
+	}
+	return string(data)
+}
+
+// startSession creates a session and takes its child.
+func startSession(t *testing.T, reg *Registry, l *memLauncher) (*Session, *memProc) {
+	t.Helper()
+	s, err := reg.Create(context.Background(), "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	<-l.ids
+	return s, <-l.procs
+}
+
+// TestServerCRIsWhiteSpace: a bare CR is JSON white space, and a server
+// may put one between tokens; it must not reach the SSE framing, where it
+// ends a line (issue 13, item 10).
+func TestServerCRIsWhiteSpace(t *testing.T) {
+	checkLeaks(t)
+	reg, l := newTestRegistry(t, Options{})
+	s, p := startSession(t, reg, l)
+	r := postMsg(t, s, `{"jsonrpc":"2.0","id":5,"method":"tools/list"}`)
+	p.readLine(t)
+	p.send(t, "{\"jsonrpc\":\"2.0\",\r\"id\":5,\r\"result\":{\"tools\":[],\"x\":\"a\\rb\"}\r}\r\n")
+	got := next(t, r)
+	if want := `{"jsonrpc":"2.0", "id":5, "result":{"tools":[],"x":"a\rb"} }`; got != want {
+		t.Fatalf("event data %q, want %q", got, want)
+	}
+	if bytes.ContainsAny([]byte(got), "\r\n") {
+		t.Fatalf("event data holds a line break: %q", got)
+	}
+	if _, _, err := r.Next(context.Background()); err != io.EOF {
+		t.Fatalf("the stream must end after its answer, got %v", err)
+	}
+}
+
+// TestStdoutClosedEndsSession: a server that closes its stdout and keeps
+// running can answer nothing more. The session ends, its requests in
+// flight get an error that says why, and the server is stopped (issue 13,
+// item 4), instead of a zombie session waiting for DELETE or idle.
+func TestStdoutClosedEndsSession(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		reg, l := newTestRegistry(t, Options{IdleTimeout: -1})
+		s, p := startSession(t, reg, l)
+		r := postMsg(t, s, `{"jsonrpc":"2.0","id":5,"method":"tools/call"}`)
+		p.readLine(t)
+		p.outW.Close() // stdout closed; the process lives on
+		got := next(t, r)
+		if !strings.Contains(got, `"id":5`) || !strings.Contains(got, "closed its stdout") {
+			t.Fatalf("answer %s, want an error for id 5 saying the server closed its stdout", got)
+		}
+		<-s.Done()
+		<-p.stopped
+		if !errors.Is(s.Err(), ErrStdoutClosed) {
+			t.Fatalf("Err() = %v, want ErrStdoutClosed", s.Err())
+		}
+		if _, err := reg.Get(s.ID()); err != ErrNotFound {
+			t.Fatalf("the session is still registered: %v", err)
+		}
+	})
+}
+
+// TestServerExitReportsStatus: a server that exits (closing its stdout as
+// it does) still ends its session with its exit status and stderr.
+func TestServerExitReportsStatus(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		reg, l := newTestRegistry(t, Options{IdleTimeout: -1})
+		s, p := startSession(t, reg, l)
+		r := postMsg(t, s, `{"jsonrpc":"2.0","id":5,"method":"tools/call"}`)
+		p.readLine(t)
+		p.exit(&sandbox.ExitError{Code: 3, Stderr: []string{"crashing on purpose"}})
+		got := next(t, r)
+		if !strings.Contains(got, "exited with status 3") || !strings.Contains(got, "crashing on purpose") {
+			t.Fatalf("answer %s, want the exit status and stderr", got)
+		}
+		if !errors.Is(s.Err(), ErrServerExited) {
+			t.Fatalf("Err() = %v, want ErrServerExited", s.Err())
+		}
+	})
+}
+
+// TestLogsHideSessionID: without tokens the session ID is the session's
+// only credential; logs and the launcher (container labels) get a short
+// hash of it, unless debug logging is on (issue 13, item 12).
+func TestLogsHideSessionID(t *testing.T) {
+	checkLeaks(t)
+	for _, level := range []slog.Level{slog.LevelInfo, slog.LevelDebug} {
+		var buf syncBuffer
+		logger := slog.New(slog.NewTextHandler(&buf, &slog.HandlerOptions{Level: level}))
+		reg, l := newTestRegistry(t, Options{Logger: logger})
+		s, err := reg.Create(context.Background(), "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		launched, p := <-l.ids, <-l.procs
+		p.exit(&sandbox.ExitError{Code: 1})
+		<-s.Stopped()
+		sum := sha256.Sum256([]byte(s.ID()))
+		short := hex.EncodeToString(sum[:4])
+		want := short
+		if level == slog.LevelDebug {
+			want = s.ID()
+		}
+		if s.LogID() != want || launched != want || LogForm(logger, s.ID()) != want {
+			t.Errorf("level %v: LogID %q, launched with %q, LogForm %q; want %q", level, s.LogID(), launched, LogForm(logger, s.ID()), want)
+		}
+		out := buf.String()
+		if !strings.Contains(out, "session="+want) || !strings.Contains(out, "session ended") {
+			t.Errorf("level %v: the log does not name the session as %s:\n%s", level, want, out)
+		}
+		if level != slog.LevelDebug && strings.Contains(out, s.ID()) {
+			t.Errorf("level %v: the log shows the session ID:\n%s", level, out)
+		}
+	}
+}
+
+// syncBuffer is a bytes.Buffer for concurrent writers.
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
+// TestRequestTimeout: a request the server never answers gets a JSON-RPC
+// error after the request timeout, and the server a notifications/cancelled
+// for it; a late answer is dropped (issue 13, item 5).
+func TestRequestTimeout(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		reg, l := newTestRegistry(t, Options{IdleTimeout: -1, RequestTimeout: time.Minute})
+		s, p := startSession(t, reg, l)
+		start := time.Now()
+		r := postMsg(t, s, `{"jsonrpc":"2.0","id":"call-7","method":"tools/call"}`)
+		p.readLine(t)
+		got := next(t, r)
+		if waited := time.Since(start); waited != time.Minute {
+			t.Errorf("answered after %s, want the request timeout", waited)
+		}
+		if !strings.Contains(got, `"id":"call-7"`) || !strings.Contains(got, `"code":-32001`) || !strings.Contains(got, "timed out") {
+			t.Fatalf("answer %s, want a timeout error for call-7", got)
+		}
+		if _, _, err := r.Next(context.Background()); err != io.EOF {
+			t.Fatalf("the stream must end after the timeout answer: %v", err)
+		}
+		cancel := p.readLine(t)
+		env, err := Parse([]byte(cancel))
+		if err != nil || env.Method != "notifications/cancelled" || env.RequestID != "scall-7" {
+			t.Fatalf("the server got %s (%+v, %v), want notifications/cancelled for call-7", cancel, env, err)
+		}
+		// The late answer goes nowhere, and the session lives on.
+		p.send(t, `{"jsonrpc":"2.0","id":"call-7","result":{}}`+"\n")
+		r = postMsg(t, s, `{"jsonrpc":"2.0","id":8,"method":"ping"}`)
+		p.readLine(t)
+		p.send(t, `{"jsonrpc":"2.0","id":8,"result":{}}`+"\n")
+		if got := next(t, r); got != `{"jsonrpc":"2.0","id":8,"result":{}}` {
+			t.Fatalf("next answer %s", got)
+		}
+		if s.Err() != nil {
+			t.Fatalf("the session ended: %v", s.Err())
+		}
+	})
+}
+
+// TestProgressExtendsRequestTimeout: a progress notification for a
+// request restarts its timeout.
+func TestProgressExtendsRequestTimeout(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		reg, l := newTestRegistry(t, Options{IdleTimeout: -1, RequestTimeout: 10 * time.Second})
+		s, p := startSession(t, reg, l)
+		start := time.Now()
+		r := postMsg(t, s, `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"_meta":{"progressToken":"tok"}}}`)
+		p.readLine(t)
+		for range 3 {
+			time.Sleep(8 * time.Second)
+			p.send(t, `{"jsonrpc":"2.0","method":"notifications/progress","params":{"progressToken":"tok","progress":1}}`+"\n")
+			if got := next(t, r); !strings.Contains(got, "notifications/progress") {
+				t.Fatalf("got %s, want the progress notification", got)
+			}
+		}
+		got := next(t, r)
+		if waited := time.Since(start); waited != 34*time.Second || !strings.Contains(got, "timed out") {
+			t.Fatalf("answer %s after %s, want a timeout 10 s after the last progress (34 s)", got, waited)
+		}
+	})
+}
+
+// TestInitializeTimeout: a command that never answers initialize (cat
+// echoes it) ends the session with an error naming the server and its
+// last stderr lines, and is stopped.
+func TestInitializeTimeout(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		reg, l := newTestRegistry(t, Options{IdleTimeout: -1, InitializeTimeout: 30 * time.Second})
+		s, p := startSession(t, reg, l)
+		r := postMsg(t, s, `{"jsonrpc":"2.0","id":0,"method":"initialize","params":{}}`)
+		p.readLine(t)
+		got := next(t, r)
+		for _, want := range []string{`"id":0`, "did not answer initialize", "mem 1", "mem: stopped", "30s"} {
+			if !strings.Contains(got, want) {
+				t.Errorf("answer %s does not say %q", got, want)
+			}
+		}
+		<-p.stopped
+		<-s.Done()
+		if !errors.Is(s.Err(), ErrInitTimeout) {
+			t.Fatalf("Err() = %v", s.Err())
+		}
+	})
+}
+
+// TestMaxRequests: requests in flight per session are bounded.
+func TestMaxRequests(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		reg, l := newTestRegistry(t, Options{IdleTimeout: -1, MaxRequests: 2})
+		s, p := startSession(t, reg, l)
+		postMsg(t, s, `{"jsonrpc":"2.0","id":1,"method":"a"}`)
+		r2 := postMsg(t, s, `{"jsonrpc":"2.0","id":2,"method":"a"}`)
+		if _, err := s.Post([]Message{msg(t, `{"jsonrpc":"2.0","id":3,"method":"a"}`)}, false); !errors.Is(err, ErrTooManyRequests) {
+			t.Fatalf("a third request: %v, want ErrTooManyRequests", err)
+		}
+		// Notifications still pass; an answer makes room.
+		if r, err := s.Post([]Message{msg(t, `{"jsonrpc":"2.0","method":"notifications/x"}`)}, false); r != nil || err != nil {
+			t.Fatalf("a notification: %v", err)
+		}
+		p.readLine(t)
+		p.readLine(t)
+		p.send(t, `{"jsonrpc":"2.0","id":2,"result":{}}`+"\n")
+		next(t, r2)
+		postMsg(t, s, `{"jsonrpc":"2.0","id":3,"method":"a"}`)
+	})
+}
+
+// TestStdinBudget: a server that does not read its stdin makes POSTs fail
+// at once beyond MaxQueuedBytes, instead of each waiting with its body.
+func TestStdinBudget(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		reg, l := newTestRegistry(t, Options{IdleTimeout: -1, MaxQueuedBytes: 100})
+		l.paused = true
+		s, err := reg.Create(context.Background(), "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		<-l.ids
+		p := <-l.procs
+		one := `{"jsonrpc":"2.0","method":"notifications/a","params":{"x":"` + strings.Repeat("y", 20) + `"}}`
+		done := make(chan error)
+		go func() {
+			_, err := s.Post([]Message{msg(t, one)}, false)
+			done <- err
+		}()
+		synctest.Wait() // that POST waits in write
+		_, err = s.Post([]Message{msg(t, one)}, false)
+		if !errors.Is(err, ErrStdinFull) {
+			t.Fatalf("a second POST while the first waits: %v, want ErrStdinFull", err)
+		}
+		close(p.resume)
+		if err := <-done; err != nil {
+			t.Fatal(err)
+		}
+		p.readLine(t)
+		if _, err := s.Post([]Message{msg(t, one)}, false); err != nil {
+			t.Fatalf("once written, the budget is free again: %v", err)
+		}
+	})
+}
+
+// TestIdleTimeoutSparesRunningCall: a call running longer than the idle
+// timeout keeps its session.
+func TestIdleTimeoutSparesRunningCall(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		reg, l := newTestRegistry(t, Options{IdleTimeout: 5 * time.Second})
+		s, p := startSession(t, reg, l)
+		r := postMsg(t, s, `{"jsonrpc":"2.0","id":1,"method":"tools/call"}`)
+		p.readLine(t)
+		time.Sleep(9 * time.Second)
+		p.send(t, `{"jsonrpc":"2.0","id":1,"result":{}}`+"\n")
+		if got := next(t, r); got != `{"jsonrpc":"2.0","id":1,"result":{}}` {
+			t.Fatalf("answer %s", got)
+		}
+		if s.Err() != nil {
+			t.Fatalf("the session ended during the call: %v", s.Err())
+		}
+		// Idle again: it ends 5 s after the call's end.
+		<-s.Done()
+		if !errors.Is(s.Err(), ErrIdle) {
+			t.Fatalf("Err() = %v", s.Err())
+		}
+	})
+}
