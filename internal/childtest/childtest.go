@@ -5,6 +5,7 @@
 package childtest
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -119,12 +120,15 @@ func (r *router) Route(m *peer.Message) {
 		delete(r.waiting, key{m.Origin, m.Env.ID})
 		r.mu.Unlock()
 		if ch != nil {
-			ch <- m.Data
+			ch <- bytes.Clone(m.Data)
 			return
 		}
 	}
+	// m is valid only during the call (the Conn reuses it): keep a copy.
+	cp := *m
+	cp.Data = bytes.Clone(m.Data)
 	select {
-	case r.notes <- m:
+	case r.notes <- &cp:
 	default: // a test that does not read them
 	}
 }
