@@ -17,6 +17,7 @@
 package audit
 
 import (
+	"bytes"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
@@ -322,7 +323,8 @@ func (c *conn) record(m *peer.Message, from string) *Record {
 		sum := sha256.Sum256(args)
 		r.ArgsSHA256 = hex.EncodeToString(sum[:])
 		if c.l.o.Args {
-			r.Args = json.RawMessage(args)
+			// A copy: the message's bytes may be reused once it has passed.
+			r.Args = json.RawMessage(bytes.Clone(args))
 		}
 	}
 	return r
