@@ -113,6 +113,7 @@ func (e *Envelope) Name(data []byte) string {
 var (
 	ErrInvalidMessage = errors.New("invalid JSON-RPC message")
 	errParse          = &parseError{"not valid JSON"}
+	errAmbiguous      = &parseError{`a member among "jsonrpc", "id", "method", "params", "result" and "error" is given twice, or in another case`}
 )
 
 type parseError struct{ what string }
@@ -129,10 +130,12 @@ func IsParseError(err error) bool { return err == errParse }
 // JSON-RPC are applied only once the whole input is known to be JSON, so
 // that broken JSON anywhere is always a parse error. Names are matched
 // exactly (JSON-RPC member names are case-sensitive), and a name given
-// twice counts as given last, as in a Go map.
+// twice counts as given last, as in a Go map; but an envelope member given
+// twice or in another case makes the message ambiguous, and so invalid.
 type members struct {
 	jsonrpc, id, method []byte
 	result, error       bool
+	ambiguous           bool
 	// From params, if it is an object; from params._meta for metaToken.
 	metaToken, progressToken, requestID, name, meta []byte
 	// Where id and the members of params are in the input.
@@ -153,55 +156,85 @@ func (m *members) scanMessage(data []byte) (valid, object bool) {
 	return valid && s.pos == len(data), object
 }
 
-// scanObject reads the message object at s.pos.
+// scanObject reads the message object at s.pos. It marks the message
+// ambiguous when an envelope member is given twice, or under a name that
+// differs from it only in case: a server that decodes names
+// case-insensitively, or keeps the first of duplicates, would read another
+// message than the bridge routed (issue 13, item 6).
 func (m *members) scanObject(s *scanner) bool {
-	return s.eachMember(func(n name) bool {
-		switch n {
-		case nameJSONRPC:
-			return s.valueInto(&m.jsonrpc)
-		case nameID:
-			return s.valueAt(&m.id, &m.idAt)
-		case nameMethod:
-			return s.valueInto(&m.method)
-		case nameResult:
-			m.result = true
-			return s.skipValue()
-		case nameError:
-			m.error = true
-			return s.skipValue()
-		case nameParams:
-			m.metaToken, m.progressToken, m.requestID, m.name, m.meta = nil, nil, nil, nil, nil
-			if s.peek() != '{' {
-				return s.skipValue() // by-position params: nothing to route on
-			}
-			return s.eachMember(func(n name) bool {
-				switch n {
-				case nameProgressToken:
-					return s.valueAt(&m.progressToken, &m.progressTokenAt)
-				case nameRequestID:
-					return s.valueAt(&m.requestID, &m.requestIDAt)
-				case nameName:
-					return s.valueAt(&m.name, &m.nameAt)
-				case nameMeta:
-					m.metaToken, m.meta = nil, nil
-					if s.peek() != '{' {
-						return s.skipValue()
-					}
-					start := s.pos
-					ok := s.eachMember(func(n name) bool {
-						if n == nameProgressToken {
-							return s.valueAt(&m.metaToken, &m.metaTokenAt)
-						}
-						return s.skipValue()
-					})
-					m.meta, m.metaAt = s.data[start:s.pos], Span{int32(start), int32(s.pos)}
-					return ok
-				}
-				return s.skipValue()
-			})
+	var seen uint8 // bit n: the envelope member n was given
+	more, ok := s.openObject()
+	for ok && more {
+		key, escaped, valid := s.key()
+		if !valid {
+			return false
 		}
+		n := memberName(key, escaped)
+		switch {
+		case n == nameOther:
+			if foldedName(key, escaped) != nameOther {
+				m.ambiguous = true
+			}
+		case n <= nameError:
+			if seen&(1<<n) != 0 {
+				m.ambiguous = true
+			}
+			seen |= 1 << n
+		}
+		if ok = m.member(s, n); ok {
+			more, ok = s.nextMember()
+		}
+	}
+	return ok
+}
+
+// member reads the value of the message's member n at s.pos.
+func (m *members) member(s *scanner, n name) bool {
+	switch n {
+	case nameJSONRPC:
+		return s.valueInto(&m.jsonrpc)
+	case nameID:
+		return s.valueAt(&m.id, &m.idAt)
+	case nameMethod:
+		return s.valueInto(&m.method)
+	case nameResult:
+		m.result = true
 		return s.skipValue()
-	})
+	case nameError:
+		m.error = true
+		return s.skipValue()
+	case nameParams:
+		m.metaToken, m.progressToken, m.requestID, m.name, m.meta = nil, nil, nil, nil, nil
+		if s.peek() != '{' {
+			return s.skipValue() // by-position params: nothing to route on
+		}
+		return s.eachMember(func(n name) bool {
+			switch n {
+			case nameProgressToken:
+				return s.valueAt(&m.progressToken, &m.progressTokenAt)
+			case nameRequestID:
+				return s.valueAt(&m.requestID, &m.requestIDAt)
+			case nameName:
+				return s.valueAt(&m.name, &m.nameAt)
+			case nameMeta:
+				m.metaToken, m.meta = nil, nil
+				if s.peek() != '{' {
+					return s.skipValue()
+				}
+				start := s.pos
+				ok := s.eachMember(func(n name) bool {
+					if n == nameProgressToken {
+						return s.valueAt(&m.metaToken, &m.metaTokenAt)
+					}
+					return s.skipValue()
+				})
+				m.meta, m.metaAt = s.data[start:s.pos], Span{int32(start), int32(s.pos)}
+				return ok
+			}
+			return s.skipValue()
+		})
+	}
+	return s.skipValue()
 }
 
 // eachMember walks the object whose '{' is at pos, calling f for each
@@ -362,6 +395,9 @@ func Parse(data []byte) (Envelope, error) {
 
 // envelope applies the rules of JSON-RPC to the members of a message.
 func (m *members) envelope() (Envelope, error) {
+	if m.ambiguous {
+		return Envelope{}, errAmbiguous
+	}
 	if !isString(m.jsonrpc, "2.0") {
 		return Envelope{}, &parseError{`"jsonrpc" must be "2.0"`}
 	}
@@ -692,15 +728,47 @@ func DecodeResponse(data []byte) (result json.RawMessage, rpcErr *Error, err err
 	return r.Result, nil, nil
 }
 
+// MaxEchoedNumberIDBytes bounds a numeric id that error answers echo: a
+// longer one is answered with a null id (no client counts its requests
+// with 33-digit numbers, and a 100,000-digit id must not be echoed whole).
+const MaxEchoedNumberIDBytes = 32
+
 // RawID extracts the raw bytes of a message's id, for ErrorResponse: a
-// copy of the "id" member's value, or nil if data is not a JSON object with
-// one.
+// copy of the "id" member's value, or nil, which renders null, where "it
+// cannot be determined" (JSON-RPC 2.0, section 5): data is not a JSON
+// object, gives the id ambiguously (twice, or in another case), or the id
+// is not one to echo, which is a string of valid UTF-8 or a number of at
+// most MaxEchoedNumberIDBytes (issue 13, item 8: an echoed id of invalid
+// UTF-8 made the whole answer invalid).
 func RawID(data []byte) []byte {
+	if id := WrittenID(data); Echoable(id) {
+		return id
+	}
+	return nil
+}
+
+// WrittenID is RawID without the test of Echoable: the id as the peer
+// wrote it, for messages to that peer.
+func WrittenID(data []byte) []byte {
 	var m members
-	if valid, object := m.scanMessage(data); !valid || !object {
+	if valid, object := m.scanMessage(data); !valid || !object || m.ambiguous {
 		return nil
 	}
 	return bytes.Clone(m.id)
+}
+
+// Echoable reports whether the JSON value raw is an id to echo in an
+// answer of the bridge's own (see RawID).
+func Echoable(raw []byte) bool {
+	switch {
+	case len(raw) == 0:
+		return false
+	case raw[0] == '"':
+		return utf8.Valid(raw)
+	case raw[0] == '-' || isDigit(raw[0]):
+		return len(raw) <= MaxEchoedNumberIDBytes
+	}
+	return false // null (which renders as null anyway), or not an id at all
 }
 
 // Standard JSON-RPC error codes.

@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"unicode/utf8"
 )
 
 func TestParse(t *testing.T) {
@@ -49,25 +50,44 @@ func TestParse(t *testing.T) {
 		// Member names are case-sensitive.
 		{`{"JSONRPC":"2.0","id":1,"method":"a"}`, Envelope{}, "invalid"},
 		{`{"jsonrpc":"2.0","Method":"x","id":1}`, Envelope{}, "invalid"},
-		{`{"jsonrpc":"2.0","ID":1,"method":"a"}`, Envelope{Kind: KindNotification, Method: "a"}, ""},
-		{`{"jsonrpc":"2.0","id":1,"result":{},"Error":{}}`, Envelope{Kind: KindResponse, ID: "n1"}, ""},
 		{`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"_Meta":{"progressToken":1},"ProgressToken":2}}`,
 			Envelope{Kind: KindRequest, ID: "n1", Method: "tools/call"}, ""},
 
-		// Duplicate names: the last one counts, whole values included.
-		{`{"jsonrpc":"2.0","id":1,"id":2,"method":"a"}`, Envelope{Kind: KindRequest, ID: "n2", Method: "a"}, ""},
-		{`{"jsonrpc":"2.0","id":1,"method":"a","method":"b"}`, Envelope{Kind: KindRequest, ID: "n1", Method: "b"}, ""},
-		{`{"jsonrpc":"2.0","id":1,"method":5,"method":"b"}`, Envelope{Kind: KindRequest, ID: "n1", Method: "b"}, ""},
-		{`{"jsonrpc":"2.0","id":1,"method":"b","method":null,"result":1}`, Envelope{Kind: KindResponse, ID: "n1"}, ""},
-		{`{"jsonrpc":"2.0","id":{},"id":1,"method":"a"}`, Envelope{Kind: KindRequest, ID: "n1", Method: "a"}, ""},
+		// An envelope member in another case, or given twice, is refused
+		// (issue 13, item 6): servers that decode names case-insensitively
+		// or keep the first duplicate would read another message.
+		{`{"jsonrpc":"2.0","ID":1,"method":"a"}`, Envelope{}, "invalid"},
+		{`{"jsonrpc":"2.0","id":5,"ID":6,"method":"tools/call"}`, Envelope{}, "invalid"},
+		{`{"jsonrpc":"2.0","id":1,"method":"tools/list","Method":"initialize"}`, Envelope{}, "invalid"},
+		{`{"jsonrpc":"2.0","id":1,"result":{},"Error":{}}`, Envelope{}, "invalid"},
+		{`{"jsonrpc":"2.0","id":1,"method":"a","PARAMS":{}}`, Envelope{}, "invalid"},
+		{`{"jsonrpc":"2.0","id":1,"method":"a","Jsonrpc":"1.0"}`, Envelope{}, "invalid"},
+		{`{"jsonrpc":"2.0","id":1,"method":"a","\u0049d":2}`, Envelope{}, "invalid"},
+		{`{"jsonrpc":"2.0","id":1,"method":"a","param\u017f":{}}`, Envelope{}, "invalid"},
+		{"{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"a\",\"j\u017fonrpc\":1}", Envelope{}, "invalid"},
+		{`{"jsonrpc":"2.0","id":1,"id":2,"method":"a"}`, Envelope{}, "invalid"},
+		{`{"jsonrpc":"2.0","id":1,"\u0069d":1,"method":"a"}`, Envelope{}, "invalid"},
+		{`{"jsonrpc":"2.0","id":1,"method":"a","method":"b"}`, Envelope{}, "invalid"},
+		{`{"jsonrpc":"2.0","id":1,"method":"a","params":[],"params":{}}`, Envelope{}, "invalid"},
+		{`{"jsonrpc":"2.0","jsonrpc":"2.0","id":1,"method":"a"}`, Envelope{}, "invalid"},
+		{`{"jsonrpc":"2.0","id":1,"result":{},"result":{}}`, Envelope{}, "invalid"},
+		// Names that fold to no envelope member, and members of params, are other names.
+		{"{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"a\",\"\u0131d\":1,\"ids\":1,\"i\":1,\"Meta\":1,\"_meta\":1,\"_meta\":2}",
+			Envelope{Kind: KindRequest, ID: "n1", Method: "a"}, ""},
+		{`{"jsonrpc":"2.0","id":1,"method":"a","params":{"ID":1,"id":2,"id":3,"Method":"b"}}`,
+			Envelope{Kind: KindRequest, ID: "n1", Method: "a"}, ""},
+		{`{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":1,"requestId":2}}`,
+			Envelope{Kind: KindNotification, Method: "notifications/cancelled", RequestID: "n2"}, ""},
+		{`{"jsonrpc":"2.0","id":1,"method":"b","method":null,"result":1}`, Envelope{}, "invalid"},
+		{`{"jsonrpc":"2.0","id":{},"id":1,"method":"a"}`, Envelope{}, "invalid"},
 		{`{"jsonrpc":"2.0","id":1,"id":null,"method":"a"}`, Envelope{}, "invalid"},
 		{`{"jsonrpc":"2.0","jsonrpc":"1.0","id":1,"method":"a"}`, Envelope{}, "invalid"},
 		{`{"jsonrpc":"2.0","jsonrpc":null,"id":1,"method":"a"}`, Envelope{}, "invalid"},
-		{`{"jsonrpc":1,"jsonrpc":"2.0","id":1,"method":"a"}`, Envelope{Kind: KindRequest, ID: "n1", Method: "a"}, ""},
+		{`{"jsonrpc":1,"jsonrpc":"2.0","id":1,"method":"a"}`, Envelope{}, "invalid"},
 		{`{"jsonrpc":"2.0","id":1,"method":"a","params":{"_meta":{"progressToken":1}},"params":{}}`,
-			Envelope{Kind: KindRequest, ID: "n1", Method: "a"}, ""},
+			Envelope{}, "invalid"},
 		{`{"jsonrpc":"2.0","id":1,"method":"a","params":{"_meta":{"progressToken":1}},"params":[]}`,
-			Envelope{Kind: KindRequest, ID: "n1", Method: "a"}, ""},
+			Envelope{}, "invalid"},
 		{`{"jsonrpc":"2.0","id":1,"method":"a","params":{"_meta":{"progressToken":1},"_meta":{"progressToken":2}}}`,
 			Envelope{Kind: KindRequest, ID: "n1", Method: "a", ProgressToken: "n2"}, ""},
 		{`{"jsonrpc":"2.0","id":1,"method":"a","params":{"_meta":{"progressToken":1},"_meta":null}}`,
@@ -305,9 +325,18 @@ func TestRawID(t *testing.T) {
 	for _, tc := range []struct{ in, want string }{
 		{`{"jsonrpc":"2.0","id":"x\u0041","method":"a"}`, `"x\u0041"`},
 		{`{"id" : 1.5e3 }`, `1.5e3`},
-		{`{"id":null,"error":{}}`, `null`},
-		{`{"id":{"a":[1]}}`, `{"a":[1]}`},
-		{`{"id":1,"id":2}`, `2`},
+		{`{"id":null,"error":{}}`, ``},
+		{`{"id":{"a":[1]}}`, ``},
+		{`{"id":1,"id":2}`, ``},
+		{`{"id":1,"ID":2}`, ``},
+		{`{"id":true}`, ``},
+		{`{"id":null}`, ``},
+		{`{"id":-1234567890123456789012345678901}`, `-1234567890123456789012345678901`},
+		{`{"id":123456789012345678901234567890123}`, ``},
+		{`{"id":"` + strings.Repeat("9", 100000) + `"}`, `"` + strings.Repeat("9", 100000) + `"`},
+		{`{"id":` + strings.Repeat("9", 100000) + `}`, ``},
+		{"{\"id\":\"a\xffb\"}", ``},
+		{`{"id":"\ud800"}`, `"\ud800"`},
 		{`{"params":{"id":1},"x":[{"id":2}]}`, ``},
 		{`{"ID":1}`, ``},
 		{`{"\u0069d":3}`, `3`},
@@ -423,7 +452,7 @@ func referenceParse(data []byte) (env Envelope, verdict string) {
 		return Envelope{}, "parse"
 	}
 	var m map[string]json.RawMessage // case-sensitive, last duplicate wins
-	if err := json.Unmarshal(data, &m); err != nil || m == nil {
+	if err := json.Unmarshal(data, &m); err != nil || m == nil || referenceAmbiguous(data) {
 		return Envelope{}, "invalid"
 	}
 	var jsonrpc string
@@ -534,6 +563,44 @@ func checkSpans(t *testing.T, data []byte, env Envelope) {
 	}
 }
 
+// envelopeNames are the members of a message whose names must be given
+// exactly once, and in their own case.
+var envelopeNames = []string{"jsonrpc", "id", "method", "params", "result", "error"}
+
+// referenceAmbiguous reports whether the JSON object data gives an
+// envelope member twice, or under a name equal to one under
+// strings.EqualFold (the folding encoding/json matches names with) but not
+// equal.
+func referenceAmbiguous(data []byte) bool {
+	dec := json.NewDecoder(bytes.NewReader(data))
+	if tok, err := dec.Token(); err != nil || tok != json.Delim('{') {
+		return false
+	}
+	seen := map[string]bool{}
+	for dec.More() {
+		tok, err := dec.Token()
+		if err != nil {
+			panic(err) // it was checked as valid
+		}
+		key := tok.(string)
+		for _, n := range envelopeNames {
+			switch {
+			case key == n && seen[n]:
+				return true
+			case key == n:
+				seen[n] = true
+			case strings.EqualFold(key, n):
+				return true
+			}
+		}
+		var skip json.RawMessage
+		if err := dec.Decode(&skip); err != nil {
+			panic(err)
+		}
+	}
+	return false
+}
+
 // referenceObject decodes raw if it is an object, else returns nil.
 func referenceObject(raw json.RawMessage) map[string]json.RawMessage {
 	var m map[string]json.RawMessage
@@ -625,8 +692,16 @@ func FuzzParse(f *testing.F) {
 		// RawID: the id of a JSON object, copied.
 		var wantID json.RawMessage
 		var m map[string]json.RawMessage
-		if json.Valid(orig) && json.Unmarshal(orig, &m) == nil {
-			wantID = m["id"]
+		if json.Valid(orig) && json.Unmarshal(orig, &m) == nil && !referenceAmbiguous(orig) {
+			// Only an id that can be echoed: a string of valid UTF-8 or a
+			// number of bounded length.
+			switch id := m["id"]; {
+			case len(id) == 0:
+			case id[0] == '"' && utf8.Valid(id):
+				wantID = id
+			case (id[0] == '-' || '0' <= id[0] && id[0] <= '9') && len(id) <= MaxEchoedNumberIDBytes:
+				wantID = id
+			}
 		}
 		if got := RawID(data); !bytes.Equal(got, wantID) || (got == nil) != (wantID == nil) {
 			t.Fatalf("RawID(%q) = %q, want %q", orig, got, wantID)
@@ -685,8 +760,12 @@ func FuzzParse(f *testing.F) {
 		}
 
 		// The bridge's own error answer to a request's id must parse.
-		if err == nil && env.Kind == KindRequest {
-			back, err := Parse(ErrorResponse(RawID(orig), CodeServerError, "x", nil))
+		if rawID := RawID(orig); err == nil && env.Kind == KindRequest && rawID != nil {
+			answer := ErrorResponse(rawID, CodeServerError, "x", nil)
+			if !utf8.Valid(answer) {
+				t.Fatalf("error response for id %q is not valid UTF-8", rawID)
+			}
+			back, err := Parse(answer)
 			if err != nil || back.ID != env.ID {
 				t.Fatalf("error response for id %q parses as %+v, %v", env.ID, back, err)
 			}

@@ -14,6 +14,8 @@ package jsonrpc
 import (
 	"encoding/binary"
 	"math/bits"
+	"unicode"
+	"unicode/utf8"
 )
 
 // maxDepth is encoding/json's limit on nested arrays and objects; deeper
@@ -323,4 +325,77 @@ func (s *scanner) skipString() (escaped, ok bool) {
 
 func isHex(c byte) bool {
 	return isDigit(c) || ('a' <= c && c <= 'f') || ('A' <= c && c <= 'F')
+}
+
+// foldedName returns the envelope member (jsonrpc, id, method, params,
+// result or error) that the name raw (as written, escaped or not) equals
+// under the case folding of encoding/json (bytes.EqualFold: Unicode simple
+// folding, so "ſ" is an "s"), or nameOther. Many servers decode member names
+// case-insensitively: for them "ID" is "id" (issue 13, item 6).
+func foldedName(raw []byte, escaped bool) name {
+	const longest = len("jsonrpc")
+	if len(raw) < len("id") || len(raw) > 6*longest { // 6: the length of \uXXXX
+		return nameOther
+	}
+	var buf [longest]byte
+	n := 0
+	for i := 0; i < len(raw); {
+		c := raw[i]
+		var r rune
+		switch {
+		case c == '\\' && escaped: // an escape the scanner has checked
+			if raw[i+1] != 'u' {
+				return nameOther // no envelope name holds '"', '\\', '/' or a control character
+			}
+			r = hexValue(raw[i+2])<<12 | hexValue(raw[i+3])<<8 | hexValue(raw[i+4])<<4 | hexValue(raw[i+5])
+			i += 6
+		case c < utf8.RuneSelf:
+			r = rune(c)
+			i++
+		default:
+			var size int
+			r, size = utf8.DecodeRune(raw[i:])
+			i += size
+		}
+		if r >= utf8.RuneSelf {
+			if r = smallestFold(r); r >= utf8.RuneSelf {
+				return nameOther
+			}
+		}
+		if 'A' <= r && r <= 'Z' {
+			r += 'a' - 'A'
+		}
+		if n == len(buf) {
+			return nameOther
+		}
+		buf[n] = byte(r)
+		n++
+	}
+	switch string(buf[:n]) {
+	case "jsonrpc":
+		return nameJSONRPC
+	case "id":
+		return nameID
+	case "method":
+		return nameMethod
+	case "params":
+		return nameParams
+	case "result":
+		return nameResult
+	case "error":
+		return nameError
+	}
+	return nameOther
+}
+
+// smallestFold is the smallest rune that r equals under simple case
+// folding, as encoding/json compares names.
+func smallestFold(r rune) rune {
+	for {
+		r2 := unicode.SimpleFold(r)
+		if r2 <= r {
+			return r2
+		}
+		r = r2
+	}
 }

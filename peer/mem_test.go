@@ -22,7 +22,6 @@ type memProcess struct {
 	stdoutW *io.PipeWriter
 	lines   chan string // lines read from stdin, in order
 
-	mu     sync.Mutex
 	exited chan struct{}
 	status error
 	once   sync.Once

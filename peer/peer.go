@@ -34,6 +34,7 @@ import (
 	"strconv"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/mcp-bridge/mcp-bridge/jsonrpc"
 )
@@ -60,8 +61,9 @@ const (
 	// DefaultMaxMessageBytes bounds one message from the child.
 	DefaultMaxMessageBytes = 4 << 20
 	// DefaultMaxQueuedBytes bounds the bytes waiting to be written to the
-	// child's stdin while it is not reading.
-	DefaultMaxQueuedBytes = 16 << 20
+	// child's stdin while it is not reading: four messages of the largest
+	// size.
+	DefaultMaxQueuedBytes = 4 * DefaultMaxMessageBytes
 	// maxTombstones bounds the cancelled requests whose late answers are
 	// still recognized (and dropped) rather than mistaken for another's.
 	maxTombstones = 1024
@@ -86,9 +88,13 @@ type Options struct {
 
 // Errors callers branch on.
 var (
-	// ErrExited: the child closed its stdout (it exited); Ended's error
+	// ErrExited: the child exited; Ended's error is an *ExitError, which
 	// wraps it and the child's exit status.
 	ErrExited = errors.New("the MCP server exited")
+	// ErrStdoutClosed: the child closed its stdout but did not exit (within
+	// exitStatusWait): it can answer nothing more, and the Router should
+	// stop it.
+	ErrStdoutClosed = errors.New("the MCP server closed its stdout")
 	// ErrOversizedMessage: the child wrote a message larger than
 	// MaxMessageBytes; the connection ended.
 	ErrOversizedMessage = errors.New("the MCP server wrote a message larger than the limit")
@@ -96,8 +102,21 @@ var (
 	ErrClosed = errors.New("the connection to the MCP server has ended")
 	// ErrBusy: the child is not reading its stdin and MaxQueuedBytes are
 	// already waiting for it.
-	ErrBusy = errors.New("the MCP server is not reading its input")
+	ErrBusy = errors.New("the MCP server is not reading its input fast enough")
 )
+
+// ExitError is Ended's error when the child exited: its exit status (what
+// Process.Wait returned, or "exit status 0"), as ErrExited.
+type ExitError struct{ Status error }
+
+func (e *ExitError) Error() string   { return ErrExited.Error() + ": " + e.Status.Error() }
+func (e *ExitError) Unwrap() []error { return []error{ErrExited, e.Status} }
+
+// exitStatusWait is how long the reader waits, once the child's stdout has
+// ended, for its exit status. A child that exits closes stdout at the same
+// moment; the wait only covers reaping it on a loaded machine. A child
+// still running then closed its stdout only (issue 13, item 4).
+const exitStatusWait = time.Second
 
 // Direction says which way a message goes.
 type Direction uint8
@@ -194,12 +213,17 @@ func Chain(is ...Interceptor) Interceptor {
 // Route is called from the connection's reader goroutine, in the child's
 // order, and, for answers that the interception point makes for refused
 // requests, from the goroutine calling Send. It must not block for long:
-// the child's output waits meanwhile. It may call Send.
+// the child's output waits meanwhile. It may call Send. m itself is valid
+// only during the call (the reader reuses it, which spares an allocation
+// per message); m.Data is the message's own memory, which the Router may
+// keep.
 //
 // Ended is called once, after the last Route from the reader, when the
-// child's stdout ended: err wraps ErrExited (with the child's exit status)
-// or ErrOversizedMessage, or is the read error. Client requests still in
-// flight will get no answer from the child: the Router answers them.
+// child's stdout ended: err is an *ExitError (ErrExited with the child's
+// exit status), or wraps ErrStdoutClosed (the child closed its stdout and
+// kept running) or ErrOversizedMessage, or is the read error. Client
+// requests still in flight will get no answer from the child: the Router
+// answers them.
 type Router interface {
 	Route(m *Message)
 	Ended(err error)
@@ -237,7 +261,9 @@ type Conn struct {
 	version    string       // the protocol version of the initialize answer
 	ended      bool
 
-	done chan struct{} // closed when the reader has returned
+	in     Message       // the reader's message, reused (see Router)
+	done   chan struct{} // closed when the reader has returned
+	waited chan struct{} // closed when the child's Wait has returned
 }
 
 // clientID is a request of a client, as that client knows it.
@@ -286,6 +312,7 @@ func New(proc Process, router Router, opts *Options) *Conn {
 		renamed:   make(map[clientID]jsonrpc.ID),
 		tokens:    make(map[jsonrpc.ID]*entry),
 		done:      make(chan struct{}),
+		waited:    make(chan struct{}),
 	}
 	if o.Intercept != nil {
 		c.intercept = o.Intercept(c.deliver)
@@ -309,16 +336,19 @@ func (c *Conn) ProtocolVersion() string {
 	return c.version
 }
 
-// Close stops the child (Process.Stop) and waits until its
-// stdout has been read to the end, or ctx is done. Closing twice is
-// harmless.
+// Close stops the child (Process.Stop) and waits until its stdout has
+// been read to the end and its exit reaped, or ctx is done. Closing twice
+// is harmless.
 func (c *Conn) Close(ctx context.Context) error {
 	err := c.proc.Stop(ctx)
-	select {
-	case <-c.done:
-	case <-ctx.Done():
-		if err == nil {
-			err = ctx.Err()
+	for _, ch := range []chan struct{}{c.done, c.waited} {
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			if err == nil {
+				err = ctx.Err()
+			}
+			return err
 		}
 	}
 	return err
@@ -735,6 +765,7 @@ func (c *Conn) read() {
 		if err != nil {
 			if errors.Is(err, errLineTooLong) {
 				reason = fmt.Errorf("%w (%d bytes); raise --max-message-bytes if the server's messages are legitimately this large", ErrOversizedMessage, c.maxLine)
+				close(c.waited) // nothing waits for the child: Close stops it
 				c.end(reason)
 				// Keep draining so the child is not blocked writing while it stops.
 				_, _ = io.Copy(io.Discard, c.proc.Stdout())
@@ -746,6 +777,17 @@ func (c *Conn) read() {
 		if len(line) == 0 {
 			continue
 		}
+		if bytes.IndexByte(line, '\r') >= 0 {
+			// A bare CR is JSON white space between tokens, but it ends a
+			// line in SSE, and would cut the event short (issue 13, item
+			// 10). A space is the same JSON; inside a string a raw CR is
+			// invalid JSON anyway, which Parse refuses. The line is ours.
+			for i, b := range line {
+				if b == '\r' {
+					line[i] = ' '
+				}
+			}
+		}
 		env, err := jsonrpc.Parse(line)
 		if err != nil {
 			c.logger.Warn("skipping a line from the MCP server that is not a JSON-RPC message",
@@ -754,11 +796,27 @@ func (c *Conn) read() {
 		}
 		c.receive(line, env)
 	}
-	werr := c.proc.Wait()
-	if werr == nil {
-		werr = errors.New("exit status 0")
+	// Stdout has ended: the child can answer nothing more, whether or not
+	// it exits (issue 13, item 4: one that closed stdout and kept running
+	// left a session whose calls hung). A child that exits closes stdout
+	// as it does, so its exit status, which says why, is waited for
+	// briefly; the Router stops one still running.
+	exited := make(chan error, 1)
+	go func() { // ends when the child does, which Close makes sure of
+		defer close(c.waited)
+		exited <- c.proc.Wait()
+	}()
+	grace := time.NewTimer(exitStatusWait)
+	defer grace.Stop()
+	select {
+	case werr := <-exited:
+		if werr == nil {
+			werr = errors.New("exit status 0")
+		}
+		c.end(&ExitError{Status: werr})
+	case <-grace.C:
+		c.end(fmt.Errorf("%w but kept running; it was stopped", ErrStdoutClosed))
 	}
-	c.end(fmt.Errorf("%w: %w", ErrExited, werr))
 }
 
 // end marks the connection ended and tells the Router.
@@ -779,7 +837,8 @@ func truncate(b []byte, n int) string {
 // receive restores what the way in rewrote in a message from the child and
 // hands it on.
 func (c *Conn) receive(data []byte, env jsonrpc.Envelope) {
-	m := Message{Message: jsonrpc.Message{Data: data, Env: env}, Dir: FromChild, Method: env.Method}
+	m := &c.in
+	*m = Message{Message: jsonrpc.Message{Data: data, Env: env}, Dir: FromChild, Method: env.Method}
 	switch {
 	case env.Kind == jsonrpc.KindResponse:
 		c.mu.Lock()
@@ -817,12 +876,12 @@ func (c *Conn) receive(data []byte, env jsonrpc.Envelope) {
 		m.Own = e.own != nil
 	}
 	if c.intercept != nil {
-		if err := c.intercept(&m); err != nil {
+		if err := c.intercept(m); err != nil {
 			c.logger.Warn("the interception point failed on a message from the MCP server", "err", err, "method", m.Method)
 		}
 		return
 	}
-	_ = c.deliver(&m)
+	_ = c.deliver(m)
 }
 
 // deliver is the end of the FromChild chain.

@@ -4,8 +4,6 @@ import (
 	"context"
 	"errors"
 	"io"
-	"strconv"
-	"strings"
 	"sync"
 	"time"
 )
@@ -16,8 +14,8 @@ var (
 	// holds: the events after it were evicted to bound memory. Replaying from
 	// there would silently skip messages, so the log refuses.
 	ErrEventsPurged = errors.New("the events after this Last-Event-ID were evicted from the session's log")
-	// ErrUnknownEvent means a Last-Event-ID that names no stream of the
-	// session, or a position that stream never reached.
+	// ErrUnknownEvent means a resume point (Last-Event-ID) that names no
+	// stream of the session, or a position that stream never reached.
 	ErrUnknownEvent = errors.New("Last-Event-ID names no event of this session")
 	// ErrSuperseded ends a reader whose stream was taken over by a newer
 	// connection (a resume of the same stream).
@@ -55,9 +53,9 @@ const (
 // that was freed. A position the stream never reached, or a stream the log
 // never opened, gets ErrUnknownEvent.
 //
-// Event IDs have the form "<stream>_<seq>": seq counts the events of the
-// stream from 1, and "<stream>_0" (the priming event's ID) names the
-// position before its first event.
+// A position in the log is a stream and a sequence number: seq counts the
+// events of the stream from 1, and 0 names the position before its first
+// event. The front end makes event IDs of them (the bridge: "<stream>_<seq>").
 type EventLog struct {
 	maxEvents int
 	maxBytes  int64
@@ -69,8 +67,18 @@ type EventLog struct {
 	bytes   int64 // bytes of event data held
 	// order is a FIFO of the stream of each held event, oldest first: it
 	// says which stream's first event to evict next. A ring, so that an
-	// append allocates nothing once the log has warmed up.
+	// append allocates nothing once the log has warmed up. A budget walk
+	// evicts from its middle and leaves nil there (see reclaim).
 	order ring
+
+	// budget, if not nil, also bounds the event data of this log and
+	// others (LogBudget). counted: the log is among the budget's logs and
+	// its bytes are in the budget's total; released: the session ended
+	// and the log left the budget for good (FinishAll).
+	budget   *LogBudget
+	counted  bool
+	released bool
+	walkGen  uint64 // numbers reclaim's walks over order
 }
 
 type logStream struct {
@@ -96,6 +104,9 @@ type logStream struct {
 	gen       uint64
 	attached  bool
 	transient bool // see NewTransientStream
+	// blocked is the walkGen of the reclaim walk that found this stream's
+	// oldest held event live: its later events are live too.
+	blocked uint64
 	// wake is closed (and set to nil) on append or finish. A waiting reader
 	// creates it, so an append with no reader waiting allocates nothing.
 	wake chan struct{}
@@ -147,21 +158,27 @@ func (l *EventLog) newStreamLocked() *logStream {
 // finished or unknown (the event is then dropped by the caller's choice).
 func (l *EventLog) Append(stream int64, data []byte) bool {
 	l.mu.Lock()
-	defer l.mu.Unlock()
 	s := l.streams[stream]
 	if s == nil || s.done {
+		l.mu.Unlock()
 		return false
 	}
-	l.appendLocked(s, data)
+	over := l.appendLocked(s, data)
+	l.mu.Unlock()
+	if over {
+		// Without l.mu: the walk takes the logs' locks one at a time.
+		l.budget.reclaim()
+	}
 	return true
 }
 
-func (l *EventLog) appendLocked(s *logStream, data []byte) {
+// appendLocked appends data to s and reports whether the budget is exceeded.
+func (l *EventLog) appendLocked(s *logStream, data []byte) (over bool) {
 	if s.transient {
 		s.push(data)
 		s.next++
 		s.wakeLocked()
-		return
+		return false
 	}
 	for l.events > 0 && (l.events+1 > l.maxEvents || l.bytes+int64(len(data)) > l.maxBytes) {
 		l.evictLocked()
@@ -172,6 +189,14 @@ func (l *EventLog) appendLocked(s *logStream, data []byte) {
 	l.bytes += int64(len(data))
 	l.order.push(s)
 	s.wakeLocked()
+	if l.budget != nil && !l.released {
+		if !l.counted {
+			l.counted = true
+			l.budget.register(l)
+		}
+		over = l.budget.add(int64(len(data)))
+	}
+	return over
 }
 
 // push appends data to s.events, keeping events a window of buf. The
@@ -206,6 +231,14 @@ func (s *logStream) wakeLocked() {
 // evictLocked drops the oldest event of the session.
 func (l *EventLog) evictLocked() {
 	s := l.order.pop()
+	for s == nil { // evicted by a budget walk already
+		s = l.order.pop()
+	}
+	l.dropFirstLocked(s)
+}
+
+// dropFirstLocked evicts the oldest held event of s and returns its size.
+func (l *EventLog) dropFirstLocked(s *logStream) int64 {
 	data := s.events[0]
 	s.events[0] = nil
 	s.events = s.events[1:]
@@ -220,7 +253,59 @@ func (l *EventLog) evictLocked() {
 	s.first++
 	l.events--
 	l.bytes -= int64(len(data))
+	if l.counted {
+		l.budget.total.Add(-int64(len(data)))
+	}
 	l.maybeFreeLocked(s)
+	return int64(len(data))
+}
+
+// heldBytes is the event data the log holds, transient streams aside.
+func (l *EventLog) heldBytes() int64 {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.bytes
+}
+
+// reclaim serves a budget walk: it evicts the oldest replayable events of
+// the log (those a reader was handed: seq <= sent) until it holds at most
+// floor bytes or has freed need bytes, and at least one if it can. Live
+// events stay, wherever they are in the order: the walk skips them, and
+// all later events of their stream. It returns the bytes the log still
+// holds, how many events it evicted, and whether replayable events remain.
+func (l *EventLog) reclaim(floor, need int64) (size int64, n int, more bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.released {
+		return l.bytes, 0, false
+	}
+	l.walkGen++
+	gen := l.walkGen
+	o := &l.order
+	freed := int64(0)
+	for i := 0; i < o.n; i++ {
+		j := (o.head + i) % len(o.buf)
+		s := o.buf[j]
+		if s == nil || s.blocked == gen {
+			continue
+		}
+		// In order, the first entry of s met is its oldest held event.
+		if s.first > s.sent {
+			s.blocked = gen // live, and so is the rest of s
+			continue
+		}
+		if n > 0 && (l.bytes <= floor || freed >= need) {
+			more = true // a replayable event is left
+			break
+		}
+		o.buf[j] = nil
+		freed += l.dropFirstLocked(s)
+		n++
+	}
+	for o.n > 0 && o.buf[o.head] == nil {
+		o.pop()
+	}
+	return l.bytes, n, more
 }
 
 func (l *EventLog) maybeFreeLocked(s *logStream) {
@@ -241,10 +326,18 @@ func (l *EventLog) Finish(stream int64) {
 	}
 }
 
-// FinishAll finishes every stream (the session ended).
+// FinishAll finishes every stream (the session ended). The log leaves its
+// budget: only the readers still attached read the events it holds, and
+// no resume can reach it any more.
 func (l *EventLog) FinishAll() {
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	if l.counted {
+		l.budget.total.Add(-l.bytes)
+		l.budget.unregister(l)
+		l.counted = false
+	}
+	l.released = true
 	for _, s := range l.streams {
 		if !s.done {
 			s.done = true
@@ -317,51 +410,6 @@ func (l *EventLog) Adopt(old int64) int64 {
 	return n.id
 }
 
-// EventID formats the ID of event seq of a stream.
-func EventID(stream int64, seq uint64) string {
-	var b [41]byte // two 20-digit numbers and "_": one allocation, the string
-	return string(AppendEventID(b[:0], stream, seq))
-}
-
-// AppendEventID appends EventID(stream, seq) to b.
-func AppendEventID(b []byte, stream int64, seq uint64) []byte {
-	b = strconv.AppendInt(b, stream, 10)
-	b = append(b, '_')
-	return strconv.AppendUint(b, seq, 10)
-}
-
-// ParseEventID parses an ID made by EventID. It accepts only the canonical
-// form EventID makes (decimal digits, no sign, no leading zero, a stream
-// above zero), so that one event has one ID: any other string fails with
-// ErrUnknownEvent.
-func ParseEventID(id string) (stream int64, seq uint64, err error) {
-	a, b, ok := strings.Cut(id, "_")
-	// strconv accepts a sign ("+1"); digits alone make the form canonical.
-	if !ok || !canonicalDigits(a) || !canonicalDigits(b) {
-		return 0, 0, ErrUnknownEvent
-	}
-	stream, err1 := strconv.ParseInt(a, 10, 64)
-	seq, err2 := strconv.ParseUint(b, 10, 64)
-	if err1 != nil || err2 != nil || stream <= 0 {
-		return 0, 0, ErrUnknownEvent
-	}
-	return stream, seq, nil
-}
-
-// canonicalDigits reports whether s is a decimal number without sign or
-// leading zero.
-func canonicalDigits(s string) bool {
-	if s == "" || (len(s) > 1 && s[0] == '0') {
-		return false
-	}
-	for i := 0; i < len(s); i++ {
-		if s[i] < '0' || s[i] > '9' {
-			return false
-		}
-	}
-	return true
-}
-
 // A Reader reads one stream's events in order, waiting for live ones.
 // It is used by one goroutine.
 type Reader struct {
@@ -421,19 +469,15 @@ func (l *EventLog) attach(r *Reader, stream int64, after uint64, transient bool)
 // Stream is the ID of the stream being read.
 func (r *Reader) Stream() int64 { return r.s.id }
 
-// Next returns the next event: its ID and data. It waits for one if none is
-// held yet. It returns io.EOF once the stream is finished and fully read,
+// Next returns the next event: its position in its stream (counting from
+// 1) and its data. It waits for one if none is held yet. It returns io.EOF once the stream is finished and fully read,
 // ErrSuperseded if another reader took the stream over, ErrEventsPurged if
 // the reader fell so far behind that its next event was evicted, or the
 // context's error. Those states come before the context: with a context
 // that is already done, Next is a poll that never waits and allocates
 // nothing.
-func (r *Reader) Next(ctx context.Context) (id string, data []byte, err error) {
-	seq, data, err := r.NextBefore(ctx, nil)
-	if err != nil {
-		return "", nil, err
-	}
-	return EventID(r.s.id, seq), data, nil
+func (r *Reader) Next(ctx context.Context) (seq uint64, data []byte, err error) {
+	return r.NextBefore(ctx, nil)
 }
 
 // ErrNotYet is NextBefore's answer when expire fires before an event.
@@ -442,9 +486,7 @@ var ErrNotYet = errors.New("no event yet")
 // NextBefore is Next that also stops waiting, with ErrNotYet, when expire
 // delivers (a timer's channel). It spares a caller that waits a little on
 // every request a context of its own (context.WithTimeout allocates and
-// registers with its parent each time). It returns the event's sequence
-// number, not its ID, so that it allocates nothing: AppendEventID with
-// Stream formats the ID where one is written.
+// registers with its parent each time).
 func (r *Reader) NextBefore(ctx context.Context, expire <-chan time.Time) (seq uint64, data []byte, err error) {
 	l, s := r.l, r.s
 	for {
@@ -489,13 +531,6 @@ func (r *Reader) NextBefore(ctx context.Context, expire <-chan time.Time) (seq u
 	}
 }
 
-// Ready reports whether Next would return an event without waiting.
-func (r *Reader) Ready() bool {
-	r.l.mu.Lock()
-	defer r.l.mu.Unlock()
-	return r.gen == r.s.gen && r.pos+1 < r.s.next
-}
-
 // Detach releases the stream; it stays in the log for a later resume.
 func (r *Reader) Detach() {
 	l, s := r.l, r.s
@@ -507,11 +542,9 @@ func (r *Reader) Detach() {
 	}
 }
 
-// Pos is the ID of the last event returned, or the priming position.
-func (r *Reader) Pos() string { return EventID(r.s.id, r.pos) }
-
-// AppendPos appends Pos() to b.
-func (r *Reader) AppendPos(b []byte) []byte { return AppendEventID(b, r.s.id, r.pos) }
+// Pos is the position of the last event returned: 0 before the first one
+// (where a priming event stands).
+func (r *Reader) Pos() uint64 { return r.pos }
 
 // Stats reports what the log holds, for tests and metrics.
 func (l *EventLog) Stats() (events int, bytes int64, streams int) {
@@ -520,7 +553,8 @@ func (l *EventLog) Stats() (events int, bytes int64, streams int) {
 	return l.events, l.bytes, len(l.streams)
 }
 
-// ring is a growable FIFO of streams.
+// ring is a growable FIFO of streams. It may hold nil entries, where a
+// budget walk evicted an event out of order.
 type ring struct {
 	buf  []*logStream
 	head int
@@ -529,11 +563,22 @@ type ring struct {
 
 func (r *ring) push(s *logStream) {
 	if r.n == len(r.buf) {
-		nb := make([]*logStream, max(16, 2*len(r.buf)))
+		// Full: copy it over, without the holes a budget walk left.
+		kept := 0
 		for i := 0; i < r.n; i++ {
-			nb[i] = r.buf[(r.head+i)%len(r.buf)]
+			if r.buf[(r.head+i)%len(r.buf)] != nil {
+				kept++
+			}
 		}
-		r.buf, r.head = nb, 0
+		nb := make([]*logStream, max(16, 2*kept))
+		k := 0
+		for i := 0; i < r.n; i++ {
+			if e := r.buf[(r.head+i)%len(r.buf)]; e != nil {
+				nb[k] = e
+				k++
+			}
+		}
+		r.buf, r.head, r.n = nb, 0, k
 	}
 	r.buf[(r.head+r.n)%len(r.buf)] = s
 	r.n++

@@ -82,6 +82,9 @@ type config struct {
 	MaxConnectionsPerClient int           `envconfig:"BRIDGE_MAX_CONNECTIONS_PER_CLIENT"`
 	MaxBodyBytesInFlight    int64         `envconfig:"BRIDGE_MAX_BODY_BYTES_IN_FLIGHT"`
 
+	// Zero means session.DefaultLogMaxTotalBytes (defaultConfig).
+	LogMaxTotalBytes int64 `envconfig:"BRIDGE_LOG_MAX_TOTAL_BYTES"`
+
 	Sandbox        string   `envconfig:"BRIDGE_SANDBOX"`
 	Image          string   `envconfig:"BRIDGE_IMAGE"`
 	Pull           string   `envconfig:"BRIDGE_PULL"`
@@ -145,6 +148,7 @@ func defaultConfig() *config {
 		SSERetry:           bridge.DefaultSSERetry,
 		LogMaxEvents:       session.DefaultLogMaxEvents,
 		LogMaxBytes:        session.DefaultLogMaxBytes,
+		LogMaxTotalBytes:   session.DefaultLogMaxTotalBytes,
 		StderrLineBytes:    sandbox.DefaultStderrLineBytes,
 		Sandbox:            DefaultSandbox,
 		Pull:               string(sandbox.DefaultDockerPull),
@@ -183,6 +187,7 @@ var optionFlags = map[string]string{
 	"session.Options.MaxMessageBytes":      "max-message-bytes",
 	"session.Options.LogMaxEvents":         "log-max-events",
 	"session.Options.LogMaxBytes":          "log-max-bytes",
+	"session.Options.LogMaxTotalBytes":     "log-max-total-bytes",
 	"sandbox.LocalOptions.StopGrace":       "stop-grace",
 	"sandbox.LocalOptions.StderrLineBytes": "stderr-line-bytes",
 	"sandbox.DockerOptions.Image":          "image",
@@ -307,6 +312,7 @@ func newFlagSet(c *config) *flag.FlagSet {
 	fs.DurationVar(&c.SSERetry, "sse-retry", c.SSERetry, "reconnection delay announced in the SSE retry field with --sse-poll-after")
 	fs.IntVar(&c.LogMaxEvents, "log-max-events", c.LogMaxEvents, "most events each session's resumption log holds")
 	fs.Int64Var(&c.LogMaxBytes, "log-max-bytes", c.LogMaxBytes, "most `bytes` each session's resumption log holds")
+	fs.Int64Var(&c.LogMaxTotalBytes, "log-max-total-bytes", c.LogMaxTotalBytes, "most `bytes` all sessions' resumption logs hold together; beyond it the largest logs lose their oldest already-delivered events")
 	fs.IntVar(&c.StderrLineBytes, "stderr-line-bytes", c.StderrLineBytes, "longest server stderr line logged, in `bytes`; longer lines are cut")
 	fs.Float64Var(&c.StderrLinesPerSecond, "stderr-lines-per-second", c.StderrLinesPerSecond, fmt.Sprintf("server stderr lines logged per second and session, on average; more are dropped (counted in the log) (0: %d; negative: no limit)", sandbox.DefaultStderrLinesPerSecond))
 	fs.IntVar(&c.StderrBurst, "stderr-burst", c.StderrBurst, fmt.Sprintf("server stderr lines a session may log at once above --stderr-lines-per-second (0: %d)", sandbox.DefaultStderrBurst))
@@ -595,6 +601,9 @@ func (c *config) finish() error {
 		if p.v <= 0 {
 			return fmt.Errorf("--%s %d: want 1 or more", p.flag, p.v)
 		}
+	}
+	if c.LogMaxTotalBytes <= 0 {
+		return fmt.Errorf("--log-max-total-bytes %d: want a positive number of bytes", c.LogMaxTotalBytes)
 	}
 	if c.MaxRequestsPerSession < 0 || c.MaxQueuedBytes < 0 {
 		return errors.New("--max-requests-per-session and --max-queued-bytes must be positive (or 0 for the default)")

@@ -31,6 +31,7 @@ import (
 
 	"github.com/mcp-bridge/mcp-bridge/affinity"
 	"github.com/mcp-bridge/mcp-bridge/bridge"
+	"github.com/mcp-bridge/mcp-bridge/internal/procs"
 	"github.com/mcp-bridge/mcp-bridge/sandbox"
 	"github.com/mcp-bridge/mcp-bridge/session"
 )
@@ -166,7 +167,7 @@ func serve(ctx context.Context, cfg *config, logger *slog.Logger, ready chan<- n
 		logger.Info("session affinity on: session IDs name this instance", "self", self)
 	}
 	sessOpts := &session.Options{
-		Launcher:        launcher,
+		Launcher:        session.LauncherOf(launcher),
 		IdleTimeout:     cfg.SessionIdleTimeout,
 		MaxSessions:     cfg.MaxSessions,
 		MaxMessageBytes: cfg.MaxMessageBytes,
@@ -179,13 +180,14 @@ func serve(ctx context.Context, cfg *config, logger *slog.Logger, ready chan<- n
 		MaxRequests:       cfg.MaxRequestsPerSession,
 		MaxQueuedBytes:    cfg.MaxQueuedBytes,
 	}
+	sessOpts.LogMaxTotalBytes = cfg.LogMaxTotalBytes
 	if router != nil {
 		sessOpts.NewID = router.NewID
 	}
 	if router == nil {
 		// With affinity, requests forwarded to their owner are not in
 		// flight here: the governor would not see them, so it stays off.
-		inflight, stopGovernor := startProcsGovernor(logger)
+		inflight, stopGovernor := procs.Start(logger)
 		defer stopGovernor()
 		sessOpts.Inflight = inflight
 	}
@@ -269,7 +271,7 @@ func serve(ctx context.Context, cfg *config, logger *slog.Logger, ready chan<- n
 	if err := reg.WaitIdle(graceCtx); err != nil {
 		logger.Warn("ending sessions with requests still in flight after the shutdown grace period", "err", err)
 	}
-	stopCtx, cancelStop := context.WithTimeout(context.Background(), 2*cfg.StopGrace+30*time.Second)
+	stopCtx, cancelStop := context.WithTimeout(context.Background(), sandbox.StopBudget(cfg.StopGrace))
 	defer cancelStop()
 	if err := reg.Shutdown(stopCtx); err != nil {
 		logger.Error("some MCP servers did not stop", "err", err)
