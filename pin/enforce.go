@@ -97,10 +97,6 @@ func (e *Enforcer) verdict(k *Kind, name string, item []byte) string {
 	return p
 }
 
-// Pins reports whether the enforcer holds sessions to a lock (and not
-// only to the inspection).
-func (e *Enforcer) Pins() bool { return e.o.Lock != nil }
-
 // A Violation is an item a server offered that the enforcer refused.
 type Violation struct {
 	Kind    string // "tool", "prompt", "resource template"

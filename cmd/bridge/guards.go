@@ -1,7 +1,6 @@
 package main
 
 import (
-	"errors"
 	"fmt"
 	"log/slog"
 
@@ -9,6 +8,7 @@ import (
 	"github.com/mcp-bridge/mcp-bridge/peer"
 	"github.com/mcp-bridge/mcp-bridge/pin"
 	"github.com/mcp-bridge/mcp-bridge/policy"
+	"github.com/mcp-bridge/mcp-bridge/session"
 )
 
 // guards are what every session's connection to its server holds at peer's
@@ -97,13 +97,25 @@ func (g *guards) forConn(session string, logger *slog.Logger, end func(error), c
 	return peer.Chain(chain...), ended
 }
 
-// unwired refuses what the sessions cannot apply yet: session/ does not
-// run peer's interception point until the redesign is merged, and a
-// policy, a pin file or an audit log silently ignored would be worse than
-// none.
-func (g *guards) unwired() error {
-	if g.policy != nil || g.audit != nil || (g.pins != nil && g.pins.Pins()) {
-		return errors.New("--policy, --pin-file and --audit-log need the sessions to run through peer/'s interception point, which this build does not do yet; bridge pin works")
+// forSession is session.Options.InterceptSession: the chain of one
+// session, whose audit lines name it by its log form (never the ID, which
+// is a credential), which a pin violation can end, and which lists tools
+// again itself after the server says they changed. Once the session's
+// server has stopped, the requests it left unanswered are audited.
+func (g *guards) forSession(s *session.Session) peer.Interceptor {
+	logger := g.logger.With("session", s.LogID())
+	intercept, ended := g.forConn(s.LogID(), logger, s.Close, s.Call)
+	if g.audit != nil {
+		// Ends with the session: Stopped closes once its server has
+		// stopped and the last message has passed the chain.
+		go func() {
+			<-s.Stopped()
+			reason := ""
+			if err := s.Err(); err != nil {
+				reason = err.Error()
+			}
+			ended(reason)
+		}()
 	}
-	return nil
+	return intercept
 }

@@ -144,9 +144,6 @@ func serve(ctx context.Context, cfg *config, logger *slog.Logger, ready chan<- n
 		return startError{err}
 	}
 	defer g.close()
-	if err := g.unwired(); err != nil {
-		return startError{err}
-	}
 
 	launcher, closeLauncher, err := newLauncher(ctx, cfg, logger)
 	if err != nil {
@@ -191,6 +188,7 @@ func serve(ctx context.Context, cfg *config, logger *slog.Logger, ready chan<- n
 		defer stopGovernor()
 		sessOpts.Inflight = inflight
 	}
+	sessOpts.InterceptSession = g.forSession
 	reg := session.NewRegistry(sessOpts)
 	h := bridge.NewHandler(reg, &bridge.Options{
 		Path:                 cfg.Path,
