@@ -14,9 +14,6 @@ package bridge
 
 import (
 	"context"
-	"crypto/sha256"
-	"crypto/subtle"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -34,6 +31,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/mcp-bridge/mcp-bridge/auth"
 	"github.com/mcp-bridge/mcp-bridge/jsonrpc"
 	"github.com/mcp-bridge/mcp-bridge/session"
 )
@@ -74,8 +72,12 @@ type Options struct {
 	// DNS rebinding attack reaches the bridge with the attacker's host name.
 	AllowedHosts []string
 	// AuthTokens, when not empty, are the bearer tokens accepted; a request
-	// without one of them gets 401. Empty means no authentication.
+	// without one of them gets 401. Empty means no authentication. Ignored
+	// when Auth is set.
 	AuthTokens []string
+	// Auth authenticates requests (static tokens, OAuth 2.1) and serves the
+	// protected resource metadata. Nil means AuthTokens alone.
+	Auth *auth.Authenticator
 	// MaxMessageBytes bounds a POST body; a larger one gets 413. Zero means
 	// session.DefaultMaxMessageBytes.
 	MaxMessageBytes int64
@@ -117,7 +119,7 @@ type Handler struct {
 	reg    *session.Registry
 	opts   Options
 	logger *slog.Logger
-	tokens [][]byte
+	auth   *auth.Authenticator
 	mux    *http.ServeMux
 
 	draining  atomic.Bool
@@ -153,8 +155,10 @@ func NewHandler(reg *session.Registry, opts *Options) *Handler {
 		o.Logger = slog.Default()
 	}
 	h.logger = o.Logger
-	for _, t := range o.AuthTokens {
-		h.tokens = append(h.tokens, []byte(t))
+	h.auth = o.Auth
+	if h.auth == nil {
+		// Static tokens alone need no network: New cannot fail.
+		h.auth, _ = auth.New(context.Background(), &auth.Options{StaticTokens: o.AuthTokens, Logger: o.Logger})
 	}
 	// The standard mux answers 405 with an Allow header for other methods
 	// on the endpoint: "The server MUST either return Content-Type:
@@ -177,6 +181,10 @@ func NewHandler(reg *session.Registry, opts *Options) *Handler {
 		io.WriteString(w, "ok\n")
 	})
 	h.mux.HandleFunc("GET /readyz", h.serveReady)
+	for _, p := range h.auth.MetadataPaths() {
+		h.mux.HandleFunc("GET "+p, h.auth.ServeMetadata)
+		h.mux.HandleFunc("OPTIONS "+p, h.auth.ServeMetadata)
+	}
 	return h
 }
 
@@ -244,37 +252,15 @@ func (h *Handler) guard(next func(http.ResponseWriter, *http.Request, any)) http
 			}
 			h.corsHeaders(w, origin)
 		}
-		var owner any // a session's owner: the hash of the token that created it
-		if len(h.tokens) > 0 {
-			tok, ok := h.bearer(r)
-			if !ok {
-				w.Header().Set("WWW-Authenticate", `Bearer realm="mcp-bridge"`)
-				if tok != "" {
-					w.Header().Set("WWW-Authenticate", `Bearer realm="mcp-bridge", error="invalid_token"`)
-				}
-				WriteError(w, http.StatusUnauthorized, nil, jsonrpc.CodeInvalidRequest,
-					"Unauthorized: send a valid bearer token in the Authorization header", nil)
+		var owner any // a session's owner: the tag of its principal (auth.Principal.Tag)
+		if h.auth.Enabled() {
+			var ok bool
+			if r, owner, ok = h.authenticate(w, r); !ok {
 				return
 			}
-			sum := sha256.Sum256([]byte(tok))
-			owner = hex.EncodeToString(sum[:8])
 		}
 		next(w, r, owner)
 	}
-}
-
-// bearer returns the request's bearer token and whether it is accepted.
-func (h *Handler) bearer(r *http.Request) (string, bool) {
-	scheme, tok, ok := strings.Cut(r.Header.Get("Authorization"), " ")
-	if !ok || !strings.EqualFold(scheme, "Bearer") {
-		return "", false
-	}
-	tok = strings.TrimSpace(tok)
-	good := 0
-	for _, t := range h.tokens {
-		good |= subtle.ConstantTimeCompare([]byte(tok), t)
-	}
-	return tok, good == 1
 }
 
 func (h *Handler) originAllowed(origin, host string) bool {

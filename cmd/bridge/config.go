@@ -112,6 +112,15 @@ type config struct {
 	// AffinitySecret has no flag, like AuthTokens.
 	AffinitySecret string `envconfig:"BRIDGE_AFFINITY_SECRET"`
 
+	OAuthIssuer           string   `envconfig:"BRIDGE_OAUTH_ISSUER"`
+	ResourceURL           string   `envconfig:"BRIDGE_RESOURCE_URL"`
+	OAuthScopes           []string `envconfig:"BRIDGE_OAUTH_SCOPES"`
+	OAuthIntrospectionURL string   `envconfig:"BRIDGE_OAUTH_INTROSPECTION_URL"`
+	OAuthClientID         string   `envconfig:"BRIDGE_OAUTH_CLIENT_ID"`
+	OAuthClientSecretFile string   `envconfig:"BRIDGE_OAUTH_CLIENT_SECRET_FILE"`
+	// OAuthClientSecret has no flag, like AuthTokens.
+	OAuthClientSecret string `envconfig:"BRIDGE_OAUTH_CLIENT_SECRET"`
+
 	// Derived.
 	given          []string // the flags (--name) and variables (BRIDGE_NAME) set, flags last
 	command        []string
@@ -203,6 +212,10 @@ var optionFlags = map[string]string{
 	"sandbox.DockerOptions.Instance":       "instance",
 	"affinity.Options.Self":                "affinity-addr",
 	"affinity.Options.Secret":              "affinity-secret-file",
+	"auth.Options.Issuer":                  "oauth-issuer",
+	"auth.Options.ResourceURL":             "resource-url",
+	"auth.Options.Scopes":                  "oauth-scopes",
+	"auth.Options.IntrospectionURL":        "oauth-introspection-url",
 }
 
 // flagOf is "--flag" for a library option of optionFlags.
@@ -291,7 +304,7 @@ func newFlagSet(c *config) *flag.FlagSet {
 	fs := flag.NewFlagSet("bridge", flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
 	fs.Usage = func() {}
-	fs.StringVar(&c.Listen, "listen", c.Listen, "`address` to listen on; a non-loopback address requires auth tokens or --insecure-no-auth")
+	fs.StringVar(&c.Listen, "listen", c.Listen, "`address` to listen on; a non-loopback address requires auth tokens, --oauth-issuer, --tls-client-ca or --insecure-no-auth")
 	fs.StringVar(&c.Path, "path", c.Path, "HTTP `path` of the MCP endpoint")
 	fs.DurationVar(&c.SessionIdleTimeout, "session-idle-timeout", c.SessionIdleTimeout, "end a session after this long without a client message, whatever streams are open (negative: never)")
 	fs.IntVar(&c.MaxSessions, "max-sessions", c.MaxSessions, "most sessions alive at once; beyond it initialize gets 503")
@@ -346,6 +359,12 @@ func newFlagSet(c *config) *flag.FlagSet {
 	fs.IntVar(&c.Warm, "warm", c.Warm, "keep `N` MCP servers (processes or containers) started ahead of sessions, so that a new session does not wait for a launch (0: none)")
 	fs.StringVar(&c.AffinityAddr, "affinity-addr", c.AffinityAddr, "`host:port` other instances reach this one at, or ecs (from the ECS task metadata); with an affinity secret, session IDs name their owner and any instance forwards a request to it")
 	fs.StringVar(&c.AffinitySecretFile, "affinity-secret-file", c.AffinitySecretFile, "`file` holding the secret (32 bytes or more) shared by all instances, which authenticates owners in session IDs (BRIDGE_AFFINITY_SECRET also takes it)")
+	fs.StringVar(&c.OAuthIssuer, "oauth-issuer", c.OAuthIssuer, "issuer `URL` of the OAuth 2.1 authorization server whose access tokens are accepted (needs --resource-url)")
+	fs.StringVar(&c.ResourceURL, "resource-url", c.ResourceURL, "canonical `URL` clients reach the MCP endpoint at, e.g. https://mcp.example.com/mcp: the audience every OAuth token must carry")
+	fs.Var(&listFlag{dst: &c.OAuthScopes}, "oauth-scopes", "`scopes` every OAuth token must carry, advertised to clients (comma-separated or repeated)")
+	fs.StringVar(&c.OAuthIntrospectionURL, "oauth-introspection-url", c.OAuthIntrospectionURL, "RFC 7662 introspection endpoint `URL` for opaque (non-JWT) tokens; needs --oauth-client-id and a client secret")
+	fs.StringVar(&c.OAuthClientID, "oauth-client-id", c.OAuthClientID, "the bridge's client `ID` at the introspection endpoint")
+	fs.StringVar(&c.OAuthClientSecretFile, "oauth-client-secret-file", c.OAuthClientSecretFile, "`file` holding the bridge's client secret at the introspection endpoint (BRIDGE_OAUTH_CLIENT_SECRET also takes it)")
 	fs.StringVar(&c.Policy, "policy", c.Policy, "policy `file` (YAML): which tools, prompts and resources callers see and may use, and the scopes each needs")
 	fs.StringVar(&c.PinFile, "pin-file", c.PinFile, "lock `file` written by bridge pin: a tool, prompt or resource template that is new or changed since is hidden and refused")
 	fs.StringVar(&c.OnPinViolation, "on-pin-violation", c.OnPinViolation, "what a server offering what --pin-file refuses does besides the refusal: drop, or end-session")
@@ -386,6 +405,7 @@ Flags (each also read from the environment variable shown; flags win):
 	}
 	fmt.Fprintf(out, "  env %s_AUTH_TOKENS\n        accepted bearer tokens, comma-separated (no flag: tokens on a command line are visible to every local user)\n", envPrefix)
 	fmt.Fprintf(out, "  env %s_AFFINITY_SECRET\n        the session-affinity secret (no flag, for the same reason)\n", envPrefix)
+	fmt.Fprintf(out, "  env %s_OAUTH_CLIENT_SECRET\n        the bridge's client secret at the introspection endpoint (no flag, for the same reason)\n", envPrefix)
 	fmt.Fprint(out, `
 Go runtime:
   env GOMAXPROCS
@@ -651,14 +671,22 @@ func (c *config) finish() error {
 		// loopback bridge sends the attacker's host name.
 		c.AllowedHosts = bridge.LoopbackHosts
 	}
+	if c.OAuthClientSecretFile != "" {
+		b, err := os.ReadFile(c.OAuthClientSecretFile)
+		if err != nil {
+			return fmt.Errorf("--oauth-client-secret-file: %w", err)
+		}
+		c.OAuthClientSecret = string(bytes.TrimSpace(b))
+	}
+	c.OAuthClientSecret = strings.TrimSpace(c.OAuthClientSecret)
 	if err := c.checkTLS(); err != nil {
 		return err
 	}
 	// With mutual TLS only holders of a certificate the CA signed connect:
 	// that authenticates them as well as a token would.
-	if len(c.tokens) == 0 && !c.InsecureNoAuth && c.TLSClientCA == "" && !isLoopback(c.Listen) {
+	if len(c.tokens) == 0 && c.OAuthIssuer == "" && !c.InsecureNoAuth && c.TLSClientCA == "" && !isLoopback(c.Listen) {
 		return fmt.Errorf("refusing to listen on %s without authentication: anyone who reaches it could run your server; "+
-			"give tokens with --auth-token-file or %s_AUTH_TOKENS, require client certificates with --tls-client-ca, or pass --insecure-no-auth", c.Listen, envPrefix)
+			"give tokens with --auth-token-file or %s_AUTH_TOKENS, an authorization server with --oauth-issuer, require client certificates with --tls-client-ca, or pass --insecure-no-auth", c.Listen, envPrefix)
 	}
 	return nil
 }

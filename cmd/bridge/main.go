@@ -30,6 +30,7 @@ import (
 	"time"
 
 	"github.com/mcp-bridge/mcp-bridge/affinity"
+	"github.com/mcp-bridge/mcp-bridge/auth"
 	"github.com/mcp-bridge/mcp-bridge/bridge"
 	"github.com/mcp-bridge/mcp-bridge/internal/procs"
 	"github.com/mcp-bridge/mcp-bridge/sandbox"
@@ -188,6 +189,22 @@ func serve(ctx context.Context, cfg *config, logger *slog.Logger, ready chan<- n
 		defer stopGovernor()
 		sessOpts.Inflight = inflight
 	}
+	authn, err := auth.New(ctx, &auth.Options{
+		StaticTokens:     cfg.tokens,
+		Issuer:           cfg.OAuthIssuer,
+		ResourceURL:      cfg.ResourceURL,
+		Scopes:           cfg.OAuthScopes,
+		IntrospectionURL: cfg.OAuthIntrospectionURL,
+		ClientID:         cfg.OAuthClientID,
+		ClientSecret:     cfg.OAuthClientSecret,
+		Logger:           logger,
+	})
+	if err != nil {
+		return startError{explain(err)}
+	}
+	if authn.OAuth() {
+		logger.Info("OAuth resource server on", "issuer", cfg.OAuthIssuer, "resource", cfg.ResourceURL)
+	}
 	sessOpts.InterceptSession = g.forSession
 	reg := session.NewRegistry(sessOpts)
 	h := bridge.NewHandler(reg, &bridge.Options{
@@ -202,6 +219,7 @@ func serve(ctx context.Context, cfg *config, logger *slog.Logger, ready chan<- n
 		BodyReadTimeout:      cfg.BodyReadTimeout,
 		WriteTimeout:         cfg.WriteTimeout,
 		MaxBodyBytesInFlight: cfg.MaxBodyBytesInFlight,
+		Auth:                 authn,
 		Logger:               logger,
 	})
 
