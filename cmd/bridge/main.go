@@ -202,6 +202,11 @@ func serve(ctx context.Context, cfg *config, logger *slog.Logger, ready chan<- n
 	if err != nil {
 		return startError{explain(err)}
 	}
+	if cfg.policy != nil {
+		// The protected resource metadata lists what the policy asks for,
+		// so that clients can request those scopes up front.
+		authn.AdvertiseScopes(cfg.policy.Scopes()...)
+	}
 	if authn.OAuth() {
 		logger.Info("OAuth resource server on", "issuer", cfg.OAuthIssuer, "resource", cfg.ResourceURL)
 	}
