@@ -125,19 +125,22 @@ func TestRequestsRefused(t *testing.T) {
 
 // A name written with escapes, or given twice, is the name the server
 // reads: the policy decodes it as the server does (the last of duplicate
-// members wins, as in encoding/json and the Go SDK).
+// members wins, as in encoding/json and the Go SDK). A message giving
+// params twice does not get that far: jsonrpc refuses it as ambiguous.
 func TestNoBypassByEncoding(t *testing.T) {
 	c := startWithPolicy(t)
 	for _, raw := range []string{
 		`{"jsonrpc":"2.0","id":"e1","method":"tools/call","params":{"name":"test_image\u005fcontent"}}`,
 		`{"jsonrpc":"2.0","id":"e2","method":"tools/call","params":{"name":"test_simple_text","name":"test_image_content"}}`,
-		`{"jsonrpc":"2.0","id":"e3","method":"tools/call","params":{"name":"test_image_content","arguments":{}},"params":{"name":"test_image_content"}}`,
 		`{"jsonrpc":"2.0","id":"e4","method":"resources/read","params":{"uri":"test:\/\/static-binary"}}`,
 	} {
 		answer := c.CallRaw(t, "alice", []byte(raw))
 		if rpcErr := childtest.Error(t, answer); rpcErr == nil || !strings.Contains(rpcErr.Message, "policy denies it") {
 			t.Errorf("%s: %s", raw, answer)
 		}
+	}
+	if _, err := jsonrpc.Parse([]byte(`{"jsonrpc":"2.0","id":"e3","method":"tools/call","params":{"name":"test_simple_text"},"params":{"name":"test_image_content"}}`)); err == nil {
+		t.Error("a message with params given twice parses: the policy could read another params than the server")
 	}
 }
 
