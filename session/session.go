@@ -24,6 +24,7 @@ import (
 	"crypto/rand"
 	"crypto/sha256"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -139,6 +140,11 @@ type Options struct {
 	// Intercept sees every message to and from each session's server
 	// (peer.Options.Intercept). Nil means none.
 	Intercept peer.Interceptor
+	// InterceptSession, if set, gives each session an interceptor of its
+	// own, after Intercept in the chain: for what keeps state per session
+	// (pinning, the audit log). It is called once per session, before its
+	// server's connection is made; the session's Call works from then on.
+	InterceptSession func(s *Session) peer.Interceptor
 	// Inflight, if set, is told the number of client requests in flight
 	// across sessions each time it rises or falls, on the request's path:
 	// it must be quick. Calls may arrive out of order when requests start
@@ -385,10 +391,14 @@ func (r *Registry) Create(ctx context.Context, owner any) (*Session, error) {
 
 	// The connection may end (and call Ended) before New returns: Close
 	// waits for s.conn through ready.
+	intercept := r.opts.Intercept
+	if r.opts.InterceptSession != nil {
+		intercept = peer.Chain(intercept, r.opts.InterceptSession(s))
+	}
 	s.conn = peer.New(proc, s, &peer.Options{
 		MaxMessageBytes: r.opts.MaxMessageBytes,
 		MaxQueuedBytes:  int(r.opts.MaxQueuedBytes),
-		Intercept:       r.opts.Intercept,
+		Intercept:       intercept,
 		Logger:          logger,
 	})
 	close(s.ready)
@@ -630,6 +640,17 @@ func (s *Session) ID() string { return s.id }
 // used to reach the session, or the ID itself when debug logging is on.
 // Everything that logs a session uses it.
 func (s *Session) LogID() string { return s.logID }
+
+// Call sends a request of the bridge's own to the session's server and
+// returns its result (peer.Conn.Call): its answer reaches no client.
+func (s *Session) Call(ctx context.Context, method string, params any) (json.RawMessage, error) {
+	select {
+	case <-s.ready:
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+	return s.conn.Call(ctx, method, params)
+}
 
 // Owner is the tag the session was bound to at creation.
 func (s *Session) Owner() any { return s.owner }

@@ -10,6 +10,8 @@
 //     and with --json-response; session start with and without --warm;
 //     bridge memory per idle session; a large tool result passing through;
 //     the replay of a long stream;
+//   - the bridge with --policy, --pin-file (of the minimal server, written
+//     by bridge pin) and --audit-log, against the same bridge without them;
 //   - optionally supergateway, side by side, with the same load generator.
 //
 // Throughput rounds interleave the targets (floor, bridge, ...) so that a
@@ -32,7 +34,9 @@ import (
 	"flag"
 	"fmt"
 	"os"
+	"os/exec"
 	"os/signal"
+	"path/filepath"
 	"runtime"
 	"slices"
 	"strconv"
@@ -81,7 +85,7 @@ func main() {
 	flag.StringVar(&c.sg, "supergateway", "", "supergateway `script` to measure side by side (optional)")
 	flag.StringVar(&c.node, "node", "node", "`node` binary that runs -supergateway")
 	flag.StringVar(&c.profileDir, "profile", "", "build the bridge with a pprof hook and write CPU and heap profiles to `dir`")
-	flag.StringVar(&c.only, "only", "", "comma-separated phases to run: floor,hop,bridge,json,stateless,sg,start,idle,big,replay (default: all)")
+	flag.StringVar(&c.only, "only", "", "comma-separated phases to run: floor,hop,bridge,json,stateless,guards,sg,start,idle,big,replay (default: all)")
 	flag.DurationVar(&c.timeout, "timeout", 20*time.Minute, "stop the whole run after this long")
 	flag.Parse()
 
@@ -239,6 +243,14 @@ func (t *throughput) run(ctx context.Context) error {
 		// child per core (fewer processes to wake per call).
 		statelessTarget(bridgeTarget(c.bridge, "bridge, 2026-07-28 stateless clients on a pool (default --pool-max 8)", "stateless")),
 		statelessTarget(bridgeTarget(c.bridge, fmt.Sprintf("bridge, 2026-07-28 stateless clients on a pool (--pool-max %d, one per core)", runtime.NumCPU()), "stateless", "--pool-max", strconv.Itoa(runtime.NumCPU()))),
+	}
+	if c.phase("guards") {
+		g, cleanup, err := guardFlags(ctx, c)
+		if err != nil {
+			return err
+		}
+		defer cleanup()
+		all = append(all, bridgeTarget(c.bridge, "bridge, SSE answers, --policy --pin-file --audit-log", "guards", g...))
 	}
 	if c.baseline != "" {
 		// Interleaved with the bridge's rounds, so that the machine's load
@@ -452,6 +464,18 @@ func (t *throughput) rows(add func(what, result, cpu, target, met string), fail 
 					if b := baselineOf(t.ts, tg); b != nil {
 						if r, ok := pairedRatio(tg.res[n], b.res[n]); ok {
 							result += fmt.Sprintf(" = %.2f x baseline", r)
+						}
+					}
+				}
+			}
+			if tg.phase == "guards" {
+				// The interception point's cost: the same bridge without it,
+				// in the same rounds.
+				for _, b := range t.ts {
+					if b.phase == "bridge" && !b.base {
+						if r, ok := pairedRatio(tg.res[n], b.res[n]); ok {
+							result += fmt.Sprintf(" = %.2f x the bridge without them", r)
+							target, met = ">= 0.95 x without", yesNo(r >= 0.95)
 						}
 					}
 				}
@@ -772,4 +796,26 @@ func printReport(c *config, rows []row, bad []string, started time.Time, loadSta
 			fmt.Println("- " + n)
 		}
 	}
+}
+
+// guardFlags pins the minimal server with bridge pin and writes a policy,
+// for the bridge row with the interception point's guards on: the flags,
+// and a function that removes the files.
+func guardFlags(ctx context.Context, c *config) ([]string, func(), error) {
+	dir, err := os.MkdirTemp("", "bridge-bench-guards-")
+	if err != nil {
+		return nil, nil, err
+	}
+	cleanup := func() { os.RemoveAll(dir) }
+	lock := filepath.Join(dir, "mcp-lock.json")
+	if out, err := exec.CommandContext(ctx, c.bridge, "pin", "--output", lock, "--", c.minimal).CombinedOutput(); err != nil {
+		cleanup()
+		return nil, nil, fmt.Errorf("bridge pin: %v\n%s", err, out)
+	}
+	policy := filepath.Join(dir, "policy.yaml")
+	if err := os.WriteFile(policy, []byte("tools:\n  deny: [delete_*, \"*_admin\"]\n  scopes:\n    send_*: [mail:send]\n"), 0o600); err != nil {
+		cleanup()
+		return nil, nil, err
+	}
+	return []string{"--policy", policy, "--pin-file", lock, "--audit-log", filepath.Join(dir, "audit.log")}, cleanup, nil
 }

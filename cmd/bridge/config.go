@@ -21,6 +21,8 @@ import (
 	units "github.com/docker/go-units"
 	"github.com/kelseyhightower/envconfig"
 	"github.com/mcp-bridge/mcp-bridge/bridge"
+	"github.com/mcp-bridge/mcp-bridge/pin"
+	"github.com/mcp-bridge/mcp-bridge/policy"
 	"github.com/mcp-bridge/mcp-bridge/pool"
 	"github.com/mcp-bridge/mcp-bridge/sandbox"
 	"github.com/mcp-bridge/mcp-bridge/session"
@@ -98,13 +100,20 @@ type config struct {
 
 	Warm int `envconfig:"BRIDGE_WARM"`
 
-	ChildEra        string        `envconfig:"BRIDGE_CHILD_ERA"`
-	PoolMin         int           `envconfig:"BRIDGE_POOL_MIN"`
-	PoolMax         int           `envconfig:"BRIDGE_POOL_MAX"`
-	RequestStateTTL time.Duration `envconfig:"BRIDGE_REQUEST_STATE_TTL"`
-	NoMetrics       bool          `envconfig:"BRIDGE_NO_METRICS"`
-	MetricsListen   string        `envconfig:"BRIDGE_METRICS_LISTEN"`
-	OTLPEndpoint    string        `envconfig:"BRIDGE_OTLP_ENDPOINT"`
+	ChildEra            string        `envconfig:"BRIDGE_CHILD_ERA"`
+	PoolMin             int           `envconfig:"BRIDGE_POOL_MIN"`
+	PoolMax             int           `envconfig:"BRIDGE_POOL_MAX"`
+	RequestStateTTL     time.Duration `envconfig:"BRIDGE_REQUEST_STATE_TTL"`
+	NoMetrics           bool          `envconfig:"BRIDGE_NO_METRICS"`
+	MetricsListen       string        `envconfig:"BRIDGE_METRICS_LISTEN"`
+	OTLPEndpoint        string        `envconfig:"BRIDGE_OTLP_ENDPOINT"`
+	Policy              string        `envconfig:"BRIDGE_POLICY"`
+	PinFile             string        `envconfig:"BRIDGE_PIN_FILE"`
+	OnPinViolation      string        `envconfig:"BRIDGE_ON_PIN_VIOLATION"`
+	MaxDescriptionBytes int           `envconfig:"BRIDGE_MAX_DESCRIPTION_BYTES"`
+	AllowHiddenUnicode  bool          `envconfig:"BRIDGE_ALLOW_HIDDEN_UNICODE"`
+	AuditLog            string        `envconfig:"BRIDGE_AUDIT_LOG"`
+	AuditArgs           bool          `envconfig:"BRIDGE_AUDIT_ARGS"`
 
 	AffinityAddr       string `envconfig:"BRIDGE_AFFINITY_ADDR"`
 	AffinitySecretFile string `envconfig:"BRIDGE_AFFINITY_SECRET_FILE"`
@@ -128,6 +137,8 @@ type config struct {
 	memory         int64
 	affinitySecret []byte
 	env            []string // Env resolved: NAME=VALUE entries
+	policy         *policy.Policy
+	lock           *pin.Lock
 }
 
 // Defaults of what cmd/bridge itself uses; the others are the packages'.
@@ -171,10 +182,12 @@ func defaultConfig() *config {
 		MaxConnectionsPerClient: bridge.DefaultMaxConnectionsPerClient,
 		MaxBodyBytesInFlight:    int64(bridge.DefaultMaxBodyBytesInFlight),
 
-		ChildEra:        pool.EraAuto.String(),
-		PoolMin:         pool.DefaultMin,
-		PoolMax:         pool.DefaultMax,
-		RequestStateTTL: pool.DefaultStateTTL,
+		ChildEra:            pool.EraAuto.String(),
+		PoolMin:             pool.DefaultMin,
+		PoolMax:             pool.DefaultMax,
+		RequestStateTTL:     pool.DefaultStateTTL,
+		OnPinViolation:      string(pin.Drop),
+		MaxDescriptionBytes: pin.DefaultMaxDescriptionBytes,
 	}
 }
 
@@ -371,6 +384,13 @@ func newFlagSet(c *config) *flag.FlagSet {
 	fs.IntVar(&c.PoolMin, "pool-min", c.PoolMin, "servers kept running for revision 2026-07-28 clients when the server is modern (-1: none)")
 	fs.IntVar(&c.PoolMax, "pool-max", c.PoolMax, "most servers running for revision 2026-07-28 clients, across all principals (separate from --max-sessions)")
 	fs.DurationVar(&c.RequestStateTTL, "request-state-ttl", c.RequestStateTTL, "how long a call that asked the client something (elicitation, sampling, roots) waits for the client's retry before it is cancelled")
+	fs.StringVar(&c.Policy, "policy", c.Policy, "policy `file` (YAML): which tools, prompts and resources callers see and may use, and the scopes each needs")
+	fs.StringVar(&c.PinFile, "pin-file", c.PinFile, "lock `file` written by bridge pin: a tool, prompt or resource template that is new or changed since is hidden and refused")
+	fs.StringVar(&c.OnPinViolation, "on-pin-violation", c.OnPinViolation, "what a server offering what --pin-file refuses does besides the refusal: drop, or end-session")
+	fs.IntVar(&c.MaxDescriptionBytes, "max-description-bytes", c.MaxDescriptionBytes, "a tool, prompt or resource template with a longer description is hidden and refused (negative: no limit)")
+	fs.BoolVar(&c.AllowHiddenUnicode, "allow-hidden-unicode", c.AllowHiddenUnicode, "accept descriptions and schemas holding invisible or direction-changing Unicode (tag characters, zero-width, bidi controls), which can hide instructions from reviewers")
+	fs.StringVar(&c.AuditLog, "audit-log", c.AuditLog, "append one JSON line per request, either way, to this `file` (- for standard output)")
+	fs.BoolVar(&c.AuditArgs, "audit-args", c.AuditArgs, "record the arguments of each request in the audit log, not only their SHA-256")
 	return fs
 }
 
@@ -381,6 +401,8 @@ func usage(fs *flag.FlagSet, out io.Writer) {
   bridge deploy aws --stack NAME [...]    deploy to AWS ECS behind a load balancer
   bridge --version                        the version and revision of this build
   bridge connect URL [flags]              the reverse: a stdio MCP server forwarding to a remote one (see bridge connect --help)
+  bridge pin --output FILE -- COMMAND     record the server's tools, prompts and templates in a lock file (see bridge pin --help)
+  bridge pin --check --pin-file FILE -- COMMAND   report how the server drifted from it, exit 1 if it did
 
 Each session gets its own server: COMMAND runs once per session.
 
@@ -597,6 +619,9 @@ func (c *config) finish() error {
 	if c.PoolMax < 1 || c.PoolMin > c.PoolMax || c.RequestStateTTL <= 0 {
 		return errors.New("--pool-max must be positive and at least --pool-min, --request-state-ttl positive")
 	}
+	if err := c.finishGuards(); err != nil {
+		return err
+	}
 	if c.Warm < 0 {
 		return fmt.Errorf("--warm %d: want 0 or more", c.Warm)
 	}
@@ -756,4 +781,32 @@ func isLoopback(addr string) bool {
 	}
 	ip := net.ParseIP(host)
 	return ip != nil && ip.IsLoopback()
+}
+
+// finishGuards checks the flags of the interception point and reads the
+// policy and pin files: a bad one stops the bridge before it serves.
+func (c *config) finishGuards() error {
+	switch pin.Action(c.OnPinViolation) {
+	case pin.Drop, pin.EndSession:
+	default:
+		return fmt.Errorf("--on-pin-violation %q: want drop or end-session", c.OnPinViolation)
+	}
+	if c.AuditArgs && c.AuditLog == "" {
+		return errors.New("--audit-args needs --audit-log")
+	}
+	if c.Policy != "" {
+		p, err := policy.Load(c.Policy)
+		if err != nil {
+			return fmt.Errorf("--policy: %w", err)
+		}
+		c.policy = p
+	}
+	if c.PinFile != "" {
+		l, err := pin.ReadLock(c.PinFile)
+		if err != nil {
+			return fmt.Errorf("--pin-file: %w", err)
+		}
+		c.lock = l
+	}
+	return nil
 }

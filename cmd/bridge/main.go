@@ -6,6 +6,7 @@
 //	bridge image build --from SPEC ...
 //	bridge deploy aws --stack NAME ...
 //	bridge connect URL [flags]
+//	bridge pin --output mcp-lock.json -- COMMAND [ARGS...]
 //
 // Every flag has a BRIDGE_* environment variable; flags win. cmd/bridge owns
 // start-up and the shutdown order: stop accepting, drain, end sessions, exit.
@@ -65,6 +66,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 			return 0
 		case "connect":
 			return runConnect(ctx, args[1:], os.Stdin, stdout, stderr)
+		case "pin":
+			return runPin(ctx, args[1:], stdout, stderr)
 		}
 	}
 	cfg, err := parseConfig(args)
@@ -139,6 +142,11 @@ func serve(ctx context.Context, cfg *config, logger *slog.Logger, ready chan<- n
 	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
 	defer stop()
 
+	g, err := newGuards(cfg, logger)
+	if err != nil {
+		return startError{err}
+	}
+	defer g.close()
 	tel, err := newTelemetry(ctx, cfg, logger)
 	if err != nil {
 		return startError{err}
@@ -208,9 +216,15 @@ func serve(ctx context.Context, cfg *config, logger *slog.Logger, ready chan<- n
 	if err != nil {
 		return startError{explain(err)}
 	}
+	if cfg.policy != nil {
+		// The protected resource metadata lists what the policy asks for,
+		// so that clients can request those scopes up front.
+		authn.AdvertiseScopes(cfg.policy.Scopes()...)
+	}
 	if authn.OAuth() {
 		logger.Info("OAuth resource server on", "issuer", cfg.OAuthIssuer, "resource", cfg.ResourceURL)
 	}
+	sessOpts.InterceptSession = g.forSession
 	reg := session.NewRegistry(sessOpts)
 	stateless, err := newPool(cfg, launcher, router, sessOpts.Intercept, logger)
 	if err != nil {
