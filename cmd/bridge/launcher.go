@@ -88,6 +88,8 @@ func newDockerLauncher(ctx context.Context, cfg *config, logger *slog.Logger) (s
 		Instance:   cfg.Instance,
 		StderrRate: stderrRate(cfg),
 		Logger:     logger,
+
+		StderrLineBytes: cfg.StderrLineBytes,
 	})
 	if err != nil {
 		return nil, nil, fmt.Errorf("--sandbox docker: %w", err)
