@@ -79,9 +79,6 @@ type Options struct {
 	// Auth authenticates requests (static tokens, OAuth 2.1) and serves the
 	// protected resource metadata. Nil means AuthTokens alone.
 	Auth *auth.Authenticator
-	// MaxMessageBytes bounds a POST body; a larger one gets 413. Zero means
-	// session.DefaultMaxMessageBytes.
-	MaxMessageBytes int64
 	// JSONResponse answers requests with one application/json body instead
 	// of an SSE stream. Messages the server sends meanwhile then go to the
 	// standalone (GET) stream, and the answer cannot be resumed.
@@ -153,9 +150,6 @@ func NewHandler(reg *session.Registry, opts *Options) *Handler {
 	o := &h.opts
 	if o.Path == "" {
 		o.Path = DefaultPath
-	}
-	if o.MaxMessageBytes <= 0 {
-		o.MaxMessageBytes = session.DefaultMaxMessageBytes
 	}
 	if o.SSERetry <= 0 {
 		o.SSERetry = DefaultSSERetry
@@ -644,7 +638,10 @@ func (h *Handler) bodyFailed(w http.ResponseWriter, err error) {
 // limit. A body of declared length up to bodyFirstBytes is read into a
 // slice of that size.
 func (h *Handler) readBody(w http.ResponseWriter, r *http.Request) (_ []byte, err error) {
-	limit, timeout := h.opts.MaxMessageBytes, h.opts.BodyReadTimeout
+	// A POST body is bounded by the sessions' message bound
+	// (session.Options.MaxMessageBytes): one value bounds a message either
+	// way, so what a client may send, the server may answer.
+	limit, timeout := int64(h.reg.MaxMessageBytes()), h.opts.BodyReadTimeout
 	n := r.ContentLength
 	if n > limit {
 		return nil, &http.MaxBytesError{Limit: limit}

@@ -38,9 +38,8 @@ import (
 
 // Defaults of Options.
 const (
-	DefaultIdleTimeout     = 30 * time.Minute
-	DefaultMaxSessions     = 1000
-	DefaultMaxMessageBytes = peer.DefaultMaxMessageBytes
+	DefaultIdleTimeout = 30 * time.Minute
+	DefaultMaxSessions = 1000
 	// DefaultInitializeTimeout matches the request timeout of the usual
 	// clients: one that waited longer for initialize would be rare.
 	DefaultInitializeTimeout = time.Minute
@@ -101,8 +100,10 @@ type Options struct {
 	// MaxSessions bounds the sessions alive at once (starting ones count).
 	// Zero means DefaultMaxSessions.
 	MaxSessions int
-	// MaxMessageBytes bounds one message from the server (one stdout line).
-	// A longer line ends the session. Zero means DefaultMaxMessageBytes.
+	// MaxMessageBytes bounds one message, either way: a longer line from
+	// the server ends the session, and the front end refuses a longer
+	// client message (bridge: 413) with the value that MaxMessageBytes
+	// reports. Zero means peer.DefaultMaxMessageBytes.
 	MaxMessageBytes int
 	// LogMaxEvents and LogMaxBytes bound each session's event log. Zero
 	// means DefaultLogMaxEvents and DefaultLogMaxBytes.
@@ -249,7 +250,7 @@ func NewRegistry(opts *Options) *Registry {
 		o.MaxSessions = DefaultMaxSessions
 	}
 	if o.MaxMessageBytes <= 0 {
-		o.MaxMessageBytes = DefaultMaxMessageBytes
+		o.MaxMessageBytes = peer.DefaultMaxMessageBytes
 	}
 	if o.InitializeTimeout == 0 {
 		o.InitializeTimeout = DefaultInitializeTimeout
@@ -442,6 +443,11 @@ func (r *Registry) LogStats() (events int, bytes int64) {
 	}
 	return events, bytes
 }
+
+// MaxMessageBytes is the bound of one message in effect
+// (Options.MaxMessageBytes, defaulted): the front end bounds what clients
+// send with it, so that one value bounds a message either way.
+func (r *Registry) MaxMessageBytes() int { return r.opts.MaxMessageBytes }
 
 // Len is the number of live sessions.
 func (r *Registry) Len() int {

@@ -21,6 +21,7 @@ import (
 	units "github.com/docker/go-units"
 	"github.com/kelseyhightower/envconfig"
 	"github.com/mcp-bridge/mcp-bridge/bridge"
+	"github.com/mcp-bridge/mcp-bridge/peer"
 	"github.com/mcp-bridge/mcp-bridge/pin"
 	"github.com/mcp-bridge/mcp-bridge/policy"
 	"github.com/mcp-bridge/mcp-bridge/pool"
@@ -157,7 +158,7 @@ func defaultConfig() *config {
 		Path:               bridge.DefaultPath,
 		SessionIdleTimeout: session.DefaultIdleTimeout,
 		MaxSessions:        session.DefaultMaxSessions,
-		MaxMessageBytes:    session.DefaultMaxMessageBytes,
+		MaxMessageBytes:    peer.DefaultMaxMessageBytes,
 		LogFormat:          DefaultLogFormat,
 		LogLevel:           DefaultLogLevel,
 		StopGrace:          sandbox.DefaultStopGrace,
@@ -199,7 +200,6 @@ var optionFlags = map[string]string{
 	"bridge.Options.AllowedOrigins":         "allowed-origins",
 	"bridge.Options.AllowedHosts":           "allowed-hosts",
 	"bridge.Options.AuthTokens":             "auth-token-file",
-	"bridge.Options.MaxMessageBytes":        "max-message-bytes",
 	"bridge.Options.JSONResponse":           "json-response",
 	"bridge.Options.SSEPollAfter":           "sse-poll-after",
 	"bridge.Options.SSERetry":               "sse-retry",

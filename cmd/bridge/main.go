@@ -243,7 +243,6 @@ func serve(ctx context.Context, cfg *config, logger *slog.Logger, ready chan<- n
 		AllowedOrigins:       cfg.AllowedOrigins,
 		AllowedHosts:         cfg.AllowedHosts,
 		AuthTokens:           cfg.tokens,
-		MaxMessageBytes:      int64(cfg.MaxMessageBytes),
 		JSONResponse:         cfg.JSONResponse,
 		SSEPollAfter:         cfg.SSEPollAfter,
 		SSERetry:             cfg.SSERetry,
