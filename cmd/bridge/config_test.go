@@ -228,7 +228,8 @@ func TestDeploymentsSetVariablesTheBridgeReads(t *testing.T) {
 	named := regexp.MustCompile(`\bBRIDGE_[A-Z0-9_]+\b`)
 	sources := map[string][]byte{"cloudformation/bridge.yaml": cloudformation.Template}
 	for _, f := range []string{"cloudformation/cloudformation.go", "dockerfiles/Dockerfile", "dockerfiles/scratch.Dockerfile",
-		"dockerfiles/go.Dockerfile.tmpl", "dockerfiles/npx.Dockerfile.tmpl", "dockerfiles/uvx.Dockerfile.tmpl"} {
+		"dockerfiles/go.Dockerfile.tmpl", "dockerfiles/npx.Dockerfile.tmpl", "dockerfiles/uvx.Dockerfile.tmpl",
+		"deploy/kubernetes/bridge.yaml", "deploy/compose/compose.yaml", "deploy/compose/Dockerfile"} {
 		b, err := os.ReadFile(filepath.Join("..", "..", f))
 		if err != nil {
 			t.Fatal(err)
