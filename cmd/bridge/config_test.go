@@ -229,7 +229,8 @@ func TestDeploymentsSetVariablesTheBridgeReads(t *testing.T) {
 	sources := map[string][]byte{"cloudformation/bridge.yaml": cloudformation.Template}
 	for _, f := range []string{"cloudformation/cloudformation.go", "dockerfiles/Dockerfile", "dockerfiles/scratch.Dockerfile",
 		"dockerfiles/go.Dockerfile.tmpl", "dockerfiles/npx.Dockerfile.tmpl", "dockerfiles/uvx.Dockerfile.tmpl",
-		"deploy/kubernetes/bridge.yaml", "deploy/compose/compose.yaml", "deploy/compose/Dockerfile"} {
+		"deploy/kubernetes/bridge.yaml", "deploy/compose/compose.yaml", "deploy/compose/Dockerfile",
+		"cmd/bridge/testdata/deploy/dry-run-agentcore-npx.golden", "deploy/agentcore.go"} {
 		b, err := os.ReadFile(filepath.Join("..", "..", f))
 		if err != nil {
 			t.Fatal(err)
