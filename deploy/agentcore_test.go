@@ -1,8 +1,11 @@
 package deploy
 
 import (
+	"bytes"
 	"errors"
+	"os"
 	"os/exec"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -105,5 +108,66 @@ func TestAgentCoreCommandsPassTheAWSCLIValidation(t *testing.T) {
 		"--cli-input-json", `{"agentRuntimeName":"demo","containerPort":8000}`)
 	if err == nil || errors.Is(err, ErrNoCredentials) || !strings.Contains(err.Error(), "Parameter validation failed") {
 		t.Errorf("a malformed request: %v; want a parameter validation error", err)
+	}
+}
+
+// fakeControlPlane writes an aws executable that logs its arguments and
+// answers as AgentCore's control plane would (the shapes of the API
+// reference), for the flow of Run, which no account is here to run
+// against: existing names a runtime that list-agent-runtimes finds.
+func fakeControlPlane(t *testing.T, existing string) (awsPath, log string) {
+	dir := t.TempDir()
+	log = filepath.Join(dir, "calls")
+	script := `#!/bin/sh
+echo "$*" >> ` + log + `
+case "$1 $2" in
+"sts get-caller-identity") echo 123456789012 ;;
+"bedrock-agentcore-control list-agent-runtimes") echo "` + existing + `" ;;
+"bedrock-agentcore-control create-agent-runtime") echo '{"agentRuntimeArn":"arn:aws:bedrock-agentcore:us-west-2:123456789012:runtime/demo-NewNew1234","agentRuntimeId":"demo-NewNew1234","status":"CREATING"}' ;;
+"bedrock-agentcore-control update-agent-runtime") echo '{"agentRuntimeArn":"arn:aws:bedrock-agentcore:us-west-2:123456789012:runtime/` + existing + `","agentRuntimeId":"` + existing + `","status":"UPDATING"}' ;;
+"bedrock-agentcore-control get-agent-runtime") echo '{"status":"READY"}' ;;
+*) echo "unexpected: $*" >&2; exit 2 ;;
+esac
+`
+	awsPath = filepath.Join(dir, "aws")
+	if err := os.WriteFile(awsPath, []byte(script), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	return awsPath, log
+}
+
+func TestAgentCoreRunCreatesOrUpdates(t *testing.T) {
+	for _, existing := range []string{"", "demo-OldOld1234"} {
+		awsPath, log := fakeControlPlane(t, existing)
+		var out, progress bytes.Buffer
+		d := &Deployer{Config: &AWSConfig{Target: TargetAgentCore, Stack: "demo", Region: "us-west-2",
+			Image: "123456789012.dkr.ecr.us-west-2.amazonaws.com/demo:1", RoleArn: "arn:aws:iam::123456789012:role/r"},
+			Out: &out, Progress: &progress, AWSCLI: awsPath, Env: []string{"PATH=/usr/bin:/bin"}}
+		if err := d.Run(t.Context()); err != nil {
+			t.Fatalf("existing %q: %v\n%s", existing, err, progress.String())
+		}
+		b, _ := os.ReadFile(log)
+		calls := strings.Split(strings.TrimSpace(string(b)), "\n")
+		var verbs []string
+		for _, c := range calls {
+			f := strings.Fields(c)
+			verbs = append(verbs, f[1])
+		}
+		want, id := []string{"get-caller-identity", "list-agent-runtimes", "create-agent-runtime", "get-agent-runtime"}, "demo-NewNew1234"
+		if existing != "" {
+			want, id = []string{"get-caller-identity", "list-agent-runtimes", "update-agent-runtime", "get-agent-runtime"}, existing
+			if !strings.Contains(calls[2], `"agentRuntimeId":"`+existing+`"`) || strings.Contains(calls[2], "agentRuntimeName") {
+				t.Errorf("the update does not name the runtime by its id: %s", calls[2])
+			}
+		}
+		if !slices.Equal(verbs, want) {
+			t.Errorf("existing %q: calls %q; want %q", existing, verbs, want)
+		}
+		if !strings.Contains(calls[3], "--agent-runtime-id "+id) {
+			t.Errorf("the wait polls another runtime: %s", calls[3])
+		}
+		if u := AgentCoreInvokeURL("us-west-2", "arn:aws:bedrock-agentcore:us-west-2:123456789012:runtime/"+id); !strings.Contains(out.String(), "MCP endpoint: "+u+"\n") {
+			t.Errorf("existing %q: the endpoint is not printed:\n%s", existing, out.String())
+		}
 	}
 }
