@@ -17,7 +17,8 @@ func (d *Docker) CheckImage(ctx context.Context) error {
 	case err == nil:
 		return nil
 	case cerrdefs.IsNotFound(err):
-		return fmt.Errorf("image %s is not on the Docker host; build or load it there (docker build -t %s, docker load -i FILE), or let the bridge pull it (--pull missing)", img, img)
+		return &OptionError{Field: "Pull", Err: fmt.Errorf(
+			"image %s is not on the Docker host and the pull policy is never; build or load it there (docker build -t %s, docker load -i FILE), or let the bridge pull missing images", img, img)}
 	default:
 		return fmt.Errorf("looking up image %s on the Docker host: %w", img, err)
 	}

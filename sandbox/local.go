@@ -528,7 +528,7 @@ func (p *localProcess) exitError(werr error) error {
 	return e
 }
 
-// Stop ends the child: close stdin, wait StopGrace, SIGTERM the group, wait
+// Stop ends the child (see escalation): close stdin, wait StopGrace, SIGTERM the group, wait
 // StopGrace, SIGKILL the group. The escalation runs once, in a goroutine of
 // its own, whatever the callers' contexts; each caller waits for it or for
 // its ctx. A caller whose ctx ends first makes the escalation skip straight
@@ -552,37 +552,21 @@ func (p *localProcess) Stop(ctx context.Context) error {
 
 func (p *localProcess) stop() {
 	defer close(p.stopped)
-	// MCP 2025-11-25, Lifecycle, Shutdown, stdio: "the client SHOULD initiate shutdown
-	// by: 1. First, closing the input stream to the child process (the
-	// server) 2. Waiting for the server to exit, or sending SIGTERM if the
-	// server does not exit within a reasonable time 3. Sending SIGKILL if
-	// the server does not exit within a reasonable time after SIGTERM".
-	p.stdin.Close()
-	if !p.waitExit() {
-		p.logger.Info("MCP server still running after stdin was closed; sending SIGTERM to its process group", "grace", p.grace)
-		p.signalGroup(syscall.SIGTERM)
-		if !p.waitExit() {
-			p.logger.Warn("MCP server still running after SIGTERM; sending SIGKILL to its process group", "grace", p.grace)
-			p.signalGroup(syscall.SIGKILL)
-		}
+	e := escalation{
+		grace:      p.grace,
+		exited:     p.exited,
+		hurry:      p.hurry,
+		logger:     p.logger,
+		after:      p.after,
+		closeStdin: p.stdin.Close,
+		terminate:  func() { p.signalGroup(syscall.SIGTERM) }, // the whole process group
+		kill:       func() { p.signalGroup(syscall.SIGKILL) },
 	}
+	e.run()
 	// Once the leader is reaped, wait has already killed the rest of the
 	// group; done follows when stderr is drained.
 	<-p.done
 	p.stdout.close()
-}
-
-// waitExit reports whether the leader exited within the grace period. It
-// returns false at once if a Stop caller gave up.
-func (p *localProcess) waitExit() bool {
-	select {
-	case <-p.exited:
-		return true
-	case <-p.hurry:
-		return false
-	case <-p.after(p.grace):
-		return false
-	}
 }
 
 // signalGroup sends sig to the child's whole process group, unless the

@@ -73,6 +73,10 @@ type Options struct {
 	// means DefaultLogMaxEvents and DefaultLogMaxBytes.
 	LogMaxEvents int
 	LogMaxBytes  int64
+	// LogMaxTotalBytes bounds the event data of all sessions' logs together
+	// (see LogBudget: only events already handed to a connection are evicted
+	// for it). Zero means DefaultLogMaxTotalBytes; negative, no such bound.
+	LogMaxTotalBytes int64
 	// InitializeTimeout ends a session whose server has not answered its
 	// initialize request after this long (a command that is not an MCP
 	// server, like cat, never does): the server is stopped and the request
@@ -134,9 +138,10 @@ var (
 
 // A Registry holds the live sessions. Its methods are safe for concurrent use.
 type Registry struct {
-	opts   Options
-	logger *slog.Logger
-	debug  bool // logs show session IDs whole (see logID)
+	opts      Options
+	logger    *slog.Logger
+	debug     bool       // logs show session IDs whole (see logID)
+	logBudget *LogBudget // shared by the sessions' logs
 
 	mu       sync.Mutex
 	sessions map[string]*Session
@@ -188,6 +193,7 @@ func NewRegistry(opts *Options) *Registry {
 		o.Logger = slog.Default()
 	}
 	r.logger = o.Logger
+	r.logBudget = NewLogBudget(o.LogMaxTotalBytes)
 	r.debug = o.Logger.Enabled(context.Background(), slog.LevelDebug)
 	return r
 }
@@ -268,7 +274,7 @@ func (r *Registry) Create(ctx context.Context, owner string) (*Session, error) {
 		reg:       r,
 		proc:      proc,
 		logger:    logger,
-		log:       NewEventLog(r.opts.LogMaxEvents, r.opts.LogMaxBytes),
+		log:       r.logBudget.NewEventLog(r.opts.LogMaxEvents, r.opts.LogMaxBytes),
 		stdin:     proc.Stdin(),
 		inflight:  make(map[ID]*call),
 		progress:  make(map[ID]*call),

@@ -164,14 +164,16 @@ func TestCLIWarnsOfLoosenings(t *testing.T) {
 
 // A server that cannot start for a session (here a script whose interpreter
 // is missing: it passes the start-up check, and fails at exec) gets an error
-// that names the session once.
+// that names the session once. Unsupervised, because under the supervisor
+// the exec fails in the supervisor, and the session ends as a server that
+// exited with status 127 (its stderr says why).
 func TestLaunchErrorNamesSessionOnce(t *testing.T) {
 	bin, _ := buildBinaries(t)
 	script := filepath.Join(t.TempDir(), "server")
 	if err := os.WriteFile(script, []byte("#!/nonexistent/interpreter\n"), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	p := startBridgeBinary(t, bin, "--", script)
+	p := startBridgeBinary(t, bin, "--local-unsupervised", "--", script)
 	req, _ := http.NewRequest("POST", p.url, strings.NewReader(
 		`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"c","version":"1"}}}`))
 	req.Header.Set("Content-Type", "application/json")

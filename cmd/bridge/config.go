@@ -80,6 +80,9 @@ type config struct {
 	MaxConnectionsPerClient int           `envconfig:"BRIDGE_MAX_CONNECTIONS_PER_CLIENT"`
 	MaxBodyBytesInFlight    int64         `envconfig:"BRIDGE_MAX_BODY_BYTES_IN_FLIGHT"`
 
+	// Zero means session.DefaultLogMaxTotalBytes (defaultConfig).
+	LogMaxTotalBytes int64 `envconfig:"BRIDGE_LOG_MAX_TOTAL_BYTES"`
+
 	Sandbox        string   `envconfig:"BRIDGE_SANDBOX"`
 	Image          string   `envconfig:"BRIDGE_IMAGE"`
 	Pull           string   `envconfig:"BRIDGE_PULL"`
@@ -133,6 +136,7 @@ func defaultConfig() *config {
 		SSERetry:           bridge.DefaultSSERetry,
 		LogMaxEvents:       session.DefaultLogMaxEvents,
 		LogMaxBytes:        session.DefaultLogMaxBytes,
+		LogMaxTotalBytes:   session.DefaultLogMaxTotalBytes,
 		StderrLineBytes:    sandbox.DefaultStderrLineBytes,
 		Sandbox:            DefaultSandbox,
 		Pull:               string(sandbox.DefaultDockerPull),
@@ -168,6 +172,7 @@ var optionFlags = map[string]string{
 	"session.Options.MaxMessageBytes":      "max-message-bytes",
 	"session.Options.LogMaxEvents":         "log-max-events",
 	"session.Options.LogMaxBytes":          "log-max-bytes",
+	"session.Options.LogMaxTotalBytes":     "log-max-total-bytes",
 	"sandbox.LocalOptions.StopGrace":       "stop-grace",
 	"sandbox.LocalOptions.StderrLineBytes": "stderr-line-bytes",
 	"sandbox.DockerOptions.Image":          "image",
@@ -292,7 +297,12 @@ func newFlagSet(c *config) *flag.FlagSet {
 	fs.DurationVar(&c.SSERetry, "sse-retry", c.SSERetry, "reconnection delay announced in the SSE retry field with --sse-poll-after")
 	fs.IntVar(&c.LogMaxEvents, "log-max-events", c.LogMaxEvents, "most events each session's resumption log holds")
 	fs.Int64Var(&c.LogMaxBytes, "log-max-bytes", c.LogMaxBytes, "most `bytes` each session's resumption log holds")
+	fs.Int64Var(&c.LogMaxTotalBytes, "log-max-total-bytes", c.LogMaxTotalBytes, "most `bytes` all sessions' resumption logs hold together; beyond it the largest logs lose their oldest already-delivered events")
 	fs.IntVar(&c.StderrLineBytes, "stderr-line-bytes", c.StderrLineBytes, "longest server stderr line logged, in `bytes`; longer lines are cut")
+	fs.Float64Var(&c.StderrLinesPerSecond, "stderr-lines-per-second", c.StderrLinesPerSecond, fmt.Sprintf("server stderr lines logged per second and session, on average; more are dropped (counted in the log) (0: %d; negative: no limit)", sandbox.DefaultStderrLinesPerSecond))
+	fs.IntVar(&c.StderrBurst, "stderr-burst", c.StderrBurst, fmt.Sprintf("server stderr lines a session may log at once above --stderr-lines-per-second (0: %d)", sandbox.DefaultStderrBurst))
+	fs.Var(&repeatFlag{dst: &c.Env}, "env", "set `NAME=VALUE` for local servers, or NAME alone to pass the bridge's value (repeatable; the variable is comma-separated); besides these they get only "+sandbox.DefaultEnvAllow+" of the bridge's environment, never a BRIDGE_* variable")
+	fs.BoolVar(&c.LocalUnsupervised, "local-unsupervised", c.LocalUnsupervised, "run local servers without their supervisor (this binary, which ends everything a server started when it exits, is stopped, or the bridge dies): saves a process and about 2.4 MB per session, but what a server starts may then outlive it or a killed bridge")
 	fs.DurationVar(&c.BodyReadTimeout, "body-read-timeout", c.BodyReadTimeout, "a POST body must arrive within this long after its headers, else 408 (negative: no limit)")
 	fs.DurationVar(&c.WriteTimeout, "write-timeout", c.WriteTimeout, "each SSE event or JSON answer must reach the client within this long, else the connection closes; time between events does not count (negative: no limit)")
 	fs.DurationVar(&c.HTTPIdleTimeout, "http-idle-timeout", c.HTTPIdleTimeout, "close a keep-alive connection after this long without a request (negative: never); keep it above the idle timeout of a proxy in front")
@@ -564,6 +574,9 @@ func (c *config) finish() error {
 		if p.v <= 0 {
 			return fmt.Errorf("--%s %d: want 1 or more", p.flag, p.v)
 		}
+	}
+	if c.LogMaxTotalBytes <= 0 {
+		return fmt.Errorf("--log-max-total-bytes %d: want a positive number of bytes", c.LogMaxTotalBytes)
 	}
 	if c.MaxRequestsPerSession < 0 || c.MaxQueuedBytes < 0 {
 		return errors.New("--max-requests-per-session and --max-queued-bytes must be positive (or 0 for the default)")

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"io"
 	"net/http"
+	"os"
 	"slices"
 	"strings"
 	"syscall"
@@ -28,9 +29,12 @@ type dockerE2E struct {
 
 func setupDockerE2E(t testing.TB) *dockerE2E {
 	t.Helper()
-	bridgeBin, _ := buildBinaries(t)
+	bridgeBin, helloBin := buildBinaries(t)
 	cli := dockertest.Client(t)
-	exe := dockertest.StaticBinary(t, "../../examples/hello")
+	exe, err := os.ReadFile(helloBin) // static: fit for FROM scratch
+	if err != nil {
+		t.Fatal(err)
+	}
 	tag := dockertest.BuildImage(t, cli, "mcp-bridge-e2e-hello", "FROM scratch\nCOPY hello /hello\nENTRYPOINT [\"/hello\"]\n",
 		dockertest.File{Name: "hello", Mode: 0o755, Data: exe})
 	return &dockerE2E{cli: cli, image: tag, bridge: bridgeBin}
@@ -86,6 +90,7 @@ func waitFor(t *testing.T, c <-chan struct{}, what string) {
 // after the idle timeout, at shutdown, and after kill -9 of the bridge
 // followed by a restart.
 func TestDockerSandboxEndToEnd(t *testing.T) {
+	t.Parallel()
 	d := setupDockerE2E(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
@@ -242,8 +247,8 @@ func TestDockerStartupChecksAndWarnings(t *testing.T) {
 	const missing = "mcp-bridge-e2e-no-such-image:404"
 	_, stderr, code := runBinary(t, d.bridge, nil, "--listen", "127.0.0.1:0", "--sandbox", "docker", "--image", missing, "--pull", "never")
 	lines := strings.Split(strings.TrimSuffix(stderr, "\n"), "\n")
-	want := "bridge: --pull never: image " + missing + " is not on the Docker host; build or load it there (docker build -t " + missing +
-		", docker load -i FILE), or let the bridge pull it (--pull missing)"
+	want := "bridge: --pull: image " + missing + " is not on the Docker host and the pull policy is never; build or load it there (docker build -t " + missing +
+		", docker load -i FILE), or let the bridge pull missing images"
 	if code != 1 || lines[len(lines)-1] != want {
 		t.Errorf("--pull never with a missing image: exit %d, stderr:\n%s\nwant its last line:\n%s", code, stderr, want)
 	}

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net/http"
 	"os"
 	"os/exec"
@@ -13,6 +14,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -33,23 +35,59 @@ func TestMain(m *testing.M) {
 		runE2EChild(mode)
 		os.Exit(0)
 	}
-	goleak.VerifyTestMain(m)
+	goleak.VerifyTestMain(m, goleak.Cleanup(func(int) {
+		if binDir != "" {
+			os.RemoveAll(binDir)
+		}
+	}))
 }
 
-// buildBinaries compiles the bridge and the example server once per test.
+// The binaries the end-to-end tests run, built once per test binary (each
+// build took seconds of a loaded machine, and every test built its own).
+// Static Linux binaries for this machine, so that a FROM scratch image can
+// run them too. binDir is removed at the end of TestMain.
+var (
+	binOnce  sync.Once
+	binDir   string
+	binErr   error
+	bridgeSt string // the bridge
+	helloSt  string // examples/hello
+)
+
+// sharedBinaries returns the bridge and the example server, building them
+// on the first call.
+func sharedBinaries(t testing.TB) (bridgeBin, helloBin string) {
+	t.Helper()
+	binOnce.Do(func() {
+		binDir, binErr = os.MkdirTemp("", "bridge-e2e-")
+		if binErr != nil {
+			return
+		}
+		for _, b := range []struct{ out, pkg string }{{"bridge", "."}, {"hello", "../../examples/hello"}} {
+			// GOFLAGS from the environment (build tags, overlays) apply to
+			// these builds as to the test binary's.
+			cmd := exec.Command("go", "build", "-trimpath", "-o", filepath.Join(binDir, b.out), b.pkg)
+			cmd.Env = append(os.Environ(), "CGO_ENABLED=0", "GOOS=linux", "GOARCH="+runtime.GOARCH)
+			if out, err := cmd.CombinedOutput(); err != nil {
+				binErr = fmt.Errorf("go build %s: %v\n%s", b.pkg, err, out)
+				return
+			}
+		}
+		bridgeSt, helloSt = filepath.Join(binDir, "bridge"), filepath.Join(binDir, "hello")
+	})
+	if binErr != nil {
+		t.Fatal(binErr)
+	}
+	return bridgeSt, helloSt
+}
+
+// buildBinaries is sharedBinaries for the end-to-end tests that -short skips.
 func buildBinaries(t testing.TB) (bridgeBin, helloBin string) {
 	t.Helper()
 	if testing.Short() {
 		t.Skip("builds binaries")
 	}
-	dir := t.TempDir()
-	for _, b := range []struct{ out, pkg string }{{"bridge", "."}, {"hello", "../../examples/hello"}} {
-		cmd := exec.Command("go", "build", "-o", filepath.Join(dir, b.out), b.pkg)
-		if out, err := cmd.CombinedOutput(); err != nil {
-			t.Fatalf("go build %s: %v\n%s", b.pkg, err, out)
-		}
-	}
-	return filepath.Join(dir, "bridge"), filepath.Join(dir, "hello")
+	return sharedBinaries(t)
 }
 
 // childrenOf lists the processes whose parent is pid, from /proc.
@@ -147,6 +185,7 @@ func startBridgeBinary(t testing.TB, bin string, args ...string) *bridgeProc {
 // TestShutdownOnSIGTERM runs the real binary: SIGTERM lets a call in flight
 // finish, ends every session, stops every server and exits 0.
 func TestShutdownOnSIGTERM(t *testing.T) {
+	t.Parallel()
 	bridgeBin, helloBin := buildBinaries(t)
 	p := startBridgeBinary(t, bridgeBin, "--shutdown-grace", "30s", "--", helloBin)
 	cmd, url := p.cmd, p.url
@@ -226,6 +265,7 @@ func procState(pid int) string {
 // A bridge killed with SIGKILL cannot stop its servers; the kernel kills
 // them (parent-death signal), even one that ignores the end of its stdin.
 func TestKill9LeavesNoServer(t *testing.T) {
+	t.Parallel()
 	bridgeBin, _ := buildBinaries(t)
 	sleep, err := exec.LookPath("sleep")
 	if err != nil {

@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"bytes"
 	"context"
-	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"net/http"
 	"os"
 	"os/exec"
@@ -12,6 +11,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/moby/moby/client"
 
@@ -64,6 +65,7 @@ func TestImageUsageErrors(t *testing.T) {
 // static, and runs `bridge image build --dockerfile-only` inside it: the
 // scratch image starts the real bridge as a non-root user.
 func TestImageBuildRunsBridge(t *testing.T) {
+	t.Parallel()
 	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Minute)
 	defer cancel()
 	eng, err := deploy.NewEngine(ctx)
@@ -73,14 +75,7 @@ func TestImageBuildRunsBridge(t *testing.T) {
 	t.Cleanup(func() { eng.Close() })
 	cli := eng.Client()
 
-	// GOFLAGS from the environment (build tags, overlays) apply to this
-	// build as to the test binary's.
-	bin := filepath.Join(t.TempDir(), "bridge")
-	build := exec.CommandContext(ctx, "go", "build", "-trimpath", "-o", bin, ".")
-	build.Env = append(os.Environ(), "CGO_ENABLED=0", "GOOS=linux", "GOARCH=amd64")
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
+	bin, _ := sharedBinaries(t) // static
 
 	tag := "mcp-bridge-test/bridge:" + strings.ReplaceAll(time.Now().Format("20060102-150405.000000000"), ".", "-")
 	var out, errb bytes.Buffer

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
-	"time"
 
 	"github.com/mcp-bridge/mcp-bridge/sandbox"
 )
@@ -21,7 +20,7 @@ func newLauncher(ctx context.Context, cfg *config, logger *slog.Logger) (sandbox
 	pool := sandbox.NewPool(l, cfg.Warm, logger)
 	return pool, func() {
 		// The spares go first: the Docker launcher's close removes what remains.
-		ctx, cancel := context.WithTimeout(context.Background(), 2*cfg.StopGrace+30*time.Second)
+		ctx, cancel := context.WithTimeout(context.Background(), sandbox.StopBudget(cfg.StopGrace))
 		defer cancel()
 		if err := pool.Close(ctx); err != nil {
 			logger.Error("stopping the warm MCP servers at exit", "err", err)
@@ -91,7 +90,7 @@ func newDockerLauncher(ctx context.Context, cfg *config, logger *slog.Logger) (s
 		// Known now, not at the first session's 502.
 		if err := d.CheckImage(ctx); err != nil {
 			d.Close(ctx)
-			return nil, nil, fmt.Errorf("--pull never: %w", err)
+			return nil, nil, err // an OptionError: explain names --pull
 		}
 	}
 	// Containers of a bridge that died without cleaning up (kill -9, a
@@ -105,7 +104,7 @@ func newDockerLauncher(ctx context.Context, cfg *config, logger *slog.Logger) (s
 	logger.Info("docker sandbox ready", "image", cfg.Image, "instance", d.Instance(),
 		"network", cfg.SandboxNetwork, "memory", cfg.SandboxMemory, "cpus", cfg.SandboxCPUs, "pids", cfg.SandboxPids, "user", cfg.SandboxUser)
 	return d, func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 2*cfg.StopGrace+30*time.Second)
+		ctx, cancel := context.WithTimeout(context.Background(), sandbox.StopBudget(cfg.StopGrace))
 		defer cancel()
 		if err := d.Close(ctx); err != nil {
 			logger.Error("removing server containers at exit", "err", err)

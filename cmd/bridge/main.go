@@ -167,6 +167,7 @@ func serve(ctx context.Context, cfg *config, logger *slog.Logger, ready chan<- n
 		MaxRequests:       cfg.MaxRequestsPerSession,
 		MaxQueuedBytes:    cfg.MaxQueuedBytes,
 	}
+	sessOpts.LogMaxTotalBytes = cfg.LogMaxTotalBytes
 	if router != nil {
 		sessOpts.NewID = router.NewID
 	}
@@ -257,7 +258,7 @@ func serve(ctx context.Context, cfg *config, logger *slog.Logger, ready chan<- n
 	if err := reg.WaitIdle(graceCtx); err != nil {
 		logger.Warn("ending sessions with requests still in flight after the shutdown grace period", "err", err)
 	}
-	stopCtx, cancelStop := context.WithTimeout(context.Background(), 2*cfg.StopGrace+30*time.Second)
+	stopCtx, cancelStop := context.WithTimeout(context.Background(), sandbox.StopBudget(cfg.StopGrace))
 	defer cancelStop()
 	if err := reg.Shutdown(stopCtx); err != nil {
 		logger.Error("some MCP servers did not stop", "err", err)
