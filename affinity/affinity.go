@@ -73,7 +73,6 @@ import (
 	"crypto/sha256"
 	"encoding/base64"
 	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"log"
@@ -85,6 +84,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/mcp-bridge/mcp-bridge/bridge"
+	"github.com/mcp-bridge/mcp-bridge/jsonrpc"
 	"github.com/mcp-bridge/mcp-bridge/session"
 )
 
@@ -461,25 +462,15 @@ func (r *Router) proxyError(w http.ResponseWriter, req *http.Request, err error)
 		// or is shutting down, and the session ended with it.
 		r.logger.Info("affinity: the session's owner is unreachable; answering 404 so the client starts a new session",
 			"session", session.LogForm(r.logger, id), "owner", owner, "err", err)
-		writeJSONRPCError(w, http.StatusNotFound, -32001,
-			"session not found: the bridge instance that held it is gone; start a new session with initialize")
+		// The answer of the Handler itself for an unknown session.
+		bridge.WriteError(w, http.StatusNotFound, nil, jsonrpc.CodeInvalidRequest,
+			"Not Found: the bridge instance that held this session is gone; start a new session with initialize", nil)
 		return
 	}
 	r.logger.Warn("affinity: forwarding to the session's owner failed",
 		"session", session.LogForm(r.logger, id), "owner", owner, "err", err)
-	writeJSONRPCError(w, http.StatusBadGateway, -32603,
-		"the bridge instance holding this session did not answer; retry the request")
-}
-
-func writeJSONRPCError(w http.ResponseWriter, status, code int, msg string) {
-	body, _ := json.Marshal(map[string]any{
-		"jsonrpc": "2.0",
-		"id":      nil,
-		"error":   map[string]any{"code": code, "message": msg},
-	})
-	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(status)
-	w.Write(append(body, '\n'))
+	bridge.WriteError(w, http.StatusBadGateway, nil, jsonrpc.CodeInternalError,
+		"Bad Gateway: the bridge instance holding this session did not answer; retry the request", nil)
 }
 
 // checkAddr accepts "host:port" with a non-empty host that other instances

@@ -112,12 +112,12 @@ func startInstance(t *testing.T, name string, secret []byte) *instance {
 	logger := slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelWarn})).With("instance", name)
 	in := &instance{name: name, addr: ln.Addr().String(), served: make(chan error, 1)}
 	so := &session.Options{
-		Launcher: sandbox.NewLocal(&sandbox.LocalOptions{
+		Launcher: session.LauncherOf(sandbox.NewLocal(&sandbox.LocalOptions{
 			Command:   exe,
 			Env:       append(os.Environ(), childEnv+"=1", instanceEnv+"="+name),
 			StopGrace: 2 * time.Second,
 			Logger:    logger,
-		}),
+		})),
 		Logger: logger,
 	}
 	if secret != nil {

@@ -34,7 +34,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/mcp-bridge/mcp-bridge/sandbox"
+	"github.com/mcp-bridge/mcp-bridge/jsonrpc"
 	"github.com/mcp-bridge/mcp-bridge/session"
 )
 
@@ -170,7 +170,7 @@ func NewHandler(reg *session.Registry, opts *Options) *Handler {
 	// transport.
 	h.mux.HandleFunc("HEAD "+o.Path, func(w http.ResponseWriter, _ *http.Request) {
 		w.Header().Set("Allow", "GET, POST, DELETE, OPTIONS")
-		writeError(w, http.StatusMethodNotAllowed, nil, session.CodeInvalidRequest,
+		WriteError(w, http.StatusMethodNotAllowed, nil, jsonrpc.CodeInvalidRequest,
 			"Method Not Allowed: use GET, POST or DELETE", nil)
 	})
 	h.mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
@@ -220,12 +220,12 @@ const primingVersion = "2025-11-25"
 
 // guard checks what every request to the endpoint must pass: Origin, then
 // authentication.
-func (h *Handler) guard(next func(http.ResponseWriter, *http.Request, string)) http.HandlerFunc {
+func (h *Handler) guard(next func(http.ResponseWriter, *http.Request, any)) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		if !h.hostAllowed(r.Host) {
 			h.logger.Warn("refused a request for a disallowed Host (DNS rebinding?)", "host", r.Host,
 				"hint", "add it to --allowed-hosts if clients legitimately use this name")
-			writeError(w, http.StatusForbidden, nil, session.CodeInvalidRequest,
+			WriteError(w, http.StatusForbidden, nil, jsonrpc.CodeInvalidRequest,
 				"Forbidden: Host "+strconv.Quote(r.Host)+" is not allowed", nil)
 			return
 		}
@@ -238,13 +238,13 @@ func (h *Handler) guard(next func(http.ResponseWriter, *http.Request, string)) h
 			if !h.originAllowed(origin, r.Host) {
 				h.logger.Warn("refused a request from a disallowed Origin", "origin", origin,
 					"hint", "add it to --allowed-origins if this browser origin is trusted")
-				writeError(w, http.StatusForbidden, nil, session.CodeInvalidRequest,
+				WriteError(w, http.StatusForbidden, nil, jsonrpc.CodeInvalidRequest,
 					"Forbidden: Origin "+strconv.Quote(origin)+" is not allowed", nil)
 				return
 			}
 			h.corsHeaders(w, origin)
 		}
-		owner := ""
+		var owner any // a session's owner: the hash of the token that created it
 		if len(h.tokens) > 0 {
 			tok, ok := h.bearer(r)
 			if !ok {
@@ -252,7 +252,7 @@ func (h *Handler) guard(next func(http.ResponseWriter, *http.Request, string)) h
 				if tok != "" {
 					w.Header().Set("WWW-Authenticate", `Bearer realm="mcp-bridge", error="invalid_token"`)
 				}
-				writeError(w, http.StatusUnauthorized, nil, session.CodeInvalidRequest,
+				WriteError(w, http.StatusUnauthorized, nil, jsonrpc.CodeInvalidRequest,
 					"Unauthorized: send a valid bearer token in the Authorization header", nil)
 				return
 			}
@@ -364,6 +364,7 @@ func mediaType(v string) string {
 // any other spelling, such as the spec's "MCP-Protocol-Version" and
 // "Last-Event-ID": on every request (issue 6).
 const (
+	hdrSessionID       = "Mcp-Session-Id"
 	hdrProtocolVersion = "Mcp-Protocol-Version"
 	hdrLastEventID     = "Last-Event-Id"
 )
@@ -385,10 +386,10 @@ func checkVersion(r *http.Request, sess *session.Session) error {
 
 // lookup finds the request's session: 400 without Mcp-Session-Id, 404 for
 // an unknown or ended one, 403 for one bound to another token.
-func (h *Handler) lookup(w http.ResponseWriter, r *http.Request, owner string) *session.Session {
-	id := r.Header.Get("Mcp-Session-Id")
+func (h *Handler) lookup(w http.ResponseWriter, r *http.Request, owner any) *session.Session {
+	id := r.Header.Get(hdrSessionID)
 	if id == "" {
-		writeError(w, http.StatusBadRequest, nil, session.CodeInvalidRequest,
+		WriteError(w, http.StatusBadRequest, nil, jsonrpc.CodeInvalidRequest,
 			"Bad Request: Mcp-Session-Id header is required; start a session with an initialize request", nil)
 		return nil
 	}
@@ -396,18 +397,18 @@ func (h *Handler) lookup(w http.ResponseWriter, r *http.Request, owner string) *
 	if err != nil {
 		// "The server MAY terminate the session at any time, after which it
 		// MUST respond to requests containing that session ID with HTTP 404."
-		writeError(w, http.StatusNotFound, nil, session.CodeInvalidRequest,
+		WriteError(w, http.StatusNotFound, nil, jsonrpc.CodeInvalidRequest,
 			"Not Found: session "+strconv.Quote(id)+" does not exist or has ended; send a new initialize request", nil)
 		return nil
 	}
 	if sess.Owner() != owner {
 		h.logger.Warn("refused a request for a session created with another token", "session", sess.LogID())
-		writeError(w, http.StatusForbidden, nil, session.CodeInvalidRequest,
+		WriteError(w, http.StatusForbidden, nil, jsonrpc.CodeInvalidRequest,
 			"Forbidden: this session belongs to another credential", nil)
 		return nil
 	}
 	if err := checkVersion(r, sess); err != nil {
-		writeError(w, http.StatusBadRequest, nil, session.CodeInvalidRequest, "Bad Request: "+err.Error(), nil)
+		WriteError(w, http.StatusBadRequest, nil, jsonrpc.CodeInvalidRequest, "Bad Request: "+err.Error(), nil)
 		return nil
 	}
 	return sess
@@ -420,22 +421,22 @@ func (h *Handler) lookup(w http.ResponseWriter, r *http.Request, owner string) *
 const probeAnswer = "Bad Request: this server speaks MCP revisions 2025-03-26 through 2025-11-25 " +
 	"(sessions); send an initialize request to start a session"
 
-func (h *Handler) servePost(w http.ResponseWriter, r *http.Request, owner string) {
+func (h *Handler) servePost(w http.ResponseWriter, r *http.Request, owner any) {
 	// "The client MUST include an Accept header, listing both
 	// application/json and text/event-stream as supported content types."
 	acc := r.Header.Get("Accept")
 	if !accepts(acc, "application/json") || !accepts(acc, "text/event-stream") {
-		writeError(w, http.StatusNotAcceptable, nil, session.CodeInvalidRequest,
+		WriteError(w, http.StatusNotAcceptable, nil, jsonrpc.CodeInvalidRequest,
 			"Not Acceptable: the Accept header must list both application/json and text/event-stream", nil)
 		return
 	}
 	if !strings.EqualFold(mediaType(r.Header.Get("Content-Type")), "application/json") {
-		writeError(w, http.StatusUnsupportedMediaType, nil, session.CodeInvalidRequest,
+		WriteError(w, http.StatusUnsupportedMediaType, nil, jsonrpc.CodeInvalidRequest,
 			"Unsupported Media Type: the body must be application/json", nil)
 		return
 	}
 	if r.Header.Get(hdrLastEventID) != "" {
-		writeError(w, http.StatusBadRequest, nil, session.CodeInvalidRequest,
+		WriteError(w, http.StatusBadRequest, nil, jsonrpc.CodeInvalidRequest,
 			"Bad Request: Last-Event-ID belongs on a GET request (resumption is always via GET)", nil)
 		return
 	}
@@ -447,56 +448,56 @@ func (h *Handler) servePost(w http.ResponseWriter, r *http.Request, owner string
 				"hint", "raise --max-body-bytes-in-flight if these clients are legitimate")
 			w.Header().Set("Connection", "close")
 			w.Header().Set("Retry-After", "5")
-			writeError(w, http.StatusServiceUnavailable, nil, session.CodeServerError,
+			WriteError(w, http.StatusServiceUnavailable, nil, jsonrpc.CodeServerError,
 				"Service Unavailable: too many request bodies are being read at once (--max-body-bytes-in-flight); retry later", nil)
 			return
 		}
 		if errors.Is(err, os.ErrDeadlineExceeded) {
 			w.Header().Set("Connection", "close")
-			writeError(w, http.StatusRequestTimeout, nil, session.CodeInvalidRequest,
+			WriteError(w, http.StatusRequestTimeout, nil, jsonrpc.CodeInvalidRequest,
 				fmt.Sprintf("Request Timeout: the body did not arrive within %s (--body-read-timeout)", h.opts.BodyReadTimeout), nil)
 			return
 		}
 		if errors.As(err, &tooBig) {
-			writeError(w, http.StatusRequestEntityTooLarge, nil, session.CodeInvalidRequest,
+			WriteError(w, http.StatusRequestEntityTooLarge, nil, jsonrpc.CodeInvalidRequest,
 				fmt.Sprintf("Request Entity Too Large: a message may have at most %d bytes (--max-message-bytes)", tooBig.Limit), nil)
 			return
 		}
-		writeError(w, http.StatusBadRequest, nil, session.CodeParseError, "Bad Request: reading the body: "+err.Error(), nil)
+		WriteError(w, http.StatusBadRequest, nil, jsonrpc.CodeParseError, "Bad Request: reading the body: "+err.Error(), nil)
 		return
 	}
 
 	msgs, batch, err := parseBody(body)
 	if err != nil {
-		code := session.CodeInvalidRequest
-		if session.IsParseError(err) {
-			code = session.CodeParseError
+		code := jsonrpc.CodeInvalidRequest
+		if jsonrpc.IsParseError(err) {
+			code = jsonrpc.CodeParseError
 		}
-		writeError(w, http.StatusBadRequest, session.RawID(body), code, "Bad Request: "+err.Error(), nil)
+		WriteError(w, http.StatusBadRequest, jsonrpc.RawID(body), code, "Bad Request: "+err.Error(), nil)
 		return
 	}
 
 	// Revision 2026-07-28 clients probe with server/discover (or any request
 	// carrying that revision's header and no session): answer so they fall
 	// back to initialize. The probe never reaches a server.
-	sid := r.Header.Get("Mcp-Session-Id")
+	sid := r.Header.Get(hdrSessionID)
 	for _, m := range msgs {
 		if m.Env.Method == "server/discover" ||
 			(sid == "" && r.Header.Get(hdrProtocolVersion) >= "2026-07-28" && m.Env.Method != "initialize") {
-			writeError(w, http.StatusBadRequest, session.RawID(m.Data), session.CodeInvalidRequest, probeAnswer,
+			WriteError(w, http.StatusBadRequest, jsonrpc.RawID(m.Data), jsonrpc.CodeInvalidRequest, probeAnswer,
 				map[string]any{"supportedVersions": supportedVersions})
 			return
 		}
 	}
 
-	isInit := !batch && msgs[0].Env.Kind == session.KindRequest && msgs[0].Env.Method == "initialize"
+	isInit := !batch && msgs[0].Env.Kind == jsonrpc.KindRequest && msgs[0].Env.Method == "initialize"
 	if sid == "" && isInit {
 		h.initialize(w, r, owner, msgs)
 		return
 	}
 	for _, m := range msgs {
 		if m.Env.Method == "initialize" {
-			writeError(w, http.StatusBadRequest, session.RawID(m.Data), session.CodeInvalidRequest,
+			WriteError(w, http.StatusBadRequest, jsonrpc.RawID(m.Data), jsonrpc.CodeInvalidRequest,
 				"Bad Request: initialize must be sent alone and without Mcp-Session-Id (it starts a new session)", nil)
 			return
 		}
@@ -506,32 +507,32 @@ func (h *Handler) servePost(w http.ResponseWriter, r *http.Request, owner string
 		return
 	}
 	if batch && sess.ProtocolVersion() != "2025-03-26" {
-		writeError(w, http.StatusBadRequest, nil, session.CodeInvalidRequest,
+		WriteError(w, http.StatusBadRequest, nil, jsonrpc.CodeInvalidRequest,
 			"Bad Request: JSON-RPC batches are only allowed in sessions of revision 2025-03-26; send one message per POST", nil)
 		return
 	}
-	reader, err := sess.Post(msgs, h.opts.JSONResponse)
+	reader, err := sess.Post(msgs, h.postOptions())
 	switch {
 	case errors.Is(err, session.ErrNotFound):
-		writeError(w, http.StatusNotFound, nil, session.CodeInvalidRequest,
+		WriteError(w, http.StatusNotFound, nil, jsonrpc.CodeInvalidRequest,
 			"Not Found: the session has ended; send a new initialize request", nil)
 		return
 	case errors.Is(err, session.ErrDuplicateID):
-		writeError(w, http.StatusBadRequest, nil, session.CodeInvalidRequest, "Bad Request: "+err.Error(), nil)
+		WriteError(w, http.StatusBadRequest, nil, jsonrpc.CodeInvalidRequest, "Bad Request: "+err.Error(), nil)
 		return
 	case errors.Is(err, session.ErrTooManyRequests):
 		// 429: nothing of the POST reached the server, and the client may
 		// send it again once answers come (the spec lets a server refuse
 		// input with an HTTP error status and an id-less JSON-RPC error).
 		w.Header().Set("Retry-After", "1")
-		writeError(w, http.StatusTooManyRequests, nil, session.CodeServerError, "Too Many Requests: "+err.Error(), nil)
+		WriteError(w, http.StatusTooManyRequests, nil, jsonrpc.CodeServerError, "Too Many Requests: "+err.Error(), nil)
 		return
 	case errors.Is(err, session.ErrStdinFull):
 		w.Header().Set("Retry-After", "1")
-		writeError(w, http.StatusServiceUnavailable, nil, session.CodeServerError, "Service Unavailable: "+err.Error(), nil)
+		WriteError(w, http.StatusServiceUnavailable, nil, jsonrpc.CodeServerError, "Service Unavailable: "+err.Error(), nil)
 		return
 	case err != nil:
-		writeError(w, http.StatusInternalServerError, nil, session.CodeInternalError, err.Error(), nil)
+		WriteError(w, http.StatusInternalServerError, nil, jsonrpc.CodeInternalError, err.Error(), nil)
 		return
 	}
 	if reader == nil {
@@ -545,10 +546,10 @@ func (h *Handler) servePost(w http.ResponseWriter, r *http.Request, owner string
 }
 
 // initialize starts a session for an initialize request.
-func (h *Handler) initialize(w http.ResponseWriter, r *http.Request, owner string, msgs []session.Message) {
-	rawID := session.RawID(msgs[0].Data)
+func (h *Handler) initialize(w http.ResponseWriter, r *http.Request, owner any, msgs []jsonrpc.Message) {
+	rawID := jsonrpc.RawID(msgs[0].Data)
 	if h.draining.Load() {
-		writeError(w, http.StatusServiceUnavailable, rawID, session.CodeServerError,
+		WriteError(w, http.StatusServiceUnavailable, rawID, jsonrpc.CodeServerError,
 			"Service Unavailable: the bridge is shutting down; retry against another instance", nil)
 		return
 	}
@@ -556,7 +557,7 @@ func (h *Handler) initialize(w http.ResponseWriter, r *http.Request, owner strin
 	switch {
 	case errors.Is(err, session.ErrTooManySessions), errors.Is(err, session.ErrShuttingDown):
 		w.Header().Set("Retry-After", "5")
-		writeError(w, http.StatusServiceUnavailable, rawID, session.CodeServerError, "Service Unavailable: "+err.Error(), nil)
+		WriteError(w, http.StatusServiceUnavailable, rawID, jsonrpc.CodeServerError, "Service Unavailable: "+err.Error(), nil)
 		return
 	case errors.Is(err, syscall.EMFILE), errors.Is(err, syscall.ENFILE):
 		// Out of file descriptors is a passing overload, not a broken
@@ -564,30 +565,43 @@ func (h *Handler) initialize(w http.ResponseWriter, r *http.Request, owner strin
 		h.logger.Error("out of file descriptors: cannot start an MCP server", "err", err,
 			"hint", "raise the open-file limit (ulimit -n), or lower --max-sessions / --max-connections")
 		w.Header().Set("Retry-After", "5")
-		writeError(w, http.StatusServiceUnavailable, rawID, session.CodeServerError,
+		WriteError(w, http.StatusServiceUnavailable, rawID, jsonrpc.CodeServerError,
 			"Service Unavailable: the bridge is out of file descriptors; retry later", nil)
 		return
 	case err != nil:
 		status := http.StatusInternalServerError
-		if errors.Is(err, sandbox.ErrLaunch) {
+		if errors.Is(err, session.ErrLaunch) {
 			status = http.StatusBadGateway
 		}
-		writeError(w, status, rawID, session.CodeServerError, err.Error(), nil)
+		WriteError(w, status, rawID, jsonrpc.CodeServerError, err.Error(), nil)
 		return
 	}
-	reader, err := sess.Post(msgs, h.opts.JSONResponse)
+	reader, err := sess.Post(msgs, h.postOptions())
 	if err != nil {
-		writeError(w, http.StatusInternalServerError, rawID, session.CodeInternalError, err.Error(), nil)
+		WriteError(w, http.StatusInternalServerError, rawID, jsonrpc.CodeInternalError, err.Error(), nil)
 		return
 	}
-	w.Header().Set("Mcp-Session-Id", sess.ID())
-	var params struct {
-		Params struct {
-			ProtocolVersion string `json:"protocolVersion"`
-		} `json:"params"`
+	w.Header().Set(hdrSessionID, sess.ID())
+	// The session learns the negotiated version from the server's answer;
+	// whether this very stream is primed depends on what the client asked.
+	h.answer(w, r, sess, reader, false, requestedVersion(msgs[0].Data) >= primingVersion)
+}
+
+// postOptions: answers sent as one JSON body carry no event ID, so no
+// client could resume their stream, and it has room for nothing else.
+func (h *Handler) postOptions() session.PostOptions {
+	return session.PostOptions{Resumable: !h.opts.JSONResponse}
+}
+
+// requestedVersion is params.protocolVersion of an initialize request, or "".
+func requestedVersion(data []byte) string {
+	if params, ok := jsonrpc.Lookup(data, "params"); ok {
+		if v, ok := jsonrpc.Lookup(params, "protocolVersion"); ok {
+			s, _ := jsonrpc.StringValue(v)
+			return s
+		}
 	}
-	_ = json.Unmarshal(msgs[0].Data, &params)
-	h.answer(w, r, sess, reader, false, params.Params.ProtocolVersion >= primingVersion)
+	return ""
 }
 
 // errBodyBudget: a body would take the buffers of bodies being read beyond
@@ -674,21 +688,21 @@ func (h *Handler) readBody(w http.ResponseWriter, r *http.Request) (_ []byte, er
 }
 
 // parseBody splits a POST body into its messages.
-func parseBody(body []byte) (msgs []session.Message, batch bool, err error) {
-	parts, batch, err := session.SplitBatch(body)
+func parseBody(body []byte) (msgs []jsonrpc.Message, batch bool, err error) {
+	parts, batch, err := jsonrpc.SplitBatch(body)
 	if err != nil {
 		return nil, batch, err
 	}
 	if !batch {
 		parts = []json.RawMessage{body}
 	}
-	msgs = make([]session.Message, len(parts))
+	msgs = make([]jsonrpc.Message, len(parts))
 	for i, p := range parts {
-		env, err := session.Parse(p)
+		env, err := jsonrpc.Parse(p)
 		if err != nil {
 			return nil, batch, err
 		}
-		msgs[i] = session.Message{Data: p, Env: env}
+		msgs[i] = jsonrpc.Message{Data: p, Env: env}
 	}
 	return msgs, batch, nil
 }
@@ -717,7 +731,7 @@ func (h *Handler) answer(w http.ResponseWriter, r *http.Request, sess *session.S
 	h.extendWrite(http.NewResponseController(w))
 	switch {
 	case len(out) == 0:
-		writeError(w, http.StatusInternalServerError, nil, session.CodeInternalError, "the request was cancelled or the session ended", nil)
+		WriteError(w, http.StatusInternalServerError, nil, jsonrpc.CodeInternalError, "the request was cancelled or the session ended", nil)
 	case batch:
 		w.Write([]byte("["))
 		for i, d := range out {
@@ -759,7 +773,7 @@ func writeEvent(w io.Writer, stream int64, seq uint64, data []byte) error {
 	bp := frameBufs.Get().(*[]byte)
 	defer putFrameBuf(bp)
 	b := append((*bp)[:0], "id: "...)
-	b = session.AppendEventID(b, stream, seq)
+	b = appendEventID(b, stream, seq)
 	b = append(b, "\ndata: "...)
 	if len(data) > frameCopyMax {
 		if _, err := w.Write(b); err != nil {
@@ -784,7 +798,7 @@ func writePrime(w io.Writer, reader *session.Reader, retryMS int64) error {
 	bp := frameBufs.Get().(*[]byte)
 	defer putFrameBuf(bp)
 	b := append((*bp)[:0], "id: "...)
-	b = reader.AppendPos(b)
+	b = appendEventID(b, reader.Stream(), reader.Pos())
 	if retryMS >= 0 {
 		b = append(b, "\nretry: "...)
 		b = strconv.AppendInt(b, retryMS, 10)
@@ -922,10 +936,10 @@ var readyCtx = func() context.Context {
 	return ctx
 }()
 
-func (h *Handler) serveGet(w http.ResponseWriter, r *http.Request, owner string) {
+func (h *Handler) serveGet(w http.ResponseWriter, r *http.Request, owner any) {
 	// "The client MUST include an Accept header, listing text/event-stream."
 	if !accepts(r.Header.Get("Accept"), "text/event-stream") {
-		writeError(w, http.StatusNotAcceptable, nil, session.CodeInvalidRequest,
+		WriteError(w, http.StatusNotAcceptable, nil, jsonrpc.CodeInvalidRequest,
 			"Not Acceptable: the Accept header must list text/event-stream", nil)
 		return
 	}
@@ -937,32 +951,36 @@ func (h *Handler) serveGet(w http.ResponseWriter, r *http.Request, owner string)
 	var reader *session.Reader
 	var err error
 	if last := r.Header.Get(hdrLastEventID); last != "" {
-		reader, err = sess.Resume(last)
+		var stream int64
+		var seq uint64
+		if stream, seq, err = parseEventID(last); err == nil {
+			reader, err = sess.Resume(stream, seq)
+		}
 	} else {
 		reader, err = sess.Listen()
 	}
 	switch {
 	case errors.Is(err, session.ErrEventsPurged):
 		// A clear refusal, never a silent partial replay.
-		writeError(w, http.StatusGone, nil, session.CodeInvalidRequest,
+		WriteError(w, http.StatusGone, nil, jsonrpc.CodeInvalidRequest,
 			"Gone: the events after this Last-Event-ID were evicted from the session's log (--log-max-events, --log-max-bytes); the messages cannot be replayed", nil)
 		return
 	case errors.Is(err, session.ErrUnknownEvent):
-		writeError(w, http.StatusBadRequest, nil, session.CodeInvalidRequest,
+		WriteError(w, http.StatusBadRequest, nil, jsonrpc.CodeInvalidRequest,
 			"Bad Request: Last-Event-ID "+strconv.Quote(r.Header.Get(hdrLastEventID))+" names no event of this session", nil)
 		return
 	case errors.Is(err, session.ErrNotFound):
-		writeError(w, http.StatusNotFound, nil, session.CodeInvalidRequest,
+		WriteError(w, http.StatusNotFound, nil, jsonrpc.CodeInvalidRequest,
 			"Not Found: the session has ended; send a new initialize request", nil)
 		return
 	case err != nil:
-		writeError(w, http.StatusInternalServerError, nil, session.CodeInternalError, err.Error(), nil)
+		WriteError(w, http.StatusInternalServerError, nil, jsonrpc.CodeInternalError, err.Error(), nil)
 		return
 	}
 	h.stream(w, r, sess, reader, prime)
 }
 
-func (h *Handler) serveDelete(w http.ResponseWriter, r *http.Request, owner string) {
+func (h *Handler) serveDelete(w http.ResponseWriter, r *http.Request, owner any) {
 	sess := h.lookup(w, r, owner)
 	if sess == nil {
 		return
@@ -971,11 +989,13 @@ func (h *Handler) serveDelete(w http.ResponseWriter, r *http.Request, owner stri
 	w.WriteHeader(http.StatusNoContent)
 }
 
-// writeError writes a JSON-RPC error response with an HTTP status.
-func writeError(w http.ResponseWriter, status int, rawID []byte, code int, msg string, data any) {
+// WriteError writes a JSON-RPC error response with an HTTP status: the one
+// writer of error answers of the program's HTTP front (package affinity,
+// in front of the Handler, uses it too).
+func WriteError(w http.ResponseWriter, status int, rawID []byte, code int, msg string, data any) {
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(status)
-	w.Write(session.ErrorResponse(rawID, code, msg, data))
+	w.Write(jsonrpc.ErrorResponse(rawID, code, msg, data))
 }
 
 // Path is the MCP endpoint's path.

@@ -8,6 +8,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/mcp-bridge/mcp-bridge/bridge"
+	"github.com/mcp-bridge/mcp-bridge/jsonrpc"
 	"github.com/mcp-bridge/mcp-bridge/session"
 )
 
@@ -47,31 +48,31 @@ func TestBadInput(t *testing.T) {
 		code    int    // JSON-RPC error code, 0: no body check
 		says    string // part of the message
 	}{
-		{"accept lacks event-stream", "POST", list, withSession(map[string]string{"Accept": "application/json"}), 406, session.CodeInvalidRequest, "Accept"},
-		{"accept lacks json", "POST", list, withSession(map[string]string{"Accept": "text/event-stream"}), 406, session.CodeInvalidRequest, "Accept"},
-		{"content type", "POST", list, withSession(map[string]string{"Content-Type": "text/plain"}), 415, session.CodeInvalidRequest, "application/json"},
-		{"malformed JSON", "POST", `{"jsonrpc":`, withSession(map[string]string{}), 400, session.CodeParseError, "not valid JSON"},
-		{"not a message", "POST", `{"jsonrpc":"2.0","id":3}`, withSession(map[string]string{}), 400, session.CodeInvalidRequest, "method"},
-		{"wrong jsonrpc", "POST", `{"jsonrpc":"1.0","id":3,"method":"x"}`, withSession(map[string]string{}), 400, session.CodeInvalidRequest, "2.0"},
-		{"null request id", "POST", `{"jsonrpc":"2.0","id":null,"method":"x"}`, withSession(map[string]string{}), 400, session.CodeInvalidRequest, "null"},
-		{"batch in 2025-11-25", "POST", "[" + list + "]", withSession(map[string]string{}), 400, session.CodeInvalidRequest, "batches"},
-		{"body too large", "POST", `{"jsonrpc":"2.0","id":4,"method":"tools/call","params":{"pad":"` + strings.Repeat("x", 2000) + `"}}`, withSession(map[string]string{}), 413, session.CodeInvalidRequest, "at most 1024"},
-		{"missing session", "POST", list, map[string]string{}, 400, session.CodeInvalidRequest, "Mcp-Session-Id"},
-		{"unknown session", "POST", list, map[string]string{"Mcp-Session-Id": "nope"}, 404, session.CodeInvalidRequest, "does not exist"},
-		{"unsupported version", "POST", list, withSession(map[string]string{"MCP-Protocol-Version": "1999-01-01"}), 400, session.CodeInvalidRequest, "unsupported MCP-Protocol-Version"},
-		{"id in two cases", "POST", `{"jsonrpc":"2.0","id":5,"ID":6,"method":"tools/list"}`, withSession(map[string]string{}), 400, session.CodeInvalidRequest, "another case"},
-		{"method in two cases", "POST", `{"jsonrpc":"2.0","id":5,"method":"tools/list","Method":"initialize"}`, withSession(map[string]string{}), 400, session.CodeInvalidRequest, "another case"},
-		{"initialize in a session", "POST", initBody("2025-11-25"), withSession(map[string]string{}), 400, session.CodeInvalidRequest, "initialize"},
-		{"last-event-id on POST", "POST", list, withSession(map[string]string{"Last-Event-ID": "1_1"}), 400, session.CodeInvalidRequest, "GET"},
-		{"disallowed origin", "POST", list, withSession(map[string]string{"Origin": "https://evil.example"}), 403, session.CodeInvalidRequest, "Origin"},
-		{"rebinding host", "POST", list, withSession(map[string]string{"Host": "evil.example"}), 403, session.CodeInvalidRequest, "Host"},
+		{"accept lacks event-stream", "POST", list, withSession(map[string]string{"Accept": "application/json"}), 406, jsonrpc.CodeInvalidRequest, "Accept"},
+		{"accept lacks json", "POST", list, withSession(map[string]string{"Accept": "text/event-stream"}), 406, jsonrpc.CodeInvalidRequest, "Accept"},
+		{"content type", "POST", list, withSession(map[string]string{"Content-Type": "text/plain"}), 415, jsonrpc.CodeInvalidRequest, "application/json"},
+		{"malformed JSON", "POST", `{"jsonrpc":`, withSession(map[string]string{}), 400, jsonrpc.CodeParseError, "not valid JSON"},
+		{"not a message", "POST", `{"jsonrpc":"2.0","id":3}`, withSession(map[string]string{}), 400, jsonrpc.CodeInvalidRequest, "method"},
+		{"wrong jsonrpc", "POST", `{"jsonrpc":"1.0","id":3,"method":"x"}`, withSession(map[string]string{}), 400, jsonrpc.CodeInvalidRequest, "2.0"},
+		{"null request id", "POST", `{"jsonrpc":"2.0","id":null,"method":"x"}`, withSession(map[string]string{}), 400, jsonrpc.CodeInvalidRequest, "null"},
+		{"batch in 2025-11-25", "POST", "[" + list + "]", withSession(map[string]string{}), 400, jsonrpc.CodeInvalidRequest, "batches"},
+		{"body too large", "POST", `{"jsonrpc":"2.0","id":4,"method":"tools/call","params":{"pad":"` + strings.Repeat("x", 2000) + `"}}`, withSession(map[string]string{}), 413, jsonrpc.CodeInvalidRequest, "at most 1024"},
+		{"missing session", "POST", list, map[string]string{}, 400, jsonrpc.CodeInvalidRequest, "Mcp-Session-Id"},
+		{"unknown session", "POST", list, map[string]string{"Mcp-Session-Id": "nope"}, 404, jsonrpc.CodeInvalidRequest, "does not exist"},
+		{"unsupported version", "POST", list, withSession(map[string]string{"MCP-Protocol-Version": "1999-01-01"}), 400, jsonrpc.CodeInvalidRequest, "unsupported MCP-Protocol-Version"},
+		{"id in two cases", "POST", `{"jsonrpc":"2.0","id":5,"ID":6,"method":"tools/list"}`, withSession(map[string]string{}), 400, jsonrpc.CodeInvalidRequest, "another case"},
+		{"method in two cases", "POST", `{"jsonrpc":"2.0","id":5,"method":"tools/list","Method":"initialize"}`, withSession(map[string]string{}), 400, jsonrpc.CodeInvalidRequest, "another case"},
+		{"initialize in a session", "POST", initBody("2025-11-25"), withSession(map[string]string{}), 400, jsonrpc.CodeInvalidRequest, "initialize"},
+		{"last-event-id on POST", "POST", list, withSession(map[string]string{"Last-Event-ID": "1_1"}), 400, jsonrpc.CodeInvalidRequest, "GET"},
+		{"disallowed origin", "POST", list, withSession(map[string]string{"Origin": "https://evil.example"}), 403, jsonrpc.CodeInvalidRequest, "Origin"},
+		{"rebinding host", "POST", list, withSession(map[string]string{"Host": "evil.example"}), 403, jsonrpc.CodeInvalidRequest, "Host"},
 		{"other method", "PUT", list, withSession(map[string]string{}), 405, 0, ""},
-		{"GET without event-stream", "GET", "", withSession(map[string]string{"Accept": "application/json"}), 406, session.CodeInvalidRequest, "text/event-stream"},
-		{"GET unknown event", "GET", "", withSession(map[string]string{"Accept": "text/event-stream", "Last-Event-ID": "999_1"}), 400, session.CodeInvalidRequest, "names no event"},
-		{"GET malformed event", "GET", "", withSession(map[string]string{"Accept": "text/event-stream", "Last-Event-ID": "garbage"}), 400, session.CodeInvalidRequest, "names no event"},
-		{"GET without session", "GET", "", map[string]string{"Accept": "text/event-stream"}, 400, session.CodeInvalidRequest, "Mcp-Session-Id"},
-		{"DELETE unknown", "DELETE", "", map[string]string{"Mcp-Session-Id": "nope"}, 404, session.CodeInvalidRequest, "does not exist"},
-		{"DELETE without session", "DELETE", "", map[string]string{}, 400, session.CodeInvalidRequest, "Mcp-Session-Id"},
+		{"GET without event-stream", "GET", "", withSession(map[string]string{"Accept": "application/json"}), 406, jsonrpc.CodeInvalidRequest, "text/event-stream"},
+		{"GET unknown event", "GET", "", withSession(map[string]string{"Accept": "text/event-stream", "Last-Event-ID": "999_1"}), 400, jsonrpc.CodeInvalidRequest, "names no event"},
+		{"GET malformed event", "GET", "", withSession(map[string]string{"Accept": "text/event-stream", "Last-Event-ID": "garbage"}), 400, jsonrpc.CodeInvalidRequest, "names no event"},
+		{"GET without session", "GET", "", map[string]string{"Accept": "text/event-stream"}, 400, jsonrpc.CodeInvalidRequest, "Mcp-Session-Id"},
+		{"DELETE unknown", "DELETE", "", map[string]string{"Mcp-Session-Id": "nope"}, 404, jsonrpc.CodeInvalidRequest, "does not exist"},
+		{"DELETE without session", "DELETE", "", map[string]string{}, 400, jsonrpc.CodeInvalidRequest, "Mcp-Session-Id"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -10,7 +10,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/mcp-bridge/mcp-bridge/session"
+	"github.com/mcp-bridge/mcp-bridge/jsonrpc"
 )
 
 // Defaults of LimitOptions.
@@ -140,7 +140,7 @@ func (l *limitListener) refuse(c net.Conn, why string) {
 		defer l.refusing.Add(-1)
 		defer c.Close()
 		c.SetDeadline(time.Now().Add(refuseTimeout))
-		body := session.ErrorResponse(nil, session.CodeServerError, "Service Unavailable: "+why+"; retry later", nil)
+		body := jsonrpc.ErrorResponse(nil, jsonrpc.CodeServerError, "Service Unavailable: "+why+"; retry later", nil)
 		resp := "HTTP/1.1 503 Service Unavailable\r\nContent-Type: application/json\r\nRetry-After: 5\r\nConnection: close\r\nContent-Length: " +
 			strconv.Itoa(len(body)) + "\r\n\r\n" + string(body)
 		if _, err := io.WriteString(c, resp); err != nil {

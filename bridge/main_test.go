@@ -205,7 +205,7 @@ func startBridge(t testing.TB, cfg bridgeConfig) *testBridge {
 		lo.Command, lo.Args, lo.Env = cfg.command[0], cfg.command[1:], nil
 	}
 	so := cfg.session
-	so.Launcher = sandbox.NewLocal(lo)
+	so.Launcher = session.LauncherOf(sandbox.NewLocal(lo))
 	so.Logger = logger
 	reg := session.NewRegistry(&so)
 	bo := cfg.bridge

@@ -152,9 +152,9 @@ func startBridge(t *testing.T, token string) (string, *session.Registry) {
 	}
 	logger := slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	reg := session.NewRegistry(&session.Options{
-		Launcher: sandbox.NewLocal(&sandbox.LocalOptions{
+		Launcher: session.LauncherOf(sandbox.NewLocal(&sandbox.LocalOptions{
 			Command: exe, Env: append(os.Environ(), childEnv+"=1"), StopGrace: 2 * time.Second, Logger: logger,
-		}),
+		})),
 		Logger: logger,
 	})
 	h := bridge.NewHandler(reg, &bridge.Options{AuthTokens: []string{token}, Logger: logger})

@@ -4,8 +4,6 @@ import (
 	"context"
 	"errors"
 	"io"
-	"strconv"
-	"strings"
 	"sync"
 	"time"
 )
@@ -16,8 +14,8 @@ var (
 	// holds: the events after it were evicted to bound memory. Replaying from
 	// there would silently skip messages, so the log refuses.
 	ErrEventsPurged = errors.New("the events after this Last-Event-ID were evicted from the session's log")
-	// ErrUnknownEvent means a Last-Event-ID that names no stream of the
-	// session, or a position that stream never reached.
+	// ErrUnknownEvent means a resume point (Last-Event-ID) that names no
+	// stream of the session, or a position that stream never reached.
 	ErrUnknownEvent = errors.New("Last-Event-ID names no event of this session")
 	// ErrSuperseded ends a reader whose stream was taken over by a newer
 	// connection (a resume of the same stream).
@@ -55,9 +53,9 @@ const (
 // that was freed. A position the stream never reached, or a stream the log
 // never opened, gets ErrUnknownEvent.
 //
-// Event IDs have the form "<stream>_<seq>": seq counts the events of the
-// stream from 1, and "<stream>_0" (the priming event's ID) names the
-// position before its first event.
+// A position in the log is a stream and a sequence number: seq counts the
+// events of the stream from 1, and 0 names the position before its first
+// event. The front end makes event IDs of them (the bridge: "<stream>_<seq>").
 type EventLog struct {
 	maxEvents int
 	maxBytes  int64
@@ -412,51 +410,6 @@ func (l *EventLog) Adopt(old int64) int64 {
 	return n.id
 }
 
-// EventID formats the ID of event seq of a stream.
-func EventID(stream int64, seq uint64) string {
-	var b [41]byte // two 20-digit numbers and "_": one allocation, the string
-	return string(AppendEventID(b[:0], stream, seq))
-}
-
-// AppendEventID appends EventID(stream, seq) to b.
-func AppendEventID(b []byte, stream int64, seq uint64) []byte {
-	b = strconv.AppendInt(b, stream, 10)
-	b = append(b, '_')
-	return strconv.AppendUint(b, seq, 10)
-}
-
-// ParseEventID parses an ID made by EventID. It accepts only the canonical
-// form EventID makes (decimal digits, no sign, no leading zero, a stream
-// above zero), so that one event has one ID: any other string fails with
-// ErrUnknownEvent.
-func ParseEventID(id string) (stream int64, seq uint64, err error) {
-	a, b, ok := strings.Cut(id, "_")
-	// strconv accepts a sign ("+1"); digits alone make the form canonical.
-	if !ok || !canonicalDigits(a) || !canonicalDigits(b) {
-		return 0, 0, ErrUnknownEvent
-	}
-	stream, err1 := strconv.ParseInt(a, 10, 64)
-	seq, err2 := strconv.ParseUint(b, 10, 64)
-	if err1 != nil || err2 != nil || stream <= 0 {
-		return 0, 0, ErrUnknownEvent
-	}
-	return stream, seq, nil
-}
-
-// canonicalDigits reports whether s is a decimal number without sign or
-// leading zero.
-func canonicalDigits(s string) bool {
-	if s == "" || (len(s) > 1 && s[0] == '0') {
-		return false
-	}
-	for i := 0; i < len(s); i++ {
-		if s[i] < '0' || s[i] > '9' {
-			return false
-		}
-	}
-	return true
-}
-
 // A Reader reads one stream's events in order, waiting for live ones.
 // It is used by one goroutine.
 type Reader struct {
@@ -516,19 +469,15 @@ func (l *EventLog) attach(r *Reader, stream int64, after uint64, transient bool)
 // Stream is the ID of the stream being read.
 func (r *Reader) Stream() int64 { return r.s.id }
 
-// Next returns the next event: its ID and data. It waits for one if none is
-// held yet. It returns io.EOF once the stream is finished and fully read,
+// Next returns the next event: its position in its stream (counting from
+// 1) and its data. It waits for one if none is held yet. It returns io.EOF once the stream is finished and fully read,
 // ErrSuperseded if another reader took the stream over, ErrEventsPurged if
 // the reader fell so far behind that its next event was evicted, or the
 // context's error. Those states come before the context: with a context
 // that is already done, Next is a poll that never waits and allocates
 // nothing.
-func (r *Reader) Next(ctx context.Context) (id string, data []byte, err error) {
-	seq, data, err := r.NextBefore(ctx, nil)
-	if err != nil {
-		return "", nil, err
-	}
-	return EventID(r.s.id, seq), data, nil
+func (r *Reader) Next(ctx context.Context) (seq uint64, data []byte, err error) {
+	return r.NextBefore(ctx, nil)
 }
 
 // ErrNotYet is NextBefore's answer when expire fires before an event.
@@ -537,9 +486,7 @@ var ErrNotYet = errors.New("no event yet")
 // NextBefore is Next that also stops waiting, with ErrNotYet, when expire
 // delivers (a timer's channel). It spares a caller that waits a little on
 // every request a context of its own (context.WithTimeout allocates and
-// registers with its parent each time). It returns the event's sequence
-// number, not its ID, so that it allocates nothing: AppendEventID with
-// Stream formats the ID where one is written.
+// registers with its parent each time).
 func (r *Reader) NextBefore(ctx context.Context, expire <-chan time.Time) (seq uint64, data []byte, err error) {
 	l, s := r.l, r.s
 	for {
@@ -584,13 +531,6 @@ func (r *Reader) NextBefore(ctx context.Context, expire <-chan time.Time) (seq u
 	}
 }
 
-// Ready reports whether Next would return an event without waiting.
-func (r *Reader) Ready() bool {
-	r.l.mu.Lock()
-	defer r.l.mu.Unlock()
-	return r.gen == r.s.gen && r.pos+1 < r.s.next
-}
-
 // Detach releases the stream; it stays in the log for a later resume.
 func (r *Reader) Detach() {
 	l, s := r.l, r.s
@@ -602,11 +542,9 @@ func (r *Reader) Detach() {
 	}
 }
 
-// Pos is the ID of the last event returned, or the priming position.
-func (r *Reader) Pos() string { return EventID(r.s.id, r.pos) }
-
-// AppendPos appends Pos() to b.
-func (r *Reader) AppendPos(b []byte) []byte { return AppendEventID(b, r.s.id, r.pos) }
+// Pos is the position of the last event returned: 0 before the first one
+// (where a priming event stands).
+func (r *Reader) Pos() uint64 { return r.pos }
 
 // Stats reports what the log holds, for tests and metrics.
 func (l *EventLog) Stats() (events int, bytes int64, streams int) {

@@ -87,12 +87,30 @@ func checkInvariants(t testing.TB, l *EventLog) {
 	}
 }
 
+// EventID names a position as the bridge's event IDs do, so that these
+// tests can say which event they expect in one string.
+func EventID(stream int64, seq uint64) string {
+	return strconv.FormatInt(stream, 10) + "_" + strconv.FormatUint(seq, 10)
+}
+
+// nextID is r.Next with the event's position as an EventID.
+func nextID(r *Reader, ctx context.Context) (id string, data []byte, err error) {
+	seq, data, err := r.Next(ctx)
+	if err != nil {
+		return "", nil, err
+	}
+	return EventID(r.Stream(), seq), data, nil
+}
+
+// posID is r.Pos as an EventID.
+func posID(r *Reader) string { return EventID(r.Stream(), r.Pos()) }
+
 // readAll reads a stream to its end and returns the IDs and data read, and
 // the error that ended it (io.EOF for a finished stream).
 func readAll(t testing.TB, r *Reader) (ids, data []string, err error) {
 	t.Helper()
 	for {
-		id, d, err := r.Next(context.Background())
+		id, d, err := nextID(r, context.Background())
 		if err != nil {
 			return ids, data, err
 		}
@@ -120,79 +138,6 @@ func eq(a, b []string) bool {
 		}
 	}
 	return true
-}
-
-func TestEventIDRoundTrip(t *testing.T) {
-	for _, c := range []struct {
-		stream int64
-		seq    uint64
-		id     string
-	}{
-		{1, 0, "1_0"},
-		{1, 1, "1_1"},
-		{42, 1000, "42_1000"},
-		{math.MaxInt64, math.MaxUint64, "9223372036854775807_18446744073709551615"},
-	} {
-		if got := EventID(c.stream, c.seq); got != c.id {
-			t.Errorf("EventID(%d, %d) = %q, want %q", c.stream, c.seq, got, c.id)
-		}
-		stream, seq, err := ParseEventID(c.id)
-		if err != nil || stream != c.stream || seq != c.seq {
-			t.Errorf("ParseEventID(%q) = %d, %d, %v; want %d, %d", c.id, stream, seq, err, c.stream, c.seq)
-		}
-	}
-}
-
-// TestParseEventIDRejects lists forms a client might send that are not an
-// ID the bridge made: each must fail with ErrUnknownEvent (a 400), never be
-// read as another event's ID.
-func TestParseEventIDRejects(t *testing.T) {
-	for _, id := range []string{
-		"", "_", "1", "1_", "_1", "1__1", "1_1_1", "a_1", "1_a",
-		"0_1", "-1_1", "+1_1", "1_+1", "1_-1", "01_1", "1_01", "00_0", "1_00",
-		" 1_1", "1_1 ", "1 _1", "1_1\n", "0x1_1", "1_0x1", "1e3_1", "1_1.0", "1_1_",
-		"١_١",                    // Arabic-Indic digits
-		"9223372036854775808_1",  // stream overflows int64
-		"1_18446744073709551616", // seq overflows uint64
-		"1,1", "1-1", "stream_1",
-	} {
-		if stream, seq, err := ParseEventID(id); !errors.Is(err, ErrUnknownEvent) {
-			t.Errorf("ParseEventID(%q) = %d, %d, %v; want ErrUnknownEvent", id, stream, seq, err)
-		}
-	}
-}
-
-// FuzzParseEventID: parsing never panics; whatever it accepts is exactly
-// what EventID makes of the result (one event, one spelling); and every ID
-// EventID makes parses back.
-func FuzzParseEventID(f *testing.F) {
-	for _, s := range []string{"1_0", "1_1", "12_345", "+1_1", "01_1", "1_01", "-1_1", "0_0", "_", "",
-		"9223372036854775807_18446744073709551615", "9223372036854775808_0", "1_1_1", "\x00_1"} {
-		f.Add(s)
-	}
-	f.Fuzz(func(t *testing.T, id string) {
-		stream, seq, err := ParseEventID(id)
-		if err != nil {
-			if !errors.Is(err, ErrUnknownEvent) {
-				t.Fatalf("ParseEventID(%q) failed with %v, want ErrUnknownEvent", id, err)
-			}
-			if stream != 0 || seq != 0 {
-				t.Fatalf("ParseEventID(%q) failed but returned %d, %d", id, stream, seq)
-			}
-			return
-		}
-		if stream <= 0 {
-			t.Fatalf("ParseEventID(%q) accepted stream %d", id, stream)
-		}
-		if back := EventID(stream, seq); back != id {
-			t.Fatalf("ParseEventID(%q) = %d, %d, but EventID of that is %q: a non-canonical form was accepted", id, stream, seq, back)
-		}
-		// And the other way round, from numbers the input suggests.
-		s2, q2 := int64(len(id))*7919+1, uint64(len(id))*104729
-		if s, q, err := ParseEventID(EventID(s2, q2)); err != nil || s != s2 || q != q2 {
-			t.Fatalf("EventID(%d, %d) does not parse back: %d, %d, %v", s2, q2, s, q, err)
-		}
-	})
 }
 
 func TestEventLogDefaults(t *testing.T) {
@@ -230,7 +175,7 @@ func TestEventLogOrder(t *testing.T) {
 	for _, s := range []int64{a, b, c} {
 		l.Finish(s)
 		r := mustAttach(t, l, s, 0)
-		if got := r.Pos(); got != EventID(s, 0) {
+		if got := posID(r); got != EventID(s, 0) {
 			t.Errorf("a reader from the start is at %q, want the priming position %q", got, EventID(s, 0))
 		}
 		ids, data, err := readAll(t, r)
@@ -240,8 +185,8 @@ func TestEventLogOrder(t *testing.T) {
 		if !eq(ids, wantIDs[s]) || !eq(data, want[s]) {
 			t.Fatalf("stream %d read\n ids %v\ndata %v\nwant\n ids %v\ndata %v", s, ids, data, wantIDs[s], want[s])
 		}
-		if r.Stream() != s || r.Pos() != ids[len(ids)-1] {
-			t.Fatalf("reader says stream %d at %q, want %d at %q", r.Stream(), r.Pos(), s, ids[len(ids)-1])
+		if r.Stream() != s || posID(r) != ids[len(ids)-1] {
+			t.Fatalf("reader says stream %d at %q, want %d at %q", r.Stream(), posID(r), s, ids[len(ids)-1])
 		}
 		r.Detach()
 		// A resume from the middle replays exactly the rest.
@@ -254,7 +199,7 @@ func TestEventLogOrder(t *testing.T) {
 		r.Detach()
 		// A resume from the last event replays nothing and ends.
 		r = mustAttach(t, l, s, uint64(len(ids)))
-		if _, _, err := r.Next(context.Background()); err != io.EOF {
+		if _, _, err := nextID(r, context.Background()); err != io.EOF {
 			t.Fatalf("resume after the last event of finished stream %d: %v, want io.EOF", s, err)
 		}
 		r.Detach()
@@ -286,7 +231,7 @@ func TestEventLogLive(t *testing.T) {
 	}
 	got := make(chan result)
 	next := func() {
-		id, d, err := r.Next(context.Background())
+		id, d, err := nextID(r, context.Background())
 		got <- result{id, string(d), err}
 	}
 	go next()
@@ -313,7 +258,7 @@ func TestEventLogLive(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error)
 	go func() {
-		_, _, err := r2.Next(ctx)
+		_, _, err := nextID(r2, ctx)
 		done <- err
 	}()
 	cancel()
@@ -321,7 +266,7 @@ func TestEventLogLive(t *testing.T) {
 		t.Fatalf("Next with a cancelled context = %v", err)
 	}
 	l.Append(s2, []byte("kept"))
-	if id, d, err := r2.Next(context.Background()); err != nil || id != EventID(s2, 1) || string(d) != "kept" {
+	if id, d, err := nextID(r2, context.Background()); err != nil || id != EventID(s2, 1) || string(d) != "kept" {
 		t.Fatalf("after a cancelled wait Next = %q %q %v: the event must not be lost", id, d, err)
 	}
 }
@@ -349,7 +294,7 @@ func TestEventLogEvictsByEvents(t *testing.T) {
 		}
 	}
 	r := mustAttach(t, l, a, 4)
-	if id, d, err := r.Next(context.Background()); err != nil || id != EventID(a, 5) || string(d) != "a5" {
+	if id, d, err := nextID(r, context.Background()); err != nil || id != EventID(a, 5) || string(d) != "a5" {
 		t.Fatalf("resume of a after 4 read %q %q %v, want a5", id, d, err)
 	}
 	r.Detach()
@@ -394,7 +339,7 @@ func TestEventLogEvictsByBytes(t *testing.T) {
 		t.Fatalf("after an oversized append the log holds %d events / %d bytes, want 1 / 500", ev, bytes)
 	}
 	r := mustAttach(t, l, s, 20)
-	if id, d, err := r.Next(context.Background()); err != nil || id != EventID(s, 21) || len(d) != 500 {
+	if id, d, err := nextID(r, context.Background()); err != nil || id != EventID(s, 21) || len(d) != 500 {
 		t.Fatalf("the oversized event must still be delivered: %q, %d bytes, %v", id, len(d), err)
 	}
 	if _, err := l.Attach(s, 19); !errors.Is(err, ErrEventsPurged) {
@@ -415,7 +360,7 @@ func TestEventLogReaderFallsBehind(t *testing.T) {
 	s := l.NewStream()
 	r := mustAttach(t, l, s, 0)
 	l.Append(s, []byte("1"))
-	if _, _, err := r.Next(context.Background()); err != nil {
+	if _, _, err := nextID(r, context.Background()); err != nil {
 		t.Fatal(err)
 	}
 	for i := 2; i <= 6; i++ {
@@ -425,11 +370,11 @@ func TestEventLogReaderFallsBehind(t *testing.T) {
 	if r.Ready() != true {
 		t.Fatal("Ready must report that Next will not wait")
 	}
-	if id, d, err := r.Next(context.Background()); !errors.Is(err, ErrEventsPurged) {
+	if id, d, err := nextID(r, context.Background()); !errors.Is(err, ErrEventsPurged) {
 		t.Fatalf("Next of a reader that fell behind = %q %q %v, want ErrEventsPurged", id, d, err)
 	}
-	if r.Pos() != EventID(s, 1) {
-		t.Fatalf("a purged reader moved to %q", r.Pos())
+	if posID(r) != EventID(s, 1) {
+		t.Fatalf("a purged reader moved to %q", posID(r))
 	}
 }
 
@@ -441,26 +386,26 @@ func TestEventLogSupersede(t *testing.T) {
 	s := l.NewStream()
 	l.Append(s, []byte("1"))
 	r1 := mustAttach(t, l, s, 0)
-	if _, _, err := r1.Next(context.Background()); err != nil {
+	if _, _, err := nextID(r1, context.Background()); err != nil {
 		t.Fatal(err)
 	}
 	blocked := make(chan error)
 	go func() {
-		_, _, err := r1.Next(context.Background())
+		_, _, err := nextID(r1, context.Background())
 		blocked <- err
 	}()
 	r2 := mustAttach(t, l, s, 0) // a resume from the priming position
 	if err := <-blocked; !errors.Is(err, ErrSuperseded) {
 		t.Fatalf("a waiting reader that was superseded got %v", err)
 	}
-	if _, _, err := r1.Next(context.Background()); !errors.Is(err, ErrSuperseded) {
+	if _, _, err := nextID(r1, context.Background()); !errors.Is(err, ErrSuperseded) {
 		t.Fatalf("Next of a superseded reader = %v", err)
 	}
 	r1.Detach()
 	if st := l.State(s); !st.Attached || !st.EverAttached || !st.Open || !st.Exists {
 		t.Fatalf("state after the old reader's Detach = %+v: the new reader must keep the stream", st)
 	}
-	if id, _, err := r2.Next(context.Background()); err != nil || id != EventID(s, 1) {
+	if id, _, err := nextID(r2, context.Background()); err != nil || id != EventID(s, 1) {
 		t.Fatalf("the new reader replays from its own position: %q %v", id, err)
 	}
 	r2.Detach()
@@ -484,7 +429,7 @@ func TestEventLogAdopt(t *testing.T) {
 	l.Append(old, []byte("o2"))
 	r := mustAttach(t, l, old, 0)
 	for range 2 {
-		if _, _, err := r.Next(context.Background()); err != nil {
+		if _, _, err := nextID(r, context.Background()); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -506,7 +451,7 @@ func TestEventLogAdopt(t *testing.T) {
 		t.Fatal("Append to the adopted stream was accepted")
 	}
 	rn := mustAttach(t, l, n, 0)
-	if id, d, err := rn.Next(context.Background()); err != nil || id != EventID(n, 1) || string(d) != "o3" {
+	if id, d, err := nextID(rn, context.Background()); err != nil || id != EventID(n, 1) || string(d) != "o3" {
 		t.Fatalf("the new stream starts with %q %q %v, want o3 as %s", id, d, err, EventID(n, 1))
 	}
 	rn.Detach()
@@ -545,7 +490,7 @@ func TestEventLogAdopt(t *testing.T) {
 		t.Fatalf("%d streams held, want 2 (old was freed)", streams)
 	}
 	rn = mustAttach(t, l, n, 2)
-	if id, d, err := rn.Next(context.Background()); err != nil || string(d) != "o5" || id != EventID(n, 3) {
+	if id, d, err := nextID(rn, context.Background()); err != nil || string(d) != "o5" || id != EventID(n, 3) {
 		t.Fatalf("n after 2 = %q %q %v, want o5", id, d, err)
 	}
 	rn.Detach()
@@ -579,7 +524,7 @@ func TestEventLogAdoptCases(t *testing.T) {
 		s := l.NewStream()
 		r := mustAttach(t, l, s, 0)
 		l.Append(s, []byte("1"))
-		if _, _, err := r.Next(context.Background()); err != nil {
+		if _, _, err := nextID(r, context.Background()); err != nil {
 			t.Fatal(err)
 		}
 		r.Detach()
@@ -600,7 +545,7 @@ func TestEventLogAdoptCases(t *testing.T) {
 		s := l.NewStream()
 		l.Append(s, []byte("1"))
 		r := mustAttach(t, l, s, 0)
-		if _, _, err := r.Next(context.Background()); err != nil {
+		if _, _, err := nextID(r, context.Background()); err != nil {
 			t.Fatal(err)
 		}
 		r.Detach()
@@ -650,7 +595,7 @@ func TestEventLogFreesStreams(t *testing.T) {
 	if !l.State(held).Exists {
 		t.Fatal("a stream was freed under its reader")
 	}
-	if _, _, err := r.Next(context.Background()); err != io.EOF {
+	if _, _, err := nextID(r, context.Background()); err != io.EOF {
 		t.Fatalf("Next on a finished empty stream = %v", err)
 	}
 	r.Detach()
@@ -792,7 +737,7 @@ func TestEventLogConcurrent(t *testing.T) {
 								r.Detach()
 								break
 							}
-							id, d, err := r.Next(context.Background())
+							id, d, err := nextID(r, context.Background())
 							if err == io.EOF {
 								r.Detach()
 								return
@@ -852,7 +797,7 @@ func TestEventLogSupersedeRace(t *testing.T) {
 					return
 				}
 				for {
-					id, d, err := r.Next(context.Background())
+					seq, d, err := r.Next(context.Background())
 					if err == io.EOF {
 						r.Detach()
 						return
@@ -865,9 +810,8 @@ func TestEventLogSupersedeRace(t *testing.T) {
 						t.Errorf("Next: %v", err)
 						return
 					}
-					_, seq, _ := ParseEventID(id)
 					if string(d) != strconv.FormatUint(seq, 10) {
-						t.Errorf("event %s carries %q", id, d)
+						t.Errorf("event %s carries %q", EventID(r.Stream(), seq), d)
 					}
 					mu.Lock()
 					if seq > maxSeen {
@@ -928,22 +872,22 @@ func TestEventLogNextPoll(t *testing.T) {
 	l := NewEventLog(10, 1<<20)
 	s := l.NewStream()
 	r := mustAttach(t, l, s, 0)
-	if _, _, err := r.Next(done); !errors.Is(err, context.Canceled) {
+	if _, _, err := nextID(r, done); !errors.Is(err, context.Canceled) {
 		t.Fatalf("poll of an empty stream = %v", err)
 	}
-	if n := testing.AllocsPerRun(100, func() { r.Next(done) }); n != 0 {
+	if n := testing.AllocsPerRun(100, func() { nextID(r, done) }); n != 0 {
 		t.Fatalf("a poll with nothing ready allocates %v times", n)
 	}
 	l.Append(s, []byte("x"))
-	if id, d, err := r.Next(done); err != nil || id != EventID(s, 1) || string(d) != "x" {
+	if id, d, err := nextID(r, done); err != nil || id != EventID(s, 1) || string(d) != "x" {
 		t.Fatalf("poll with an event ready = %q %q %v", id, d, err)
 	}
 	l.Finish(s)
-	if _, _, err := r.Next(done); err != io.EOF {
+	if _, _, err := nextID(r, done); err != io.EOF {
 		t.Fatalf("poll of a finished stream = %v, want io.EOF", err)
 	}
 	r2 := mustAttach(t, l, s, 1)
-	if _, _, err := r.Next(done); !errors.Is(err, ErrSuperseded) {
+	if _, _, err := nextID(r, done); !errors.Is(err, ErrSuperseded) {
 		t.Fatalf("poll of a superseded reader = %v", err)
 	}
 	r2.Detach()
@@ -1016,11 +960,11 @@ func TestEventLogTransientStream(t *testing.T) {
 	}
 	l.Finish(tr)
 	for i := range 5 {
-		if _, d, err := r.Next(context.Background()); err != nil || string(d) != strconv.Itoa(i) {
+		if _, d, err := nextID(r, context.Background()); err != nil || string(d) != strconv.Itoa(i) {
 			t.Fatalf("event %d of the transient stream = %q, %v", i, d, err)
 		}
 	}
-	if _, _, err := r.Next(context.Background()); err != io.EOF {
+	if _, _, err := nextID(r, context.Background()); err != io.EOF {
 		t.Fatalf("after the transient stream's events: %v, want io.EOF", err)
 	}
 	r.Detach()
@@ -1034,7 +978,7 @@ func TestEventLogTransientStream(t *testing.T) {
 	// The kept stream lost nothing to the transient one's events.
 	r = mustAttach(t, l, kept, 0)
 	for _, want := range []string{"k1", "k2"} {
-		if _, d, err := r.Next(context.Background()); err != nil || string(d) != want {
+		if _, d, err := nextID(r, context.Background()); err != nil || string(d) != want {
 			t.Fatalf("kept stream: %q, %v; want %q", d, err, want)
 		}
 	}

@@ -4,8 +4,11 @@
 // those streams resumable.
 //
 // It speaks JSON-RPC envelopes and never HTTP: the bridge package maps its
-// streams to SSE and its sentinel errors to status codes, so that another
-// front end can reuse it unchanged.
+// streams to SSE (and their positions to event IDs) and its sentinel errors
+// to status codes, so that another front end can reuse it unchanged. The
+// connection to each child (framing, the stdout loop, the table of requests
+// in flight, the interception point) is a peer.Conn: a Session is its
+// Router.
 //
 // Routing (DESIGN.md): a response goes to the stream of its request, which
 // then ends; notifications/progress follows its progressToken;
@@ -21,23 +24,22 @@ import (
 	"crypto/rand"
 	"crypto/sha256"
 	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"sync"
 	"sync/atomic"
 	"time"
 
-	"github.com/mcp-bridge/mcp-bridge/sandbox"
+	"github.com/mcp-bridge/mcp-bridge/jsonrpc"
+	"github.com/mcp-bridge/mcp-bridge/peer"
 )
 
 // Defaults of Options.
 const (
 	DefaultIdleTimeout     = 30 * time.Minute
 	DefaultMaxSessions     = 1000
-	DefaultMaxMessageBytes = 4 << 20
+	DefaultMaxMessageBytes = peer.DefaultMaxMessageBytes
 	// DefaultInitializeTimeout matches the request timeout of the usual
 	// clients: one that waited longer for initialize would be rare.
 	DefaultInitializeTimeout = time.Minute
@@ -48,14 +50,46 @@ const (
 	// run a few at once; 40,000 unanswered ones cost 43 MB (issue 13).
 	DefaultMaxRequests = 100
 	// DefaultMaxQueuedBytes bounds the bytes of a session waiting to be
-	// written to its server's stdin: four messages of the largest size.
-	DefaultMaxQueuedBytes = 4 * DefaultMaxMessageBytes
+	// written to its server's stdin (peer.Options.MaxQueuedBytes).
+	DefaultMaxQueuedBytes = peer.DefaultMaxQueuedBytes
 )
+
+// A Launcher starts the child of a new session. It must be safe for
+// concurrent use; the caller owns the Process and stops it.
+//
+// A sandbox.Launcher is one through LauncherOf: package session does not
+// import sandbox, which would link the Docker client and net/http into it.
+type Launcher interface {
+	Launch(ctx context.Context, sessionID string) (peer.Process, error)
+}
+
+// LauncherOf adapts a launcher whose processes have a type of their own,
+// such as a sandbox.Launcher (sandbox.Process is a peer.Process):
+// session.LauncherOf(sandbox.NewLocal(opts)).
+func LauncherOf[P peer.Process](l interface {
+	Launch(ctx context.Context, sessionID string) (P, error)
+}) Launcher {
+	return launcherOf[P]{l}
+}
+
+type launcherOf[P peer.Process] struct {
+	l interface {
+		Launch(ctx context.Context, sessionID string) (P, error)
+	}
+}
+
+func (a launcherOf[P]) Launch(ctx context.Context, sessionID string) (peer.Process, error) {
+	p, err := a.l.Launch(ctx, sessionID)
+	if err != nil {
+		return nil, err // never a typed nil inside the interface
+	}
+	return p, nil
+}
 
 // Options configure a Registry. Every zero value means the documented default.
 type Options struct {
 	// Launcher starts each session's server. Required.
-	Launcher sandbox.Launcher
+	Launcher Launcher
 	// NewID makes session IDs. Nil means 32 lowercase hex characters from
 	// crypto/rand (128 bits). IDs must be visible ASCII (0x21 to 0x7E).
 	NewID func() (string, error)
@@ -102,6 +136,9 @@ type Options struct {
 	MaxQueuedBytes int64
 	// Logger receives the sessions' logs. Nil means slog.Default().
 	Logger *slog.Logger
+	// Intercept sees every message to and from each session's server
+	// (peer.Options.Intercept). Nil means none.
+	Intercept peer.Interceptor
 	// Inflight, if set, is told the number of client requests in flight
 	// across sessions each time it rises or falls, on the request's path:
 	// it must be quick. Calls may arrive out of order when requests start
@@ -122,17 +159,20 @@ var (
 	// ErrTooManyRequests: MaxRequests are in flight in the session.
 	ErrTooManyRequests = errors.New("too many requests in flight in this session")
 	// ErrStdinFull: MaxQueuedBytes already wait for the server's stdin.
-	ErrStdinFull = errors.New("the MCP server is not reading its input fast enough")
+	ErrStdinFull = peer.ErrBusy
+	// ErrLaunch: the session's server could not be started (Create). It
+	// wraps the launcher's error, whose text it keeps.
+	ErrLaunch = errors.New("cannot start the MCP server")
 )
 
 // Reasons a session ends; Session.Err wraps one of them.
 var (
 	ErrDeleted          = errors.New("the client ended the session (HTTP DELETE)")
 	ErrIdle             = errors.New("the session was idle for longer than the idle timeout")
-	ErrServerExited     = errors.New("the MCP server exited")
-	ErrStdoutClosed     = errors.New("the MCP server closed its stdout")
+	ErrServerExited     = peer.ErrExited
+	ErrStdoutClosed     = peer.ErrStdoutClosed
 	ErrInitTimeout      = errors.New("the MCP server did not answer initialize in time")
-	ErrOversizedMessage = errors.New("the MCP server wrote a message larger than the limit")
+	ErrOversizedMessage = peer.ErrOversizedMessage
 	ErrShutdown         = errors.New("the bridge is shutting down")
 )
 
@@ -148,8 +188,8 @@ type Registry struct {
 	starting int
 	closed   bool
 
-	// wg counts the goroutines the sessions started (stdout readers,
-	// child stops); Shutdown waits for them.
+	// wg counts the live sessions until their servers are stopped, and the
+	// goroutines they start; Shutdown waits for them.
 	wg sync.WaitGroup
 
 	// inflight counts client requests in flight across sessions; idle is
@@ -225,6 +265,13 @@ func shortID(id string) string {
 	return hex.EncodeToString(sum[:4])
 }
 
+// launchError is a launcher's error, marked as ErrLaunch without adding
+// to its text (which already says what could not start, and why).
+type launchError struct{ err error }
+
+func (e launchError) Error() string   { return e.err.Error() }
+func (e launchError) Unwrap() []error { return []error{ErrLaunch, e.err} }
+
 func randomID() (string, error) {
 	var b [16]byte
 	if _, err := rand.Read(b[:]); err != nil {
@@ -234,9 +281,10 @@ func randomID() (string, error) {
 }
 
 // Create starts a session: it launches the session's server and returns the
-// session, ready for its initialize request. owner is what the session is
-// bound to (a hash of the bearer token that created it, or "").
-func (r *Registry) Create(ctx context.Context, owner string) (*Session, error) {
+// session, ready for its initialize request. owner is an opaque tag the
+// front end binds the session to (compared with ==; the session only keeps
+// it): see Owner.
+func (r *Registry) Create(ctx context.Context, owner any) (*Session, error) {
 	r.mu.Lock()
 	switch {
 	case r.closed:
@@ -265,22 +313,23 @@ func (r *Registry) Create(ctx context.Context, owner string) (*Session, error) {
 	proc, err := r.opts.Launcher.Launch(ctx, logID)
 	if err != nil {
 		logger.Error("cannot start the MCP server for a new session", "err", err)
-		return nil, err // a launcher's error names the session (sandbox.Launcher)
+		// A launcher's error names the session (sandbox.Launcher); it is
+		// marked ErrLaunch, which the front end maps, as it is.
+		return nil, launchError{err}
 	}
 	s := &Session{
 		id:        id,
 		logID:     logID,
 		owner:     owner,
 		reg:       r,
-		proc:      proc,
 		logger:    logger,
 		log:       r.logBudget.NewEventLog(r.opts.LogMaxEvents, r.opts.LogMaxBytes),
-		stdin:     proc.Stdin(),
-		inflight:  make(map[ID]*call),
-		progress:  make(map[ID]*call),
-		childReqs: make(map[ID]int64),
+		inflight:  make(map[jsonrpc.ID]*call),
+		progress:  make(map[jsonrpc.ID]*call),
+		childReqs: make(map[jsonrpc.ID]int64),
 		done:      make(chan struct{}),
 		stopped:   make(chan struct{}),
+		ready:     make(chan struct{}),
 	}
 	s.touch()
 
@@ -291,13 +340,21 @@ func (r *Registry) Create(ctx context.Context, owner string) (*Session, error) {
 		return nil, ErrShuttingDown
 	}
 	r.sessions[id] = s
+	// Each session counts in wg from here until its server is stopped (the
+	// end of Close's goroutine): Shutdown waits for them, and goroutines a
+	// live session starts may Add to wg while it waits.
 	r.wg.Add(1)
 	r.mu.Unlock()
 
-	go func() {
-		defer r.wg.Done()
-		s.readServer()
-	}()
+	// The connection may end (and call Ended) before New returns: Close
+	// waits for s.conn through ready.
+	s.conn = peer.New(proc, s, &peer.Options{
+		MaxMessageBytes: r.opts.MaxMessageBytes,
+		MaxQueuedBytes:  int(r.opts.MaxQueuedBytes),
+		Intercept:       r.opts.Intercept,
+		Logger:          logger,
+	})
+	close(s.ready)
 	if r.opts.IdleTimeout > 0 {
 		// The timer reaches the session through ref, which Close clears: a
 		// stopped timer may stay in the runtime's timer heap for a while,
@@ -418,21 +475,15 @@ func (r *Registry) remove(s *Session) {
 type Session struct {
 	id     string
 	logID  string // what logs show of id
-	owner  string
+	owner  any
 	reg    *Registry
-	proc   sandbox.Process
 	logger *slog.Logger
 	log    *EventLog
-
-	// wmu serializes writes to the server's stdin: one line per message.
-	wmu   sync.Mutex
-	stdin io.Writer
-
-	// queued counts the bytes of messages waiting for wmu or in write.
-	queued atomic.Int64
+	conn   *peer.Conn    // set before ready is closed
+	ready  chan struct{} // closed once conn is set
 
 	// initTimedOut is set when initialize was not answered in time, before
-	// the server is stopped; readServer then says so as the reason.
+	// the server is stopped; Ended then says so as the reason.
 	initTimedOut atomic.Bool
 
 	lastActivity atomic.Int64 // time since epoch of the last client message
@@ -441,12 +492,12 @@ type Session struct {
 
 	mu sync.Mutex
 	// inflight maps the client's requests still waiting for an answer.
-	inflight map[ID]*call
+	inflight map[jsonrpc.ID]*call
 	// progress maps progress tokens of requests in flight.
-	progress map[ID]*call
+	progress map[jsonrpc.ID]*call
 	// childReqs maps the server's requests to the stream they went on,
 	// until the client answers (for notifications/cancelled).
-	childReqs map[ID]int64
+	childReqs map[jsonrpc.ID]int64
 	// deadlines fires at the earliest deadline of the requests in flight
 	// (or later: a call answered early leaves it as it is, and a firing
 	// finds the next one). One timer per session rather than per request:
@@ -455,10 +506,9 @@ type Session struct {
 	deadlines *time.Timer
 	armedAt   time.Time // zero when deadlines is not armed
 	// standalone is the current standalone stream (0: none yet).
-	standalone      int64
-	protocolVersion string
-	closed          bool
-	reason          error
+	standalone int64
+	closed     bool
+	reason     error
 
 	done    chan struct{} // closed by Close
 	stopped chan struct{} // closed once the server is stopped
@@ -473,7 +523,7 @@ type call struct {
 	msg    []byte
 	idOnly bool
 	method string
-	token  ID
+	token  jsonrpc.ID
 	post   *post
 	// deadline is when the request times out (zero: never).
 	deadline time.Time
@@ -483,12 +533,12 @@ type call struct {
 // parsing its id at once.
 const lazyIDBytes = 1024
 
-func (c *call) init(data []byte, method string, p *post) {
-	c.method, c.post = method, p
-	if len(data) <= lazyIDBytes {
-		c.msg = data // Post owns the message (no copy)
+func (c *call) init(m *jsonrpc.Message, p *post) {
+	c.method, c.post = m.Env.Method, p
+	if len(m.Data) <= lazyIDBytes {
+		c.msg = m.Data // Post owns the message (no copy)
 	} else {
-		c.msg, c.idOnly = rawID(data), true
+		c.msg, c.idOnly = bytes.Clone(m.Env.IDAt.In(m.Data)), true
 	}
 }
 
@@ -497,13 +547,13 @@ func (c *call) rawID() []byte {
 	if c.idOnly {
 		return c.msg
 	}
-	return rawID(c.msg)
+	return jsonrpc.WrittenID(c.msg)
 }
 
 // echoID is the id for the bridge's own answer to the request: rawID if
 // it is one to echo, else nil (null).
 func (c *call) echoID() []byte {
-	if id := c.rawID(); echoable(id) {
+	if id := c.rawID(); jsonrpc.Echoable(id) {
 		return id
 	}
 	return nil
@@ -511,9 +561,9 @@ func (c *call) echoID() []byte {
 
 // post is the stream of one POST carrying requests.
 type post struct {
-	stream  int64
-	waiting int  // requests of the POST not answered yet
-	json    bool // answered as one JSON body: no other message may go on it
+	stream    int64
+	waiting   int  // requests of the POST not answered yet
+	transient bool // not resumable: no other message may go on it
 }
 
 // postOne is a POST's first request with its post and the reader of its
@@ -532,8 +582,8 @@ func (s *Session) ID() string { return s.id }
 // Everything that logs a session uses it.
 func (s *Session) LogID() string { return s.logID }
 
-// Owner is what the session was bound to at creation.
-func (s *Session) Owner() string { return s.owner }
+// Owner is the tag the session was bound to at creation.
+func (s *Session) Owner() any { return s.owner }
 
 // Done is closed when the session has ended.
 func (s *Session) Done() <-chan struct{} { return s.done }
@@ -549,42 +599,38 @@ func (s *Session) Err() error {
 }
 
 // ProtocolVersion is the version the server chose in its initialize
-// result, or "" before that.
+// result, or "" before that. The connection learns it (peer.Conn).
 func (s *Session) ProtocolVersion() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.protocolVersion
+	<-s.ready
+	return s.conn.ProtocolVersion()
 }
 
 // Log is the session's event log.
 func (s *Session) Log() *EventLog { return s.log }
 
 // Message is one JSON-RPC message from the client with its envelope.
-type Message struct {
-	Data []byte
-	Env  Envelope
+type Message = jsonrpc.Message
+
+// PostOptions say what the stream of a Post's answers is.
+type PostOptions struct {
+	// Resumable keeps the stream's events in the log, so that a client
+	// whose connection broke can resume the stream (Resume), and lets the
+	// routing rules put the server's other messages on it (progress, its
+	// requests during a call). A stream that is not resumable is handed
+	// the answers to the POST's requests and nothing else, and keeps none of
+	// them: a message on it could not be sent again.
+	Resumable bool
 }
 
 // Post sends the messages of one client POST to the server, in order. If
 // they include requests, it opens a stream for their answers and returns a
 // reader on it (registered before anything is written, so no answer can
-// arrive first); otherwise it returns nil. With asJSON the stream carries the
-// responses only: everything else the server sends meanwhile goes to the
-// standalone stream. Post keeps the messages' data while their requests
-// are in flight: the caller must not modify it.
-func (s *Session) Post(msgs []Message, asJSON bool) (*Reader, error) {
+// arrive first); otherwise it returns nil. Post keeps the messages' data
+// while their requests are in flight: the caller must not modify it. It
+// fails with ErrNotFound once the session has ended, ErrDuplicateID, and
+// ErrBusy when the server does not read its input.
+func (s *Session) Post(msgs []Message, opts PostOptions) (*Reader, error) {
 	s.touch()
-	// Bytes waiting for the server's stdin are bounded: a server that
-	// stopped reading would otherwise hold every POST's body (issue 13).
-	var size int64
-	for _, m := range msgs {
-		size += int64(len(m.Data)) + 1
-	}
-	if q := s.queued.Add(size); q > s.reg.opts.MaxQueuedBytes && q != size {
-		s.queued.Add(-size)
-		return nil, fmt.Errorf("%w: %d bytes already wait to be written to its stdin (the limit is %d, --max-queued-bytes); retry later", ErrStdinFull, q-size, s.reg.opts.MaxQueuedBytes)
-	}
-	defer s.queued.Add(-size)
 	s.mu.Lock()
 	if s.closed {
 		s.mu.Unlock()
@@ -592,7 +638,7 @@ func (s *Session) Post(msgs []Message, asJSON bool) (*Reader, error) {
 	}
 	requests := 0
 	for _, m := range msgs {
-		if m.Env.Kind == KindRequest {
+		if m.Env.Kind == jsonrpc.KindRequest {
 			requests++
 		}
 	}
@@ -605,7 +651,7 @@ func (s *Session) Post(msgs []Message, asJSON bool) (*Reader, error) {
 	var one *postOne
 	for i := range msgs {
 		env := &msgs[i].Env
-		if env.Kind != KindRequest {
+		if env.Kind != jsonrpc.KindRequest {
 			continue
 		}
 		if _, dup := s.inflight[env.ID]; dup {
@@ -620,18 +666,18 @@ func (s *Session) Post(msgs []Message, asJSON bool) (*Reader, error) {
 			// Answers that go out as one JSON body carry no event ID, so
 			// no client could resume their stream: it keeps nothing.
 			var stream int64
-			if asJSON {
-				stream = s.log.NewTransientStream()
-			} else {
+			if opts.Resumable {
 				stream = s.log.NewStream()
+			} else {
+				stream = s.log.NewTransientStream()
 			}
-			one = &postOne{post: post{stream: stream, json: asJSON}}
+			one = &postOne{post: post{stream: stream, transient: !opts.Resumable}}
 			p = &one.post
 			c = &one.call
 		} else {
 			c = new(call)
 		}
-		c.init(msgs[i].Data, env.Method, p)
+		c.init(&msgs[i], p)
 		if timeout := s.timeoutFor(env.Method); timeout > 0 {
 			if now.IsZero() {
 				now = time.Now()
@@ -639,7 +685,7 @@ func (s *Session) Post(msgs []Message, asJSON bool) (*Reader, error) {
 			c.deadline = now.Add(timeout)
 			s.armLocked(c.deadline)
 		}
-		if env.ProgressToken != "" && !asJSON {
+		if env.ProgressToken != "" && opts.Resumable {
 			c.token = env.ProgressToken
 			s.progress[c.token] = c
 		}
@@ -649,9 +695,9 @@ func (s *Session) Post(msgs []Message, asJSON bool) (*Reader, error) {
 	}
 	for _, m := range msgs {
 		switch m.Env.Kind {
-		case KindResponse:
+		case jsonrpc.KindResponse:
 			delete(s.childReqs, m.Env.ID)
-		case KindNotification:
+		case jsonrpc.KindNotification:
 			if m.Env.Method == "notifications/cancelled" && m.Env.RequestID != "" {
 				// The client gave up on its request: it will ignore a late
 				// answer, so stop waiting for one (the spec lets the server
@@ -671,17 +717,30 @@ func (s *Session) Post(msgs []Message, asJSON bool) (*Reader, error) {
 	}
 	s.mu.Unlock()
 
-	if err := s.write(msgs); err != nil {
+	<-s.ready
+	// Bytes waiting for the server's stdin are bounded (the connection's
+	// MaxQueuedBytes): a server that stopped reading would otherwise hold
+	// every POST's body (issue 13).
+	switch err := s.conn.Send(s, msgs...); {
+	case errors.Is(err, peer.ErrBusy):
+		s.mu.Lock()
+		s.unregisterLocked(msgs)
+		s.mu.Unlock()
+		if r != nil {
+			r.Detach()
+		}
+		return nil, fmt.Errorf("%w (the limit is %d, --max-queued-bytes); retry later", err, s.reg.opts.MaxQueuedBytes)
+	case err != nil:
 		// The server is gone; ending the session answers the requests
 		// registered above with an error on their stream.
-		s.Close(fmt.Errorf("%w: writing to its stdin failed: %v", ErrServerExited, err))
+		s.Close(fmt.Errorf("%w: %v", ErrServerExited, err))
 	}
 	return r, nil
 }
 
 func (s *Session) unregisterLocked(msgs []Message) {
 	for _, m := range msgs {
-		if m.Env.Kind == KindRequest {
+		if m.Env.Kind == jsonrpc.KindRequest {
 			if c := s.inflight[m.Env.ID]; c != nil {
 				s.answeredLocked(m.Env.ID, c)
 			}
@@ -691,7 +750,7 @@ func (s *Session) unregisterLocked(msgs []Message) {
 
 // answeredLocked forgets a request in flight and finishes its stream when
 // it was the last one of its POST.
-func (s *Session) answeredLocked(id ID, c *call) {
+func (s *Session) answeredLocked(id jsonrpc.ID, c *call) {
 	delete(s.inflight, id)
 	s.reg.addInflight(-1)
 	if c.token != "" {
@@ -702,49 +761,6 @@ func (s *Session) answeredLocked(id ID, c *call) {
 		s.log.Finish(c.post.stream)
 	}
 }
-
-// lineBufs holds buffers for framing small messages, so that a message and
-// its newline reach the pipe in one write without a buffer per session.
-var lineBufs = sync.Pool{New: func() any { return new([]byte) }}
-
-const pooledLineBytes = 64 << 10
-
-// write puts each message on the server's stdin as one line.
-func (s *Session) write(msgs []Message) error {
-	s.wmu.Lock()
-	defer s.wmu.Unlock()
-	for _, m := range msgs {
-		data := m.Data
-		if bytes.ContainsAny(data, "\r\n") {
-			// Pretty-printed JSON: stdio framing needs one message per line.
-			var buf bytes.Buffer
-			if err := json.Compact(&buf, data); err != nil {
-				return err
-			}
-			data = buf.Bytes()
-		}
-		if len(data) >= pooledLineBytes {
-			if _, err := s.stdin.Write(data); err != nil {
-				return err
-			}
-			if _, err := s.stdin.Write(newline); err != nil {
-				return err
-			}
-			continue
-		}
-		bp := lineBufs.Get().(*[]byte)
-		line := append(append((*bp)[:0], data...), '\n')
-		_, err := s.stdin.Write(line)
-		*bp = line
-		lineBufs.Put(bp)
-		if err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
-var newline = []byte{'\n'}
 
 // Listen opens the standalone stream for a GET without Last-Event-ID.
 // Messages that waited for it are delivered first. A standalone stream that
@@ -768,15 +784,12 @@ func (s *Session) Listen() (*Reader, error) {
 	return s.log.Attach(s.standalone, 0)
 }
 
-// Resume reattaches to a stream after the event lastEventID, for a GET
-// with Last-Event-ID. It fails with ErrUnknownEvent or ErrEventsPurged.
-func (s *Session) Resume(lastEventID string) (*Reader, error) {
+// Resume reattaches to a stream after the event at position after (0:
+// from its start), for a GET with Last-Event-ID. It fails with
+// ErrUnknownEvent or ErrEventsPurged.
+func (s *Session) Resume(stream int64, after uint64) (*Reader, error) {
 	s.touch()
-	stream, seq, err := ParseEventID(lastEventID)
-	if err != nil {
-		return nil, err
-	}
-	return s.log.Attach(stream, seq)
+	return s.log.Attach(stream, after)
 }
 
 // Close ends the session for the given reason: requests in flight get a
@@ -793,7 +806,7 @@ func (s *Session) Close(reason error) {
 	s.reason = reason
 	msg := "session ended: " + reason.Error()
 	for id, c := range s.inflight {
-		s.log.Append(c.post.stream, ErrorResponse(c.echoID(), CodeServerError, msg, nil))
+		s.log.Append(c.post.stream, jsonrpc.ErrorResponse(c.echoID(), jsonrpc.CodeServerError, msg, nil))
 		s.answeredLocked(id, c)
 	}
 	s.log.FinishAll()
@@ -816,12 +829,14 @@ func (s *Session) Close(reason error) {
 	}
 	s.logger.Log(context.Background(), level, "session ended", "reason", reason.Error())
 
-	s.reg.wg.Add(1)
 	go func() {
-		defer s.reg.wg.Done()
+		defer s.reg.wg.Done() // the session's count, from Create
 		defer close(s.stopped)
-		if err := s.proc.Stop(context.Background()); err != nil {
-			s.logger.Error("stopping the MCP server failed", "server", s.proc.ID(), "err", err)
+		<-s.ready
+		// Close waits for the connection's stdout reader too, so that
+		// Shutdown waits for every goroutine of the session.
+		if err := s.conn.Close(context.Background()); err != nil {
+			s.logger.Error("stopping the MCP server failed", "server", s.conn.ID(), "err", err)
 		}
 	}()
 }
@@ -854,114 +869,44 @@ func (s *Session) checkIdle() {
 	s.Close(fmt.Errorf("%w (%s without a client message)", ErrIdle, s.reg.opts.IdleTimeout))
 }
 
-// readServer reads the server's stdout until it ends, routing each line,
-// then ends the session with the server's exit status.
-func (s *Session) readServer() {
-	limit := s.reg.opts.MaxMessageBytes
-	lr := newLineReader(s.proc.Stdout(), limit)
-	for {
-		line, err := lr.next()
-		if err != nil {
-			if errors.Is(err, errLineTooLong) {
-				s.Close(fmt.Errorf("%w (%d bytes); raise --max-message-bytes if the server's messages are legitimately this large", ErrOversizedMessage, limit))
-				// Keep draining so the server is not blocked writing while it stops.
-				_, _ = io.Copy(io.Discard, s.proc.Stdout())
-				return
-			}
-			break
-		}
-		line = bytes.TrimSpace(line)
-		if len(line) == 0 {
-			continue
-		}
-		if bytes.IndexByte(line, '\r') >= 0 {
-			// A bare CR is JSON white space between tokens, but it ends a
-			// line in SSE, and would cut the event short (issue 13, item
-			// 10). A space is the same JSON; inside a string a raw CR is
-			// invalid JSON anyway, which Parse refuses. The line is ours.
-			for i, c := range line {
-				if c == '\r' {
-					line[i] = ' '
-				}
-			}
-		}
-		env, err := Parse(line)
-		if err != nil {
-			s.logger.Warn("skipping a line from the MCP server that is not a JSON-RPC message",
-				"err", err, "line", truncate(line, 200))
-			continue
-		}
-		s.route(line, env)
+// Route is the Session as its connection's peer.Router: it delivers a
+// message from the server to its stream.
+func (s *Session) Route(m *peer.Message) { s.route(m.Data, m.Env) }
+
+// Ended is the Session as its connection's peer.Router: the server's
+// stdout ended, and with it the session.
+func (s *Session) Ended(err error) {
+	var exit *peer.ExitError
+	if s.initTimedOut.Load() && errors.As(err, &exit) {
+		err = s.initTimeoutError(exit.Status)
 	}
-	// Stdout has ended: the server can answer nothing more, whether or
-	// not it exits (issue 13, item 4: one that closed stdout and kept
-	// running left a session whose calls hung). A server that exits closes
-	// stdout as it does, so its exit status, which says why, is waited for
-	// briefly; one that is still running then is stopped by Close.
-	exited := make(chan error, 1)
-	s.reg.wg.Add(1)
-	go func() { // ends when the server does, which Close makes sure of
-		defer s.reg.wg.Done()
-		exited <- s.proc.Wait()
-	}()
-	grace := time.NewTimer(exitStatusWait)
-	defer grace.Stop()
-	select {
-	case werr := <-exited:
-		if werr == nil {
-			werr = errors.New("exit status 0")
-		}
-		if s.initTimedOut.Load() {
-			s.Close(s.initTimeoutError(werr))
-			return
-		}
-		s.Close(fmt.Errorf("%w: %w", ErrServerExited, werr))
-	case <-grace.C:
-		s.Close(fmt.Errorf("%w but kept running; it was stopped", ErrStdoutClosed))
-	case <-s.done:
-	}
+	s.Close(err)
 }
 
 // initTimeoutError is the reason a session ends when its server did not
 // answer initialize: it names the server and says how it ended, with its
-// last stderr lines (in werr, a *sandbox.ExitError).
-func (s *Session) initTimeoutError(werr error) error {
+// last stderr lines (in status, a *sandbox.ExitError).
+func (s *Session) initTimeoutError(status error) error {
 	return fmt.Errorf("%w: the server (%s) gave no answer within %s and was stopped: %w; check that the command is an MCP server speaking stdio, or raise --initialize-timeout if it starts slowly",
-		ErrInitTimeout, s.proc.ID(), s.reg.opts.InitializeTimeout, werr)
-}
-
-// exitStatusWait is how long a session whose server closed its stdout
-// waits for the server's exit status before it ends without it. A server
-// that exits closes stdout at the same moment; the wait only covers the
-// reaping of the process on a loaded machine.
-const exitStatusWait = time.Second
-
-func truncate(b []byte, n int) string {
-	if len(b) <= n {
-		return string(b)
-	}
-	return string(b[:n]) + "…"
+		ErrInitTimeout, s.conn.ID(), s.reg.opts.InitializeTimeout, status)
 }
 
 // route delivers one message from the server to its stream.
-func (s *Session) route(data []byte, env Envelope) {
+func (s *Session) route(data []byte, env jsonrpc.Envelope) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	switch env.Kind {
-	case KindResponse:
+	case jsonrpc.KindResponse:
 		c := s.inflight[env.ID]
 		if c == nil {
 			s.logger.Warn("dropping a response from the MCP server to no request in flight (unknown or cancelled id)",
 				"id", string(env.ID))
 			return
 		}
-		if c.method == "initialize" && !env.IsError {
-			s.protocolVersion = initializeVersion(data)
-		}
 		s.log.Append(c.post.stream, data)
 		s.answeredLocked(env.ID, c)
 		return
-	case KindNotification:
+	case jsonrpc.KindNotification:
 		if env.ProgressToken != "" && env.Method == "notifications/progress" {
 			if c := s.progress[env.ProgressToken]; c != nil {
 				// "Receiving a progress notification MAY reset the timeout":
@@ -984,7 +929,7 @@ func (s *Session) route(data []byte, env Envelope) {
 		}
 	}
 	stream := s.generalStreamLocked()
-	if env.Kind == KindRequest {
+	if env.Kind == jsonrpc.KindRequest {
 		s.childReqs[env.ID] = stream
 	}
 	if !s.log.Append(stream, data) {
@@ -997,7 +942,7 @@ func (s *Session) route(data []byte, env Envelope) {
 func (s *Session) generalStreamLocked() int64 {
 	if len(s.inflight) == 1 {
 		for _, c := range s.inflight {
-			if !c.post.json {
+			if !c.post.transient {
 				return c.post.stream
 			}
 		}
@@ -1006,16 +951,6 @@ func (s *Session) generalStreamLocked() int64 {
 		s.standalone = s.log.NewStream()
 	}
 	return s.standalone
-}
-
-func initializeVersion(data []byte) string {
-	var r struct {
-		Result struct {
-			ProtocolVersion string `json:"protocolVersion"`
-		} `json:"result"`
-	}
-	_ = json.Unmarshal(data, &r)
-	return r.Result.ProtocolVersion
 }
 
 // CodeRequestTimeout answers a request the server did not answer within
@@ -1075,7 +1010,7 @@ func (s *Session) expire() {
 			timeout := s.timeoutFor(c.method)
 			s.logger.Warn("a request timed out; answering it with an error and cancelling it at the MCP server",
 				"method", c.method, "timeout", timeout, "hint", "raise --request-timeout if calls legitimately run longer")
-			s.log.Append(c.post.stream, ErrorResponse(c.echoID(), CodeRequestTimeout,
+			s.log.Append(c.post.stream, jsonrpc.ErrorResponse(c.echoID(), CodeRequestTimeout,
 				fmt.Sprintf("request timed out: the MCP server gave no answer within %s (--request-timeout)", timeout), nil))
 			cancels = append(cancels, cancelMessage(c.rawID(), timeout))
 			s.answeredLocked(id, c)
@@ -1089,17 +1024,19 @@ func (s *Session) expire() {
 		// Stopping the server ends its stdout; readServer then ends the
 		// session with the reason and the server's last stderr lines.
 		s.logger.Warn("the MCP server did not answer initialize in time; stopping it",
-			"server", s.proc.ID(), "timeout", s.reg.opts.InitializeTimeout)
+			"server", s.conn.ID(), "timeout", s.reg.opts.InitializeTimeout)
 		s.reg.wg.Add(1)
 		go func() {
 			defer s.reg.wg.Done()
-			_ = s.proc.Stop(context.Background())
+			_ = s.conn.Close(context.Background())
 		}()
 	}
 	if len(cancels) > 0 {
 		// The timer's goroutine writes: a server that does not read its
-		// stdin blocks it until the session ends and closes the pipe.
-		if err := s.write(cancels); err != nil {
+		// stdin blocks it until the session ends and closes the pipe. The
+		// connection passes each cancellation on under the id the server
+		// knows the request by.
+		if err := s.conn.Send(s, cancels...); err != nil && !errors.Is(err, peer.ErrBusy) {
 			s.Close(fmt.Errorf("%w: writing to its stdin failed: %v", ErrServerExited, err))
 		}
 	}
@@ -1108,5 +1045,9 @@ func (s *Session) expire() {
 // cancelMessage is the notifications/cancelled for the request rawID.
 func cancelMessage(rawID []byte, timeout time.Duration) Message {
 	data := fmt.Appendf(nil, `{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":%s,"reason":"the request timed out after %s"}}`, rawID, timeout)
-	return Message{Data: data, Env: Envelope{Kind: KindNotification, Method: "notifications/cancelled"}}
+	env, err := jsonrpc.Parse(data)
+	if err != nil {
+		panic("session: a cancellation does not parse: " + err.Error()) // rawID came from a parsed request
+	}
+	return Message{Data: data, Env: env}
 }

@@ -22,6 +22,8 @@ import (
 
 	"go.uber.org/goleak"
 
+	"github.com/mcp-bridge/mcp-bridge/jsonrpc"
+	"github.com/mcp-bridge/mcp-bridge/peer"
 	"github.com/mcp-bridge/mcp-bridge/sandbox"
 )
 
@@ -124,7 +126,7 @@ func newMemLauncher() *memLauncher {
 	return &memLauncher{procs: make(chan *memProc, 16), ids: make(chan string, 16)}
 }
 
-func (l *memLauncher) Launch(_ context.Context, id string) (sandbox.Process, error) {
+func (l *memLauncher) Launch(_ context.Context, id string) (peer.Process, error) {
 	p := newMemProc(l.paused)
 	l.procs <- p
 	l.ids <- id
@@ -156,9 +158,9 @@ func checkLeaks(t *testing.T) { t.Cleanup(func() { goleak.VerifyNone(t) }) }
 // msg parses a client message for Post.
 func msg(t *testing.T, data string) Message {
 	t.Helper()
-	env, err := Parse([]byte(data))
+	env, err := jsonrpc.Parse([]byte(data))
 	if err != nil {
-		t.Fatalf("Parse(%s): %v", data, err)
+		t.Fatalf("jsonrpc.Parse(%s): %v", data, err)
 	}
 	return Message{Data: []byte(data), Env: env}
 }
@@ -167,7 +169,7 @@ func msg(t *testing.T, data string) Message {
 // notification or response).
 func postMsg(t *testing.T, s *Session, data string) *Reader {
 	t.Helper()
-	r, err := s.Post([]Message{msg(t, data)}, false)
+	r, err := s.Post([]Message{msg(t, data)}, PostOptions{Resumable: true})
 	if err != nil {
 		t.Fatalf("Post(%s): %v", data, err)
 	}
@@ -336,7 +338,7 @@ func TestRequestTimeout(t *testing.T) {
 			t.Fatalf("the stream must end after the timeout answer: %v", err)
 		}
 		cancel := p.readLine(t)
-		env, err := Parse([]byte(cancel))
+		env, err := jsonrpc.Parse([]byte(cancel))
 		if err != nil || env.Method != "notifications/cancelled" || env.RequestID != "scall-7" {
 			t.Fatalf("the server got %s (%+v, %v), want notifications/cancelled for call-7", cancel, env, err)
 		}
@@ -407,11 +409,11 @@ func TestMaxRequests(t *testing.T) {
 		s, p := startSession(t, reg, l)
 		postMsg(t, s, `{"jsonrpc":"2.0","id":1,"method":"a"}`)
 		r2 := postMsg(t, s, `{"jsonrpc":"2.0","id":2,"method":"a"}`)
-		if _, err := s.Post([]Message{msg(t, `{"jsonrpc":"2.0","id":3,"method":"a"}`)}, false); !errors.Is(err, ErrTooManyRequests) {
+		if _, err := s.Post([]Message{msg(t, `{"jsonrpc":"2.0","id":3,"method":"a"}`)}, PostOptions{Resumable: true}); !errors.Is(err, ErrTooManyRequests) {
 			t.Fatalf("a third request: %v, want ErrTooManyRequests", err)
 		}
 		// Notifications still pass; an answer makes room.
-		if r, err := s.Post([]Message{msg(t, `{"jsonrpc":"2.0","method":"notifications/x"}`)}, false); r != nil || err != nil {
+		if r, err := s.Post([]Message{msg(t, `{"jsonrpc":"2.0","method":"notifications/x"}`)}, PostOptions{Resumable: true}); r != nil || err != nil {
 			t.Fatalf("a notification: %v", err)
 		}
 		p.readLine(t)
@@ -437,11 +439,11 @@ func TestStdinBudget(t *testing.T) {
 		one := `{"jsonrpc":"2.0","method":"notifications/a","params":{"x":"` + strings.Repeat("y", 20) + `"}}`
 		done := make(chan error)
 		go func() {
-			_, err := s.Post([]Message{msg(t, one)}, false)
+			_, err := s.Post([]Message{msg(t, one)}, PostOptions{Resumable: true})
 			done <- err
 		}()
 		synctest.Wait() // that POST waits in write
-		_, err = s.Post([]Message{msg(t, one)}, false)
+		_, err = s.Post([]Message{msg(t, one)}, PostOptions{Resumable: true})
 		if !errors.Is(err, ErrStdinFull) {
 			t.Fatalf("a second POST while the first waits: %v, want ErrStdinFull", err)
 		}
@@ -450,7 +452,7 @@ func TestStdinBudget(t *testing.T) {
 			t.Fatal(err)
 		}
 		p.readLine(t)
-		if _, err := s.Post([]Message{msg(t, one)}, false); err != nil {
+		if _, err := s.Post([]Message{msg(t, one)}, PostOptions{Resumable: true}); err != nil {
 			t.Fatalf("once written, the budget is free again: %v", err)
 		}
 	})
@@ -479,3 +481,28 @@ func TestIdleTimeoutSparesRunningCall(t *testing.T) {
 		}
 	})
 }
+
+// TestLaunchErrorIsErrLaunch: a launcher's error reaches the caller as
+// ErrLaunch (which the front end maps to 502), with its own text and
+// without a second copy of ErrLaunch's.
+func TestLaunchErrorIsErrLaunch(t *testing.T) {
+	cause := errors.New("cannot start the MCP server: exec: \"nope\": executable file not found in $PATH")
+	reg := NewRegistry(&Options{
+		Launcher: LauncherOf(failingLauncher{cause}),
+		Logger:   slog.New(slog.DiscardHandler),
+	})
+	defer reg.Shutdown(context.Background())
+	_, err := reg.Create(context.Background(), nil)
+	if !errors.Is(err, ErrLaunch) || !errors.Is(err, cause) {
+		t.Fatalf("Create: %v; want ErrLaunch wrapping the launcher's error", err)
+	}
+	if strings.Count(err.Error(), "cannot start the MCP server") != 1 || reg.Len() != 0 {
+		t.Fatalf("Create: %q, %d sessions", err, reg.Len())
+	}
+}
+
+// failingLauncher fails every launch; its processes have a type of their
+// own, as sandbox's do, so that LauncherOf adapts it.
+type failingLauncher struct{ err error }
+
+func (l failingLauncher) Launch(context.Context, string) (*memProc, error) { return nil, l.err }

@@ -30,6 +30,7 @@ import (
 
 	"github.com/mcp-bridge/mcp-bridge/affinity"
 	"github.com/mcp-bridge/mcp-bridge/bridge"
+	"github.com/mcp-bridge/mcp-bridge/internal/procs"
 	"github.com/mcp-bridge/mcp-bridge/sandbox"
 	"github.com/mcp-bridge/mcp-bridge/session"
 )
@@ -154,7 +155,7 @@ func serve(ctx context.Context, cfg *config, logger *slog.Logger, ready chan<- n
 		logger.Info("session affinity on: session IDs name this instance", "self", self)
 	}
 	sessOpts := &session.Options{
-		Launcher:        launcher,
+		Launcher:        session.LauncherOf(launcher),
 		IdleTimeout:     cfg.SessionIdleTimeout,
 		MaxSessions:     cfg.MaxSessions,
 		MaxMessageBytes: cfg.MaxMessageBytes,
@@ -174,7 +175,7 @@ func serve(ctx context.Context, cfg *config, logger *slog.Logger, ready chan<- n
 	if router == nil {
 		// With affinity, requests forwarded to their owner are not in
 		// flight here: the governor would not see them, so it stays off.
-		inflight, stopGovernor := startProcsGovernor(logger)
+		inflight, stopGovernor := procs.Start(logger)
 		defer stopGovernor()
 		sessOpts.Inflight = inflight
 	}

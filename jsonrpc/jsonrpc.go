@@ -1,4 +1,15 @@
-package session
+// Package jsonrpc is the bridge's wire layer: the envelope of a JSON-RPC 2.0
+// message (its kind, id, method and the few params members that routing,
+// ID rewriting and policy need), batches, error responses and the error
+// codes, shared by every package above it.
+//
+// The bridge forwards messages; it never decodes more of one than its
+// envelope. Parse reads a message once, validating all of it as
+// encoding/json would, and reports where the members it found sit in the
+// input (Span), so that a caller can rewrite an id or a progress token
+// with one copy of the message (Rewrite) and read a member such as
+// params.name or one of params._meta without decoding the rest.
+package jsonrpc
 
 import (
 	"bytes"
@@ -35,6 +46,28 @@ func (k Kind) String() string {
 // on either side are always the peer's own, unchanged.
 type ID string
 
+// Span locates a value in the message an Envelope was parsed from: its
+// bytes are data[Start:End], exactly as written. The zero Span means the
+// member is absent.
+type Span struct{ Start, End int32 }
+
+// In returns the bytes of s in data (capped, so appending to them cannot
+// overwrite what follows), or nil for the zero Span.
+func (s Span) In(data []byte) []byte {
+	if s.End == 0 {
+		return nil
+	}
+	return data[s.Start:s.End:s.End]
+}
+
+// IsZero reports whether s locates nothing.
+func (s Span) IsZero() bool { return s.End == 0 }
+
+// MaxMessageBytes is the size from which Parse refuses a message: Spans
+// hold 32-bit positions. The bridge's own bound (--max-message-bytes) is
+// far lower.
+const MaxMessageBytes = 1<<31 - 1
+
 // Envelope is what the bridge needs to know of a JSON-RPC message to route it.
 // Parsing it never copies the message's params or result.
 type Envelope struct {
@@ -48,6 +81,32 @@ type Envelope struct {
 	RequestID ID
 	// IsError reports a response carrying "error" rather than "result".
 	IsError bool
+
+	// Where the values above, and a few more that policy reads, are in the
+	// message. IDAt locates the id whenever there is one, null included.
+	// ProgressTokenAt and RequestIDAt locate the members ProgressToken and
+	// RequestID were read from, exactly when those are set.
+	IDAt, ProgressTokenAt, RequestIDAt Span
+	// NameAt is params.name of a request or notification, when it is a
+	// string (the tool of a tools/call, the prompt of a prompts/get): see
+	// Name. MetaAt is params._meta when it is an object: see Lookup.
+	NameAt, MetaAt Span
+}
+
+// Message is one JSON-RPC message with its envelope.
+type Message struct {
+	Data []byte
+	Env  Envelope
+}
+
+// Name decodes params.name of the message data, whose Envelope e is, or
+// returns "" if it has none. Names of tools are short: this costs one
+// small allocation, and only when called.
+func (e *Envelope) Name(data []byte) string {
+	if e.NameAt.IsZero() {
+		return ""
+	}
+	return stringValue(e.NameAt.In(data))
 }
 
 // Errors of Parse. All wrap ErrInvalidMessage.
@@ -78,7 +137,9 @@ type members struct {
 	result, error       bool
 	ambiguous           bool
 	// From params, if it is an object; from params._meta for metaToken.
-	metaToken, progressToken, requestID []byte
+	metaToken, progressToken, requestID, name, meta []byte
+	// Where id and the members of params are in the input.
+	idAt, metaTokenAt, progressTokenAt, requestIDAt, nameAt, metaAt Span
 }
 
 // scanMessage validates data as exactly one JSON value and, if it is an
@@ -133,7 +194,7 @@ func (m *members) member(s *scanner, n name) bool {
 	case nameJSONRPC:
 		return s.valueInto(&m.jsonrpc)
 	case nameID:
-		return s.valueInto(&m.id)
+		return s.valueAt(&m.id, &m.idAt)
 	case nameMethod:
 		return s.valueInto(&m.method)
 	case nameResult:
@@ -143,27 +204,32 @@ func (m *members) member(s *scanner, n name) bool {
 		m.error = true
 		return s.skipValue()
 	case nameParams:
-		m.metaToken, m.progressToken, m.requestID = nil, nil, nil
+		m.metaToken, m.progressToken, m.requestID, m.name, m.meta = nil, nil, nil, nil, nil
 		if s.peek() != '{' {
 			return s.skipValue() // by-position params: nothing to route on
 		}
 		return s.eachMember(func(n name) bool {
 			switch n {
 			case nameProgressToken:
-				return s.valueInto(&m.progressToken)
+				return s.valueAt(&m.progressToken, &m.progressTokenAt)
 			case nameRequestID:
-				return s.valueInto(&m.requestID)
+				return s.valueAt(&m.requestID, &m.requestIDAt)
+			case nameName:
+				return s.valueAt(&m.name, &m.nameAt)
 			case nameMeta:
-				m.metaToken = nil
+				m.metaToken, m.meta = nil, nil
 				if s.peek() != '{' {
 					return s.skipValue()
 				}
-				return s.eachMember(func(n name) bool {
+				start := s.pos
+				ok := s.eachMember(func(n name) bool {
 					if n == nameProgressToken {
-						return s.valueInto(&m.metaToken)
+						return s.valueAt(&m.metaToken, &m.metaTokenAt)
 					}
 					return s.skipValue()
 				})
+				m.meta, m.metaAt = s.data[start:s.pos], Span{int32(start), int32(s.pos)}
+				return ok
 			}
 			return s.skipValue()
 		})
@@ -195,6 +261,15 @@ func (s *scanner) valueInto(dst *[]byte) bool {
 	return ok
 }
 
+// valueAt is valueInto that also records where the value is.
+func (s *scanner) valueAt(dst *[]byte, at *Span) bool {
+	s.skipSpace()
+	start := s.pos
+	ok := s.skipValue()
+	*dst, *at = s.data[start:s.pos], Span{int32(start), int32(s.pos)}
+	return ok
+}
+
 // name is a member name the bridge looks for.
 type name uint8
 
@@ -209,6 +284,7 @@ const (
 	nameMeta
 	nameProgressToken
 	nameRequestID
+	nameName
 )
 
 // memberName returns the member name the bridge knows that raw (as
@@ -243,6 +319,8 @@ func memberName(raw []byte, escaped bool) name {
 		return nameProgressToken
 	case "requestId":
 		return nameRequestID
+	case "name":
+		return nameName
 	}
 	return nameOther
 }
@@ -302,6 +380,9 @@ func hexValue(c byte) rune {
 // nothing of it but the strings of the Envelope; it neither keeps nor
 // modifies data.
 func Parse(data []byte) (Envelope, error) {
+	if len(data) > MaxMessageBytes {
+		return Envelope{}, &parseError{"a message must be smaller than 2 GiB"}
+	}
 	var m members
 	switch valid, object := m.scanMessage(data); {
 	case !valid:
@@ -326,7 +407,7 @@ func (m *members) envelope() (Envelope, error) {
 		if err != nil {
 			return Envelope{}, err
 		}
-		env.ID = id
+		env.ID, env.IDAt = id, m.idAt
 	}
 	method := m.method
 	if method != nil && method[0] == 'n' {
@@ -354,11 +435,23 @@ func (m *members) envelope() (Envelope, error) {
 		// the message invalid.
 		switch {
 		case env.Kind == KindRequest && m.metaToken != nil:
-			env.ProgressToken, _ = canonicalID(m.metaToken)
+			if env.ProgressToken, _ = canonicalID(m.metaToken); env.ProgressToken != "" {
+				env.ProgressTokenAt = m.metaTokenAt
+			}
 		case env.Method == "notifications/progress" && m.progressToken != nil:
-			env.ProgressToken, _ = canonicalID(m.progressToken)
+			if env.ProgressToken, _ = canonicalID(m.progressToken); env.ProgressToken != "" {
+				env.ProgressTokenAt = m.progressTokenAt
+			}
 		case env.Method == "notifications/cancelled" && m.requestID != nil:
-			env.RequestID, _ = canonicalID(m.requestID)
+			if env.RequestID, _ = canonicalID(m.requestID); env.RequestID != "" {
+				env.RequestIDAt = m.requestIDAt
+			}
+		}
+		if m.name != nil && m.name[0] == '"' {
+			env.NameAt = m.nameAt
+		}
+		if m.meta != nil {
+			env.MetaAt = m.metaAt
 		}
 	case m.result || m.error:
 		if m.result && m.error {
@@ -581,14 +674,27 @@ func SplitBatch(data []byte) (msgs []json.RawMessage, ok bool, err error) {
 	return msgs, true, nil
 }
 
+// Error is a JSON-RPC error object. As an error, it is what a request
+// answered with an error fails with, and what the interception point
+// refuses a request with.
+type Error struct {
+	Code    int    `json:"code"`
+	Message string `json:"message"`
+	Data    any    `json:"data,omitempty"`
+}
+
+func (e *Error) Error() string {
+	return "JSON-RPC error " + strconv.Itoa(e.Code) + ": " + e.Message
+}
+
+// Response renders the error response to the request whose raw id is rawID.
+func (e *Error) Response(rawID []byte) []byte {
+	return ErrorResponse(rawID, e.Code, e.Message, e.Data)
+}
+
 // ErrorResponse renders a JSON-RPC error response. rawID is the id exactly as
 // the peer sent it (nil renders "id":null).
 func ErrorResponse(rawID []byte, code int, message string, data any) []byte {
-	type errObj struct {
-		Code    int    `json:"code"`
-		Message string `json:"message"`
-		Data    any    `json:"data,omitempty"`
-	}
 	id := json.RawMessage("null")
 	if len(rawID) > 0 {
 		id = rawID
@@ -596,9 +702,30 @@ func ErrorResponse(rawID []byte, code int, message string, data any) []byte {
 	b, _ := json.Marshal(struct {
 		JSONRPC string          `json:"jsonrpc"`
 		ID      json.RawMessage `json:"id"`
-		Error   errObj          `json:"error"`
-	}{"2.0", id, errObj{code, message, data}})
+		Error   Error           `json:"error"`
+	}{"2.0", id, Error{code, message, data}})
 	return b
+}
+
+// DecodeResponse splits a response into its result and its error: exactly
+// one of result and rpcErr is set for a valid response. It decodes the
+// error object, but returns the result as written, for responses the bridge
+// reads itself (its own requests); forwarded responses are never decoded.
+func DecodeResponse(data []byte) (result json.RawMessage, rpcErr *Error, err error) {
+	var r struct {
+		Result json.RawMessage `json:"result"`
+		Error  *Error          `json:"error"`
+	}
+	if err := json.Unmarshal(data, &r); err != nil {
+		return nil, nil, &parseError{"response: " + err.Error()}
+	}
+	if r.Error != nil {
+		return nil, r.Error, nil
+	}
+	if r.Result == nil {
+		return nil, nil, &parseError{`a response needs "result" or "error"`}
+	}
+	return r.Result, nil, nil
 }
 
 // MaxEchoedNumberIDBytes bounds a numeric id that error answers echo: a
@@ -614,15 +741,15 @@ const MaxEchoedNumberIDBytes = 32
 // most MaxEchoedNumberIDBytes (issue 13, item 8: an echoed id of invalid
 // UTF-8 made the whole answer invalid).
 func RawID(data []byte) []byte {
-	if id := rawID(data); echoable(id) {
+	if id := WrittenID(data); Echoable(id) {
 		return id
 	}
 	return nil
 }
 
-// rawID is RawID without the test of echoable: the id as the peer wrote
-// it, for messages to that peer.
-func rawID(data []byte) []byte {
+// WrittenID is RawID without the test of Echoable: the id as the peer
+// wrote it, for messages to that peer.
+func WrittenID(data []byte) []byte {
 	var m members
 	if valid, object := m.scanMessage(data); !valid || !object || m.ambiguous {
 		return nil
@@ -630,8 +757,9 @@ func rawID(data []byte) []byte {
 	return bytes.Clone(m.id)
 }
 
-// echoable reports whether the JSON value raw is an id to echo.
-func echoable(raw []byte) bool {
+// Echoable reports whether the JSON value raw is an id to echo in an
+// answer of the bridge's own (see RawID).
+func Echoable(raw []byte) bool {
 	switch {
 	case len(raw) == 0:
 		return false
@@ -648,6 +776,7 @@ const (
 	CodeParseError     = -32700
 	CodeInvalidRequest = -32600
 	CodeMethodNotFound = -32601
+	CodeInvalidParams  = -32602
 	CodeInternalError  = -32603
 	// CodeServerError is what the bridge answers when the session or its
 	// server ends before a request was answered (implementation-defined range).

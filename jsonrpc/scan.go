@@ -1,4 +1,4 @@
-package session
+package jsonrpc
 
 // A single-pass JSON scanner for the routing envelope of JSON-RPC messages.
 //

@@ -1,4 +1,4 @@
-package main
+package procs
 
 import (
 	"io"
@@ -7,6 +7,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"go.uber.org/goleak"
 )
 
 // fakeProcs stands in for runtime.GOMAXPROCS: the test must not change the
@@ -28,11 +30,11 @@ func (f *fakeProcs) Calls() []int {
 	return append([]int(nil), f.set...)
 }
 
-func newTestGovernor(t *testing.T) (*procsGovernor, *fakeProcs, *atomic.Int64) {
+func newTestGovernor(t *testing.T) (*governor, *fakeProcs, *atomic.Int64) {
 	t.Helper()
 	var clock atomic.Int64
 	f := &fakeProcs{}
-	g := newProcsGovernor(4, time.Second, f.Set, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	g := newGovernor(4, time.Second, f.Set, slog.New(slog.NewTextHandler(io.Discard, nil)))
 	g.now = func() time.Duration { return time.Duration(clock.Load()) }
 	return g, f, &clock
 }
@@ -113,13 +115,15 @@ func TestProcsGovernorRace(t *testing.T) {
 	}
 }
 
-// startProcsGovernor restores GOMAXPROCS and stops its goroutine.
+// Start restores GOMAXPROCS and stops its goroutine.
 func TestProcsGovernorStops(t *testing.T) {
 	t.Setenv("GOMAXPROCS", "")
-	inflight, stop := startProcsGovernor(slog.New(slog.NewTextHandler(io.Discard, nil)))
+	inflight, stop := Start(slog.New(slog.NewTextHandler(io.Discard, nil)))
 	if inflight == nil {
 		t.Skip("Go runs on one P here: no governor")
 	}
 	inflight(2)
 	stop()
 }
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }

@@ -1,4 +1,4 @@
-package session
+package jsonrpc
 
 import (
 	"encoding/json"

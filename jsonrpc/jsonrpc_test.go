@@ -1,4 +1,4 @@
-package session
+package jsonrpc
 
 import (
 	"bytes"
@@ -241,7 +241,7 @@ func TestParse(t *testing.T) {
 		switch {
 		case tc.err == "" && err != nil:
 			t.Errorf("Parse(%.200s): %v", tc.in, err)
-		case tc.err == "" && got != tc.want:
+		case tc.err == "" && routing(got) != tc.want:
 			t.Errorf("Parse(%.200s) = %+v, want %+v", tc.in, got, tc.want)
 		case tc.err != "" && err == nil:
 			t.Errorf("Parse(%.200s) = %+v, want an error", tc.in, got)
@@ -506,6 +506,63 @@ func referenceParse(data []byte) (env Envelope, verdict string) {
 	return env, ""
 }
 
+// routing is e without its Spans, which checkSpans checks.
+func routing(e Envelope) Envelope {
+	e.IDAt, e.ProgressTokenAt, e.RequestIDAt, e.NameAt, e.MetaAt = Span{}, Span{}, Span{}, Span{}, Span{}
+	return e
+}
+
+// checkSpans holds the Spans of env, parsed from data, to encoding/json:
+// each locates the member's value as written, exactly when the rules of
+// Envelope say it is set.
+func checkSpans(t *testing.T, data []byte, env Envelope) {
+	t.Helper()
+	var m map[string]json.RawMessage
+	if err := json.Unmarshal(data, &m); err != nil {
+		t.Fatal(err)
+	}
+	params := referenceObject(m["params"])
+	meta := referenceObject(params["_meta"])
+	want := map[string]json.RawMessage{}
+	if raw, ok := m["id"]; ok {
+		want["id"] = raw // null too
+	}
+	switch {
+	case env.ProgressToken != "" && env.Kind == KindRequest:
+		want["progressToken"] = meta["progressToken"]
+	case env.ProgressToken != "":
+		want["progressToken"] = params["progressToken"]
+	}
+	if env.RequestID != "" {
+		want["requestId"] = params["requestId"]
+	}
+	if raw := params["name"]; env.Kind != KindResponse && len(raw) > 0 && raw[0] == '"' {
+		want["name"] = raw
+	}
+	if raw := params["_meta"]; env.Kind != KindResponse && len(raw) > 0 && raw[0] == '{' {
+		want["_meta"] = raw
+	}
+	for _, c := range []struct {
+		name string
+		at   Span
+	}{{"id", env.IDAt}, {"progressToken", env.ProgressTokenAt}, {"requestId", env.RequestIDAt}, {"name", env.NameAt}, {"_meta", env.MetaAt}} {
+		got, ok := c.at.In(data), !c.at.IsZero()
+		w, wok := want[c.name]
+		if ok != wok || !bytes.Equal(got, w) {
+			t.Fatalf("%q: %s at %v = %q, want %q (present: %v)", data, c.name, c.at, got, w, wok)
+		}
+	}
+	if name, ok := StringValue(want["name"]); env.Name(data) != name || ok != !env.NameAt.IsZero() {
+		t.Fatalf("%q: Name = %q, want %q", data, env.Name(data), name)
+	}
+	// Lookup agrees with encoding/json on every member of the message.
+	for k, v := range m {
+		if got, ok := Lookup(data, k); !ok || !bytes.Equal(got, v) {
+			t.Fatalf("Lookup(%q, %q) = %q, %v; want %q", data, k, got, ok, v)
+		}
+	}
+}
+
 // envelopeNames are the members of a message whose names must be given
 // exactly once, and in their own case.
 var envelopeNames = []string{"jsonrpc", "id", "method", "params", "result", "error"}
@@ -597,6 +654,7 @@ func FuzzParse(f *testing.F) {
 		`{"\u006asonrpc":"2\u002e0","id":"\ud83d\ude00","method":"a\/b","params":{"_meta":null,"\u005fmeta":{"progressToken":1E2}}}`,
 		`{"jsonrpc":"2.0","id":1,"id":2,"method":5,"method":"x","params":[],"params":{"progressToken":3}}`,
 		`{"JSONRPC":"2.0","Id":1,"Method":"a"}`,
+		`{"params":{"_meta":{"progressToken":"tok"},"name":"n"},"method":"tools/call","id":"late","jsonrpc":"2.0"}`,
 		" \t\r\n{ \"jsonrpc\" : \"2.0\" , \"id\" : 1 , \"result\" : null } \n",
 		"{\"jsonrpc\":\"2.0\",\"id\":\"\xff\xfe\",\"method\":\"\xc3\"}",
 		`{"jsonrpc":"2.0","id":01,"method":"a"}`,
@@ -625,8 +683,10 @@ func FuzzParse(f *testing.F) {
 			t.Fatalf("Parse(%q): %v, want %+v", orig, err, want)
 		case err != nil && IsParseError(err) != (verdict == "parse"):
 			t.Fatalf("Parse(%q): %v, want a %s error", orig, err, verdict)
-		case env != want:
+		case routing(env) != want:
 			t.Fatalf("Parse(%q) = %+v, want %+v", orig, env, want)
+		case err == nil:
+			checkSpans(t, orig, env)
 		}
 
 		// RawID: the id of a JSON object, copied.
@@ -686,6 +746,17 @@ func FuzzParse(f *testing.F) {
 		}
 		if again, _ := Parse(orig); again != env {
 			t.Fatalf("the Envelope changed with its input: %+v, was %+v", env, again)
+		}
+
+		// Envelope.Rewrite of the id and the progress token gives what
+		// parsing its result gives, and touches nothing else.
+		if err == nil && !env.IDAt.IsZero() {
+			moved := env
+			out := moved.Rewrite(orig, Edit{env.IDAt, []byte(`"rewritten-id"`)}, Edit{env.ProgressTokenAt, []byte(`1234567`)})
+			again, perr := Parse(out)
+			if perr != nil || again != moved {
+				t.Fatalf("Rewrite(%q) = %q: Envelope %+v, parsed %+v (%v)", orig, out, moved, again, perr)
+			}
 		}
 
 		// The bridge's own error answer to a request's id must parse.

@@ -1,4 +1,8 @@
-package main
+// Package procs sets GOMAXPROCS from the bridge's load (see Start and
+// governor): one P while it serves one client request at a time, all of
+// them as soon as two are in flight. It is internal: a policy of the
+// bridge's process, which cmd/bridge starts, not part of any library.
+package procs
 
 import (
 	"context"
@@ -10,14 +14,14 @@ import (
 	"time"
 )
 
-// procsHold is how long at most one request must have been in flight
-// before the governor drops to one P.
-const procsHold = time.Second
+// Hold is how long at most one request must have been in flight before
+// the governor drops to one P.
+const Hold = time.Second
 
-// A procsGovernor sets GOMAXPROCS from the bridge's load: one P while it
+// A governor sets GOMAXPROCS from the bridge's load: one P while it
 // serves at most one client request at a time, all of them (the value Go
 // chose at start) from the moment a second request is in flight, and back
-// to one after procsHold without two.
+// to one after Hold without two.
 //
 // Why (issue 6, BENCHMARKS.md): with one request at a time nothing is
 // parallel, but every answer crosses from the session's stdout reader to
@@ -34,7 +38,7 @@ const procsHold = time.Second
 // It is off when the GOMAXPROCS environment variable is set (the operator
 // chose), when Go runs with one P anyway, and with session affinity (serve
 // does not start it: requests forwarded to their owner are not counted).
-type procsGovernor struct {
+type governor struct {
 	max    int
 	hold   time.Duration
 	set    func(int) // runtime.GOMAXPROCS; tests count calls instead
@@ -47,16 +51,16 @@ type procsGovernor struct {
 	mu sync.Mutex // orders changes: low always says what was set last
 }
 
-func newProcsGovernor(max int, hold time.Duration, set func(int), logger *slog.Logger) *procsGovernor {
+func newGovernor(max int, hold time.Duration, set func(int), logger *slog.Logger) *governor {
 	start := time.Now()
-	return &procsGovernor{max: max, hold: hold, set: set, logger: logger,
+	return &governor{max: max, hold: hold, set: set, logger: logger,
 		now: func() time.Duration { return time.Since(start) }}
 }
 
 // inflight is session.Options.Inflight: n client requests are in flight.
 // With two or more it raises GOMAXPROCS at once; otherwise it costs one
 // atomic load.
-func (g *procsGovernor) inflight(n int) {
+func (g *governor) inflight(n int) {
 	if n < 2 {
 		return
 	}
@@ -67,13 +71,13 @@ func (g *procsGovernor) inflight(n int) {
 }
 
 // tick drops to one P if no two requests were in flight for g.hold.
-func (g *procsGovernor) tick() {
+func (g *governor) tick() {
 	if !g.low.Load() && g.now()-time.Duration(g.busyAt.Load()) >= g.hold {
 		g.change(true, 1)
 	}
 }
 
-func (g *procsGovernor) change(low bool, n int) {
+func (g *governor) change(low bool, n int) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	if g.low.Load() == low {
@@ -89,7 +93,7 @@ func (g *procsGovernor) change(low bool, n int) {
 }
 
 // run ticks every g.hold until ctx is done, then restores g.max.
-func (g *procsGovernor) run(ctx context.Context) {
+func (g *governor) run(ctx context.Context) {
 	t := time.NewTicker(g.hold)
 	defer t.Stop()
 	for {
@@ -103,16 +107,16 @@ func (g *procsGovernor) run(ctx context.Context) {
 	}
 }
 
-// startProcsGovernor starts a governor unless the GOMAXPROCS environment
+// Start starts a governor unless the GOMAXPROCS environment
 // variable is set or Go runs on one P. It returns the session.Options
 // Inflight hook (nil without a governor) and a stop function that restores
 // GOMAXPROCS and waits for the governor's goroutine.
-func startProcsGovernor(logger *slog.Logger) (inflight func(int), stop func()) {
+func Start(logger *slog.Logger) (inflight func(int), stop func()) {
 	max := runtime.GOMAXPROCS(0)
 	if os.Getenv("GOMAXPROCS") != "" || max < 2 {
 		return nil, func() {}
 	}
-	g := newProcsGovernor(max, procsHold, func(n int) { runtime.GOMAXPROCS(n) }, logger)
+	g := newGovernor(max, Hold, func(n int) { runtime.GOMAXPROCS(n) }, logger)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() {

@@ -1,0 +1,202 @@
+package jsonrpc
+
+import (
+	"encoding/json"
+	"strconv"
+	"unicode/utf8"
+)
+
+// An Edit replaces the bytes of a Span of a message with Raw, a JSON value.
+type Edit struct {
+	At  Span
+	Raw []byte
+}
+
+// Rewrite returns a copy of data with its edits applied, in one allocation
+// of the result's exact size. Edits with a zero Span are skipped; the
+// others may come in any order (a message may give its id after its
+// params) but must not overlap. data is not modified.
+//
+// It is how an id or a progress token changes on the way through the
+// bridge: the Envelope says where they are, so the rest of the message is
+// copied without being read again.
+func Rewrite(data []byte, edits ...Edit) []byte {
+	edits = inOrder(edits)
+	n := len(data)
+	for _, e := range edits {
+		if !e.At.IsZero() {
+			n += len(e.Raw) - int(e.At.End-e.At.Start)
+		}
+	}
+	out := make([]byte, 0, n)
+	prev := 0
+	for _, e := range edits {
+		if e.At.IsZero() {
+			continue
+		}
+		out = append(out, data[prev:e.At.Start]...)
+		out = append(out, e.Raw...)
+		prev = int(e.At.End)
+	}
+	return append(out, data[prev:]...)
+}
+
+// inOrder returns edits sorted by position: edits itself when it is (the
+// usual case), else a sorted copy without its zero Spans.
+func inOrder(edits []Edit) []Edit {
+	last := int32(-1)
+	sorted := true
+	for _, e := range edits {
+		if !e.At.IsZero() {
+			sorted = sorted && e.At.Start > last
+			last = e.At.Start
+		}
+	}
+	if sorted {
+		return edits
+	}
+	out := make([]Edit, 0, len(edits))
+	for _, e := range edits {
+		if e.At.IsZero() {
+			continue
+		}
+		i := len(out)
+		out = append(out, e)
+		for ; i > 0 && out[i-1].At.Start > e.At.Start; i-- {
+			out[i] = out[i-1]
+		}
+		out[i] = e
+	}
+	return out
+}
+
+// Rewrite is the package's Rewrite for the message e was parsed from: it
+// also updates e to describe the result, moving its Spans and re-reading
+// ID, ProgressToken and RequestID where an edit replaced them. An edit
+// must replace whole values, and one that replaces one of those three
+// must give a valid id.
+func (e *Envelope) Rewrite(data []byte, edits ...Edit) []byte {
+	out := Rewrite(data, edits...)
+	move := func(p int32) int32 {
+		q := p
+		for _, ed := range edits {
+			if !ed.At.IsZero() && ed.At.End <= p {
+				q += int32(len(ed.Raw)) - (ed.At.End - ed.At.Start)
+			}
+		}
+		return q
+	}
+	for _, ed := range edits {
+		if ed.At.IsZero() {
+			continue
+		}
+		switch ed.At {
+		case e.IDAt:
+			e.ID, _ = canonicalID(ed.Raw)
+		case e.ProgressTokenAt:
+			e.ProgressToken, _ = canonicalID(ed.Raw)
+		case e.RequestIDAt:
+			e.RequestID, _ = canonicalID(ed.Raw)
+		}
+	}
+	for _, sp := range []*Span{&e.IDAt, &e.ProgressTokenAt, &e.RequestIDAt, &e.NameAt, &e.MetaAt} {
+		if !sp.IsZero() {
+			*sp = Span{move(sp.Start), move(sp.End)}
+		}
+	}
+	return out
+}
+
+// Lookup finds the member name of the JSON object obj and returns its
+// value as written, a sub-slice of obj. obj must be valid JSON (a message
+// Parse accepted, or a Span of one, such as Envelope.MetaAt). A name given
+// twice counts as given last, as in Parse. It reads obj up to its end, and
+// costs no allocation unless a member name contains escapes.
+func Lookup(obj []byte, name string) (value []byte, ok bool) {
+	s := scanner{data: obj}
+	if s.peek() != '{' {
+		return nil, false
+	}
+	more, valid := s.openObject()
+	for valid && more {
+		key, escaped, good := s.key()
+		if !good {
+			return nil, false
+		}
+		var v []byte
+		if !s.valueInto(&v) {
+			return nil, false
+		}
+		if keyIs(key, escaped, name) {
+			value, ok = v, true
+		}
+		more, valid = s.nextMember()
+	}
+	if !valid {
+		return nil, false
+	}
+	return value, ok
+}
+
+// keyIs reports whether a member name as written (escaped or not) is name.
+func keyIs(raw []byte, escaped bool, name string) bool {
+	if !escaped && utf8.Valid(raw) {
+		return string(raw) == name
+	}
+	// Escapes, or invalid UTF-8 that decodes to U+FFFD as in encoding/json.
+	quoted := make([]byte, 0, len(raw)+2)
+	quoted = append(append(append(quoted, '"'), raw...), '"')
+	return stringValue(quoted) == name
+}
+
+// StringValue decodes a JSON string as written (a value Lookup returned,
+// or the bytes of a Span), as encoding/json would. It reports false if raw
+// is not a string.
+func StringValue(raw []byte) (string, bool) {
+	if len(raw) < 2 || raw[0] != '"' {
+		return "", false
+	}
+	return stringValue(raw), true
+}
+
+// NumberID is the ID of the JSON number n.
+func NumberID(n int64) ID {
+	if 0 <= n && n < int64(len(smallIDs)) {
+		return smallIDs[n]
+	}
+	return ID("n" + strconv.FormatInt(n, 10))
+}
+
+// AppendJSON appends id as a JSON value: the number or the string it
+// stands for. The zero ID appends null.
+func (id ID) AppendJSON(b []byte) []byte {
+	switch {
+	case id == "":
+		return append(b, "null"...)
+	case id[0] == 'n':
+		return append(b, id[1:]...)
+	}
+	s := string(id[1:])
+	if isPlainString(s) {
+		b = append(b, '"')
+		b = append(b, s...)
+		return append(b, '"')
+	}
+	q, _ := json.Marshal(s) // cannot fail: a string
+	return append(b, q...)
+}
+
+// isPlainString reports whether s can be written between quotes as it is:
+// ASCII without quotes, backslashes, control characters, or the <, > and &
+// that encoding/json escapes.
+func isPlainString(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; c < 0x20 || c >= 0x7f || c == '"' || c == '\\' || c == '<' || c == '>' || c == '&' {
+			return false
+		}
+	}
+	return true
+}
+
+// IsNumber reports whether id is a number.
+func (id ID) IsNumber() bool { return len(id) > 0 && id[0] == 'n' }

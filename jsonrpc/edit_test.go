@@ -1,0 +1,113 @@
+package jsonrpc
+
+import (
+	"encoding/json"
+	"errors"
+	"testing"
+)
+
+func TestRewrite(t *testing.T) {
+	data := []byte(`{"jsonrpc":"2.0","id":"client-7","method":"tools/call","params":{"name":"echo","_meta":{"progressToken":"tok"}}}`)
+	env, err := Parse(data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := Rewrite(data, Edit{env.IDAt, []byte(`12`)}, Edit{Span{}, []byte(`ignored`)}, Edit{env.ProgressTokenAt, []byte(`13`)})
+	want := `{"jsonrpc":"2.0","id":12,"method":"tools/call","params":{"name":"echo","_meta":{"progressToken":13}}}`
+	if string(got) != want || cap(got) != len(got) {
+		t.Fatalf("Rewrite = %s (cap %d), want %s", got, cap(got), want)
+	}
+	if env2, err := Parse(got); err != nil || env2.ID != "n12" || env2.ProgressToken != "n13" || env2.Name(got) != "echo" {
+		t.Fatalf("the rewritten message parses as %+v, %v", env2, err)
+	}
+	// The Envelope follows the edits.
+	moved := env
+	out := moved.Rewrite(data, Edit{env.IDAt, []byte(`"a-much-longer-id"`)}, Edit{env.ProgressTokenAt, []byte(`5`)})
+	again, err := Parse(out)
+	if err != nil || moved != again {
+		t.Fatalf("Envelope.Rewrite: %+v, parsing the result gives %+v (%v)", moved, again, err)
+	}
+	if string(Rewrite(data)) != string(data) {
+		t.Fatal("no edit must copy the message unchanged")
+	}
+}
+
+func TestLookup(t *testing.T) {
+	data := []byte(`{"a":1, "b" : {"c":[1,2]}, "\u0064":"x", "a":"again", "para\ufffds":3}`)
+	for _, tc := range []struct {
+		name, want string
+		ok         bool
+	}{
+		{"a", `"again"`, true}, // the last of duplicates, as encoding/json
+		{"b", `{"c":[1,2]}`, true},
+		{"d", `"x"`, true}, // escaped names
+		{"c", "", false},   // members of nested objects are not members
+		{"para\ufffds", "3", true},
+	} {
+		got, ok := Lookup(data, tc.name)
+		if string(got) != tc.want || ok != tc.ok {
+			t.Errorf("Lookup(%q) = %s, %v; want %s, %v", tc.name, got, ok, tc.want, tc.ok)
+		}
+	}
+	for _, bad := range []string{`[1]`, `"a"`, `{"a":1`, `{"a" 1}`, ``} {
+		if _, ok := Lookup([]byte(bad), "a"); ok {
+			t.Errorf("Lookup(%s) found a member", bad)
+		}
+	}
+	// params._meta through the Envelope, without allocating.
+	msg := []byte(`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28"}}}`)
+	env, _ := Parse(msg)
+	meta := env.MetaAt.In(msg)
+	if v, ok := Lookup(meta, "io.modelcontextprotocol/protocolVersion"); !ok || string(v) != `"2026-07-28"` {
+		t.Fatalf("Lookup in _meta = %s %v", v, ok)
+	}
+	if n := testing.AllocsPerRun(10, func() { Lookup(meta, "io.modelcontextprotocol/protocolVersion") }); n != 0 {
+		t.Errorf("Lookup allocates %v times", n)
+	}
+}
+
+func TestIDAppendJSON(t *testing.T) {
+	for _, raw := range []string{`0`, `7`, `1023`, `1024`, `-3`, `1.5`, `"x"`, `""`, `"a\"b<>\u00e9\n"`, `null`} {
+		id, err := canonicalID([]byte(raw))
+		if err != nil {
+			t.Fatal(err)
+		}
+		back, err := canonicalID(id.AppendJSON(nil))
+		if err != nil || back != id {
+			t.Errorf("%s: AppendJSON gave %s, which is %q, not %q (%v)", raw, id.AppendJSON(nil), back, id, err)
+		}
+		if id.IsNumber() != (raw[0] != '"' && raw != "null") {
+			t.Errorf("%s: IsNumber = %v", raw, id.IsNumber())
+		}
+	}
+	for _, n := range []int64{0, 5, 1023, 1024, 1 << 40, -1} {
+		want, _ := canonicalID([]byte(json.Number(itoa(n))))
+		if got := NumberID(n); got != want {
+			t.Errorf("NumberID(%d) = %q, want %q", n, got, want)
+		}
+	}
+}
+
+func itoa(n int64) string { b, _ := json.Marshal(n); return string(b) }
+
+func TestDecodeResponse(t *testing.T) {
+	res, rpcErr, err := DecodeResponse([]byte(`{"jsonrpc":"2.0","id":1,"result":{"a":1}}`))
+	if err != nil || rpcErr != nil || string(res) != `{"a":1}` {
+		t.Fatalf("result: %s %v %v", res, rpcErr, err)
+	}
+	res, rpcErr, err = DecodeResponse(ErrorResponse([]byte(`1`), CodeMethodNotFound, "no such method", nil))
+	if err != nil || res != nil || rpcErr == nil || rpcErr.Code != CodeMethodNotFound || rpcErr.Message != "no such method" {
+		t.Fatalf("error: %s %v %v", res, rpcErr, err)
+	}
+	var e error = rpcErr
+	var target *Error
+	if !errors.As(e, &target) || e.Error() != "JSON-RPC error -32601: no such method" {
+		t.Fatalf("*Error as an error: %v", e)
+	}
+	if _, _, err := DecodeResponse([]byte(`{"jsonrpc":"2.0","id":1}`)); !errors.Is(err, ErrInvalidMessage) {
+		t.Fatalf("a response without result or error: %v", err)
+	}
+	if string((&Error{Code: -1, Message: "m"}).Response([]byte(`"q"`))) != `{"jsonrpc":"2.0","id":"q","error":{"code":-1,"message":"m"}}` {
+		t.Fatal("Error.Response")
+	}
+}
