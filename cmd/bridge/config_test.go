@@ -105,6 +105,8 @@ func TestConfigErrors(t *testing.T) {
 	os.WriteFile(tokens, []byte("# comment\n\nsecret-1\nsecret-2\n"), 0o600)
 	empty := filepath.Join(t.TempDir(), "empty")
 	os.WriteFile(empty, []byte("# none\n"), 0o600)
+	affinitySecret := filepath.Join(t.TempDir(), "affinity")
+	os.WriteFile(affinitySecret, []byte(strings.Repeat("k", 32)), 0o600)
 	tests := []struct {
 		args []string
 		err  string
@@ -126,6 +128,9 @@ func TestConfigErrors(t *testing.T) {
 		{[]string{"--sandbox-memory", "lots", "--", "srv"}, "--sandbox-memory"},
 		{[]string{"--max-sessions", "0", "--", "srv"}, "--max-sessions 0: want 1 or more"},
 		{[]string{"--log-max-bytes", "-1", "--", "srv"}, "--log-max-bytes -1: want 1 or more"},
+		{[]string{"--accept-session-id", "--", "srv"}, ""},
+		{[]string{"--accept-session-id", "--affinity-addr", "10.0.0.1:8080", "--affinity-secret-file", affinitySecret, "--", "srv"},
+			"--accept-session-id cannot be combined with --affinity-addr"},
 	}
 	for _, tc := range tests {
 		c, err := parseConfig(tc.args)

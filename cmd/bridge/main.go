@@ -187,6 +187,7 @@ func serve(ctx context.Context, cfg *config, logger *slog.Logger, ready chan<- n
 		AuthTokens:           cfg.tokens,
 		MaxMessageBytes:      int64(cfg.MaxMessageBytes),
 		JSONResponse:         cfg.JSONResponse,
+		AcceptSessionID:      cfg.AcceptSessionID,
 		SSEPollAfter:         cfg.SSEPollAfter,
 		SSERetry:             cfg.SSERetry,
 		BodyReadTimeout:      cfg.BodyReadTimeout,
