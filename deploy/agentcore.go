@@ -39,7 +39,8 @@ const (
 // Variables the runtime's environment sets that cloudformation does not
 // name (the bridge reads them: TestDeploymentsSetVariablesTheBridgeReads).
 const (
-	EnvInsecureNoAuth = "BRIDGE_INSECURE_NO_AUTH"
+	EnvInsecureNoAuth  = "BRIDGE_INSECURE_NO_AUTH"
+	EnvAcceptSessionID = "BRIDGE_ACCEPT_SESSION_ID"
 )
 
 // agentCoreName is CreateAgentRuntime's pattern for agentRuntimeName.
@@ -123,7 +124,8 @@ func (c *AWSConfig) CheckBinary(path string) error {
 // AgentCore authenticates every request before forwarding it and the
 // container is reachable through AgentCore only (PUBLIC network mode gives
 // the microVM outbound access, not an inbound address). It accepts the
-// Mcp-Session-Id that AgentCore adds to initialize.
+// Mcp-Session-Id that AgentCore adds to initialize (--accept-session-id):
+// the platform mints it and routes the session's requests by it.
 func AgentCoreEnvironment() map[string]string {
 	return map[string]string{
 		cloudformation.EnvListen:    fmt.Sprintf("0.0.0.0:%d", AgentCorePort),
@@ -131,6 +133,7 @@ func AgentCoreEnvironment() map[string]string {
 		cloudformation.EnvSandbox:   "local",
 		cloudformation.EnvLogFormat: "json",
 		EnvInsecureNoAuth:           "true",
+		EnvAcceptSessionID:          "true",
 	}
 }
 
@@ -343,6 +346,7 @@ func (d *Deployer) agentCoreResult(w io.Writer, s *state) {
 	} else {
 		fmt.Fprintf(w, "AgentCore accepts only requests signed with AWS SigV4 (service bedrock-agentcore) by credentials allowed bedrock-agentcore:InvokeAgentRuntime on the runtime. Clients that send a bearer token cannot sign: deploy with --jwt-discovery-url for them.\n\n")
 	}
+	fmt.Fprintf(w, "AgentCore adds an Mcp-Session-Id to every request, initialize included; the bridge starts the session under it (%s=true).\n", EnvAcceptSessionID)
 	fmt.Fprintf(w, "Logs: CloudWatch log group /aws/bedrock-agentcore/runtimes/%s-DEFAULT\n", s.runtimeID)
 }
 

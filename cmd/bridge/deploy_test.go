@@ -230,8 +230,9 @@ func TestDeployAgentCoreDryRun(t *testing.T) {
 			t.Errorf("%s: request %+v", name, req)
 		}
 		env := req.EnvironmentVariables
-		if env["BRIDGE_LISTEN"] != "0.0.0.0:8000" || env["BRIDGE_PATH"] != "/mcp" || env["BRIDGE_SANDBOX"] != "local" {
-			t.Errorf("%s: the bridge would not serve AgentCore's port 8000 and path /mcp: %v", name, env)
+		if env["BRIDGE_LISTEN"] != "0.0.0.0:8000" || env["BRIDGE_PATH"] != "/mcp" || env["BRIDGE_SANDBOX"] != "local" ||
+			env["BRIDGE_ACCEPT_SESSION_ID"] != "true" {
+			t.Errorf("%s: the bridge would not serve AgentCore's port 8000 and path /mcp, or refuse its session IDs: %v", name, env)
 		}
 		for k := range env {
 			if !names[k] {
