@@ -116,6 +116,14 @@ type Options struct {
 	// parked call (a retry whose verified requestState names another
 	// instance): affinity.Router.Forward. Nil answers such retries 503.
 	Forward func(w http.ResponseWriter, r *http.Request, instance string)
+	// AcceptSessionID lets an initialize request carry Mcp-Session-Id: the
+	// session is created under that ID (session.Registry.CreateWithID)
+	// instead of a new random one. For platforms that mint session IDs and
+	// add them to every request, the first included (Bedrock AgentCore
+	// Runtime). The risk: the client chooses its session ID, which is then
+	// only as unguessable as the client makes it. False refuses such an
+	// initialize with 400, as the spec's flow has it.
+	AcceptSessionID bool
 	// Logger receives the handler's logs. Nil means slog.Default().
 	Logger *slog.Logger
 	// Metrics, if set, is served at GET /metrics behind the same Host,
@@ -480,8 +488,8 @@ func (h *Handler) servePost(w http.ResponseWriter, r *http.Request, owner any) {
 	}
 
 	isInit := !batch && msgs[0].Env.Kind == jsonrpc.KindRequest && msgs[0].Env.Method == "initialize"
-	if sid == "" && isInit {
-		h.initialize(w, r, owner, msgs)
+	if isInit && (sid == "" || h.opts.AcceptSessionID) {
+		h.initialize(w, r, owner, msgs, sid)
 		return
 	}
 	for _, m := range msgs {
@@ -534,16 +542,32 @@ func (h *Handler) servePost(w http.ResponseWriter, r *http.Request, owner any) {
 	h.answer(w, r, sess, reader, batch, sess.ProtocolVersion() >= primingVersion)
 }
 
-// initialize starts a session for an initialize request.
-func (h *Handler) initialize(w http.ResponseWriter, r *http.Request, owner any, msgs []jsonrpc.Message) {
+// initialize starts a session for an initialize request, under chosen
+// (the request's Mcp-Session-Id, with AcceptSessionID) or a new ID.
+func (h *Handler) initialize(w http.ResponseWriter, r *http.Request, owner any, msgs []jsonrpc.Message, chosen string) {
 	rawID := jsonrpc.RawID(msgs[0].Data)
 	if h.draining.Load() {
 		WriteError(w, http.StatusServiceUnavailable, rawID, jsonrpc.CodeServerError,
 			"Service Unavailable: the bridge is shutting down; retry against another instance", nil)
 		return
 	}
-	sess, err := h.reg.Create(r.Context(), owner)
+	var sess *session.Session
+	var err error
+	if chosen != "" {
+		sess, err = h.reg.CreateWithID(r.Context(), owner, chosen)
+	} else {
+		sess, err = h.reg.Create(r.Context(), owner)
+	}
 	switch {
+	case errors.Is(err, session.ErrBadChosenID):
+		WriteError(w, http.StatusBadRequest, rawID, jsonrpc.CodeInvalidRequest, "Bad Request: Mcp-Session-Id: "+err.Error(), nil)
+		return
+	case errors.Is(err, session.ErrIDInUse):
+		// 409: the ID names a live session, which a new one never takes
+		// over; the client may initialize under another ID.
+		WriteError(w, http.StatusConflict, rawID, jsonrpc.CodeInvalidRequest,
+			"Conflict: Mcp-Session-Id names a live session; initialize under another ID, or without one", nil)
+		return
 	case errors.Is(err, session.ErrTooManySessions), errors.Is(err, session.ErrShuttingDown):
 		w.Header().Set("Retry-After", "5")
 		WriteError(w, http.StatusServiceUnavailable, rawID, jsonrpc.CodeServerError, "Service Unavailable: "+err.Error(), nil)

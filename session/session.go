@@ -54,6 +54,11 @@ const (
 	DefaultMaxQueuedBytes = peer.DefaultMaxQueuedBytes
 )
 
+// MaxChosenIDBytes bounds a session ID that a caller chooses (CreateWithID):
+// platforms mint UUIDs (36 bytes) or similar; the bound keeps a client from
+// making the registry hold large keys.
+const MaxChosenIDBytes = 128
+
 // A Launcher starts the child of a new session. It must be safe for
 // concurrent use; the caller owns the Process and stops it.
 //
@@ -198,6 +203,12 @@ var (
 	// ErrLaunch: the session's server could not be started (Create). It
 	// wraps the launcher's error, whose text it keeps.
 	ErrLaunch = errors.New("cannot start the MCP server")
+	// ErrBadChosenID: CreateWithID was given an ID that is empty, longer
+	// than MaxChosenIDBytes, or holds other than visible ASCII.
+	ErrBadChosenID = errors.New("a session ID must be 1 to 128 visible ASCII characters (0x21 to 0x7E)")
+	// ErrIDInUse: CreateWithID was given the ID of a live or starting
+	// session.
+	ErrIDInUse = errors.New("a live session already has this ID")
 )
 
 // Reasons a session ends; Session.Err wraps one of them.
@@ -221,6 +232,7 @@ type Registry struct {
 	mu       sync.Mutex
 	sessions map[string]*Session
 	starting int
+	chosen   map[string]bool // IDs of CreateWithID's sessions still starting
 	closed   bool
 
 	// wg counts the live sessions until their servers are stopped, and the
@@ -235,7 +247,7 @@ type Registry struct {
 
 // NewRegistry returns an empty registry. opts must name a Launcher.
 func NewRegistry(opts *Options) *Registry {
-	r := &Registry{sessions: make(map[string]*Session)}
+	r := &Registry{sessions: make(map[string]*Session), chosen: make(map[string]bool)}
 	if opts != nil {
 		r.opts = *opts
 	}
@@ -320,26 +332,69 @@ func randomID() (string, error) {
 // front end binds the session to (compared with ==; the session only keeps
 // it): see Owner.
 func (r *Registry) Create(ctx context.Context, owner any) (*Session, error) {
+	return r.create(ctx, owner, "")
+}
+
+// CreateWithID is Create under an ID the caller chose instead of a new
+// random one: a hosting platform that mints session IDs itself (Bedrock
+// AgentCore Runtime sends its own Mcp-Session-Id with initialize). The ID
+// must be 1 to MaxChosenIDBytes visible ASCII characters (ErrBadChosenID,
+// the spec's rule for session IDs) and name no live or starting session
+// (ErrIDInUse): a new session never takes over another's ID. Such an ID is
+// only as secret as the caller keeps it.
+func (r *Registry) CreateWithID(ctx context.Context, owner any, id string) (*Session, error) {
+	if !validChosenID(id) {
+		return nil, ErrBadChosenID
+	}
+	return r.create(ctx, owner, id)
+}
+
+func validChosenID(id string) bool {
+	if id == "" || len(id) > MaxChosenIDBytes {
+		return false
+	}
+	for i := range len(id) {
+		if id[i] < 0x21 || id[i] > 0x7e {
+			return false
+		}
+	}
+	return true
+}
+
+// create is Create with a chosen ID, or a new one if chosen is empty.
+func (r *Registry) create(ctx context.Context, owner any, chosen string) (*Session, error) {
 	r.mu.Lock()
 	switch {
 	case r.closed:
 		r.mu.Unlock()
 		return nil, ErrShuttingDown
+	case chosen != "" && (r.sessions[chosen] != nil || r.chosen[chosen]):
+		r.mu.Unlock()
+		return nil, ErrIDInUse
 	case len(r.sessions)+r.starting >= r.opts.MaxSessions:
 		r.mu.Unlock()
 		return nil, fmt.Errorf("%w: the limit is %d; end idle sessions with DELETE or raise --max-sessions", ErrTooManySessions, r.opts.MaxSessions)
 	}
 	r.starting++
+	if chosen != "" {
+		// Reserved while the server starts: a second initialize with the
+		// same ID meanwhile is refused, not raced.
+		r.chosen[chosen] = true
+	}
 	r.mu.Unlock()
 	defer func() {
 		r.mu.Lock()
 		r.starting--
+		delete(r.chosen, chosen)
 		r.mu.Unlock()
 	}()
 
-	id, err := r.opts.NewID()
-	if err != nil {
-		return nil, fmt.Errorf("making a session ID: %w", err)
+	id := chosen
+	if id == "" {
+		var err error
+		if id, err = r.opts.NewID(); err != nil {
+			return nil, fmt.Errorf("making a session ID: %w", err)
+		}
 	}
 	logID := r.logID(id)
 	logger := r.logger.With("session", logID)
@@ -376,6 +431,13 @@ func (r *Registry) Create(ctx context.Context, owner any) (*Session, error) {
 		r.mu.Unlock()
 		_ = proc.Stop(context.Background())
 		return nil, ErrShuttingDown
+	}
+	if r.sessions[id] != nil {
+		// A new random ID that a chosen one took first: never replace a
+		// live session.
+		r.mu.Unlock()
+		_ = proc.Stop(context.Background())
+		return nil, ErrIDInUse
 	}
 	r.sessions[id] = s
 	if r.opts.Observer != nil {

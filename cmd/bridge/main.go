@@ -244,6 +244,7 @@ func serve(ctx context.Context, cfg *config, logger *slog.Logger, ready chan<- n
 		AllowedHosts:         cfg.AllowedHosts,
 		AuthTokens:           cfg.tokens,
 		JSONResponse:         cfg.JSONResponse,
+		AcceptSessionID:      cfg.AcceptSessionID,
 		SSEPollAfter:         cfg.SSEPollAfter,
 		SSERetry:             cfg.SSERetry,
 		BodyReadTimeout:      cfg.BodyReadTimeout,
