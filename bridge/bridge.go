@@ -508,7 +508,7 @@ func (h *Handler) servePost(w http.ResponseWriter, r *http.Request, owner any) {
 			"Bad Request: JSON-RPC batches are only allowed in sessions of revision 2025-03-26; send one message per POST", nil)
 		return
 	}
-	reader, err := sess.Post(msgs, h.postOptions())
+	reader, err := sess.Post(msgs, h.postOptions(r))
 	switch {
 	case errors.Is(err, session.ErrNotFound):
 		WriteError(w, http.StatusNotFound, nil, jsonrpc.CodeInvalidRequest,
@@ -589,7 +589,7 @@ func (h *Handler) initialize(w http.ResponseWriter, r *http.Request, owner any, 
 		WriteError(w, status, rawID, jsonrpc.CodeServerError, err.Error(), nil)
 		return
 	}
-	reader, err := sess.Post(msgs, h.postOptions())
+	reader, err := sess.Post(msgs, h.postOptions(r))
 	if err != nil {
 		WriteError(w, http.StatusInternalServerError, rawID, jsonrpc.CodeInternalError, err.Error(), nil)
 		return
@@ -602,8 +602,12 @@ func (h *Handler) initialize(w http.ResponseWriter, r *http.Request, owner any, 
 
 // postOptions: answers sent as one JSON body carry no event ID, so no
 // client could resume their stream, and it has room for nothing else.
-func (h *Handler) postOptions() session.PostOptions {
-	return session.PostOptions{Resumable: !h.opts.JSONResponse}
+func (h *Handler) postOptions(r *http.Request) session.PostOptions {
+	opts := session.PostOptions{Resumable: !h.opts.JSONResponse}
+	if p := auth.FromContext(r.Context()); p != nil {
+		opts.Principal = p // never a typed nil: the interception point tests for nil
+	}
+	return opts
 }
 
 // requestedVersion is params.protocolVersion of an initialize request, or "".
