@@ -9,6 +9,7 @@ import (
 	"io"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	cerrdefs "github.com/containerd/errdefs"
@@ -63,7 +64,10 @@ type dockerProcess struct {
 
 	stopOnce  sync.Once
 	hurryOnce sync.Once
-	hurry     chan struct{} // closed when a Stop caller's ctx ended: kill at once
+	// killed is set when Stop's escalation sent SIGKILL: a 137 is then ours,
+	// not the kernel's out-of-memory kill.
+	killed atomic.Bool
+	hurry  chan struct{} // closed when a Stop caller's ctx ended: kill at once
 }
 
 // ID returns "container " and the container's short ID.
@@ -75,6 +79,14 @@ func (p *dockerProcess) Stdin() io.WriteCloser { return dockerStdin{p} }
 // engine sends stdout and stderr on one stream, so an unread stdout also
 // holds back stderr (Stop cuts it off after StopGrace).
 func (p *dockerProcess) Stdout() io.Reader { return dockerStdout{p.stdoutR} }
+
+// oomSettle bounds how long a container that died of SIGKILL is watched
+// for the engine's late record of an out-of-memory kill, in oomSettleTries
+// inspections.
+const (
+	oomSettle      = time.Second
+	oomSettleTries = 5
+)
 
 // Wait returns once the container has exited and its output is drained.
 // The result is nil for status 0, else an *ExitError whose Code is the
@@ -149,7 +161,11 @@ func (p *dockerProcess) waiter(wait client.ContainerWaitResult) {
 	<-p.outputDone
 
 	oom := false
-	if status >= 0 {
+	// The engine handles the kernel's OOM event and the exit event apart,
+	// and under load records the OOM after the exit: a container killed
+	// by SIGKILL (137) that does not say OOMKilled yet is asked again, a
+	// few times within oomSettle, before its status is taken as final.
+	for try := 0; status >= 0; try++ {
 		ctx, cancel := context.WithTimeout(p.life, dockerAPITimeout)
 		res, err := p.d.cli.ContainerInspect(ctx, p.id, client.ContainerInspectOptions{})
 		cancel()
@@ -161,6 +177,10 @@ func (p *dockerProcess) waiter(wait client.ContainerWaitResult) {
 		case res.Container.State != nil:
 			oom = res.Container.State.OOMKilled
 		}
+		if oom || err != nil || status != 137 || p.killed.Load() || try >= oomSettleTries || p.life.Err() != nil {
+			break
+		}
+		time.Sleep(oomSettle / oomSettleTries)
 	}
 	switch {
 	case status < 0:
@@ -288,7 +308,10 @@ func (p *dockerProcess) waitFor(ch <-chan struct{}, d time.Duration) bool {
 
 // kill sends SIGKILL to the container's processes; the waiter then sees the
 // exit and removes it.
-func (p *dockerProcess) kill() { p.signal("KILL") }
+func (p *dockerProcess) kill() {
+	p.killed.Store(true)
+	p.signal("KILL")
+}
 
 // signal sends sig to the container's init.
 func (p *dockerProcess) signal(sig string) {
