@@ -110,6 +110,10 @@ type Options struct {
 	MaxBodyBytesInFlight int64
 	// Logger receives the handler's logs. Nil means slog.Default().
 	Logger *slog.Logger
+	// NoLegacySSE turns off the legacy HTTP+SSE transport (revision
+	// 2024-11-05), which is otherwise served beside Path: GET /sse and
+	// POST /message beside /mcp (sse_legacy.go).
+	NoLegacySSE bool
 }
 
 // A Handler is the bridge's HTTP front end.
@@ -119,6 +123,8 @@ type Handler struct {
 	logger *slog.Logger
 	tokens [][]byte
 	mux    *http.ServeMux
+
+	ssePath, msgPath string // the legacy transport's endpoints, or ""
 
 	draining  atomic.Bool
 	bodyBytes atomic.Int64 // capacity of the buffers of bodies being read
@@ -177,6 +183,7 @@ func NewHandler(reg *session.Registry, opts *Options) *Handler {
 		io.WriteString(w, "ok\n")
 	})
 	h.mux.HandleFunc("GET /readyz", h.serveReady)
+	h.legacyRoutes()
 	return h
 }
 
@@ -393,6 +400,9 @@ func (h *Handler) lookup(w http.ResponseWriter, r *http.Request, owner any) *ses
 		return nil
 	}
 	sess, err := h.reg.Get(id)
+	if err == nil && sess.SingleStream() {
+		err = session.ErrNotFound // a legacy HTTP+SSE session: not of this transport
+	}
 	if err != nil {
 		// "The server MAY terminate the session at any time, after which it
 		// MUST respond to requests containing that session ID with HTTP 404."
@@ -512,6 +522,9 @@ func (h *Handler) servePost(w http.ResponseWriter, r *http.Request, owner any) {
 	}
 	reader, err := sess.Post(msgs, h.postOptions())
 	switch {
+	case errors.Is(err, session.ErrRetired):
+		writeError(w, http.StatusNotFound, nil, jsonrpc.CodeInvalidRequest, "Not Found: "+err.Error(), nil)
+		return
 	case errors.Is(err, session.ErrNotFound):
 		writeError(w, http.StatusNotFound, nil, jsonrpc.CodeInvalidRequest,
 			"Not Found: the session has ended; send a new initialize request", nil)
@@ -554,6 +567,9 @@ func (h *Handler) initialize(w http.ResponseWriter, r *http.Request, owner any, 
 	}
 	sess, err := h.reg.Create(r.Context(), owner)
 	switch {
+	case errors.Is(err, session.ErrRetired):
+		writeError(w, http.StatusNotFound, rawID, jsonrpc.CodeInvalidRequest, "Not Found: "+err.Error(), nil)
+		return
 	case errors.Is(err, session.ErrTooManySessions), errors.Is(err, session.ErrShuttingDown):
 		w.Header().Set("Retry-After", "5")
 		writeError(w, http.StatusServiceUnavailable, rawID, jsonrpc.CodeServerError, "Service Unavailable: "+err.Error(), nil)
