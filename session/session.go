@@ -543,8 +543,8 @@ type Session struct {
 	// single is the post of every request of a SingleStream session, on
 	// its standalone stream; nil in other sessions.
 	single *post
-	closed     bool
-	reason     error
+	closed bool
+	reason error
 
 	done    chan struct{} // closed by Close
 	stopped chan struct{} // closed once the server is stopped
