@@ -76,6 +76,9 @@ type config struct {
 
 	Warm int `envconfig:"BRIDGE_WARM"`
 
+	Config      string `envconfig:"BRIDGE_CONFIG"`
+	NoLegacySSE bool   `envconfig:"BRIDGE_NO_LEGACY_SSE"`
+
 	AffinityAddr       string `envconfig:"BRIDGE_AFFINITY_ADDR"`
 	AffinitySecretFile string `envconfig:"BRIDGE_AFFINITY_SECRET_FILE"`
 	// AffinitySecret has no flag, like AuthTokens.
@@ -87,6 +90,12 @@ type config struct {
 	logLevel       slog.Level
 	memory         int64
 	affinitySecret []byte
+	file           *configFile // --config, read
+
+	// Of one server of the config file (serverConfig).
+	serverName string
+	serverEnv  []string // the server's "env", NAME=VALUE
+	serverDir  string   // its "cwd"
 }
 
 const envPrefix = "BRIDGE"
@@ -174,6 +183,8 @@ func newFlagSet(c *config, out io.Writer) *flag.FlagSet {
 	fs.IntVar(&c.Warm, "warm", c.Warm, "keep `N` MCP servers (processes or containers) started ahead of sessions, so that a new session does not wait for a launch (0: none)")
 	fs.StringVar(&c.AffinityAddr, "affinity-addr", c.AffinityAddr, "`host:port` other instances reach this one at, or ecs (from the ECS task metadata); with an affinity secret, session IDs name their owner and any instance forwards a request to it")
 	fs.StringVar(&c.AffinitySecretFile, "affinity-secret-file", c.AffinitySecretFile, "`file` holding the secret (32 bytes or more) shared by all instances, which authenticates owners in session IDs (BRIDGE_AFFINITY_SECRET also takes it)")
+	fs.StringVar(&c.Config, "config", c.Config, "serve the MCP servers of this JSON `file` (the mcpServers format of desktop clients), each at /servers/NAME/mcp, instead of one COMMAND; SIGHUP reloads it")
+	fs.BoolVar(&c.NoLegacySSE, "no-legacy-sse", c.NoLegacySSE, "do not serve the legacy HTTP+SSE transport (revision 2024-11-05), otherwise at /sse and /message beside each MCP endpoint")
 	fs.Usage = func() { usage(fs, out) }
 	return fs
 }
@@ -236,11 +247,23 @@ func loadConfig(args []string, out io.Writer) (*config, error) {
 	if fs.NArg() > 0 {
 		c.command = fs.Args()
 	}
+	if c.Config != "" {
+		var err error
+		if c.file, err = readConfigFile(c.Config); err != nil {
+			return nil, err
+		}
+		if err := c.applyGlobals(fs, c.file); err != nil {
+			return nil, err
+		}
+	}
 	return c, nil
 }
 
 func (c *config) finish() error {
-	if len(c.command) == 0 && !(c.Sandbox == "docker" && c.Image != "") {
+	if c.Config != "" && len(c.command) > 0 {
+		return fmt.Errorf("--config %s and a command after -- exclude each other: add the command to the file as a server", c.Config)
+	}
+	if len(c.command) == 0 && c.Config == "" && !(c.Sandbox == "docker" && c.Image != "") {
 		return errors.New("no server command: give it after --, as in: bridge -- npx -y @modelcontextprotocol/server-everything")
 	}
 	switch c.Sandbox {
@@ -248,7 +271,7 @@ func (c *config) finish() error {
 	default:
 		return fmt.Errorf("--sandbox %q: want local or docker", c.Sandbox)
 	}
-	if c.Sandbox == "docker" && c.Image == "" {
+	if c.Sandbox == "docker" && c.Image == "" && c.Config == "" {
 		return errors.New("--sandbox docker needs --image")
 	}
 	switch c.Pull {

@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"os"
+	"slices"
 	"time"
 
 	"github.com/mcp-bridge/mcp-bridge/sandbox"
@@ -33,9 +35,15 @@ func newInnerLauncher(ctx context.Context, cfg *config, logger *slog.Logger) (sa
 	if cfg.Sandbox == "docker" {
 		return newDockerLauncher(ctx, cfg, logger)
 	}
+	var env []string // nil: the bridge's environment
+	if len(cfg.serverEnv) > 0 {
+		env = append(os.Environ(), cfg.serverEnv...) // the config file's "env" of the server
+	}
 	l := sandbox.NewLocal(&sandbox.LocalOptions{
 		Command:         cfg.command[0],
 		Args:            cfg.command[1:],
+		Env:             env,
+		Dir:             cfg.serverDir,
 		StopGrace:       cfg.StopGrace,
 		StderrLineBytes: cfg.StderrLineBytes,
 		Logger:          logger,
@@ -50,7 +58,7 @@ func newDockerLauncher(ctx context.Context, cfg *config, logger *slog.Logger) (s
 		Pull:      sandbox.PullPolicy(cfg.Pull),
 		Network:   cfg.SandboxNetwork,
 		Mounts:    cfg.SandboxMounts,
-		Env:       cfg.SandboxEnv,
+		Env:       append(slices.Clip(cfg.SandboxEnv), cfg.serverEnv...),
 		Memory:    cfg.memory,
 		CPUs:      cfg.SandboxCPUs,
 		Pids:      cfg.SandboxPids,

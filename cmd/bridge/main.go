@@ -75,12 +75,6 @@ func serve(ctx context.Context, cfg *config, logger *slog.Logger, ready chan<- n
 	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
 	defer stop()
 
-	launcher, closeLauncher, err := newLauncher(ctx, cfg, logger)
-	if err != nil {
-		return err
-	}
-	defer closeLauncher()
-
 	var router *affinity.Router
 	if len(cfg.affinitySecret) > 0 {
 		self, err := affinity.ResolveSelf(ctx, cfg.AffinityAddr, cfg.Listen, nil)
@@ -92,48 +86,40 @@ func serve(ctx context.Context, cfg *config, logger *slog.Logger, ready chan<- n
 		}
 		logger.Info("session affinity on: session IDs name this instance", "self", self)
 	}
-	sessOpts := &session.Options{
-		Launcher:        session.LauncherOf(launcher),
-		IdleTimeout:     cfg.SessionIdleTimeout,
-		MaxSessions:     cfg.MaxSessions,
-		MaxMessageBytes: cfg.MaxMessageBytes,
-		LogMaxEvents:    cfg.LogMaxEvents,
-		LogMaxBytes:     cfg.LogMaxBytes,
-		Logger:          logger,
-
-		InitializeTimeout: cfg.InitializeTimeout,
-		RequestTimeout:    cfg.RequestTimeout,
-		MaxRequests:       cfg.MaxRequestsPerSession,
-		MaxQueuedBytes:    cfg.MaxQueuedBytes,
-	}
+	var newID func() (string, error)
+	var inflight func(int)
 	if router != nil {
-		sessOpts.NewID = router.NewID
-	}
-	if router == nil {
+		newID = router.NewID
+	} else {
 		// With affinity, requests forwarded to their owner are not in
 		// flight here: the governor would not see them, so it stays off.
-		inflight, stopGovernor := procs.Start(logger)
+		var stopGovernor func()
+		inflight, stopGovernor = procs.Start(logger)
 		defer stopGovernor()
-		sessOpts.Inflight = inflight
 	}
-	reg := session.NewRegistry(sessOpts)
-	h := bridge.NewHandler(reg, &bridge.Options{
-		Path:                 cfg.Path,
-		AllowedOrigins:       cfg.AllowedOrigins,
-		AllowedHosts:         cfg.AllowedHosts,
-		AuthTokens:           cfg.tokens,
-		MaxMessageBytes:      int64(cfg.MaxMessageBytes),
-		JSONResponse:         cfg.JSONResponse,
-		SSEPollAfter:         cfg.SSEPollAfter,
-		SSERetry:             cfg.SSERetry,
-		BodyReadTimeout:      cfg.BodyReadTimeout,
-		WriteTimeout:         cfg.WriteTimeout,
-		MaxBodyBytesInFlight: cfg.MaxBodyBytesInFlight,
-		Logger:               logger,
-	})
+	var fe frontend
+	if cfg.file != nil {
+		m := newMulti(cfg, logger, newID, inflight)
+		if err := m.start(ctx); err != nil {
+			return err
+		}
+		defer onSIGHUP(func() { m.reload(ctx) })()
+		fe = m
+	} else {
+		launcher, closeLauncher, err := newLauncher(ctx, cfg, logger)
+		if err != nil {
+			return err
+		}
+		defer closeLauncher()
+		sessOpts := sessionOptions(cfg, session.LauncherOf(launcher), logger)
+		sessOpts.NewID, sessOpts.Inflight = newID, inflight
+		reg := session.NewRegistry(sessOpts)
+		fe = single{bridge.NewHandler(reg, handlerOptions(cfg, cfg.Path, logger)), reg}
+	}
 
 	ln, err := net.Listen("tcp", cfg.Listen)
 	if err != nil {
+		_ = fe.Shutdown(context.Background())
 		return fmt.Errorf("listening on %s: %w (is another process using the port? choose another with --listen)", cfg.Listen, err)
 	}
 	ln = bridge.LimitListener(ln, &bridge.LimitOptions{
@@ -141,11 +127,11 @@ func serve(ctx context.Context, cfg *config, logger *slog.Logger, ready chan<- n
 		MaxConnectionsPerClient: cfg.MaxConnectionsPerClient,
 		Logger:                  logger,
 	})
-	var handler http.Handler = h
+	var handler http.Handler = fe
 	if router != nil {
 		fwd := bridge.NewForwarder(router, &bridge.ForwardOptions{Logger: logger})
 		defer fwd.Close()
-		handler = fwd.Wrap(h)
+		handler = fwd.Wrap(fe)
 	}
 	srv := &http.Server{
 		Handler:           handler,
@@ -158,15 +144,20 @@ func serve(ctx context.Context, cfg *config, logger *slog.Logger, ready chan<- n
 	}
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(ln) }()
-	logger.Info("bridge listening", "url", "http://"+ln.Addr().String()+cfg.Path,
-		"command", strings.Join(cfg.command, " "), "sandbox", cfg.Sandbox, "auth", len(cfg.tokens) > 0)
+	if m, ok := fe.(*multi); ok {
+		logger.Info("bridge listening", "url", "http://"+ln.Addr().String(), "config", cfg.Config,
+			"servers", m.servers.Names(), "paths", bridge.ServerPath("NAME"), "auth", len(cfg.tokens) > 0)
+	} else {
+		logger.Info("bridge listening", "url", "http://"+ln.Addr().String()+cfg.Path,
+			"command", strings.Join(cfg.command, " "), "sandbox", cfg.Sandbox, "auth", len(cfg.tokens) > 0)
+	}
 	if ready != nil {
 		ready <- ln.Addr()
 	}
 
 	select {
 	case err := <-served:
-		_ = reg.Shutdown(context.Background())
+		_ = fe.Shutdown(context.Background())
 		return fmt.Errorf("serving HTTP: %w", err)
 	case <-ctx.Done():
 	}
@@ -175,18 +166,18 @@ func serve(ctx context.Context, cfg *config, logger *slog.Logger, ready chan<- n
 	// fails), let requests in flight finish within the grace period, then
 	// end every session (what is still in flight gets a JSON-RPC error and
 	// every stream ends), stop the servers, and close what remains.
-	logger.Info("shutting down", "grace", cfg.ShutdownGrace, "sessions", reg.Len())
-	h.Drain()
+	logger.Info("shutting down", "grace", cfg.ShutdownGrace, "sessions", fe.Len())
+	fe.Drain()
 	httpDone := make(chan error, 1)
 	go func() { httpDone <- srv.Shutdown(context.Background()) }()
 	graceCtx, cancel := context.WithTimeout(context.Background(), cfg.ShutdownGrace)
 	defer cancel()
-	if err := reg.WaitIdle(graceCtx); err != nil {
+	if err := fe.WaitIdle(graceCtx); err != nil {
 		logger.Warn("ending sessions with requests still in flight after the shutdown grace period", "err", err)
 	}
 	stopCtx, cancelStop := context.WithTimeout(context.Background(), 2*cfg.StopGrace+30*time.Second)
 	defer cancelStop()
-	if err := reg.Shutdown(stopCtx); err != nil {
+	if err := fe.Shutdown(stopCtx); err != nil {
 		logger.Error("some MCP servers did not stop", "err", err)
 	}
 	// Every stream has ended; give handlers a moment to write their last
