@@ -523,7 +523,7 @@ func (h *Handler) servePost(w http.ResponseWriter, r *http.Request, owner any) {
 	reader, err := sess.Post(msgs, h.postOptions())
 	switch {
 	case errors.Is(err, session.ErrRetired):
-		writeError(w, http.StatusNotFound, nil, jsonrpc.CodeInvalidRequest, "Not Found: "+err.Error(), nil)
+		h.retiredPost(w, err)
 		return
 	case errors.Is(err, session.ErrNotFound):
 		writeError(w, http.StatusNotFound, nil, jsonrpc.CodeInvalidRequest,

@@ -255,6 +255,15 @@ func capVersion(m *jsonrpc.Message) error {
 	return nil
 }
 
+// retiredPost answers a request in a session whose server is being removed
+// from the configuration: 503, not 404, which would tell the client that
+// the session is gone while its requests in flight still run (the Go SDK
+// client then drops them).
+func (h *Handler) retiredPost(w http.ResponseWriter, err error) {
+	writeError(w, http.StatusServiceUnavailable, nil, jsonrpc.CodeServerError,
+		"Service Unavailable: "+err.Error()+"; its session ends once its requests in flight are answered", nil)
+}
+
 // createFailed answers a request whose session could not be created.
 func (h *Handler) createFailed(w http.ResponseWriter, rawID []byte, err error) {
 	switch {
@@ -302,7 +311,9 @@ func (h *Handler) bodyFailed(w http.ResponseWriter, err error) {
 // postFailed answers a POST that Session.Post refused.
 func (h *Handler) postFailed(w http.ResponseWriter, err error) {
 	switch {
-	case errors.Is(err, session.ErrNotFound), errors.Is(err, session.ErrRetired):
+	case errors.Is(err, session.ErrRetired):
+		h.retiredPost(w, err)
+	case errors.Is(err, session.ErrNotFound):
 		writeError(w, http.StatusNotFound, nil, jsonrpc.CodeInvalidRequest,
 			"Not Found: "+err.Error(), nil)
 	case errors.Is(err, session.ErrDuplicateID):

@@ -352,7 +352,7 @@ func (c *config) finish() error {
 		return fmt.Errorf("refusing to listen on %s without authentication: anyone who reaches it could run your server; "+
 			"give tokens with --auth-token-file or %s_AUTH_TOKENS, or pass --insecure-no-auth", c.Listen, envPrefix)
 	}
-	return nil
+	return c.checkServers()
 }
 
 func readTokens(path string) ([]string, error) {

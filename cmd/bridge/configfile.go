@@ -399,4 +399,18 @@ func serverConfig(global *config, path string, s *serverSpec) (*config, error) {
 	return &sc, nil
 }
 
+// checkServers checks the configuration of each server of the file, once
+// the global one is complete.
+func (c *config) checkServers() error {
+	if c.file == nil {
+		return nil
+	}
+	for _, s := range c.file.servers {
+		if _, err := serverConfig(c, c.file.path, s); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 func (c *config) cwdSet() bool { return c.serverDir != "" }

@@ -238,7 +238,7 @@ func (m *multi) reload(ctx context.Context) {
 		m.servers.Set(name, r.h)
 	}
 	for _, name := range removed {
-		m.logger.Info("server removed from the configuration: its sessions drain, new ones get 404", "server_name", name)
+		m.logger.Info("server removed from the configuration: its sessions drain (new requests in them get 503), new sessions get 404", "server_name", name)
 		m.retire(m.running[name])
 		delete(m.running, name)
 	}
