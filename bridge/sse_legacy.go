@@ -44,8 +44,17 @@ const legacySessionParam = "sessionId"
 
 // ErrLegacyStreamClosed ends a legacy session whose SSE stream closed: the
 // stream is the session's only way back to the client, and cannot be
-// resumed.
-var ErrLegacyStreamClosed = errors.New("the client closed the session's SSE stream (legacy HTTP+SSE transport)")
+// resumed. It is the client ending its session: it matches
+// session.ErrDeleted.
+var ErrLegacyStreamClosed error = legacyStreamClosed{}
+
+type legacyStreamClosed struct{}
+
+func (legacyStreamClosed) Error() string {
+	return "the client closed the session's SSE stream (legacy HTTP+SSE transport)"
+}
+
+func (legacyStreamClosed) Is(target error) bool { return target == session.ErrDeleted }
 
 // legacyPaths are the SSE and message paths of the legacy transport beside
 // an MCP endpoint: /sse and /message beside /mcp, and /servers/NAME/sse

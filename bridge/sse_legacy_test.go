@@ -3,8 +3,13 @@ package bridge_test
 import (
 	"bufio"
 	"context"
+	"encoding/json"
 	"fmt"
 	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -218,5 +223,42 @@ func TestLegacySSEGuarded(t *testing.T) {
 	off := startBridge(t, bridgeConfig{bridge: bridge.Options{NoLegacySSE: true}})
 	if resp, _, _ := openSSE(t, sseURL(off), nil); resp.StatusCode != http.StatusNotFound {
 		t.Fatalf("NoLegacySSE: GET /sse %d, want 404", resp.StatusCode)
+	}
+}
+
+// The TypeScript SDK v1's SSEClientTransport against the legacy endpoint,
+// with a token (the bridge checks it on the GET and on each POST). Skipped
+// when the npm peers are not installed.
+func TestLegacySSEWithTSClient(t *testing.T) {
+	peers := os.Getenv("MCP_PEERS")
+	if peers == "" {
+		peers = "/tmp/mcp-peers"
+	}
+	node := filepath.Join(peers, "node22")
+	if _, err := os.Stat(filepath.Join(peers, "node_modules", "@modelcontextprotocol", "sdk")); err != nil {
+		t.Skipf("the TypeScript SDK is not installed in %s (MCP_PEERS): run ../shared/npm-peers/install %s", peers, peers)
+	}
+	if _, err := exec.LookPath(node); err != nil {
+		t.Skipf("no Node binary at %s: run ../shared/npm-peers/install %s", node, peers)
+	}
+	b := startBridge(t, bridgeConfig{bridge: bridge.Options{AuthTokens: []string{"ts-secret"}}})
+	cmd := exec.CommandContext(ctxT(t), node, "testdata/ts_sse_client.cjs", sseURL(b), "ts-secret")
+	cmd.Env = append(os.Environ(), "NODE_PATH="+filepath.Join(peers, "node_modules"))
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("the TypeScript SSE client failed: %v\n%s", err, stderr.String())
+	}
+	var got struct {
+		Server string
+		Tools  []string
+		Echo   string
+	}
+	if err := json.Unmarshal(out, &got); err != nil {
+		t.Fatalf("client output %q: %v", out, err)
+	}
+	if got.Server != "bridge-test-child" || got.Echo != "from typescript" || !slices.Contains(got.Tools, "sample") {
+		t.Fatalf("the TypeScript client saw %+v", got)
 	}
 }

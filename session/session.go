@@ -441,8 +441,12 @@ func (r *Registry) Shutdown(ctx context.Context) error {
 	r.mu.Lock()
 	r.closed = true
 	r.mu.Unlock()
+	reason := ErrShutdown
+	if r.retired.Load() {
+		reason = ErrRetired // the server was removed, not the bridge stopped
+	}
 	for _, s := range r.list() {
-		s.Close(ErrShutdown)
+		s.Close(reason)
 	}
 	done := make(chan struct{})
 	// Owned by the stops it waits for: if ctx ends first, it lingers until
@@ -889,7 +893,7 @@ func (s *Session) Close(reason error) {
 	}
 	s.mu.Unlock()
 	level := slog.LevelInfo
-	if !errors.Is(reason, ErrDeleted) && !errors.Is(reason, ErrShutdown) && !errors.Is(reason, ErrIdle) {
+	if !errors.Is(reason, ErrDeleted) && !errors.Is(reason, ErrShutdown) && !errors.Is(reason, ErrIdle) && !errors.Is(reason, ErrRetired) {
 		level = slog.LevelWarn
 	}
 	s.logger.Log(context.Background(), level, "session ended", "reason", reason.Error())
