@@ -16,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/mcp-bridge/mcp-bridge/internal/dockertest"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
@@ -370,5 +371,44 @@ func TestConfigFileReload(t *testing.T) {
 	}
 	if err := echo(ctx, added, "still"); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// A config file mixing a local server and a Docker-sandboxed one: each is
+// reached at its path, the sandboxed one in a container of its own, which
+// the bridge removes when the session ends; a reload that removes it
+// drains it and leaves no container.
+func TestConfigFileDockerServer(t *testing.T) {
+	d := setupDockerE2E(t)
+	_, helloBin := buildBinaries(t)
+	inst := "e2e-" + dockertest.RandomSuffix()
+	gone := d.destroyed(t, inst)
+	local := fmt.Sprintf(`"local": {"command": %q}`, helloBin)
+	b := startConfigBridge(t, d.bridge, fmt.Sprintf(`{
+		"bridge": {"instance": %q, "stop-grace": "2s"},
+		"mcpServers": {
+			%s,
+			"boxed": {"sandbox": "docker", "image": %q, "pull": "never", "sandbox-memory": "128m", "env": {"GREETING": "hi"}}
+		}}`, inst, local, d.image))
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	lc := sdkConnect(t, &mcp.StreamableClientTransport{Endpoint: b.base + "/servers/local/mcp"})
+	bc := sdkConnect(t, &mcp.SSEClientTransport{Endpoint: b.base + "/servers/boxed/sse"})
+	for _, cs := range []*mcp.ClientSession{lc, bc} {
+		if err := echo(ctx, cs, "sandboxed?"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := d.containers(t, inst); n != 1 {
+		t.Fatalf("%d containers, want 1 for the one session of the sandboxed server", n)
+	}
+	b.rewrite(t, `{"bridge": {"instance": "`+inst+`", "stop-grace": "2s"}, "mcpServers": {`+local+`}}`)
+	b.waitLog(t, "configuration reloaded")
+	waitFor(t, gone, "the container of the removed server's session to be removed")
+	if err := echo(ctx, lc, "still here"); err != nil {
+		t.Fatal(err)
+	}
+	if n := d.containers(t, inst); n != 0 {
+		t.Fatalf("%d containers left after the sandboxed server was removed", n)
 	}
 }
