@@ -260,7 +260,11 @@ func TestConfigFileReload(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer gone.Close()
-	changed := sdkConnect(t, &mcp.StreamableClientTransport{Endpoint: b.base + "/servers/changed/mcp"})
+	changed, err := goneClient.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: b.base + "/servers/changed/mcp"}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer changed.Close()
 	for _, cs := range []*mcp.ClientSession{keep, keepSSE, gone, changed} {
 		if err := echo(ctx, cs, "before"); err != nil {
 			t.Fatal(err)
@@ -294,26 +298,35 @@ func TestConfigFileReload(t *testing.T) {
 			}
 		}()
 	}
-	// A call in flight on the server about to be removed finishes.
-	inFlight := make(chan error, 1)
-	go func() {
-		params := &mcp.CallToolParams{Name: "countdown", Arguments: map[string]any{"from": 10}}
-		params.SetProgressToken("c")
-		res, err := gone.CallTool(ctx, params)
-		if err == nil && res.Content[0].(*mcp.TextContent).Text != "liftoff" {
-			err = fmt.Errorf("countdown answered %v", res.Content)
-		}
-		inFlight <- err
-	}()
-	<-progressed
+	// Calls in flight on the servers about to be removed and replaced
+	// finish.
+	inFlight := make(chan error, 2)
+	for _, cs := range []*mcp.ClientSession{gone, changed} {
+		go func() {
+			params := &mcp.CallToolParams{Name: "countdown", Arguments: map[string]any{"from": 10}}
+			params.SetProgressToken("c")
+			res, err := cs.CallTool(ctx, params)
+			if err == nil && res.Content[0].(*mcp.TextContent).Text != "liftoff" {
+				err = fmt.Errorf("countdown answered %v", res.Content)
+			}
+			inFlight <- err
+		}()
+		<-progressed
+	}
 	b.rewrite(t, `{"mcpServers": {"keep": `+entry+`, "changed": `+changedEntry+`, "added": `+entry+`}}`)
 	rec := b.waitLog(t, "configuration reloaded")
-	// While it drains, the removed server takes no new request.
-	if err := echo(ctx, gone, "during the drain"); err == nil || !strings.Contains(err.Error(), "Service Unavailable") {
-		t.Errorf("a new request to the draining server: %v, want 503", err)
+	// While they drain, the removed and the replaced servers take no new
+	// request in their sessions (which still reach them, not the new
+	// server of the same name).
+	for _, cs := range []*mcp.ClientSession{gone, changed} {
+		if err := echo(ctx, cs, "during the drain"); err == nil || !strings.Contains(err.Error(), "Service Unavailable") {
+			t.Errorf("a new request to a draining server: %v, want 503", err)
+		}
 	}
-	if err := <-inFlight; err != nil {
-		t.Fatalf("the call in flight on the removed server did not finish: %v", err)
+	for range 2 {
+		if err := <-inFlight; err != nil {
+			t.Fatalf("a call in flight on a removed or replaced server did not finish: %v", err)
+		}
 	}
 	for k, want := range map[string]string{"added": "[added]", "removed": "[gone]", "changed": "[changed]", "unchanged": "[keep]"} {
 		if got := fmt.Sprint(rec[k]); got != want {
