@@ -247,14 +247,8 @@ func loadConfig(args []string, out io.Writer) (*config, error) {
 	if fs.NArg() > 0 {
 		c.command = fs.Args()
 	}
-	if c.Config != "" {
-		var err error
-		if c.file, err = readConfigFile(c.Config); err != nil {
-			return nil, err
-		}
-		if err := c.applyGlobals(fs, c.file); err != nil {
-			return nil, err
-		}
+	if err := c.readFile(fs); err != nil {
+		return nil, err
 	}
 	return c, nil
 }

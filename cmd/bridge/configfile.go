@@ -316,9 +316,18 @@ func wantFor(f *flag.Flag) string {
 	return "invalid value"
 }
 
-// applyGlobals sets the file's global options ("bridge") that neither a
-// flag nor a BRIDGE_* variable gave.
-func (c *config) applyGlobals(fs *flag.FlagSet, f *configFile) error {
+// readFile reads --config and sets its global options ("bridge") that
+// neither a flag nor a BRIDGE_* variable gave.
+// fs is the flag set that parsed the command line.
+func (c *config) readFile(fs *flag.FlagSet) error {
+	if c.Config == "" {
+		return nil
+	}
+	f, err := readConfigFile(c.Config)
+	if err != nil {
+		return err
+	}
+	c.file = f
 	given := map[string]bool{}
 	fs.Visit(func(fl *flag.Flag) { given[fl.Name] = true })
 	return applyKeys(fs, f.path, "", f.global, func(k string) bool {
