@@ -15,6 +15,7 @@ require (
 	github.com/r3labs/sse/v2 v2.10.0
 	go.uber.org/goleak v1.3.0
 	golang.org/x/sys v0.41.0
+	golang.org/x/time v0.15.0
 	golang.org/x/tools v0.42.0
 	gopkg.in/cenkalti/backoff.v1 v1.1.0
 	gopkg.in/yaml.v3 v3.0.1
@@ -41,7 +42,6 @@ require (
 	golang.org/x/net v0.50.0 // indirect
 	golang.org/x/oauth2 v0.35.0 // indirect
 	golang.org/x/sync v0.20.0 // indirect
-	golang.org/x/time v0.15.0 // indirect
 )
 
 tool github.com/modelcontextprotocol/go-sdk/conformance/everything-server

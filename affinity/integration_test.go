@@ -91,7 +91,6 @@ type instance struct {
 	name   string
 	addr   string
 	router *affinity.Router // nil without affinity
-	fwd    *bridge.Forwarder
 	reg    *session.Registry
 	srv    *http.Server
 	served chan error
@@ -122,7 +121,7 @@ func startInstance(t *testing.T, name string, secret []byte) *instance {
 		Logger: logger,
 	}
 	if secret != nil {
-		in.router, err = affinity.New(&affinity.Options{Self: in.addr, Secret: secret})
+		in.router, err = affinity.New(&affinity.Options{Self: in.addr, Secret: secret, Tokens: []string{token}, Logger: logger})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -131,11 +130,10 @@ func startInstance(t *testing.T, name string, secret []byte) *instance {
 	in.reg = session.NewRegistry(so)
 	var h http.Handler = bridge.NewHandler(in.reg, &bridge.Options{AuthTokens: []string{token}, Logger: logger})
 	if in.router != nil {
-		in.fwd = bridge.NewForwarder(in.router, &bridge.ForwardOptions{Logger: logger})
-		h = in.fwd.Wrap(h)
+		h = in.router.Wrap(h)
 	}
 	in.srv = &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.Header.Get(bridge.HopHeader) != "" {
+		if r.Header.Get(affinity.HopHeader) != "" {
 			in.forwarded.Add(1)
 		} else {
 			in.direct.Add(1)
@@ -160,7 +158,7 @@ func (in *instance) stop(t *testing.T) {
 		in.srv.Close()
 		<-in.served
 		if in.router != nil {
-			in.fwd.Close()
+			in.router.Close()
 		}
 	})
 }
@@ -188,7 +186,7 @@ func startProxy(t *testing.T, ins ...*instance) *alternatingProxy {
 	rp := &httputil.ReverseProxy{
 		Rewrite: func(pr *httputil.ProxyRequest) {
 			i := int(p.place.Load())
-			if key := pr.In.Header.Get(bridge.SessionHeader); key != "" {
+			if key := pr.In.Header.Get(affinity.SessionHeader); key != "" {
 				p.mu.Lock()
 				i = p.next[key]
 				p.next[key] = (i + 1) % len(p.backends)

@@ -176,7 +176,7 @@ func NewHandler(reg *session.Registry, opts *Options) *Handler {
 	// transport.
 	h.mux.HandleFunc("HEAD "+o.Path, func(w http.ResponseWriter, _ *http.Request) {
 		w.Header().Set("Allow", "GET, POST, DELETE, OPTIONS")
-		writeError(w, http.StatusMethodNotAllowed, nil, jsonrpc.CodeInvalidRequest,
+		WriteError(w, http.StatusMethodNotAllowed, nil, jsonrpc.CodeInvalidRequest,
 			"Method Not Allowed: use GET, POST or DELETE", nil)
 	})
 	h.mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
@@ -232,7 +232,7 @@ func (h *Handler) guard(next func(http.ResponseWriter, *http.Request, any)) http
 		if !h.hostAllowed(r.Host) {
 			h.logger.Warn("refused a request for a disallowed Host (DNS rebinding?)", "host", r.Host,
 				"hint", "add it to --allowed-hosts if clients legitimately use this name")
-			writeError(w, http.StatusForbidden, nil, jsonrpc.CodeInvalidRequest,
+			WriteError(w, http.StatusForbidden, nil, jsonrpc.CodeInvalidRequest,
 				"Forbidden: Host "+strconv.Quote(r.Host)+" is not allowed", nil)
 			return
 		}
@@ -245,7 +245,7 @@ func (h *Handler) guard(next func(http.ResponseWriter, *http.Request, any)) http
 			if !h.originAllowed(origin, r.Host) {
 				h.logger.Warn("refused a request from a disallowed Origin", "origin", origin,
 					"hint", "add it to --allowed-origins if this browser origin is trusted")
-				writeError(w, http.StatusForbidden, nil, jsonrpc.CodeInvalidRequest,
+				WriteError(w, http.StatusForbidden, nil, jsonrpc.CodeInvalidRequest,
 					"Forbidden: Origin "+strconv.Quote(origin)+" is not allowed", nil)
 				return
 			}
@@ -259,7 +259,7 @@ func (h *Handler) guard(next func(http.ResponseWriter, *http.Request, any)) http
 				if tok != "" {
 					w.Header().Set("WWW-Authenticate", `Bearer realm="mcp-bridge", error="invalid_token"`)
 				}
-				writeError(w, http.StatusUnauthorized, nil, jsonrpc.CodeInvalidRequest,
+				WriteError(w, http.StatusUnauthorized, nil, jsonrpc.CodeInvalidRequest,
 					"Unauthorized: send a valid bearer token in the Authorization header", nil)
 				return
 			}
@@ -371,6 +371,7 @@ func mediaType(v string) string {
 // any other spelling, such as the spec's "MCP-Protocol-Version" and
 // "Last-Event-ID": on every request (issue 6).
 const (
+	hdrSessionID       = "Mcp-Session-Id"
 	hdrProtocolVersion = "Mcp-Protocol-Version"
 	hdrLastEventID     = "Last-Event-Id"
 )
@@ -393,9 +394,9 @@ func checkVersion(r *http.Request, sess *session.Session) error {
 // lookup finds the request's session: 400 without Mcp-Session-Id, 404 for
 // an unknown or ended one, 403 for one bound to another token.
 func (h *Handler) lookup(w http.ResponseWriter, r *http.Request, owner any) *session.Session {
-	id := r.Header.Get(SessionHeader)
+	id := r.Header.Get(hdrSessionID)
 	if id == "" {
-		writeError(w, http.StatusBadRequest, nil, jsonrpc.CodeInvalidRequest,
+		WriteError(w, http.StatusBadRequest, nil, jsonrpc.CodeInvalidRequest,
 			"Bad Request: Mcp-Session-Id header is required; start a session with an initialize request", nil)
 		return nil
 	}
@@ -406,18 +407,18 @@ func (h *Handler) lookup(w http.ResponseWriter, r *http.Request, owner any) *ses
 	if err != nil {
 		// "The server MAY terminate the session at any time, after which it
 		// MUST respond to requests containing that session ID with HTTP 404."
-		writeError(w, http.StatusNotFound, nil, jsonrpc.CodeInvalidRequest,
+		WriteError(w, http.StatusNotFound, nil, jsonrpc.CodeInvalidRequest,
 			"Not Found: session "+strconv.Quote(id)+" does not exist or has ended; send a new initialize request", nil)
 		return nil
 	}
 	if sess.Owner() != owner {
 		h.logger.Warn("refused a request for a session created with another token", "session", sess.LogID())
-		writeError(w, http.StatusForbidden, nil, jsonrpc.CodeInvalidRequest,
+		WriteError(w, http.StatusForbidden, nil, jsonrpc.CodeInvalidRequest,
 			"Forbidden: this session belongs to another credential", nil)
 		return nil
 	}
 	if err := checkVersion(r, sess); err != nil {
-		writeError(w, http.StatusBadRequest, nil, jsonrpc.CodeInvalidRequest, "Bad Request: "+err.Error(), nil)
+		WriteError(w, http.StatusBadRequest, nil, jsonrpc.CodeInvalidRequest, "Bad Request: "+err.Error(), nil)
 		return nil
 	}
 	return sess
@@ -435,17 +436,17 @@ func (h *Handler) servePost(w http.ResponseWriter, r *http.Request, owner any) {
 	// application/json and text/event-stream as supported content types."
 	acc := r.Header.Get("Accept")
 	if !accepts(acc, "application/json") || !accepts(acc, "text/event-stream") {
-		writeError(w, http.StatusNotAcceptable, nil, jsonrpc.CodeInvalidRequest,
+		WriteError(w, http.StatusNotAcceptable, nil, jsonrpc.CodeInvalidRequest,
 			"Not Acceptable: the Accept header must list both application/json and text/event-stream", nil)
 		return
 	}
 	if !strings.EqualFold(mediaType(r.Header.Get("Content-Type")), "application/json") {
-		writeError(w, http.StatusUnsupportedMediaType, nil, jsonrpc.CodeInvalidRequest,
+		WriteError(w, http.StatusUnsupportedMediaType, nil, jsonrpc.CodeInvalidRequest,
 			"Unsupported Media Type: the body must be application/json", nil)
 		return
 	}
 	if r.Header.Get(hdrLastEventID) != "" {
-		writeError(w, http.StatusBadRequest, nil, jsonrpc.CodeInvalidRequest,
+		WriteError(w, http.StatusBadRequest, nil, jsonrpc.CodeInvalidRequest,
 			"Bad Request: Last-Event-ID belongs on a GET request (resumption is always via GET)", nil)
 		return
 	}
@@ -457,22 +458,22 @@ func (h *Handler) servePost(w http.ResponseWriter, r *http.Request, owner any) {
 				"hint", "raise --max-body-bytes-in-flight if these clients are legitimate")
 			w.Header().Set("Connection", "close")
 			w.Header().Set("Retry-After", "5")
-			writeError(w, http.StatusServiceUnavailable, nil, jsonrpc.CodeServerError,
+			WriteError(w, http.StatusServiceUnavailable, nil, jsonrpc.CodeServerError,
 				"Service Unavailable: too many request bodies are being read at once (--max-body-bytes-in-flight); retry later", nil)
 			return
 		}
 		if errors.Is(err, os.ErrDeadlineExceeded) {
 			w.Header().Set("Connection", "close")
-			writeError(w, http.StatusRequestTimeout, nil, jsonrpc.CodeInvalidRequest,
+			WriteError(w, http.StatusRequestTimeout, nil, jsonrpc.CodeInvalidRequest,
 				fmt.Sprintf("Request Timeout: the body did not arrive within %s (--body-read-timeout)", h.opts.BodyReadTimeout), nil)
 			return
 		}
 		if errors.As(err, &tooBig) {
-			writeError(w, http.StatusRequestEntityTooLarge, nil, jsonrpc.CodeInvalidRequest,
+			WriteError(w, http.StatusRequestEntityTooLarge, nil, jsonrpc.CodeInvalidRequest,
 				fmt.Sprintf("Request Entity Too Large: a message may have at most %d bytes (--max-message-bytes)", tooBig.Limit), nil)
 			return
 		}
-		writeError(w, http.StatusBadRequest, nil, jsonrpc.CodeParseError, "Bad Request: reading the body: "+err.Error(), nil)
+		WriteError(w, http.StatusBadRequest, nil, jsonrpc.CodeParseError, "Bad Request: reading the body: "+err.Error(), nil)
 		return
 	}
 
@@ -482,18 +483,18 @@ func (h *Handler) servePost(w http.ResponseWriter, r *http.Request, owner any) {
 		if jsonrpc.IsParseError(err) {
 			code = jsonrpc.CodeParseError
 		}
-		writeError(w, http.StatusBadRequest, jsonrpc.RawID(body), code, "Bad Request: "+err.Error(), nil)
+		WriteError(w, http.StatusBadRequest, jsonrpc.RawID(body), code, "Bad Request: "+err.Error(), nil)
 		return
 	}
 
 	// Revision 2026-07-28 clients probe with server/discover (or any request
 	// carrying that revision's header and no session): answer so they fall
 	// back to initialize. The probe never reaches a server.
-	sid := r.Header.Get(SessionHeader)
+	sid := r.Header.Get(hdrSessionID)
 	for _, m := range msgs {
 		if m.Env.Method == "server/discover" ||
 			(sid == "" && r.Header.Get(hdrProtocolVersion) >= "2026-07-28" && m.Env.Method != "initialize") {
-			writeError(w, http.StatusBadRequest, jsonrpc.RawID(m.Data), jsonrpc.CodeInvalidRequest, probeAnswer,
+			WriteError(w, http.StatusBadRequest, jsonrpc.RawID(m.Data), jsonrpc.CodeInvalidRequest, probeAnswer,
 				map[string]any{"supportedVersions": supportedVersions})
 			return
 		}
@@ -506,7 +507,7 @@ func (h *Handler) servePost(w http.ResponseWriter, r *http.Request, owner any) {
 	}
 	for _, m := range msgs {
 		if m.Env.Method == "initialize" {
-			writeError(w, http.StatusBadRequest, jsonrpc.RawID(m.Data), jsonrpc.CodeInvalidRequest,
+			WriteError(w, http.StatusBadRequest, jsonrpc.RawID(m.Data), jsonrpc.CodeInvalidRequest,
 				"Bad Request: initialize must be sent alone and without Mcp-Session-Id (it starts a new session)", nil)
 			return
 		}
@@ -516,7 +517,7 @@ func (h *Handler) servePost(w http.ResponseWriter, r *http.Request, owner any) {
 		return
 	}
 	if batch && sess.ProtocolVersion() != "2025-03-26" {
-		writeError(w, http.StatusBadRequest, nil, jsonrpc.CodeInvalidRequest,
+		WriteError(w, http.StatusBadRequest, nil, jsonrpc.CodeInvalidRequest,
 			"Bad Request: JSON-RPC batches are only allowed in sessions of revision 2025-03-26; send one message per POST", nil)
 		return
 	}
@@ -526,25 +527,25 @@ func (h *Handler) servePost(w http.ResponseWriter, r *http.Request, owner any) {
 		h.retiredPost(w, err)
 		return
 	case errors.Is(err, session.ErrNotFound):
-		writeError(w, http.StatusNotFound, nil, jsonrpc.CodeInvalidRequest,
+		WriteError(w, http.StatusNotFound, nil, jsonrpc.CodeInvalidRequest,
 			"Not Found: the session has ended; send a new initialize request", nil)
 		return
 	case errors.Is(err, session.ErrDuplicateID):
-		writeError(w, http.StatusBadRequest, nil, jsonrpc.CodeInvalidRequest, "Bad Request: "+err.Error(), nil)
+		WriteError(w, http.StatusBadRequest, nil, jsonrpc.CodeInvalidRequest, "Bad Request: "+err.Error(), nil)
 		return
 	case errors.Is(err, session.ErrTooManyRequests):
 		// 429: nothing of the POST reached the server, and the client may
 		// send it again once answers come (the spec lets a server refuse
 		// input with an HTTP error status and an id-less JSON-RPC error).
 		w.Header().Set("Retry-After", "1")
-		writeError(w, http.StatusTooManyRequests, nil, jsonrpc.CodeServerError, "Too Many Requests: "+err.Error(), nil)
+		WriteError(w, http.StatusTooManyRequests, nil, jsonrpc.CodeServerError, "Too Many Requests: "+err.Error(), nil)
 		return
 	case errors.Is(err, session.ErrStdinFull):
 		w.Header().Set("Retry-After", "1")
-		writeError(w, http.StatusServiceUnavailable, nil, jsonrpc.CodeServerError, "Service Unavailable: "+err.Error(), nil)
+		WriteError(w, http.StatusServiceUnavailable, nil, jsonrpc.CodeServerError, "Service Unavailable: "+err.Error(), nil)
 		return
 	case err != nil:
-		writeError(w, http.StatusInternalServerError, nil, jsonrpc.CodeInternalError, err.Error(), nil)
+		WriteError(w, http.StatusInternalServerError, nil, jsonrpc.CodeInternalError, err.Error(), nil)
 		return
 	}
 	if reader == nil {
@@ -561,18 +562,18 @@ func (h *Handler) servePost(w http.ResponseWriter, r *http.Request, owner any) {
 func (h *Handler) initialize(w http.ResponseWriter, r *http.Request, owner any, msgs []jsonrpc.Message) {
 	rawID := jsonrpc.RawID(msgs[0].Data)
 	if h.draining.Load() {
-		writeError(w, http.StatusServiceUnavailable, rawID, jsonrpc.CodeServerError,
+		WriteError(w, http.StatusServiceUnavailable, rawID, jsonrpc.CodeServerError,
 			"Service Unavailable: the bridge is shutting down; retry against another instance", nil)
 		return
 	}
 	sess, err := h.reg.Create(r.Context(), owner)
 	switch {
 	case errors.Is(err, session.ErrRetired):
-		writeError(w, http.StatusNotFound, rawID, jsonrpc.CodeInvalidRequest, "Not Found: "+err.Error(), nil)
+		WriteError(w, http.StatusNotFound, rawID, jsonrpc.CodeInvalidRequest, "Not Found: "+err.Error(), nil)
 		return
 	case errors.Is(err, session.ErrTooManySessions), errors.Is(err, session.ErrShuttingDown):
 		w.Header().Set("Retry-After", "5")
-		writeError(w, http.StatusServiceUnavailable, rawID, jsonrpc.CodeServerError, "Service Unavailable: "+err.Error(), nil)
+		WriteError(w, http.StatusServiceUnavailable, rawID, jsonrpc.CodeServerError, "Service Unavailable: "+err.Error(), nil)
 		return
 	case errors.Is(err, syscall.EMFILE), errors.Is(err, syscall.ENFILE):
 		// Out of file descriptors is a passing overload, not a broken
@@ -580,7 +581,7 @@ func (h *Handler) initialize(w http.ResponseWriter, r *http.Request, owner any, 
 		h.logger.Error("out of file descriptors: cannot start an MCP server", "err", err,
 			"hint", "raise the open-file limit (ulimit -n), or lower --max-sessions / --max-connections")
 		w.Header().Set("Retry-After", "5")
-		writeError(w, http.StatusServiceUnavailable, rawID, jsonrpc.CodeServerError,
+		WriteError(w, http.StatusServiceUnavailable, rawID, jsonrpc.CodeServerError,
 			"Service Unavailable: the bridge is out of file descriptors; retry later", nil)
 		return
 	case err != nil:
@@ -588,15 +589,15 @@ func (h *Handler) initialize(w http.ResponseWriter, r *http.Request, owner any, 
 		if errors.Is(err, session.ErrLaunch) {
 			status = http.StatusBadGateway
 		}
-		writeError(w, status, rawID, jsonrpc.CodeServerError, err.Error(), nil)
+		WriteError(w, status, rawID, jsonrpc.CodeServerError, err.Error(), nil)
 		return
 	}
 	reader, err := sess.Post(msgs, h.postOptions())
 	if err != nil {
-		writeError(w, http.StatusInternalServerError, rawID, jsonrpc.CodeInternalError, err.Error(), nil)
+		WriteError(w, http.StatusInternalServerError, rawID, jsonrpc.CodeInternalError, err.Error(), nil)
 		return
 	}
-	w.Header().Set(SessionHeader, sess.ID())
+	w.Header().Set(hdrSessionID, sess.ID())
 	// The session learns the negotiated version from the server's answer;
 	// whether this very stream is primed depends on what the client asked.
 	h.answer(w, r, sess, reader, false, requestedVersion(msgs[0].Data) >= primingVersion)
@@ -746,7 +747,7 @@ func (h *Handler) answer(w http.ResponseWriter, r *http.Request, sess *session.S
 	h.extendWrite(http.NewResponseController(w))
 	switch {
 	case len(out) == 0:
-		writeError(w, http.StatusInternalServerError, nil, jsonrpc.CodeInternalError, "the request was cancelled or the session ended", nil)
+		WriteError(w, http.StatusInternalServerError, nil, jsonrpc.CodeInternalError, "the request was cancelled or the session ended", nil)
 	case batch:
 		w.Write([]byte("["))
 		for i, d := range out {
@@ -954,7 +955,7 @@ var readyCtx = func() context.Context {
 func (h *Handler) serveGet(w http.ResponseWriter, r *http.Request, owner any) {
 	// "The client MUST include an Accept header, listing text/event-stream."
 	if !accepts(r.Header.Get("Accept"), "text/event-stream") {
-		writeError(w, http.StatusNotAcceptable, nil, jsonrpc.CodeInvalidRequest,
+		WriteError(w, http.StatusNotAcceptable, nil, jsonrpc.CodeInvalidRequest,
 			"Not Acceptable: the Accept header must list text/event-stream", nil)
 		return
 	}
@@ -977,19 +978,19 @@ func (h *Handler) serveGet(w http.ResponseWriter, r *http.Request, owner any) {
 	switch {
 	case errors.Is(err, session.ErrEventsPurged):
 		// A clear refusal, never a silent partial replay.
-		writeError(w, http.StatusGone, nil, jsonrpc.CodeInvalidRequest,
+		WriteError(w, http.StatusGone, nil, jsonrpc.CodeInvalidRequest,
 			"Gone: the events after this Last-Event-ID were evicted from the session's log (--log-max-events, --log-max-bytes); the messages cannot be replayed", nil)
 		return
 	case errors.Is(err, session.ErrUnknownEvent):
-		writeError(w, http.StatusBadRequest, nil, jsonrpc.CodeInvalidRequest,
+		WriteError(w, http.StatusBadRequest, nil, jsonrpc.CodeInvalidRequest,
 			"Bad Request: Last-Event-ID "+strconv.Quote(r.Header.Get(hdrLastEventID))+" names no event of this session", nil)
 		return
 	case errors.Is(err, session.ErrNotFound):
-		writeError(w, http.StatusNotFound, nil, jsonrpc.CodeInvalidRequest,
+		WriteError(w, http.StatusNotFound, nil, jsonrpc.CodeInvalidRequest,
 			"Not Found: the session has ended; send a new initialize request", nil)
 		return
 	case err != nil:
-		writeError(w, http.StatusInternalServerError, nil, jsonrpc.CodeInternalError, err.Error(), nil)
+		WriteError(w, http.StatusInternalServerError, nil, jsonrpc.CodeInternalError, err.Error(), nil)
 		return
 	}
 	h.stream(w, r, sess, reader, prime)
@@ -1004,8 +1005,10 @@ func (h *Handler) serveDelete(w http.ResponseWriter, r *http.Request, owner any)
 	w.WriteHeader(http.StatusNoContent)
 }
 
-// writeError writes a JSON-RPC error response with an HTTP status.
-func writeError(w http.ResponseWriter, status int, rawID []byte, code int, msg string, data any) {
+// WriteError writes a JSON-RPC error response with an HTTP status: the one
+// writer of error answers of the program's HTTP front (package affinity,
+// in front of the Handler, uses it too).
+func WriteError(w http.ResponseWriter, status int, rawID []byte, code int, msg string, data any) {
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(status)
 	w.Write(jsonrpc.ErrorResponse(rawID, code, msg, data))

@@ -1,7 +1,7 @@
 package bridge_test
 
 // The test binary plays the stdio MCP server behind the bridge: TestMain
-// re-runs it as a Go SDK server when BRIDGE_TEST_CHILD is set, the way the
+// re-runs it as a Go SDK server when MCP_BRIDGE_TEST_CHILD is set, the way the
 // SDK's own cmd_test.go does. Every test talks to real processes.
 
 import (
@@ -24,7 +24,8 @@ import (
 	"github.com/mcp-bridge/mcp-bridge/session"
 )
 
-const childEnv = "BRIDGE_TEST_CHILD"
+// Not BRIDGE_*: the bridge never passes those to a server (issue 13).
+const childEnv = "MCP_BRIDGE_TEST_CHILD"
 
 func TestMain(m *testing.M) {
 	if mode := os.Getenv(childEnv); mode != "" {

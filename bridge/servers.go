@@ -149,7 +149,7 @@ func (s *Servers) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		} else {
 			msg += "it serves " + ServersPrefix + "NAME" + DefaultPath + " for NAME in " + strings.Join(names, ", ")
 		}
-		writeError(w, http.StatusNotFound, nil, jsonrpc.CodeInvalidRequest, msg, nil)
+		WriteError(w, http.StatusNotFound, nil, jsonrpc.CodeInvalidRequest, msg, nil)
 	})(w, r)
 }
 
@@ -167,7 +167,7 @@ func (s *Servers) handler(name string, r *http.Request) *Handler {
 		return nil
 	}
 	if len(e.old) > 0 {
-		id := r.Header.Get(SessionHeader)
+		id := r.Header.Get(hdrSessionID)
 		if id == "" {
 			id = r.URL.Query().Get(legacySessionParam)
 		}

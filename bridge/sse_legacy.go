@@ -79,13 +79,13 @@ func (h *Handler) legacyRoutes() {
 // leaves or the session ends.
 func (h *Handler) serveLegacySSE(w http.ResponseWriter, r *http.Request, owner any) {
 	if a := r.Header.Get("Accept"); a != "" && !accepts(a, "text/event-stream") {
-		writeError(w, http.StatusNotAcceptable, nil, jsonrpc.CodeInvalidRequest,
+		WriteError(w, http.StatusNotAcceptable, nil, jsonrpc.CodeInvalidRequest,
 			"Not Acceptable: the Accept header must list text/event-stream", nil)
 		return
 	}
 	if h.draining.Load() {
 		w.Header().Set("Retry-After", "5")
-		writeError(w, http.StatusServiceUnavailable, nil, jsonrpc.CodeServerError,
+		WriteError(w, http.StatusServiceUnavailable, nil, jsonrpc.CodeServerError,
 			"Service Unavailable: the bridge is shutting down; retry against another instance", nil)
 		return
 	}
@@ -99,7 +99,7 @@ func (h *Handler) serveLegacySSE(w http.ResponseWriter, r *http.Request, owner a
 	defer sess.Close(ErrLegacyStreamClosed)
 	reader, err := sess.Listen()
 	if err != nil {
-		writeError(w, http.StatusNotFound, nil, jsonrpc.CodeInvalidRequest,
+		WriteError(w, http.StatusNotFound, nil, jsonrpc.CodeInvalidRequest,
 			"Not Found: the session ended before its stream opened: "+err.Error(), nil)
 		return
 	}
@@ -158,25 +158,25 @@ func (h *Handler) serveLegacySSE(w http.ResponseWriter, r *http.Request, owner a
 // once, the answer goes to the session's stream.
 func (h *Handler) serveLegacyMessage(w http.ResponseWriter, r *http.Request, owner any) {
 	if !strings.EqualFold(mediaType(r.Header.Get("Content-Type")), "application/json") {
-		writeError(w, http.StatusUnsupportedMediaType, nil, jsonrpc.CodeInvalidRequest,
+		WriteError(w, http.StatusUnsupportedMediaType, nil, jsonrpc.CodeInvalidRequest,
 			"Unsupported Media Type: the body must be application/json", nil)
 		return
 	}
 	id := r.URL.Query().Get(legacySessionParam)
 	if id == "" {
-		writeError(w, http.StatusBadRequest, nil, jsonrpc.CodeInvalidRequest,
+		WriteError(w, http.StatusBadRequest, nil, jsonrpc.CodeInvalidRequest,
 			"Bad Request: the "+legacySessionParam+" query parameter is required; use the URL of the endpoint event of your SSE stream ("+h.ssePath+")", nil)
 		return
 	}
 	sess, err := h.reg.Get(id)
 	if err != nil || !sess.SingleStream() {
-		writeError(w, http.StatusNotFound, nil, jsonrpc.CodeInvalidRequest,
+		WriteError(w, http.StatusNotFound, nil, jsonrpc.CodeInvalidRequest,
 			"Not Found: session "+fmt.Sprintf("%q", id)+" does not exist or has ended; open a new SSE stream ("+h.ssePath+")", nil)
 		return
 	}
 	if sess.Owner() != owner {
 		h.logger.Warn("refused a request for a session created with another token", "session", sess.LogID())
-		writeError(w, http.StatusForbidden, nil, jsonrpc.CodeInvalidRequest,
+		WriteError(w, http.StatusForbidden, nil, jsonrpc.CodeInvalidRequest,
 			"Forbidden: this session belongs to another credential", nil)
 		return
 	}
@@ -191,7 +191,7 @@ func (h *Handler) serveLegacyMessage(w http.ResponseWriter, r *http.Request, own
 		if jsonrpc.IsParseError(err) {
 			code = jsonrpc.CodeParseError
 		}
-		writeError(w, http.StatusBadRequest, jsonrpc.RawID(body), code, "Bad Request: "+err.Error(), nil)
+		WriteError(w, http.StatusBadRequest, jsonrpc.RawID(body), code, "Bad Request: "+err.Error(), nil)
 		return
 	}
 	// Revision 2026-07-28 clients probe with server/discover: the answer
@@ -218,7 +218,7 @@ func (h *Handler) serveLegacyMessage(w http.ResponseWriter, r *http.Request, own
 	for i := range msgs {
 		if msgs[i].Env.Method == "initialize" {
 			if err := capVersion(&msgs[i]); err != nil {
-				writeError(w, http.StatusBadRequest, jsonrpc.RawID(msgs[i].Data), jsonrpc.CodeInvalidRequest, "Bad Request: "+err.Error(), nil)
+				WriteError(w, http.StatusBadRequest, jsonrpc.RawID(msgs[i].Data), jsonrpc.CodeInvalidRequest, "Bad Request: "+err.Error(), nil)
 				return
 			}
 		}
@@ -269,7 +269,7 @@ func capVersion(m *jsonrpc.Message) error {
 // the session is gone while its requests in flight still run (the Go SDK
 // client then drops them).
 func (h *Handler) retiredPost(w http.ResponseWriter, err error) {
-	writeError(w, http.StatusServiceUnavailable, nil, jsonrpc.CodeServerError,
+	WriteError(w, http.StatusServiceUnavailable, nil, jsonrpc.CodeServerError,
 		"Service Unavailable: "+err.Error()+"; its session ends once its requests in flight are answered", nil)
 }
 
@@ -277,20 +277,20 @@ func (h *Handler) retiredPost(w http.ResponseWriter, err error) {
 func (h *Handler) createFailed(w http.ResponseWriter, rawID []byte, err error) {
 	switch {
 	case errors.Is(err, session.ErrRetired):
-		writeError(w, http.StatusNotFound, rawID, jsonrpc.CodeInvalidRequest, "Not Found: "+err.Error(), nil)
+		WriteError(w, http.StatusNotFound, rawID, jsonrpc.CodeInvalidRequest, "Not Found: "+err.Error(), nil)
 	case errors.Is(err, session.ErrTooManySessions), errors.Is(err, session.ErrShuttingDown):
 		w.Header().Set("Retry-After", "5")
-		writeError(w, http.StatusServiceUnavailable, rawID, jsonrpc.CodeServerError, "Service Unavailable: "+err.Error(), nil)
+		WriteError(w, http.StatusServiceUnavailable, rawID, jsonrpc.CodeServerError, "Service Unavailable: "+err.Error(), nil)
 	case isOutOfFiles(err):
 		h.logger.Error("out of file descriptors: cannot start an MCP server", "err", err,
 			"hint", "raise the open-file limit (ulimit -n), or lower --max-sessions / --max-connections")
 		w.Header().Set("Retry-After", "5")
-		writeError(w, http.StatusServiceUnavailable, rawID, jsonrpc.CodeServerError,
+		WriteError(w, http.StatusServiceUnavailable, rawID, jsonrpc.CodeServerError,
 			"Service Unavailable: the bridge is out of file descriptors; retry later", nil)
 	case errors.Is(err, session.ErrLaunch):
-		writeError(w, http.StatusBadGateway, rawID, jsonrpc.CodeServerError, err.Error(), nil)
+		WriteError(w, http.StatusBadGateway, rawID, jsonrpc.CodeServerError, err.Error(), nil)
 	default:
-		writeError(w, http.StatusInternalServerError, rawID, jsonrpc.CodeServerError, err.Error(), nil)
+		WriteError(w, http.StatusInternalServerError, rawID, jsonrpc.CodeServerError, err.Error(), nil)
 	}
 }
 
@@ -303,17 +303,17 @@ func (h *Handler) bodyFailed(w http.ResponseWriter, err error) {
 			"hint", "raise --max-body-bytes-in-flight if these clients are legitimate")
 		w.Header().Set("Connection", "close")
 		w.Header().Set("Retry-After", "5")
-		writeError(w, http.StatusServiceUnavailable, nil, jsonrpc.CodeServerError,
+		WriteError(w, http.StatusServiceUnavailable, nil, jsonrpc.CodeServerError,
 			"Service Unavailable: too many request bodies are being read at once (--max-body-bytes-in-flight); retry later", nil)
 	case errors.Is(err, os.ErrDeadlineExceeded):
 		w.Header().Set("Connection", "close")
-		writeError(w, http.StatusRequestTimeout, nil, jsonrpc.CodeInvalidRequest,
+		WriteError(w, http.StatusRequestTimeout, nil, jsonrpc.CodeInvalidRequest,
 			fmt.Sprintf("Request Timeout: the body did not arrive within %s (--body-read-timeout)", h.opts.BodyReadTimeout), nil)
 	case errors.As(err, &tooBig):
-		writeError(w, http.StatusRequestEntityTooLarge, nil, jsonrpc.CodeInvalidRequest,
+		WriteError(w, http.StatusRequestEntityTooLarge, nil, jsonrpc.CodeInvalidRequest,
 			fmt.Sprintf("Request Entity Too Large: a message may have at most %d bytes (--max-message-bytes)", tooBig.Limit), nil)
 	default:
-		writeError(w, http.StatusBadRequest, nil, jsonrpc.CodeParseError, "Bad Request: reading the body: "+err.Error(), nil)
+		WriteError(w, http.StatusBadRequest, nil, jsonrpc.CodeParseError, "Bad Request: reading the body: "+err.Error(), nil)
 	}
 }
 
@@ -323,18 +323,18 @@ func (h *Handler) postFailed(w http.ResponseWriter, err error) {
 	case errors.Is(err, session.ErrRetired):
 		h.retiredPost(w, err)
 	case errors.Is(err, session.ErrNotFound):
-		writeError(w, http.StatusNotFound, nil, jsonrpc.CodeInvalidRequest,
+		WriteError(w, http.StatusNotFound, nil, jsonrpc.CodeInvalidRequest,
 			"Not Found: "+err.Error(), nil)
 	case errors.Is(err, session.ErrDuplicateID):
-		writeError(w, http.StatusBadRequest, nil, jsonrpc.CodeInvalidRequest, "Bad Request: "+err.Error(), nil)
+		WriteError(w, http.StatusBadRequest, nil, jsonrpc.CodeInvalidRequest, "Bad Request: "+err.Error(), nil)
 	case errors.Is(err, session.ErrTooManyRequests):
 		w.Header().Set("Retry-After", "1")
-		writeError(w, http.StatusTooManyRequests, nil, jsonrpc.CodeServerError, "Too Many Requests: "+err.Error(), nil)
+		WriteError(w, http.StatusTooManyRequests, nil, jsonrpc.CodeServerError, "Too Many Requests: "+err.Error(), nil)
 	case errors.Is(err, session.ErrStdinFull):
 		w.Header().Set("Retry-After", "1")
-		writeError(w, http.StatusServiceUnavailable, nil, jsonrpc.CodeServerError, "Service Unavailable: "+err.Error(), nil)
+		WriteError(w, http.StatusServiceUnavailable, nil, jsonrpc.CodeServerError, "Service Unavailable: "+err.Error(), nil)
 	default:
-		writeError(w, http.StatusInternalServerError, nil, jsonrpc.CodeInternalError, err.Error(), nil)
+		WriteError(w, http.StatusInternalServerError, nil, jsonrpc.CodeInternalError, err.Error(), nil)
 	}
 }
 

@@ -50,13 +50,15 @@ const (
 // Environment the template gives the bridge container. cmd/bridge must read
 // these (flags and BRIDGE_* variables).
 const (
-	EnvListen         = "BRIDGE_LISTEN"
-	EnvPath           = "BRIDGE_PATH"
-	EnvSandbox        = "BRIDGE_SANDBOX"
-	EnvAffinityAddr   = "BRIDGE_AFFINITY_ADDR"
-	EnvLogFormat      = "BRIDGE_LOG_FORMAT"
-	EnvAuthTokens     = "BRIDGE_AUTH_TOKENS"
-	EnvAffinitySecret = "BRIDGE_AFFINITY_SECRET"
+	EnvListen       = "BRIDGE_LISTEN"
+	EnvPath         = "BRIDGE_PATH"
+	EnvSandbox      = "BRIDGE_SANDBOX"
+	EnvAffinityAddr = "BRIDGE_AFFINITY_ADDR"
+	EnvLogFormat    = "BRIDGE_LOG_FORMAT"
+	// EnvHTTPIdleTimeout is above the load balancer's idle timeout.
+	EnvHTTPIdleTimeout = "BRIDGE_HTTP_IDLE_TIMEOUT"
+	EnvAuthTokens      = "BRIDGE_AUTH_TOKENS"
+	EnvAffinitySecret  = "BRIDGE_AFFINITY_SECRET"
 )
 
 // ParameterNames returns the names of the template's parameters, in order.

@@ -1,9 +1,11 @@
 package cloudformation
 
 import (
+	"fmt"
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 )
 
 func mustLoad(t *testing.T, yaml []byte) (*cfnSchema, map[string]any) {
@@ -212,6 +214,12 @@ func TestTemplateDeploysWhatTheIssueAsks(t *testing.T) {
 	}
 	if env[EnvSandbox] != "local" || env[EnvAffinityAddr] != "ecs" {
 		t.Errorf("sandbox %v, affinity address %v", env[EnvSandbox], env[EnvAffinityAddr])
+	}
+	// The bridge's keep-alive must outlast the load balancer's idle timeout,
+	// whose parameter allows at most 4000 s.
+	idle, err := time.ParseDuration(fmt.Sprint(env[EnvHTTPIdleTimeout]))
+	if maxIdle := paramNumber(t, tmpl, "IdleTimeoutSeconds", "MaxValue"); err != nil || idle <= time.Duration(maxIdle)*time.Second {
+		t.Errorf("%s = %v, want above the load balancer's largest idle timeout (%v s)", EnvHTTPIdleTimeout, env[EnvHTTPIdleTimeout], maxIdle)
 	}
 
 	// The task role grants nothing; the execution role reads exactly the

@@ -126,6 +126,7 @@ func TestRunWithoutRegion(t *testing.T) {
 }
 
 func TestRunWithoutCredentials(t *testing.T) {
+	t.Parallel()
 	// The real aws CLI, with no credentials anywhere: it fails before
 	// sending anything, and the error must say what to do.
 	env := isolatedAWSEnv(t)
@@ -169,6 +170,7 @@ func TestDryRunRunsNothing(t *testing.T) {
 }
 
 func TestRunFromSpecStopsAtCredentials(t *testing.T) {
+	t.Parallel()
 	// --from reads and checks the binary and connects to the Docker Engine
 	// before the first AWS call, so that a bad binary or a stopped engine is
 	// reported before anything is built; here it then stops at the missing

@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"io/fs"
 	"os"
@@ -12,6 +13,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 
 	"go.uber.org/goleak"
@@ -20,7 +22,11 @@ import (
 )
 
 func TestMain(m *testing.M) {
-	goleak.VerifyTestMain(m)
+	goleak.VerifyTestMain(m, goleak.Cleanup(func(int) {
+		if buildDir != "" {
+			os.RemoveAll(buildDir)
+		}
+	}))
 }
 
 // instruction is one Dockerfile instruction, continuation lines joined.
@@ -231,20 +237,57 @@ func TestBuildContext(t *testing.T) {
 	}
 }
 
-// goBuild compiles a testdata program with the given environment.
+// Builds of testdata programs, shared by the tests (each took seconds of a
+// loaded machine): one per program and environment, in buildDir, which
+// TestMain removes.
+var (
+	buildMu  sync.Mutex
+	buildDir string
+	builds   = map[string]*goBuildResult{}
+)
+
+type goBuildResult struct {
+	once sync.Once
+	path string
+	err  error
+}
+
+// goBuild compiles a testdata program with the given environment, once per
+// test binary; the caller must not change the file.
 func goBuild(t *testing.T, dir string, env ...string) string {
 	t.Helper()
-	out := filepath.Join(t.TempDir(), filepath.Base(dir))
-	cmd := exec.Command("go", "build", "-trimpath", "-o", out, ".")
-	cmd.Dir = dir
-	cmd.Env = append(os.Environ(), env...)
-	if b, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("go build %s: %v\n%s", dir, err, b)
+	key := dir + "\x00" + strings.Join(env, "\x00")
+	buildMu.Lock()
+	if buildDir == "" {
+		d, err := os.MkdirTemp("", "deploy-test-")
+		if err != nil {
+			buildMu.Unlock()
+			t.Fatal(err)
+		}
+		buildDir = d
 	}
-	return out
+	r := builds[key]
+	if r == nil {
+		r = &goBuildResult{path: filepath.Join(buildDir, fmt.Sprintf("%s-%d", filepath.Base(dir), len(builds)))}
+		builds[key] = r
+	}
+	buildMu.Unlock()
+	r.once.Do(func() {
+		cmd := exec.Command("go", "build", "-trimpath", "-o", r.path, ".")
+		cmd.Dir = dir
+		cmd.Env = append(os.Environ(), env...)
+		if b, err := cmd.CombinedOutput(); err != nil {
+			r.err = fmt.Errorf("go build %s: %v\n%s", dir, err, b)
+		}
+	})
+	if r.err != nil {
+		t.Fatal(r.err)
+	}
+	return r.path
 }
 
 func TestReadBinary(t *testing.T) {
+	t.Parallel()
 	static := goBuild(t, "testdata/hello", "CGO_ENABLED=0", "GOOS=linux", "GOARCH=amd64")
 	b, err := ReadBinary(static)
 	if err != nil || b.Arch != "amd64" {

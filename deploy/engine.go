@@ -24,6 +24,9 @@ var ErrEngine = errors.New("docker engine")
 // No docker CLI is needed.
 type Engine struct {
 	cli *client.Client
+	// BuildArgs are the ARG values of every Build (docker build --build-arg),
+	// e.g. another base image; nil: the Dockerfile's defaults.
+	BuildArgs map[string]*string
 }
 
 // NewEngine connects to the Docker Engine named by the environment
@@ -62,6 +65,7 @@ func (e *Engine) Build(ctx context.Context, buildContext []byte, tags []string, 
 		ForceRemove: true,
 		Platforms:   []ocispec.Platform{{OS: "linux", Architecture: arch}},
 		Version:     build.BuilderV1,
+		BuildArgs:   e.BuildArgs,
 	})
 	if err != nil {
 		return "", fmt.Errorf("%w: the build request failed: %v", ErrEngine, err)

@@ -20,6 +20,7 @@ import (
 // non-root user with nothing else in its root but what the runtime adds.
 // No base image is pulled, so this runs without a registry.
 func TestBuildScratchImage(t *testing.T) {
+	t.Parallel()
 	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Minute)
 	defer cancel()
 	eng, err := NewEngine(ctx)

@@ -213,13 +213,17 @@ func Chain(is ...Interceptor) Interceptor {
 // Route is called from the connection's reader goroutine, in the child's
 // order, and, for answers that the interception point makes for refused
 // requests, from the goroutine calling Send. It must not block for long:
-// the child's output waits meanwhile. It may call Send.
+// the child's output waits meanwhile. It may call Send. m itself is valid
+// only during the call (the reader reuses it, which spares an allocation
+// per message); m.Data is the message's own memory, which the Router may
+// keep.
 //
 // Ended is called once, after the last Route from the reader, when the
 // child's stdout ended: err is an *ExitError (ErrExited with the child's
 // exit status), or wraps ErrStdoutClosed (the child closed its stdout and
-// kept running) or ErrOversizedMessage, or is the read error. Client requests still in
-// flight will get no answer from the child: the Router answers them.
+// kept running) or ErrOversizedMessage, or is the read error. Client
+// requests still in flight will get no answer from the child: the Router
+// answers them.
 type Router interface {
 	Route(m *Message)
 	Ended(err error)
@@ -257,6 +261,7 @@ type Conn struct {
 	version    string       // the protocol version of the initialize answer
 	ended      bool
 
+	in     Message       // the reader's message, reused (see Router)
 	done   chan struct{} // closed when the reader has returned
 	waited chan struct{} // closed when the child's Wait has returned
 }
@@ -832,7 +837,8 @@ func truncate(b []byte, n int) string {
 // receive restores what the way in rewrote in a message from the child and
 // hands it on.
 func (c *Conn) receive(data []byte, env jsonrpc.Envelope) {
-	m := Message{Message: jsonrpc.Message{Data: data, Env: env}, Dir: FromChild, Method: env.Method}
+	m := &c.in
+	*m = Message{Message: jsonrpc.Message{Data: data, Env: env}, Dir: FromChild, Method: env.Method}
 	switch {
 	case env.Kind == jsonrpc.KindResponse:
 		c.mu.Lock()
@@ -870,12 +876,12 @@ func (c *Conn) receive(data []byte, env jsonrpc.Envelope) {
 		m.Own = e.own != nil
 	}
 	if c.intercept != nil {
-		if err := c.intercept(&m); err != nil {
+		if err := c.intercept(m); err != nil {
 			c.logger.Warn("the interception point failed on a message from the MCP server", "err", err, "method", m.Method)
 		}
 		return
 	}
-	_ = c.deliver(&m)
+	_ = c.deliver(m)
 }
 
 // deliver is the end of the FromChild chain.

@@ -203,6 +203,7 @@ func TestDocker(t *testing.T) {
 	e := setupDocker(t)
 
 	t.Run("Exchange", func(t *testing.T) {
+		t.Parallel()
 		d, rec := e.newDocker(t, nil)
 		c := launchDocker(t, d, "sess-exchange")
 		if !regexp.MustCompile(`^container [0-9a-f]{12}$`).MatchString(c.ID()) {
@@ -253,6 +254,7 @@ func TestDocker(t *testing.T) {
 	})
 
 	t.Run("EarlyOutput", func(t *testing.T) {
+		t.Parallel()
 		// Written the moment the server starts: caught because we attach
 		// before starting (the engine keeps no log: driver "none"). Here
 		// the server starts slower than an attach, so the banner alone
@@ -296,6 +298,7 @@ func TestDocker(t *testing.T) {
 	})
 
 	t.Run("LockedDown", func(t *testing.T) {
+		t.Parallel()
 		d, _ := e.newDocker(t, nil)
 		c := launchDocker(t, d, "sess-locked")
 		c.expect(t, "uid", "uid=65534 gid=65534")
@@ -374,6 +377,7 @@ func TestDocker(t *testing.T) {
 	})
 
 	t.Run("Loosened", func(t *testing.T) {
+		t.Parallel()
 		ro, rw := t.TempDir(), t.TempDir()
 		if err := os.WriteFile(filepath.Join(ro, "data.txt"), []byte("from the host\n"), 0o644); err != nil {
 			t.Fatal(err)
@@ -414,6 +418,7 @@ func TestDocker(t *testing.T) {
 	})
 
 	t.Run("ForkBomb", func(t *testing.T) {
+		t.Parallel()
 		const pids = 64
 		d, _ := e.newDocker(t, func(o *DockerOptions) { o.Pids = pids })
 		c := launchDocker(t, d, "sess-forkbomb")
@@ -427,6 +432,7 @@ func TestDocker(t *testing.T) {
 	})
 
 	t.Run("OutOfMemory", func(t *testing.T) {
+		t.Parallel()
 		d, _ := e.newDocker(t, func(o *DockerOptions) { o.Memory = 32 << 20 })
 		hog := launchDocker(t, d, "sess-hog")
 		neighbour := launchDocker(t, d, "sess-neighbour")
@@ -458,6 +464,7 @@ func TestDocker(t *testing.T) {
 	})
 
 	t.Run("ExitStatus", func(t *testing.T) {
+		t.Parallel()
 		d, _ := e.newDocker(t, nil)
 		c := launchDocker(t, d, "sess-exit")
 		c.expect(t, "stderr last words", "ok")
@@ -473,6 +480,7 @@ func TestDocker(t *testing.T) {
 	})
 
 	t.Run("StopEscalates", func(t *testing.T) {
+		t.Parallel()
 		d, rec := e.newDocker(t, func(o *DockerOptions) { o.StopGrace = 100 * time.Millisecond })
 		c := launchDocker(t, d, "sess-trap")
 		c.expect(t, "trap", "trapped") // ignores SIGTERM and stdin from now on
@@ -510,6 +518,7 @@ func TestDocker(t *testing.T) {
 	})
 
 	t.Run("StopCallerGivesUp", func(t *testing.T) {
+		t.Parallel()
 		d, _ := e.newDocker(t, nil) // 5 s grace: only the caller giving up makes this quick
 		c := launchDocker(t, d, "sess-giveup")
 		c.expect(t, "trap", "trapped")
@@ -533,6 +542,7 @@ func TestDocker(t *testing.T) {
 	})
 
 	t.Run("Close", func(t *testing.T) {
+		t.Parallel()
 		rec := newLogRecorder()
 		ctx, cancel := context.WithTimeout(context.Background(), dockerTestTimeout)
 		defer cancel()
@@ -574,6 +584,7 @@ func TestDocker(t *testing.T) {
 	})
 
 	t.Run("CloseWithEndedContext", func(t *testing.T) {
+		t.Parallel()
 		// A bridge out of time for its shutdown still leaves nothing behind.
 		ctx, cancel := context.WithTimeout(context.Background(), dockerTestTimeout)
 		defer cancel()
@@ -604,13 +615,27 @@ func TestDocker(t *testing.T) {
 	})
 
 	t.Run("RemoveLeftovers", func(t *testing.T) {
-		dead := startHelperBridge(t, e.image, "inst-dead-"+randomHex(4))
-		live := startHelperBridge(t, e.image, "inst-live-"+randomHex(4))
+		t.Parallel()
+		// The helpers and this launcher label their containers with a host
+		// name of their own: any other bridge on this host (a parallel
+		// test, another run's) would otherwise remove the dead helper's
+		// container first, by the same dead-process rule.
+		host := "test-host-" + randomHex(6)
+		dead := startHelperBridge(t, e.image, "inst-dead-"+randomHex(4), host)
+		live := startHelperBridge(t, e.image, "inst-live-"+randomHex(4), host)
+		t.Cleanup(func() { // nobody else would: they belong to no real host
+			ctx, cancel := context.WithTimeout(context.Background(), dockerTestTimeout)
+			defer cancel()
+			for _, id := range []string{dead.container, live.container} {
+				e.cli.ContainerRemove(ctx, id, client.ContainerRemoveOptions{Force: true})
+			}
+		})
 		// A bridge killed without a chance to clean up.
 		dead.cmd.Process.Kill()
 		dead.cmd.Wait()
 
 		d, rec := e.newDocker(t, nil)
+		d.self.host = host
 		own := launchDocker(t, d, "sess-own")
 		ctx, cancel := context.WithTimeout(context.Background(), dockerTestTimeout)
 		defer cancel()
@@ -649,6 +674,7 @@ func TestDocker(t *testing.T) {
 	})
 
 	t.Run("PullNever", func(t *testing.T) {
+		t.Parallel()
 		image := "mcp-bridge-test-missing:" + randomHex(6)
 		d, _ := e.newDocker(t, func(o *DockerOptions) { o.Image = image })
 		ctx, cancel := context.WithTimeout(context.Background(), dockerTestTimeout)
@@ -657,15 +683,33 @@ func TestDocker(t *testing.T) {
 		if !errors.Is(err, ErrLaunch) {
 			t.Fatalf("Launch: %v, want ErrLaunch", err)
 		}
-		for _, w := range []string{image, "never", "docker build", "docker load", "--pull"} {
+		for _, w := range []string{image, "never", "docker build", "docker load", "pull missing images"} {
 			if !strings.Contains(err.Error(), w) {
 				t.Errorf("error %q does not mention %q", err, w)
 			}
 		}
+		var oe *OptionError
+		if !errors.As(err, &oe) || oe.Field != "Pull" || strings.Contains(err.Error(), "--") {
+			t.Errorf("error %q: want an *OptionError for Pull, naming no flag", err)
+		}
 		t.Logf("pull never: %v", err)
 	})
 
+	t.Run("MissingNetwork", func(t *testing.T) {
+		t.Parallel()
+		d, _ := e.newDocker(t, func(o *DockerOptions) { o.Network = "mcp-bridge-test-no-such-net-" + randomHex(4) })
+		ctx, cancel := context.WithTimeout(context.Background(), dockerTestTimeout)
+		defer cancel()
+		_, err := d.Launch(ctx, "sess-no-network")
+		var oe *OptionError
+		if !errors.Is(err, ErrLaunch) || !errors.As(err, &oe) || oe.Field != "Network" || strings.Contains(err.Error(), "--") {
+			t.Fatalf("Launch: %v; want ErrLaunch and an *OptionError for Network, naming no flag", err)
+		}
+		t.Logf("missing network: %v", err)
+	})
+
 	t.Run("Pull", func(t *testing.T) {
+		t.Parallel()
 		reg := e.startRegistry(t)
 		image := reg.host + "/mcp-bridge-test-pulled:" + randomHex(6)
 		t.Cleanup(func() {
@@ -721,6 +765,7 @@ func TestDocker(t *testing.T) {
 	})
 
 	t.Run("PullFails", func(t *testing.T) {
+		t.Parallel()
 		// A registry on a closed port of loopback (an insecure registry by
 		// default): the pull fails at once, without the network.
 		image := "127.0.0.1:1/mcp-bridge-test-missing:" + randomHex(6)
@@ -740,6 +785,7 @@ func TestDocker(t *testing.T) {
 	})
 
 	t.Run("CommandNotFound", func(t *testing.T) {
+		t.Parallel()
 		// The container's init starts, then cannot run the command: the
 		// container runs and exits at once, and Wait tells why.
 		d, _ := e.newDocker(t, func(o *DockerOptions) { o.Command = []string{"/does-not-exist", "arg"} })
@@ -754,6 +800,7 @@ func TestDocker(t *testing.T) {
 	})
 
 	t.Run("StartFailure", func(t *testing.T) {
+		t.Parallel()
 		// The engine refuses to start the container: Launch fails.
 		d, _ := e.newDocker(t, func(o *DockerOptions) { o.User = "nosuchuser" })
 		ctx, cancel := context.WithTimeout(context.Background(), dockerTestTimeout)
@@ -762,7 +809,7 @@ func TestDocker(t *testing.T) {
 		if !errors.Is(err, ErrLaunch) {
 			t.Fatalf("Launch: %v, want ErrLaunch", err)
 		}
-		for _, w := range []string{"nosuchuser", "exit code", "sess-start-failure", "--user"} {
+		for _, w := range []string{"nosuchuser", "exit code", "sess-start-failure", "user"} {
 			if !strings.Contains(err.Error(), w) {
 				t.Errorf("error %q does not mention %q", err, w)
 			}
@@ -785,10 +832,11 @@ type helperBridge struct {
 
 // startHelperBridge runs TestDockerHelperBridge in a new process, which
 // launches one container of instance and reports its ID.
-func startHelperBridge(t *testing.T, image, instance string) *helperBridge {
+func startHelperBridge(t *testing.T, image, instance, host string) *helperBridge {
 	t.Helper()
 	cmd := exec.Command(os.Args[0], "-test.run=^TestDockerHelperBridge$", "-test.count=1")
-	cmd.Env = append(os.Environ(), "MCP_BRIDGE_DOCKER_HELPER_IMAGE="+image, "MCP_BRIDGE_DOCKER_HELPER_INSTANCE="+instance)
+	cmd.Env = append(os.Environ(), "MCP_BRIDGE_DOCKER_HELPER_IMAGE="+image, "MCP_BRIDGE_DOCKER_HELPER_INSTANCE="+instance,
+		"MCP_BRIDGE_DOCKER_HELPER_HOST="+host)
 	cmd.Stderr = os.Stderr
 	stdin, err := cmd.StdinPipe()
 	if err != nil {
@@ -847,6 +895,7 @@ func TestDockerHelperBridge(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer d.Close(ctx)
+	d.self.host = os.Getenv("MCP_BRIDGE_DOCKER_HELPER_HOST") // see TestDocker/RemoveLeftovers
 	p, err := d.Launch(ctx, "sess-helper")
 	if err != nil {
 		t.Fatal(err)
@@ -904,29 +953,39 @@ func TestDockerOptions(t *testing.T) {
 	}
 
 	for _, tc := range []struct {
-		name string
-		edit func(*DockerOptions)
-		err  string
+		name  string
+		edit  func(*DockerOptions)
+		err   string
+		field string // the OptionError's Field
 	}{
-		{"no image", func(o *DockerOptions) { o.Image = "" }, "no image"},
-		{"bad image", func(o *DockerOptions) { o.Image = "UPPER/Case" }, "image"},
-		{"empty program", func(o *DockerOptions) { o.Command = []string{""} }, "program is empty"},
-		{"pull", func(o *DockerOptions) { o.Pull = "sometimes" }, "pull policy"},
-		{"env", func(o *DockerOptions) { o.Env = []string{"NOVALUE"} }, "KEY=VALUE"},
-		{"memory", func(o *DockerOptions) { o.Memory = 1 << 20 }, "6 MiB"},
-		{"cpus", func(o *DockerOptions) { o.CPUs = -1 }, "CPUs"},
-		{"pids", func(o *DockerOptions) { o.Pids = -1 }, "pids"},
-		{"nofile", func(o *DockerOptions) { o.NoFile = -1 }, "open files"},
-		{"tmpfs", func(o *DockerOptions) { o.TmpfsBytes = -1 }, "/tmp size"},
-		{"grace", func(o *DockerOptions) { o.StopGrace = -time.Second }, "stop grace"},
-		{"mount", func(o *DockerOptions) { o.Mounts = []string{"rel:/x"} }, "absolute"},
-		{"duplicate mount", func(o *DockerOptions) { o.Mounts = []string{"/a:/x", "/b:/x/"} }, "already a mount target"},
+		{"no image", func(o *DockerOptions) { o.Image = "" }, "no image", "Image"},
+		{"bad image", func(o *DockerOptions) { o.Image = "UPPER/Case" }, "image", "Image"},
+		{"empty program", func(o *DockerOptions) { o.Command = []string{""} }, "program is empty", "Command"},
+		{"pull", func(o *DockerOptions) { o.Pull = "sometimes" }, "pull policy", "Pull"},
+		{"env", func(o *DockerOptions) { o.Env = []string{"NOVALUE"} }, "KEY=VALUE", "Env"},
+		{"memory", func(o *DockerOptions) { o.Memory = 1 << 20 }, "6 MiB", "Memory"},
+		{"cpus", func(o *DockerOptions) { o.CPUs = -1 }, "CPUs", "CPUs"},
+		{"pids", func(o *DockerOptions) { o.Pids = -1 }, "pids", "Pids"},
+		{"nofile", func(o *DockerOptions) { o.NoFile = -1 }, "open files", "NoFile"},
+		{"tmpfs", func(o *DockerOptions) { o.TmpfsBytes = -1 }, "/tmp size", "TmpfsBytes"},
+		{"grace", func(o *DockerOptions) { o.StopGrace = -time.Second }, "stop grace", "StopGrace"},
+		{"mount", func(o *DockerOptions) { o.Mounts = []string{"rel:/x"} }, "absolute", "Mounts"},
+		{"duplicate mount", func(o *DockerOptions) { o.Mounts = []string{"/a:/x", "/b:/x/"} }, "already a mount target", "Mounts"},
 	} {
 		opts := &DockerOptions{Image: "example.com/server:1"}
 		tc.edit(opts)
 		_, err := NewDocker(context.Background(), opts) // fails before connecting
 		if err == nil || !strings.Contains(err.Error(), tc.err) {
 			t.Errorf("%s: NewDocker: %v, want an error containing %q", tc.name, err, tc.err)
+		}
+		// A program maps the option to its own flag: the error must say
+		// which one, and never name a flag itself.
+		var oe *OptionError
+		if !errors.As(err, &oe) || oe.Field != tc.field || oe.Option() != "sandbox.DockerOptions."+tc.field {
+			t.Errorf("%s: NewDocker: %v is not an *OptionError for field %s", tc.name, err, tc.field)
+		}
+		if strings.Contains(err.Error(), "--") {
+			t.Errorf("%s: NewDocker: %q names a flag", tc.name, err)
 		}
 	}
 }

@@ -9,6 +9,8 @@ import (
 	"os"
 	"os/exec"
 	"slices"
+	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -28,10 +30,21 @@ type LocalOptions struct {
 	Command string
 	// Args are the arguments after Command (not including Command itself).
 	Args []string
-	// Env is the child's whole environment, as "KEY=value" strings.
-	// If nil, the child inherits the bridge's environment; a non-nil empty
-	// slice gives it an empty environment.
+	// Env holds "NAME=VALUE" entries set in the child's environment (see
+	// ParseEnv), on top of the variables of the bridge's environment named
+	// in DefaultEnvAllow; a later entry wins. Nothing else of the bridge's
+	// environment reaches the child, and no BRIDGE_* variable ever does,
+	// even when listed here. Nil adds nothing.
 	Env []string
+	// Supervisor is the argv that runs the supervisor, the bridge binary in
+	// its supervisor mode: {os.Executable(), SuperviseArg}. The server's
+	// path and argv are appended. With it, every process the server starts
+	// ends with the server, and with the bridge if the bridge dies (kill -9,
+	// a crash). If nil, the server is the bridge's direct child: its group
+	// is killed when it exits and the kernel kills it if the bridge dies,
+	// but what it started in another group, or what outlives it when the
+	// bridge dies, keeps running.
+	Supervisor []string
 	// Dir is the child's working directory. If empty, the child runs in the
 	// bridge's working directory.
 	Dir string
@@ -47,6 +60,9 @@ type LocalOptions struct {
 	// StderrTailLines is how many of the last stderr lines an ExitError
 	// carries. If zero or negative, DefaultStderrTailLines is used.
 	StderrTailLines int
+	// StderrRate bounds how many stderr lines per session reach the log;
+	// see StderrRate for its zero value.
+	StderrRate StderrRate
 	// Logger receives the child's stderr lines and its lifecycle events,
 	// with the attributes session=<session ID> and pid=<pid>.
 	// If nil, slog.Default() at the time of Launch is used.
@@ -60,11 +76,49 @@ type LocalOptions struct {
 // descriptors (released by Stop), two goroutines (one of them holding an OS
 // thread in waitid, as exec.Cmd.Wait would) and, during Stop, a third.
 //
-// A process that leaves the child's group (setsid, setpgid) escapes the
-// group signals; Wait then stops reading stderr after StopGrace, and Stop
-// closes stdout, so the bridge never hangs on it.
+// Without a supervisor (LocalOptions.Supervisor), a process that leaves the
+// child's group (setsid, setpgid) escapes the group signals; Wait then stops
+// reading stderr after StopGrace, and Stop closes stdout, so the bridge never
+// hangs on it. With one, the supervisor ends every descendant of the server
+// (see supervise.go); then the child is the supervisor, alone in its group.
+//
+// The server's environment is scrubbed: see DefaultEnvAllow and
+// LocalOptions.Env.
 type Local struct {
 	opts LocalOptions // a private copy: the caller may reuse its struct
+
+	// With a supervisor, one is kept started ahead (startSpare). A spare
+	// that is never used ends with the bridge (its lifeline), having
+	// started nothing.
+	mu        sync.Mutex
+	spare     *startedChild
+	refilling chan struct{} // closed when the spare being started is ready; nil if none is
+	closed    bool          // no more spares (Close)
+
+	refused     []string // names in opts.Env that are never passed (BRIDGE_*)
+	refusedOnce sync.Once
+}
+
+// Close ends the spare supervisor, if one is ready, and keeps any more from
+// being started. Launch still works (each supervisor is then started when
+// its session asks). Call it once no more sessions start. Without Close, a
+// spare ends with the bridge, having started nothing.
+func (l *Local) Close() {
+	l.mu.Lock()
+	l.closed = true
+	refilling := l.refilling
+	l.mu.Unlock()
+	if refilling != nil {
+		<-refilling
+	}
+	l.mu.Lock()
+	c := l.spare
+	l.spare = nil
+	l.mu.Unlock()
+	if c != nil {
+		c.close() // end of file on its go pipe: it exits, starting nothing
+		c.cmd.Wait()
+	}
 }
 
 var _ Launcher = (*Local)(nil)
@@ -76,7 +130,13 @@ func NewLocal(opts *LocalOptions) *Local {
 	if opts != nil {
 		l.opts = *opts
 		l.opts.Args = slices.Clone(opts.Args)
-		l.opts.Env = slices.Clone(opts.Env) // Clone keeps nil as nil
+		l.opts.Env = slices.Clone(opts.Env)
+		l.opts.Supervisor = slices.Clone(opts.Supervisor)
+	}
+	for _, kv := range l.opts.Env {
+		if name, _, _ := strings.Cut(kv, "="); checkEnvName(name) != nil {
+			l.refused = append(l.refused, name)
+		}
 	}
 	if l.opts.StopGrace <= 0 {
 		l.opts.StopGrace = DefaultStopGrace
@@ -107,9 +167,81 @@ func (l *Local) Launch(ctx context.Context, sessionID string) (Process, error) {
 		logger = slog.Default()
 	}
 
-	cmd := exec.Command(l.opts.Command, l.opts.Args...)
-	cmd.Env = l.opts.Env
+	if len(l.refused) > 0 {
+		l.refusedOnce.Do(func() {
+			logger.Warn("these variables are never passed to a server and were left out", "names", l.refused)
+		})
+	}
+	supervised := len(l.opts.Supervisor) > 0
+	var c *startedChild
+	if supervised {
+		var err error
+		if c, err = l.takeSpare(sessionID); err != nil {
+			return nil, err
+		}
+		l.refill()
+	} else {
+		var err error
+		if c, err = l.start(sessionID, exec.Command(l.opts.Command, l.opts.Args...)); err != nil {
+			return nil, err
+		}
+	}
+	cmd, stdinW, stdoutR, stderrR := c.cmd, c.stdinW, c.stdoutR, c.stderrR
+
+	pid := cmd.Process.Pid
+	logger = logger.With("session", sessionID, "pid", pid)
+	p := &localProcess{
+		cmd:        cmd,
+		pid:        pid,
+		logger:     logger,
+		grace:      l.opts.StopGrace,
+		after:      time.After,
+		stdin:      &localStdin{f: stdinW},
+		stdout:     &localStdout{f: stdoutR},
+		stderrR:    stderrR,
+		supervised: supervised,
+		stderr:     newStderrLogger(logger, l.opts.StderrLineBytes, l.opts.StderrTailLines).withRate(l.opts.StderrRate),
+		stderrDone: make(chan struct{}),
+		exited:     make(chan struct{}),
+		done:       make(chan struct{}),
+		hurry:      make(chan struct{}),
+		stopped:    make(chan struct{}),
+	}
+	logger.Info("MCP server started", "command", l.opts.Command, "supervised", supervised)
+	// Owned by p: the stderr reader ends at EOF, or when wait closes
+	// stderrR; wait ends once the child is reaped and stderr drained.
+	go func() {
+		defer close(p.stderrDone)
+		p.stderr.run(stderrR)
+	}()
+	go p.wait()
+	return p, nil
+}
+
+// startedChild is a child started by start, with the parent's ends of its
+// stdio pipes.
+type startedChild struct {
+	cmd                      *exec.Cmd
+	stdinW, stdoutR, stderrR *os.File
+	goW                      *os.File // a spare supervisor's go pipe; nil otherwise
+}
+
+// close releases the parent's ends, for a child that will not be used.
+func (c *startedChild) close() {
+	for _, f := range []*os.File{c.stdinW, c.stdoutR, c.stderrR, c.goW} {
+		if f != nil {
+			f.Close()
+		}
+	}
+}
+
+// start starts cmd with fresh stdio pipes, the server's environment and
+// working directory, in its own process group.
+func (l *Local) start(sessionID string, cmd *exec.Cmd, extra ...*os.File) (*startedChild, error) {
+	supervised := len(l.opts.Supervisor) > 0
+	cmd.Env = serverEnv(os.Environ(), l.opts.Env)
 	cmd.Dir = l.opts.Dir
+	cmd.ExtraFiles = extra
 	// Its own process group (pgid = its pid), so signals reach everything it
 	// started and nothing of the bridge's group. Pdeathsig: the kernel
 	// SIGKILLs the child if the bridge dies without stopping it (kill -9, a
@@ -118,7 +250,14 @@ func (l *Local) Launch(ctx context.Context, sessionID string) (Process, error) {
 	// that started the child; Go keeps its threads for the life of the
 	// process unless a goroutine locked to one exits, which never happens
 	// here.)
+	//
+	// A supervisor gets no parent-death signal: SIGKILL would leave it no
+	// time to end the server's descendants. It watches the lifeline instead,
+	// and its group holds only itself (it puts the server in another).
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	if supervised {
+		cmd.SysProcAttr.Pdeathsig = 0
+	}
 
 	// Our own pipes rather than cmd.StdinPipe/StdoutPipe: those are closed by
 	// cmd.Wait, which would cut the caller's read of stdout short ("it is
@@ -133,7 +272,7 @@ func (l *Local) Launch(ctx context.Context, sessionID string) (Process, error) {
 		}
 		return r, w, err
 	}
-	fail := func(err error) (Process, error) {
+	fail := func(err error) (*startedChild, error) {
 		for _, f := range files {
 			f.Close()
 		}
@@ -161,34 +300,103 @@ func (l *Local) Launch(ctx context.Context, sessionID string) (Process, error) {
 	stdinR.Close()
 	stdoutW.Close()
 	stderrW.Close()
+	return &startedChild{cmd: cmd, stdinW: stdinW, stdoutR: stdoutR, stderrR: stderrR}, nil
+}
 
-	pid := cmd.Process.Pid
-	logger = logger.With("session", sessionID, "pid", pid)
-	p := &localProcess{
-		cmd:        cmd,
-		pid:        pid,
-		logger:     logger,
-		grace:      l.opts.StopGrace,
-		after:      time.After,
-		stdin:      &localStdin{f: stdinW},
-		stdout:     &localStdout{f: stdoutR},
-		stderrR:    stderrR,
-		stderr:     newStderrLogger(logger, l.opts.StderrLineBytes, l.opts.StderrTailLines),
-		stderrDone: make(chan struct{}),
-		exited:     make(chan struct{}),
-		done:       make(chan struct{}),
-		hurry:      make(chan struct{}),
-		stopped:    make(chan struct{}),
+// startSpare starts a supervisor that waits, before it starts the server,
+// for a byte on its go pipe (fd 4, goFD). Its Go start-up, 10 to 20 ms on a
+// loaded machine, is thus paid before a session asks for it; the server
+// itself starts only when a session does, as without a supervisor.
+func (l *Local) startSpare(sessionID string) (*startedChild, error) {
+	path, err := exec.LookPath(l.opts.Command)
+	if err != nil {
+		return nil, fmt.Errorf("%w for session %s: starting %q: %w (check that the command after -- exists and is executable)",
+			ErrLaunch, sessionID, l.opts.Command, err)
 	}
-	logger.Info("MCP server started", "command", l.opts.Command)
-	// Owned by p: the stderr reader ends at EOF, or when wait closes
-	// stderrR; wait ends once the child is reaped and stderr drained.
+	lr, err := lifeline()
+	if err != nil {
+		return nil, fmt.Errorf("%w for session %s: creating the supervisor's lifeline: %w", ErrLaunch, sessionID, err)
+	}
+	goR, goW, err := os.Pipe()
+	if err != nil {
+		return nil, fmt.Errorf("%w for session %s: %w", ErrLaunch, sessionID, err)
+	}
+	defer goR.Close() // the supervisor has its copy
+	// The path is resolved here, as exec.Command would, so that a missing
+	// command fails Launch with a clear error rather than the supervisor.
+	args := append(slices.Clone(l.opts.Supervisor[1:]), strconv.Itoa(lifelineFD), strconv.Itoa(goFD), path, l.opts.Command)
+	c, err := l.start(sessionID, exec.Command(l.opts.Supervisor[0], append(args, l.opts.Args...)...), lr, goR)
+	if err != nil {
+		goW.Close()
+		return nil, err
+	}
+	c.goW = goW
+	return c, nil
+}
+
+// takeSpare returns the spare supervisor, told to start the server, or a
+// new one if there is none or it is gone.
+func (l *Local) takeSpare(sessionID string) (*startedChild, error) {
+	l.mu.Lock()
+	c, refilling := l.spare, l.refilling
+	l.spare = nil
+	l.mu.Unlock()
+	if c == nil && refilling != nil {
+		// A spare is on its way: waiting for it is never slower than
+		// starting another beside it, which would compete for the CPU.
+		<-refilling
+		l.mu.Lock()
+		c = l.spare
+		l.spare = nil
+		l.mu.Unlock()
+	}
+	for range 2 {
+		if c == nil {
+			var err error
+			if c, err = l.startSpare(sessionID); err != nil {
+				return nil, err
+			}
+		}
+		_, err := c.goW.Write([]byte{1})
+		c.goW.Close()
+		c.goW = nil
+		if err == nil {
+			return c, nil
+		}
+		// The spare died (EPIPE): reap it, and start another.
+		c.close()
+		c.cmd.Process.Kill()
+		c.cmd.Wait()
+		c = nil
+	}
+	return nil, fmt.Errorf("%w for session %s: the supervisor exited before it could start the server", ErrLaunch, sessionID)
+}
+
+// refill starts a spare supervisor in the background if there is none.
+// The goroutine ends once the spare is started.
+func (l *Local) refill() {
+	l.mu.Lock()
+	if l.spare != nil || l.refilling != nil || l.closed {
+		l.mu.Unlock()
+		return
+	}
+	done := make(chan struct{})
+	l.refilling = done
+	l.mu.Unlock()
 	go func() {
-		defer close(p.stderrDone)
-		p.stderr.run(stderrR)
+		c, err := l.startSpare("(spare)")
+		l.mu.Lock()
+		defer l.mu.Unlock()
+		l.refilling = nil
+		if err == nil {
+			if l.spare != nil { // cannot happen: one refill at a time
+				c.close()
+			} else {
+				l.spare = c
+			}
+		}
+		close(done)
 	}()
-	go p.wait()
-	return p, nil
 }
 
 // localProcess is a running local child. Its goroutines, and who ends them:
@@ -198,10 +406,14 @@ func (l *Local) Launch(ctx context.Context, sessionID string) (Process, error) {
 //     closes exited, then done.
 //   - stop (the first Stop): ends once done is closed; closes stopped.
 type localProcess struct {
-	cmd    *exec.Cmd
-	pid    int // also the process group ID (Setpgid)
-	logger *slog.Logger
-	grace  time.Duration
+	cmd *exec.Cmd
+	pid int // also the process group ID (Setpgid)
+	// supervised: pid is the supervisor's, alone in its group; it forwards
+	// SIGTERM to the server's group and takes supervisorKillSignal for
+	// SIGKILL (see supervise.go).
+	supervised bool
+	logger     *slog.Logger
+	grace      time.Duration
 	// after starts Stop's grace periods. Tests replace it (before Stop) to
 	// decide when a period ends instead of racing the clock with real
 	// processes. time.After does not leak: an unreferenced timer is collected.
@@ -316,7 +528,7 @@ func (p *localProcess) exitError(werr error) error {
 	return e
 }
 
-// Stop ends the child: close stdin, wait StopGrace, SIGTERM the group, wait
+// Stop ends the child (see escalation): close stdin, wait StopGrace, SIGTERM the group, wait
 // StopGrace, SIGKILL the group. The escalation runs once, in a goroutine of
 // its own, whatever the callers' contexts; each caller waits for it or for
 // its ctx. A caller whose ctx ends first makes the escalation skip straight
@@ -340,37 +552,21 @@ func (p *localProcess) Stop(ctx context.Context) error {
 
 func (p *localProcess) stop() {
 	defer close(p.stopped)
-	// MCP 2025-11-25, Lifecycle, Shutdown, stdio: "the client SHOULD initiate shutdown
-	// by: 1. First, closing the input stream to the child process (the
-	// server) 2. Waiting for the server to exit, or sending SIGTERM if the
-	// server does not exit within a reasonable time 3. Sending SIGKILL if
-	// the server does not exit within a reasonable time after SIGTERM".
-	p.stdin.Close()
-	if !p.waitExit() {
-		p.logger.Info("MCP server still running after stdin was closed; sending SIGTERM to its process group", "grace", p.grace)
-		p.signalGroup(syscall.SIGTERM)
-		if !p.waitExit() {
-			p.logger.Warn("MCP server still running after SIGTERM; sending SIGKILL to its process group", "grace", p.grace)
-			p.signalGroup(syscall.SIGKILL)
-		}
+	e := escalation{
+		grace:      p.grace,
+		exited:     p.exited,
+		hurry:      p.hurry,
+		logger:     p.logger,
+		after:      p.after,
+		closeStdin: p.stdin.Close,
+		terminate:  func() { p.signalGroup(syscall.SIGTERM) }, // the whole process group
+		kill:       func() { p.signalGroup(syscall.SIGKILL) },
 	}
+	e.run()
 	// Once the leader is reaped, wait has already killed the rest of the
 	// group; done follows when stderr is drained.
 	<-p.done
 	p.stdout.close()
-}
-
-// waitExit reports whether the leader exited within the grace period. It
-// returns false at once if a Stop caller gave up.
-func (p *localProcess) waitExit() bool {
-	select {
-	case <-p.exited:
-		return true
-	case <-p.hurry:
-		return false
-	case <-p.after(p.grace):
-		return false
-	}
 }
 
 // signalGroup sends sig to the child's whole process group, unless the
@@ -381,6 +577,9 @@ func (p *localProcess) signalGroup(sig syscall.Signal) {
 	defer p.mu.Unlock()
 	if p.reaped {
 		return
+	}
+	if p.supervised && sig == syscall.SIGKILL {
+		sig = supervisorKillSignal
 	}
 	err := syscall.Kill(-p.pid, sig)
 	if errors.Is(err, syscall.ESRCH) {

@@ -20,13 +20,17 @@ import (
 	"log/slog"
 	"strings"
 	"sync"
+	"time"
 	"unicode/utf8"
+
+	"golang.org/x/time/rate"
 )
 
 // A Launcher starts one child per session.
 //
 // Launch must be safe for concurrent use. The returned Process is running and
-// its Stdin, Stdout are ready; the caller owns it and must call Stop once it
+// its Stdin, Stdout are ready; an error wraps ErrLaunch and names the
+// session once (callers add nothing). The caller owns it and must call Stop once it
 // no longer needs it (also after the child exited on its own, to release
 // resources such as a container).
 type Launcher interface {
@@ -95,7 +99,42 @@ const (
 	DefaultStderrLineBytes = 4096
 	// DefaultStderrTailLines is how many stderr lines an ExitError keeps.
 	DefaultStderrTailLines = 10
+	// DefaultStderrLinesPerSecond is how many stderr lines per second one
+	// session may log, on average (issue 13: 100,000 lines of 4 KB from one
+	// child wrote 307 MB of log in two minutes).
+	DefaultStderrLinesPerSecond = 100
+	// DefaultStderrBurst is how many stderr lines one session may log at
+	// once, above the rate, before lines are dropped: a stack trace fits.
+	DefaultStderrBurst = 500
+	// StderrDropReportInterval is how often, at most, a session whose
+	// stderr lines are being dropped logs how many were.
+	StderrDropReportInterval = 10 * time.Second
 )
+
+// StderrRate bounds the stderr lines one session logs: LinesPerSecond on
+// average, Burst at once. Lines beyond it are still read (the child never
+// blocks) and still kept for ExitError, but not logged; the number dropped
+// is logged at most every StderrDropReportInterval and when stderr ends.
+type StderrRate struct {
+	// LinesPerSecond: zero means DefaultStderrLinesPerSecond; negative
+	// means no limit.
+	LinesPerSecond float64
+	// Burst: zero or negative means DefaultStderrBurst.
+	Burst int
+}
+
+func (r StderrRate) limiter() *rate.Limiter {
+	if r.LinesPerSecond < 0 {
+		return nil
+	}
+	if r.LinesPerSecond == 0 {
+		r.LinesPerSecond = DefaultStderrLinesPerSecond
+	}
+	if r.Burst <= 0 {
+		r.Burst = DefaultStderrBurst
+	}
+	return rate.NewLimiter(rate.Limit(r.LinesPerSecond), r.Burst)
+}
 
 // stderrLogger reads a child's stderr line by line into the log and keeps
 // the last lines for ExitError. A line longer than the bound is cut (the rest
@@ -110,6 +149,9 @@ const (
 type stderrLogger struct {
 	logger  *slog.Logger
 	maxLine int
+	limit   *rate.Limiter // nil: no limit; used by run's goroutine only
+	dropped int           // lines not logged since the last report; run's goroutine only
+	report  time.Time     // when dropped lines were last reported
 
 	mu   sync.Mutex
 	tail []string // ring of the last lines, oldest first once full
@@ -130,7 +172,39 @@ func newStderrLogger(logger *slog.Logger, maxLine, tailLines int) *stderrLogger 
 	if tailLines <= 0 {
 		tailLines = DefaultStderrTailLines
 	}
-	return &stderrLogger{logger: logger, maxLine: maxLine, max: tailLines}
+	return &stderrLogger{logger: logger, maxLine: maxLine, max: tailLines, limit: StderrRate{}.limiter(), report: time.Now()}
+}
+
+// withRate replaces the default rate limit, before run.
+func (s *stderrLogger) withRate(r StderrRate) *stderrLogger {
+	s.limit = r.limiter()
+	return s
+}
+
+// log logs one line, or counts it as dropped when over the rate.
+func (s *stderrLogger) log(text string) {
+	if s.limit != nil && !s.limit.Allow() {
+		s.dropped++
+		if now := time.Now(); now.Sub(s.report) >= StderrDropReportInterval {
+			s.reportDropped(now)
+		}
+		return
+	}
+	if s.dropped > 0 {
+		s.reportDropped(time.Now())
+	}
+	s.logger.Info("server stderr", "line", text)
+}
+
+// reportDropped logs the count of dropped lines, if any, and resets it.
+func (s *stderrLogger) reportDropped(now time.Time) {
+	s.report = now
+	if s.dropped == 0 {
+		return
+	}
+	s.logger.Warn("server stderr: lines over the rate limit were not logged",
+		"dropped", s.dropped, "hint", "raise --stderr-lines-per-second or --stderr-burst to log more")
+	s.dropped = 0
 }
 
 // run drains r until EOF or error. It never stops reading early.
@@ -161,7 +235,7 @@ func (s *stderrLogger) run(r io.Reader) {
 			return
 		}
 		s.add(text)
-		s.logger.Info("server stderr", "line", text)
+		s.log(text)
 	}
 	for {
 		n, err := r.Read(chunk)
@@ -189,6 +263,7 @@ func (s *stderrLogger) run(r io.Reader) {
 			if len(buf) > 0 || truncated {
 				emit()
 			}
+			s.reportDropped(time.Now())
 			return
 		}
 	}

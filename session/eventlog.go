@@ -67,8 +67,18 @@ type EventLog struct {
 	bytes   int64 // bytes of event data held
 	// order is a FIFO of the stream of each held event, oldest first: it
 	// says which stream's first event to evict next. A ring, so that an
-	// append allocates nothing once the log has warmed up.
+	// append allocates nothing once the log has warmed up. A budget walk
+	// evicts from its middle and leaves nil there (see reclaim).
 	order ring
+
+	// budget, if not nil, also bounds the event data of this log and
+	// others (LogBudget). counted: the log is among the budget's logs and
+	// its bytes are in the budget's total; released: the session ended
+	// and the log left the budget for good (FinishAll).
+	budget   *LogBudget
+	counted  bool
+	released bool
+	walkGen  uint64 // numbers reclaim's walks over order
 }
 
 type logStream struct {
@@ -94,6 +104,9 @@ type logStream struct {
 	gen       uint64
 	attached  bool
 	transient bool // see NewTransientStream
+	// blocked is the walkGen of the reclaim walk that found this stream's
+	// oldest held event live: its later events are live too.
+	blocked uint64
 	// wake is closed (and set to nil) on append or finish. A waiting reader
 	// creates it, so an append with no reader waiting allocates nothing.
 	wake chan struct{}
@@ -145,21 +158,27 @@ func (l *EventLog) newStreamLocked() *logStream {
 // finished or unknown (the event is then dropped by the caller's choice).
 func (l *EventLog) Append(stream int64, data []byte) bool {
 	l.mu.Lock()
-	defer l.mu.Unlock()
 	s := l.streams[stream]
 	if s == nil || s.done {
+		l.mu.Unlock()
 		return false
 	}
-	l.appendLocked(s, data)
+	over := l.appendLocked(s, data)
+	l.mu.Unlock()
+	if over {
+		// Without l.mu: the walk takes the logs' locks one at a time.
+		l.budget.reclaim()
+	}
 	return true
 }
 
-func (l *EventLog) appendLocked(s *logStream, data []byte) {
+// appendLocked appends data to s and reports whether the budget is exceeded.
+func (l *EventLog) appendLocked(s *logStream, data []byte) (over bool) {
 	if s.transient {
 		s.push(data)
 		s.next++
 		s.wakeLocked()
-		return
+		return false
 	}
 	for l.events > 0 && (l.events+1 > l.maxEvents || l.bytes+int64(len(data)) > l.maxBytes) {
 		l.evictLocked()
@@ -170,6 +189,14 @@ func (l *EventLog) appendLocked(s *logStream, data []byte) {
 	l.bytes += int64(len(data))
 	l.order.push(s)
 	s.wakeLocked()
+	if l.budget != nil && !l.released {
+		if !l.counted {
+			l.counted = true
+			l.budget.register(l)
+		}
+		over = l.budget.add(int64(len(data)))
+	}
+	return over
 }
 
 // push appends data to s.events, keeping events a window of buf. The
@@ -204,6 +231,14 @@ func (s *logStream) wakeLocked() {
 // evictLocked drops the oldest event of the session.
 func (l *EventLog) evictLocked() {
 	s := l.order.pop()
+	for s == nil { // evicted by a budget walk already
+		s = l.order.pop()
+	}
+	l.dropFirstLocked(s)
+}
+
+// dropFirstLocked evicts the oldest held event of s and returns its size.
+func (l *EventLog) dropFirstLocked(s *logStream) int64 {
 	data := s.events[0]
 	s.events[0] = nil
 	s.events = s.events[1:]
@@ -218,7 +253,59 @@ func (l *EventLog) evictLocked() {
 	s.first++
 	l.events--
 	l.bytes -= int64(len(data))
+	if l.counted {
+		l.budget.total.Add(-int64(len(data)))
+	}
 	l.maybeFreeLocked(s)
+	return int64(len(data))
+}
+
+// heldBytes is the event data the log holds, transient streams aside.
+func (l *EventLog) heldBytes() int64 {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.bytes
+}
+
+// reclaim serves a budget walk: it evicts the oldest replayable events of
+// the log (those a reader was handed: seq <= sent) until it holds at most
+// floor bytes or has freed need bytes, and at least one if it can. Live
+// events stay, wherever they are in the order: the walk skips them, and
+// all later events of their stream. It returns the bytes the log still
+// holds, how many events it evicted, and whether replayable events remain.
+func (l *EventLog) reclaim(floor, need int64) (size int64, n int, more bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.released {
+		return l.bytes, 0, false
+	}
+	l.walkGen++
+	gen := l.walkGen
+	o := &l.order
+	freed := int64(0)
+	for i := 0; i < o.n; i++ {
+		j := (o.head + i) % len(o.buf)
+		s := o.buf[j]
+		if s == nil || s.blocked == gen {
+			continue
+		}
+		// In order, the first entry of s met is its oldest held event.
+		if s.first > s.sent {
+			s.blocked = gen // live, and so is the rest of s
+			continue
+		}
+		if n > 0 && (l.bytes <= floor || freed >= need) {
+			more = true // a replayable event is left
+			break
+		}
+		o.buf[j] = nil
+		freed += l.dropFirstLocked(s)
+		n++
+	}
+	for o.n > 0 && o.buf[o.head] == nil {
+		o.pop()
+	}
+	return l.bytes, n, more
 }
 
 func (l *EventLog) maybeFreeLocked(s *logStream) {
@@ -239,10 +326,18 @@ func (l *EventLog) Finish(stream int64) {
 	}
 }
 
-// FinishAll finishes every stream (the session ended).
+// FinishAll finishes every stream (the session ended). The log leaves its
+// budget: only the readers still attached read the events it holds, and
+// no resume can reach it any more.
 func (l *EventLog) FinishAll() {
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	if l.counted {
+		l.budget.total.Add(-l.bytes)
+		l.budget.unregister(l)
+		l.counted = false
+	}
+	l.released = true
 	for _, s := range l.streams {
 		if !s.done {
 			s.done = true
@@ -458,7 +553,8 @@ func (l *EventLog) Stats() (events int, bytes int64, streams int) {
 	return l.events, l.bytes, len(l.streams)
 }
 
-// ring is a growable FIFO of streams.
+// ring is a growable FIFO of streams. It may hold nil entries, where a
+// budget walk evicted an event out of order.
 type ring struct {
 	buf  []*logStream
 	head int
@@ -467,11 +563,22 @@ type ring struct {
 
 func (r *ring) push(s *logStream) {
 	if r.n == len(r.buf) {
-		nb := make([]*logStream, max(16, 2*len(r.buf)))
+		// Full: copy it over, without the holes a budget walk left.
+		kept := 0
 		for i := 0; i < r.n; i++ {
-			nb[i] = r.buf[(r.head+i)%len(r.buf)]
+			if r.buf[(r.head+i)%len(r.buf)] != nil {
+				kept++
+			}
 		}
-		r.buf, r.head = nb, 0
+		nb := make([]*logStream, max(16, 2*kept))
+		k := 0
+		for i := 0; i < r.n; i++ {
+			if e := r.buf[(r.head+i)%len(r.buf)]; e != nil {
+				nb[k] = e
+				k++
+			}
+		}
+		r.buf, r.head, r.n = nb, 0, k
 	}
 	r.buf[(r.head+r.n)%len(r.buf)] = s
 	r.n++

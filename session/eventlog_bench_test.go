@@ -62,9 +62,13 @@ func BenchmarkEventLogReplay10k(b *testing.B) {
 // bytes are made once outside the loop (the caller owns them), so
 // allocs/op counts what the log itself allocates per append.
 func BenchmarkEventLogAppend(b *testing.B) {
-	for _, streams := range []int{1, 16} {
-		b.Run(fmt.Sprintf("streams=%d", streams), func(b *testing.B) {
-			l := NewEventLog(DefaultLogMaxEvents, DefaultLogMaxBytes)
+	for _, c := range []struct {
+		streams int
+		budget  *LogBudget // the process-wide budget, never reached here: its hot path
+	}{{1, nil}, {16, nil}, {1, NewLogBudget(0)}, {16, NewLogBudget(0)}} {
+		streams := c.streams
+		b.Run(fmt.Sprintf("streams=%d/budget=%v", streams, c.budget != nil), func(b *testing.B) {
+			l := c.budget.NewEventLog(DefaultLogMaxEvents, DefaultLogMaxBytes)
 			ids := make([]int64, streams)
 			for i := range ids {
 				ids[i] = l.NewStream()

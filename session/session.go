@@ -107,6 +107,15 @@ type Options struct {
 	// means DefaultLogMaxEvents and DefaultLogMaxBytes.
 	LogMaxEvents int
 	LogMaxBytes  int64
+	// LogMaxTotalBytes bounds the event data of all sessions' logs together
+	// (see LogBudget: only events already handed to a connection are evicted
+	// for it). Zero means DefaultLogMaxTotalBytes; negative, no such bound.
+	LogMaxTotalBytes int64
+	// LogBudget, if set, is the budget the sessions' logs share instead of
+	// one of LogMaxTotalBytes: several registries of one process (a bridge
+	// serving several servers) then share one bound. Nil means a budget of
+	// the registry's own.
+	LogBudget *LogBudget
 	// InitializeTimeout ends a session whose server has not answered its
 	// initialize request after this long (a command that is not an MCP
 	// server, like cat, never does): the server is stopped and the request
@@ -178,9 +187,10 @@ var (
 
 // A Registry holds the live sessions. Its methods are safe for concurrent use.
 type Registry struct {
-	opts   Options
-	logger *slog.Logger
-	debug  bool // logs show session IDs whole (see logID)
+	opts      Options
+	logger    *slog.Logger
+	debug     bool       // logs show session IDs whole (see logID)
+	logBudget *LogBudget // shared by the sessions' logs
 
 	mu       sync.Mutex
 	sessions map[string]*Session
@@ -233,6 +243,10 @@ func NewRegistry(opts *Options) *Registry {
 		o.Logger = slog.Default()
 	}
 	r.logger = o.Logger
+	r.logBudget = o.LogBudget
+	if r.logBudget == nil {
+		r.logBudget = NewLogBudget(o.LogMaxTotalBytes)
+	}
 	r.debug = o.Logger.Enabled(context.Background(), slog.LevelDebug)
 	return r
 }
@@ -344,7 +358,9 @@ func (r *Registry) CreateWith(ctx context.Context, owner any, opts *CreateOption
 	proc, err := r.opts.Launcher.Launch(ctx, logID)
 	if err != nil {
 		logger.Error("cannot start the MCP server for a new session", "err", err)
-		return nil, fmt.Errorf("session %s: %w", logID, launchError{err})
+		// A launcher's error names the session (sandbox.Launcher); it is
+		// marked ErrLaunch, which the front end maps, as it is.
+		return nil, launchError{err}
 	}
 	s := &Session{
 		id:        id,
@@ -352,7 +368,7 @@ func (r *Registry) CreateWith(ctx context.Context, owner any, opts *CreateOption
 		owner:     owner,
 		reg:       r,
 		logger:    logger,
-		log:       NewEventLog(r.opts.LogMaxEvents, r.opts.LogMaxBytes),
+		log:       r.logBudget.NewEventLog(r.opts.LogMaxEvents, r.opts.LogMaxBytes),
 		inflight:  make(map[jsonrpc.ID]*call),
 		progress:  make(map[jsonrpc.ID]*call),
 		childReqs: make(map[jsonrpc.ID]int64),

@@ -9,29 +9,39 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"net/url"
 	"os"
+	"regexp"
+	"slices"
 	"sort"
+	"strconv"
 	"strings"
 	"time"
 
 	units "github.com/docker/go-units"
 	"github.com/kelseyhightower/envconfig"
 	"github.com/mcp-bridge/mcp-bridge/bridge"
+	"github.com/mcp-bridge/mcp-bridge/sandbox"
 	"github.com/mcp-bridge/mcp-bridge/session"
 )
 
-// config is the bridge's configuration. envconfig fills it from BRIDGE_*
-// variables (the envconfig tag names each one), then flags of the same name
-// in kebab case override it: flag --session-idle-timeout is variable
+// config is the bridge's configuration. It starts from defaultConfig (the
+// packages' exported defaults), envconfig fills it from BRIDGE_* variables
+// (the envconfig tag names each one), then flags of the same name in kebab
+// case override it: flag --session-idle-timeout is variable
 // BRIDGE_SESSION_IDLE_TIMEOUT. The tags hold whole names and Process gets no
 // prefix because envconfig falls back to a tag without its prefix: with
-// prefix BRIDGE and tag PATH, it would read the shell's $PATH.
+// prefix BRIDGE and tag PATH, it would read the shell's $PATH. No tag has a
+// default: a default lives once, in the package that uses it.
+//
+// Adding a flag: a field here, a line in newFlagSet, and a line in
+// defaultConfig if its zero value is not its default.
 type config struct {
-	Listen             string        `envconfig:"BRIDGE_LISTEN" default:"127.0.0.1:8080"`
-	Path               string        `envconfig:"BRIDGE_PATH" default:"/mcp"`
-	SessionIdleTimeout time.Duration `envconfig:"BRIDGE_SESSION_IDLE_TIMEOUT" default:"30m"`
-	MaxSessions        int           `envconfig:"BRIDGE_MAX_SESSIONS" default:"1000"`
-	MaxMessageBytes    int           `envconfig:"BRIDGE_MAX_MESSAGE_BYTES" default:"4194304"`
+	Listen             string        `envconfig:"BRIDGE_LISTEN"`
+	Path               string        `envconfig:"BRIDGE_PATH"`
+	SessionIdleTimeout time.Duration `envconfig:"BRIDGE_SESSION_IDLE_TIMEOUT"`
+	MaxSessions        int           `envconfig:"BRIDGE_MAX_SESSIONS"`
+	MaxMessageBytes    int           `envconfig:"BRIDGE_MAX_MESSAGE_BYTES"`
 	AllowedOrigins     []string      `envconfig:"BRIDGE_ALLOWED_ORIGINS"`
 	AllowedHosts       []string      `envconfig:"BRIDGE_ALLOWED_HOSTS"`
 	AuthTokenFile      string        `envconfig:"BRIDGE_AUTH_TOKEN_FILE"`
@@ -39,39 +49,50 @@ type config struct {
 	// visible to every user of the host in the process list.
 	AuthTokens      []string      `envconfig:"BRIDGE_AUTH_TOKENS"`
 	InsecureNoAuth  bool          `envconfig:"BRIDGE_INSECURE_NO_AUTH"`
-	LogFormat       string        `envconfig:"BRIDGE_LOG_FORMAT" default:"text"`
-	LogLevel        string        `envconfig:"BRIDGE_LOG_LEVEL" default:"info"`
-	StopGrace       time.Duration `envconfig:"BRIDGE_STOP_GRACE" default:"5s"`
-	ShutdownGrace   time.Duration `envconfig:"BRIDGE_SHUTDOWN_GRACE" default:"10s"`
+	TLSCert         string        `envconfig:"BRIDGE_TLS_CERT"`
+	TLSKey          string        `envconfig:"BRIDGE_TLS_KEY"`
+	TLSClientCA     string        `envconfig:"BRIDGE_TLS_CLIENT_CA"`
+	LogFormat       string        `envconfig:"BRIDGE_LOG_FORMAT"`
+	LogLevel        string        `envconfig:"BRIDGE_LOG_LEVEL"`
+	StopGrace       time.Duration `envconfig:"BRIDGE_STOP_GRACE"`
+	ShutdownGrace   time.Duration `envconfig:"BRIDGE_SHUTDOWN_GRACE"`
 	JSONResponse    bool          `envconfig:"BRIDGE_JSON_RESPONSE"`
 	SSEPollAfter    time.Duration `envconfig:"BRIDGE_SSE_POLL_AFTER"`
-	SSERetry        time.Duration `envconfig:"BRIDGE_SSE_RETRY" default:"1s"`
-	LogMaxEvents    int           `envconfig:"BRIDGE_LOG_MAX_EVENTS" default:"1024"`
-	LogMaxBytes     int64         `envconfig:"BRIDGE_LOG_MAX_BYTES" default:"8388608"`
-	StderrLineBytes int           `envconfig:"BRIDGE_STDERR_LINE_BYTES" default:"4096"`
+	SSERetry        time.Duration `envconfig:"BRIDGE_SSE_RETRY"`
+	LogMaxEvents    int           `envconfig:"BRIDGE_LOG_MAX_EVENTS"`
+	LogMaxBytes     int64         `envconfig:"BRIDGE_LOG_MAX_BYTES"`
+	StderrLineBytes int           `envconfig:"BRIDGE_STDERR_LINE_BYTES"`
 	// Zero means the session package's default, named in --help.
 	InitializeTimeout     time.Duration `envconfig:"BRIDGE_INITIALIZE_TIMEOUT"`
 	RequestTimeout        time.Duration `envconfig:"BRIDGE_REQUEST_TIMEOUT"`
 	MaxRequestsPerSession int           `envconfig:"BRIDGE_MAX_REQUESTS_PER_SESSION"`
 	MaxQueuedBytes        int64         `envconfig:"BRIDGE_MAX_QUEUED_BYTES"`
+	// Zero: the sandbox package's defaults.
+	StderrLinesPerSecond float64  `envconfig:"BRIDGE_STDERR_LINES_PER_SECOND"`
+	StderrBurst          int      `envconfig:"BRIDGE_STDERR_BURST"`
+	Env                  []string `envconfig:"BRIDGE_ENV"`
+	LocalUnsupervised    bool     `envconfig:"BRIDGE_LOCAL_UNSUPERVISED"`
 
-	BodyReadTimeout         time.Duration `envconfig:"BRIDGE_BODY_READ_TIMEOUT" default:"30s"`
-	WriteTimeout            time.Duration `envconfig:"BRIDGE_WRITE_TIMEOUT" default:"30s"`
-	HTTPIdleTimeout         time.Duration `envconfig:"BRIDGE_HTTP_IDLE_TIMEOUT" default:"90s"`
-	MaxConnections          int           `envconfig:"BRIDGE_MAX_CONNECTIONS" default:"8192"`
-	MaxConnectionsPerClient int           `envconfig:"BRIDGE_MAX_CONNECTIONS_PER_CLIENT" default:"1024"`
-	MaxBodyBytesInFlight    int64         `envconfig:"BRIDGE_MAX_BODY_BYTES_IN_FLIGHT" default:"268435456"`
+	BodyReadTimeout         time.Duration `envconfig:"BRIDGE_BODY_READ_TIMEOUT"`
+	WriteTimeout            time.Duration `envconfig:"BRIDGE_WRITE_TIMEOUT"`
+	HTTPIdleTimeout         time.Duration `envconfig:"BRIDGE_HTTP_IDLE_TIMEOUT"`
+	MaxConnections          int           `envconfig:"BRIDGE_MAX_CONNECTIONS"`
+	MaxConnectionsPerClient int           `envconfig:"BRIDGE_MAX_CONNECTIONS_PER_CLIENT"`
+	MaxBodyBytesInFlight    int64         `envconfig:"BRIDGE_MAX_BODY_BYTES_IN_FLIGHT"`
 
-	Sandbox        string   `envconfig:"BRIDGE_SANDBOX" default:"local"`
+	// Zero means session.DefaultLogMaxTotalBytes (defaultConfig).
+	LogMaxTotalBytes int64 `envconfig:"BRIDGE_LOG_MAX_TOTAL_BYTES"`
+
+	Sandbox        string   `envconfig:"BRIDGE_SANDBOX"`
 	Image          string   `envconfig:"BRIDGE_IMAGE"`
-	Pull           string   `envconfig:"BRIDGE_PULL" default:"missing"`
-	SandboxNetwork string   `envconfig:"BRIDGE_SANDBOX_NETWORK" default:"none"`
+	Pull           string   `envconfig:"BRIDGE_PULL"`
+	SandboxNetwork string   `envconfig:"BRIDGE_SANDBOX_NETWORK"`
 	SandboxMounts  []string `envconfig:"BRIDGE_SANDBOX_MOUNT"`
 	SandboxEnv     []string `envconfig:"BRIDGE_SANDBOX_ENV"`
-	SandboxMemory  string   `envconfig:"BRIDGE_SANDBOX_MEMORY" default:"512m"`
-	SandboxCPUs    float64  `envconfig:"BRIDGE_SANDBOX_CPUS" default:"1"`
-	SandboxPids    int64    `envconfig:"BRIDGE_SANDBOX_PIDS" default:"256"`
-	SandboxUser    string   `envconfig:"BRIDGE_SANDBOX_USER" default:"65534:65534"`
+	SandboxMemory  string   `envconfig:"BRIDGE_SANDBOX_MEMORY"`
+	SandboxCPUs    float64  `envconfig:"BRIDGE_SANDBOX_CPUS"`
+	SandboxPids    int64    `envconfig:"BRIDGE_SANDBOX_PIDS"`
+	SandboxUser    string   `envconfig:"BRIDGE_SANDBOX_USER"`
 	Instance       string   `envconfig:"BRIDGE_INSTANCE"`
 
 	Warm int `envconfig:"BRIDGE_WARM"`
@@ -85,17 +106,120 @@ type config struct {
 	AffinitySecret string `envconfig:"BRIDGE_AFFINITY_SECRET"`
 
 	// Derived.
+	given          []string // the flags (--name) and variables (BRIDGE_NAME) set, flags last
 	command        []string
 	tokens         []string
 	logLevel       slog.Level
 	memory         int64
 	affinitySecret []byte
+	env            []string    // Env resolved: NAME=VALUE entries
 	file           *configFile // --config, read
 
 	// Of one server of the config file (serverConfig).
 	serverName string
 	serverEnv  []string // the server's "env", NAME=VALUE
 	serverDir  string   // its "cwd"
+}
+
+// Defaults of what cmd/bridge itself uses; the others are the packages'.
+const (
+	DefaultListen        = "127.0.0.1:8080"
+	DefaultLogFormat     = "text"
+	DefaultLogLevel      = "info"
+	DefaultShutdownGrace = 10 * time.Second
+	DefaultSandbox       = "local"
+)
+
+// defaultConfig is the configuration before the environment and the flags.
+func defaultConfig() *config {
+	return &config{
+		Listen:             DefaultListen,
+		Path:               bridge.DefaultPath,
+		SessionIdleTimeout: session.DefaultIdleTimeout,
+		MaxSessions:        session.DefaultMaxSessions,
+		MaxMessageBytes:    session.DefaultMaxMessageBytes,
+		LogFormat:          DefaultLogFormat,
+		LogLevel:           DefaultLogLevel,
+		StopGrace:          sandbox.DefaultStopGrace,
+		ShutdownGrace:      DefaultShutdownGrace,
+		SSERetry:           bridge.DefaultSSERetry,
+		LogMaxEvents:       session.DefaultLogMaxEvents,
+		LogMaxBytes:        session.DefaultLogMaxBytes,
+		LogMaxTotalBytes:   session.DefaultLogMaxTotalBytes,
+		StderrLineBytes:    sandbox.DefaultStderrLineBytes,
+		Sandbox:            DefaultSandbox,
+		Pull:               string(sandbox.DefaultDockerPull),
+		SandboxNetwork:     sandbox.DefaultDockerNetwork,
+		SandboxMemory:      units.BytesSize(sandbox.DefaultDockerMemory),
+		SandboxCPUs:        sandbox.DefaultDockerCPUs,
+		SandboxPids:        sandbox.DefaultDockerPids,
+		SandboxUser:        sandbox.DefaultDockerUser,
+
+		BodyReadTimeout:         bridge.DefaultBodyReadTimeout,
+		WriteTimeout:            bridge.DefaultWriteTimeout,
+		HTTPIdleTimeout:         bridge.DefaultIdleTimeout,
+		MaxConnections:          bridge.DefaultMaxConnections,
+		MaxConnectionsPerClient: bridge.DefaultMaxConnectionsPerClient,
+		MaxBodyBytesInFlight:    int64(bridge.DefaultMaxBodyBytesInFlight),
+	}
+}
+
+// optionFlags maps each library option that a flag sets to that flag, so
+// that a message about an option (a library error that names its option, a
+// warning) names what the user types. TestOptionFlagsExist keeps it true.
+var optionFlags = map[string]string{
+	"bridge.Options.Path":                  "path",
+	"bridge.Options.AllowedOrigins":        "allowed-origins",
+	"bridge.Options.AllowedHosts":          "allowed-hosts",
+	"bridge.Options.AuthTokens":            "auth-token-file",
+	"bridge.Options.MaxMessageBytes":       "max-message-bytes",
+	"bridge.Options.JSONResponse":          "json-response",
+	"bridge.Options.SSEPollAfter":          "sse-poll-after",
+	"bridge.Options.SSERetry":              "sse-retry",
+	"session.Options.IdleTimeout":          "session-idle-timeout",
+	"session.Options.MaxSessions":          "max-sessions",
+	"session.Options.MaxMessageBytes":      "max-message-bytes",
+	"session.Options.LogMaxEvents":         "log-max-events",
+	"session.Options.LogMaxBytes":          "log-max-bytes",
+	"session.Options.LogMaxTotalBytes":     "log-max-total-bytes",
+	"sandbox.LocalOptions.StopGrace":       "stop-grace",
+	"sandbox.LocalOptions.StderrLineBytes": "stderr-line-bytes",
+	"sandbox.DockerOptions.Image":          "image",
+	"sandbox.DockerOptions.Pull":           "pull",
+	"sandbox.DockerOptions.Network":        "sandbox-network",
+	"sandbox.DockerOptions.Mounts":         "sandbox-mount",
+	"sandbox.DockerOptions.Env":            "sandbox-env",
+	"sandbox.DockerOptions.Memory":         "sandbox-memory",
+	"sandbox.DockerOptions.CPUs":           "sandbox-cpus",
+	"sandbox.DockerOptions.Pids":           "sandbox-pids",
+	"sandbox.DockerOptions.User":           "sandbox-user",
+	"sandbox.DockerOptions.StopGrace":      "stop-grace",
+	"sandbox.DockerOptions.Instance":       "instance",
+	"affinity.Options.Self":                "affinity-addr",
+	"affinity.Options.Secret":              "affinity-secret-file",
+}
+
+// flagOf is "--flag" for a library option of optionFlags.
+func flagOf(option string) string {
+	if f, ok := optionFlags[option]; ok {
+		return "--" + f
+	}
+	return option
+}
+
+// explain names the flag in a library error about one option. A library
+// error names its option with an Option method ("sandbox.DockerOptions.User").
+func explain(err error) error {
+	var oe interface {
+		error
+		Option() string
+	}
+	if errors.As(err, &oe) {
+		if f, ok := optionFlags[oe.Option()]; ok {
+			return fmt.Errorf("--%s: %w", f, err)
+		}
+	}
+	return err
 }
 
 const envPrefix = "BRIDGE"
@@ -131,11 +255,36 @@ func (l *listFlag) Set(v string) error {
 	return nil
 }
 
+// repeatFlag is a flag that may be repeated; unlike listFlag, a value is
+// never split at commas (an environment value may hold them).
+type repeatFlag struct {
+	dst *[]string
+	set bool
+}
+
+func (l *repeatFlag) String() string {
+	if l.dst == nil {
+		return ""
+	}
+	return strings.Join(*l.dst, " ")
+}
+
+func (l *repeatFlag) Set(v string) error {
+	if !l.set {
+		*l.dst = nil // flags replace what the environment said
+		l.set = true
+	}
+	*l.dst = append(*l.dst, v)
+	return nil
+}
+
 // newFlagSet binds every flag to c. Defaults shown are those in effect
-// (built-in, or from the environment).
-func newFlagSet(c *config, out io.Writer) *flag.FlagSet {
+// (built-in, or from the environment). The flag package prints nothing:
+// parseFlags turns its errors into one line, and --help goes to stdout.
+func newFlagSet(c *config) *flag.FlagSet {
 	fs := flag.NewFlagSet("bridge", flag.ContinueOnError)
-	fs.SetOutput(out)
+	fs.SetOutput(io.Discard)
+	fs.Usage = func() {}
 	fs.StringVar(&c.Listen, "listen", c.Listen, "`address` to listen on; a non-loopback address requires auth tokens or --insecure-no-auth")
 	fs.StringVar(&c.Path, "path", c.Path, "HTTP `path` of the MCP endpoint")
 	fs.DurationVar(&c.SessionIdleTimeout, "session-idle-timeout", c.SessionIdleTimeout, "end a session after this long without a client message, whatever streams are open (negative: never)")
@@ -145,6 +294,9 @@ func newFlagSet(c *config, out io.Writer) *flag.FlagSet {
 	fs.Var(&listFlag{dst: &c.AllowedHosts}, "allowed-hosts", "Host header `names` accepted (comma-separated or repeated; * allows any); default: the loopback names when --listen is loopback, else any")
 	fs.StringVar(&c.AuthTokenFile, "auth-token-file", c.AuthTokenFile, "`file` of accepted bearer tokens, one per line (BRIDGE_AUTH_TOKENS also takes them, comma-separated)")
 	fs.BoolVar(&c.InsecureNoAuth, "insecure-no-auth", c.InsecureNoAuth, "allow a non-loopback --listen address without auth tokens (anyone who reaches it runs your server)")
+	fs.StringVar(&c.TLSCert, "tls-cert", c.TLSCert, "serve HTTPS with this PEM certificate `file` (chain included); reloaded with --tls-key on SIGHUP")
+	fs.StringVar(&c.TLSKey, "tls-key", c.TLSKey, "PEM private key `file` of --tls-cert")
+	fs.StringVar(&c.TLSClientCA, "tls-client-ca", c.TLSClientCA, "require client certificates signed by a CA in this PEM `file` (mutual TLS); a non-loopback --listen then needs no auth tokens")
 	fs.StringVar(&c.LogFormat, "log-format", c.LogFormat, "log `format`: text or json")
 	fs.StringVar(&c.LogLevel, "log-level", c.LogLevel, "log `level`: debug, info, warn or error")
 	fs.DurationVar(&c.StopGrace, "stop-grace", c.StopGrace, "when stopping a server: wait this long after closing stdin before SIGTERM, and again before SIGKILL")
@@ -154,7 +306,12 @@ func newFlagSet(c *config, out io.Writer) *flag.FlagSet {
 	fs.DurationVar(&c.SSERetry, "sse-retry", c.SSERetry, "reconnection delay announced in the SSE retry field with --sse-poll-after")
 	fs.IntVar(&c.LogMaxEvents, "log-max-events", c.LogMaxEvents, "most events each session's resumption log holds")
 	fs.Int64Var(&c.LogMaxBytes, "log-max-bytes", c.LogMaxBytes, "most `bytes` each session's resumption log holds")
+	fs.Int64Var(&c.LogMaxTotalBytes, "log-max-total-bytes", c.LogMaxTotalBytes, "most `bytes` all sessions' resumption logs hold together; beyond it the largest logs lose their oldest already-delivered events")
 	fs.IntVar(&c.StderrLineBytes, "stderr-line-bytes", c.StderrLineBytes, "longest server stderr line logged, in `bytes`; longer lines are cut")
+	fs.Float64Var(&c.StderrLinesPerSecond, "stderr-lines-per-second", c.StderrLinesPerSecond, fmt.Sprintf("server stderr lines logged per second and session, on average; more are dropped (counted in the log) (0: %d; negative: no limit)", sandbox.DefaultStderrLinesPerSecond))
+	fs.IntVar(&c.StderrBurst, "stderr-burst", c.StderrBurst, fmt.Sprintf("server stderr lines a session may log at once above --stderr-lines-per-second (0: %d)", sandbox.DefaultStderrBurst))
+	fs.Var(&repeatFlag{dst: &c.Env}, "env", "set `NAME=VALUE` for local servers, or NAME alone to pass the bridge's value (repeatable; the variable is comma-separated); besides these they get only "+sandbox.DefaultEnvAllow+" of the bridge's environment, never a BRIDGE_* variable")
+	fs.BoolVar(&c.LocalUnsupervised, "local-unsupervised", c.LocalUnsupervised, "run local servers without their supervisor (this binary, which ends everything a server started when it exits, is stopped, or the bridge dies): saves a process and about 2.4 MB per session, but what a server starts may then outlive it or a killed bridge")
 	fs.DurationVar(&c.BodyReadTimeout, "body-read-timeout", c.BodyReadTimeout, "a POST body must arrive within this long after its headers, else 408 (negative: no limit)")
 	fs.DurationVar(&c.WriteTimeout, "write-timeout", c.WriteTimeout, "each SSE event or JSON answer must reach the client within this long, else the connection closes; time between events does not count (negative: no limit)")
 	fs.DurationVar(&c.HTTPIdleTimeout, "http-idle-timeout", c.HTTPIdleTimeout, "close a keep-alive connection after this long without a request (negative: never); keep it above the idle timeout of a proxy in front")
@@ -185,7 +342,6 @@ func newFlagSet(c *config, out io.Writer) *flag.FlagSet {
 	fs.StringVar(&c.AffinitySecretFile, "affinity-secret-file", c.AffinitySecretFile, "`file` holding the secret (32 bytes or more) shared by all instances, which authenticates owners in session IDs (BRIDGE_AFFINITY_SECRET also takes it)")
 	fs.StringVar(&c.Config, "config", c.Config, "serve the MCP servers of this JSON `file` (the mcpServers format of desktop clients), each at /servers/NAME/mcp, instead of one COMMAND; SIGHUP reloads it")
 	fs.BoolVar(&c.NoLegacySSE, "no-legacy-sse", c.NoLegacySSE, "do not serve the legacy HTTP+SSE transport (revision 2024-11-05), otherwise at /sse and /message beside each MCP endpoint")
-	fs.Usage = func() { usage(fs, out) }
 	return fs
 }
 
@@ -194,6 +350,8 @@ func usage(fs *flag.FlagSet, out io.Writer) {
   bridge [flags] -- COMMAND [ARGS...]     serve MCP Streamable HTTP in front of a stdio MCP server
   bridge image build --from SPEC [...]    build an image bundling the bridge and a server
   bridge deploy aws --stack NAME [...]    deploy to AWS ECS behind a load balancer
+  bridge --version                        the version and revision of this build
+  bridge connect URL [flags]              the reverse: a stdio MCP server forwarding to a remote one (see bridge connect --help)
 
 Each session gets its own server: COMMAND runs once per session.
 
@@ -226,8 +384,9 @@ Go runtime:
 }
 
 // parseConfig reads the environment, then the flags, and checks the result.
-func parseConfig(args []string, out io.Writer) (*config, error) {
-	c, err := loadConfig(args, out)
+// It returns flag.ErrHelp for -h, --help and help.
+func parseConfig(args []string) (*config, error) {
+	c, err := loadConfig(args)
 	if err != nil {
 		return nil, err
 	}
@@ -235,22 +394,129 @@ func parseConfig(args []string, out io.Writer) (*config, error) {
 }
 
 // loadConfig reads the environment, then the flags.
-func loadConfig(args []string, out io.Writer) (*config, error) {
-	c := &config{}
+func loadConfig(args []string) (*config, error) {
+	c := defaultConfig()
 	if err := envconfig.Process("", c); err != nil {
-		return nil, fmt.Errorf("reading %s_* environment variables: %w", envPrefix, err)
+		return nil, envError(err)
 	}
-	fs := newFlagSet(c, out)
+	fs := newFlagSet(c)
 	if err := fs.Parse(args); err != nil {
-		return nil, err
+		return nil, flagError(fs, err)
 	}
 	if fs.NArg() > 0 {
 		c.command = fs.Args()
 	}
+	fs.VisitAll(func(f *flag.Flag) {
+		if v, ok := os.LookupEnv(envName(f.Name)); ok && v != "" {
+			c.given = append(c.given, envName(f.Name))
+		}
+	})
+	fs.Visit(func(f *flag.Flag) { c.given = append(c.given, "--"+f.Name) })
 	if err := c.readFile(fs); err != nil {
 		return nil, err
 	}
 	return c, nil
+}
+
+// helpConfig is the configuration --help shows defaults from: the built-in
+// ones and the environment's, if it can be read.
+func helpConfig() *config {
+	c := defaultConfig()
+	if envconfig.Process("", c) != nil {
+		c = defaultConfig()
+	}
+	return c
+}
+
+// envError says which variable envconfig could not read, and why, as
+// flagError does for flags.
+func envError(err error) error {
+	var pe *envconfig.ParseError
+	if errors.As(err, &pe) {
+		return fmt.Errorf("%s=%s: %s", pe.KeyName, pe.Value, valueProblem(pe.TypeName, pe.Value, pe.Err))
+	}
+	return fmt.Errorf("reading %s_* environment variables: %w", envPrefix, err)
+}
+
+// The flag package's error texts (flag/flag.go), rewritten by flagError.
+var (
+	reFlagValue   = regexp.MustCompile(`^invalid (?:boolean )?value "(.*)" for (?:flag )?-([^:]+): (.*)$`)
+	reFlagUnknown = regexp.MustCompile(`^flag provided but not defined: -(.*)$`)
+	reFlagNoValue = regexp.MustCompile(`^flag needs an argument: -(.*)$`)
+)
+
+// flagError turns an error of fs.Parse into one line that names the flag as
+// the documentation does (--max-sessions) and says what was wrong.
+func flagError(fs *flag.FlagSet, err error) error {
+	if errors.Is(err, flag.ErrHelp) {
+		return err
+	}
+	msg := err.Error()
+	if m := reFlagValue.FindStringSubmatch(msg); m != nil {
+		typ := ""
+		if f := fs.Lookup(m[2]); f != nil {
+			typ = fmt.Sprintf("%T", f.Value)
+		}
+		return fmt.Errorf("--%s %s: %s", m[2], m[1], valueProblem(typ, m[1], errors.New(m[3])))
+	}
+	if m := reFlagUnknown.FindStringSubmatch(msg); m != nil {
+		return fmt.Errorf("unknown flag --%s", strings.TrimPrefix(m[1], "-"))
+	}
+	if m := reFlagNoValue.FindStringSubmatch(msg); m != nil {
+		return fmt.Errorf("--%s needs a value", m[1])
+	}
+	return err
+}
+
+// valueProblem says what a value of a flag or variable of type typ (a
+// flag.Value's or envconfig's type name) should have been.
+func valueProblem(typ, value string, err error) string {
+	switch {
+	case strings.Contains(typ, "uration"):
+		if _, perr := strconv.ParseFloat(value, 64); perr == nil {
+			return "a duration needs a unit, e.g. " + value + "s"
+		}
+		return "want a duration such as 30s, 5m or 1h"
+	case strings.Contains(typ, "int"):
+		return "want a whole number"
+	case strings.Contains(typ, "float"):
+		return "want a number"
+	case strings.Contains(typ, "bool"):
+		return "want true or false"
+	}
+	return err.Error()
+}
+
+// checkSandboxOnly refuses options of the Docker sandbox with --sandbox
+// local: they would be silently ignored, and a user who asked for a
+// network-less server would get one with the host's network.
+func checkSandboxOnly(c *config) error {
+	if c.Sandbox != "local" {
+		return nil
+	}
+	var given []string
+	for _, g := range c.given {
+		name := strings.TrimPrefix(g, "--")
+		if g == name { // BRIDGE_SANDBOX_USER
+			name = strings.ToLower(strings.ReplaceAll(strings.TrimPrefix(g, envPrefix+"_"), "_", "-"))
+		}
+		if sandboxOnly(name) && !slices.Contains(given, g) {
+			given = append(given, g)
+		}
+	}
+	switch len(given) {
+	case 0:
+		return nil
+	case 1:
+		return fmt.Errorf("%s only applies to --sandbox docker (with --sandbox local, the default, the server is a process of the bridge's user); remove it or add --sandbox docker", given[0])
+	}
+	return fmt.Errorf("%s only apply to --sandbox docker (with --sandbox local, the default, the server is a process of the bridge's user); remove them or add --sandbox docker",
+		strings.Join(given, ", "))
+}
+
+// sandboxOnly reports whether a flag configures the Docker sandbox only.
+func sandboxOnly(name string) bool {
+	return strings.HasPrefix(name, "sandbox-") || name == "image" || name == "pull" || name == "instance"
 }
 
 func (c *config) finish() error {
@@ -264,6 +530,23 @@ func (c *config) finish() error {
 	case "local", "docker":
 	default:
 		return fmt.Errorf("--sandbox %q: want local or docker", c.Sandbox)
+	}
+	if err := checkSandboxOnly(c); err != nil {
+		return err
+	}
+	if err := checkListen(c.Listen); err != nil {
+		return err
+	}
+	if c.SSEPollAfter < 0 {
+		return fmt.Errorf("--sse-poll-after %s: want 0 (never) or more", c.SSEPollAfter)
+	}
+	if c.SSERetry < 0 {
+		return fmt.Errorf("--sse-retry %s: want 0 or more", c.SSERetry)
+	}
+	for _, o := range c.AllowedOrigins {
+		if err := checkOrigin(o); err != nil {
+			return fmt.Errorf("--allowed-origins %q: %v", o, err)
+		}
 	}
 	if c.Sandbox == "docker" && c.Image == "" && c.Config == "" {
 		return errors.New("--sandbox docker needs --image")
@@ -296,8 +579,21 @@ func (c *config) finish() error {
 	if c.BodyReadTimeout == 0 || c.WriteTimeout == 0 || c.HTTPIdleTimeout == 0 {
 		return errors.New("--body-read-timeout, --write-timeout and --http-idle-timeout must not be 0 (negative: no limit)")
 	}
-	if c.MaxSessions <= 0 || c.MaxMessageBytes <= 0 || c.LogMaxEvents <= 0 || c.LogMaxBytes <= 0 {
-		return errors.New("--max-sessions, --max-message-bytes, --log-max-events and --log-max-bytes must be positive")
+	for _, p := range []struct {
+		flag string
+		v    int64
+	}{
+		{"max-sessions", int64(c.MaxSessions)},
+		{"max-message-bytes", int64(c.MaxMessageBytes)},
+		{"log-max-events", int64(c.LogMaxEvents)},
+		{"log-max-bytes", c.LogMaxBytes},
+	} {
+		if p.v <= 0 {
+			return fmt.Errorf("--%s %d: want 1 or more", p.flag, p.v)
+		}
+	}
+	if c.LogMaxTotalBytes <= 0 {
+		return fmt.Errorf("--log-max-total-bytes %d: want a positive number of bytes", c.LogMaxTotalBytes)
 	}
 	if c.MaxRequestsPerSession < 0 || c.MaxQueuedBytes < 0 {
 		return errors.New("--max-requests-per-session and --max-queued-bytes must be positive (or 0 for the default)")
@@ -307,6 +603,9 @@ func (c *config) finish() error {
 		return fmt.Errorf("--sandbox-memory %q: want a size such as 512m or 1g", c.SandboxMemory)
 	}
 	c.memory = mem
+	if c.env, err = sandbox.ParseEnv(c.Env, nil); err != nil {
+		return err
+	}
 
 	for _, t := range c.AuthTokens {
 		// An empty token must never be accepted: BRIDGE_AUTH_TOKENS=""
@@ -342,9 +641,14 @@ func (c *config) finish() error {
 		// loopback bridge sends the attacker's host name.
 		c.AllowedHosts = bridge.LoopbackHosts
 	}
-	if len(c.tokens) == 0 && !c.InsecureNoAuth && !isLoopback(c.Listen) {
+	if err := c.checkTLS(); err != nil {
+		return err
+	}
+	// With mutual TLS only holders of a certificate the CA signed connect:
+	// that authenticates them as well as a token would.
+	if len(c.tokens) == 0 && !c.InsecureNoAuth && c.TLSClientCA == "" && !isLoopback(c.Listen) {
 		return fmt.Errorf("refusing to listen on %s without authentication: anyone who reaches it could run your server; "+
-			"give tokens with --auth-token-file or %s_AUTH_TOKENS, or pass --insecure-no-auth", c.Listen, envPrefix)
+			"give tokens with --auth-token-file or %s_AUTH_TOKENS, require client certificates with --tls-client-ca, or pass --insecure-no-auth", c.Listen, envPrefix)
 	}
 	return c.checkServers()
 }
@@ -370,6 +674,37 @@ func readTokens(path string) ([]string, error) {
 		return nil, fmt.Errorf("--auth-token-file %s holds no token (one per line)", path)
 	}
 	return toks, nil
+}
+
+// checkListen refuses a --listen address that net.Listen would refuse, with
+// what is wrong in it (before the check for authentication, which would
+// otherwise blame a typo on missing tokens).
+func checkListen(addr string) error {
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return fmt.Errorf("--listen %s: malformed address: want HOST:PORT, e.g. 127.0.0.1:8080 or 0.0.0.0:8080", addr)
+	}
+	if n, err := strconv.ParseUint(port, 10, 16); err != nil {
+		if _, err := net.LookupPort("tcp", port); err != nil || n > 0 {
+			return fmt.Errorf("--listen %s: port %s is invalid: want a number from 0 to 65535", addr, port)
+		}
+	}
+	if strings.ContainsAny(host, " /") {
+		return fmt.Errorf("--listen %s: malformed host %q: want an IP address or a host name", addr, host)
+	}
+	return nil
+}
+
+// checkOrigin accepts what an Origin header holds (scheme://host[:port]) or *.
+func checkOrigin(o string) error {
+	if o == "*" {
+		return nil
+	}
+	u, err := url.Parse(o)
+	if err != nil || u.Scheme == "" || u.Host == "" || (u.Path != "" && u.Path != "/") || u.RawQuery != "" || u.Fragment != "" || u.User != nil {
+		return errors.New("want an origin such as https://app.example.com (scheme://host[:port], no path) or *")
+	}
+	return nil
 }
 
 // isLoopback reports whether a listen address binds loopback only.

@@ -8,16 +8,20 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/mcp-bridge/mcp-bridge/bridge"
+	"github.com/mcp-bridge/mcp-bridge/cloudformation"
+	"github.com/mcp-bridge/mcp-bridge/sandbox"
+	"github.com/mcp-bridge/mcp-bridge/session"
 )
 
 // Every flag is also read from its BRIDGE_* variable, into the same field.
 func TestEveryFlagHasAnEnvironmentVariable(t *testing.T) {
-	fs := newFlagSet(&config{}, io.Discard)
+	fs := newFlagSet(&config{})
 	n := 0
 	fs.VisitAll(func(f *flag.Flag) {
 		n++
@@ -35,6 +39,8 @@ func TestEveryFlagHasAnEnvironmentVariable(t *testing.T) {
 			v = "some-value"
 		case "*main.listFlag":
 			v = "a,b"
+		case "*main.repeatFlag":
+			v = "A=1"
 		default:
 			t.Fatalf("flag --%s has an unhandled type %s", f.Name, typ)
 		}
@@ -44,20 +50,24 @@ func TestEveryFlagHasAnEnvironmentVariable(t *testing.T) {
 			os.WriteFile(v, []byte(`{"mcpServers": {"a": {"command": "x"}}}`), 0o600)
 		}
 		t.Run(f.Name, func(t *testing.T) {
-			fromFlag, err := loadConfig([]string{"--" + f.Name + "=" + v}, io.Discard)
+			fromFlag, err := loadConfig([]string{"--" + f.Name + "=" + v})
 			if err != nil {
 				t.Fatal(err)
 			}
 			t.Setenv(envName(f.Name), v)
-			fromEnv, err := loadConfig(nil, io.Discard)
+			fromEnv, err := loadConfig(nil)
 			if err != nil {
 				t.Fatal(err)
 			}
+			if want := []string{envName(f.Name)}; !reflect.DeepEqual(fromEnv.given, want) || !reflect.DeepEqual(fromFlag.given, []string{"--" + f.Name}) {
+				t.Fatalf("given: %q and %q", fromFlag.given, fromEnv.given)
+			}
+			fromFlag.given, fromEnv.given = nil, nil
 			if !reflect.DeepEqual(fromFlag, fromEnv) {
 				t.Fatalf("--%s=%s and %s=%s configure different things:\n%#v\n%#v", f.Name, v, envName(f.Name), v, fromFlag, fromEnv)
 			}
 			os.Unsetenv(envName(f.Name))
-			defaults, _ := loadConfig(nil, io.Discard)
+			defaults, _ := loadConfig(nil)
 			if reflect.DeepEqual(defaults, fromEnv) {
 				t.Fatalf("%s=%s changed nothing", envName(f.Name), v)
 			}
@@ -72,7 +82,7 @@ func TestFlagsWinOverEnvironment(t *testing.T) {
 	t.Setenv("BRIDGE_LISTEN", "127.0.0.1:1111")
 	t.Setenv("BRIDGE_SESSION_IDLE_TIMEOUT", "1m")
 	t.Setenv("BRIDGE_ALLOWED_ORIGINS", "https://a.example,https://b.example")
-	c, err := parseConfig([]string{"--listen", "127.0.0.1:2222", "--allowed-origins", "https://c.example", "--", "srv", "-x"}, io.Discard)
+	c, err := parseConfig([]string{"--listen", "127.0.0.1:2222", "--allowed-origins", "https://c.example", "--", "srv", "-x"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -86,7 +96,7 @@ func TestFlagsWinOverEnvironment(t *testing.T) {
 // shell's $PATH become --path.
 func TestShellPathIsNotTheEndpointPath(t *testing.T) {
 	t.Setenv("PATH", "/usr/bin:/bin")
-	c, err := parseConfig([]string{"--", "srv"}, io.Discard)
+	c, err := parseConfig([]string{"--", "srv"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -119,10 +129,11 @@ func TestConfigErrors(t *testing.T) {
 		{[]string{"--pull", "sometimes", "--", "srv"}, "--pull"},
 		{[]string{"--path", "mcp", "--", "srv"}, "must start with /"},
 		{[]string{"--sandbox-memory", "lots", "--", "srv"}, "--sandbox-memory"},
-		{[]string{"--max-sessions", "0", "--", "srv"}, "must be positive"},
+		{[]string{"--max-sessions", "0", "--", "srv"}, "--max-sessions 0: want 1 or more"},
+		{[]string{"--log-max-bytes", "-1", "--", "srv"}, "--log-max-bytes -1: want 1 or more"},
 	}
 	for _, tc := range tests {
-		c, err := parseConfig(tc.args, io.Discard)
+		c, err := parseConfig(tc.args)
 		switch {
 		case tc.err == "" && err != nil:
 			t.Errorf("%q: %v", tc.args, err)
@@ -134,26 +145,26 @@ func TestConfigErrors(t *testing.T) {
 		}
 	}
 	t.Setenv("BRIDGE_AUTH_TOKENS", " , ")
-	if _, err := parseConfig([]string{"--listen", "0.0.0.0:1", "--", "srv"}, io.Discard); err == nil {
+	if _, err := parseConfig([]string{"--listen", "0.0.0.0:1", "--", "srv"}); err == nil {
 		t.Fatal("blank BRIDGE_AUTH_TOKENS counted as a token")
 	}
-	if _, err := parseConfig([]string{"--affinity-addr", "10.0.0.1:8080", "--", "srv"}, io.Discard); err == nil || !strings.Contains(err.Error(), "needs a secret") {
+	if _, err := parseConfig([]string{"--affinity-addr", "10.0.0.1:8080", "--", "srv"}); err == nil || !strings.Contains(err.Error(), "needs a secret") {
 		t.Fatalf("--affinity-addr without a secret: %v", err)
 	}
 	t.Setenv("BRIDGE_AFFINITY_SECRET", strings.Repeat("s", 32))
-	if _, err := parseConfig([]string{"--", "srv"}, io.Discard); err == nil || !strings.Contains(err.Error(), "needs --affinity-addr") {
+	if _, err := parseConfig([]string{"--", "srv"}); err == nil || !strings.Contains(err.Error(), "needs --affinity-addr") {
 		t.Fatalf("an affinity secret without --affinity-addr: %v", err)
 	}
 	t.Setenv("BRIDGE_AFFINITY_SECRET", "")
 	t.Setenv("BRIDGE_AUTH_TOKENS", "t1,t2")
-	c, err := parseConfig([]string{"--listen", "0.0.0.0:1", "--", "srv"}, io.Discard)
+	c, err := parseConfig([]string{"--listen", "0.0.0.0:1", "--", "srv"})
 	if err != nil || len(c.tokens) != 2 {
 		t.Fatalf("BRIDGE_AUTH_TOKENS: %v %q", err, c.tokens)
 	}
 	if strings.Join(c.AllowedHosts, ",") != "" {
 		t.Fatalf("non-loopback listen restricts hosts to %q", c.AllowedHosts)
 	}
-	c, _ = parseConfig([]string{"--", "srv"}, io.Discard)
+	c, _ = parseConfig([]string{"--", "srv"})
 	if strings.Join(c.AllowedHosts, ",") != "localhost,127.0.0.1,::1" {
 		t.Fatalf("loopback listen allows hosts %q", c.AllowedHosts)
 	}
@@ -161,12 +172,12 @@ func TestConfigErrors(t *testing.T) {
 
 func TestHelpShowsFlagsAndVariables(t *testing.T) {
 	var out bytes.Buffer
-	code := run(t.Context(), []string{"--help"}, io.Discard, &out)
+	code := run(t.Context(), []string{"--help"}, &out, io.Discard)
 	if code != 0 {
 		t.Fatalf("--help exit %d", code)
 	}
 	help := out.String()
-	newFlagSet(&config{}, io.Discard).VisitAll(func(f *flag.Flag) {
+	newFlagSet(&config{}).VisitAll(func(f *flag.Flag) {
 		if !strings.Contains(help, "--"+f.Name+" ") || !strings.Contains(help, "env "+envName(f.Name)) {
 			t.Errorf("--help lacks --%s or %s", f.Name, envName(f.Name))
 		}
@@ -179,7 +190,7 @@ func TestHelpShowsFlagsAndVariables(t *testing.T) {
 // The defaults of the HTTP edge's flags are the bridge package's constants,
 // which document them.
 func TestHTTPEdgeDefaults(t *testing.T) {
-	c, err := loadConfig(nil, io.Discard)
+	c, err := loadConfig(nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -200,16 +211,104 @@ func TestHTTPEdgeDefaults(t *testing.T) {
 	}
 }
 
+// envNamesRead are the variables cmd/bridge reads: the envconfig tags.
+func envNamesRead(t *testing.T) map[string]bool {
+	t.Helper()
+	read := map[string]bool{}
+	typ := reflect.TypeOf(config{})
+	for i := range typ.NumField() {
+		if tag := typ.Field(i).Tag.Get("envconfig"); tag != "" {
+			read[tag] = true
+		}
+	}
+	return read
+}
+
+// Every BRIDGE_* variable that the CloudFormation template (bridge.yaml and
+// the names cloudformation.go exports for it) and the Dockerfiles set is one
+// that cmd/bridge reads: a renamed flag must not silently drop a deployment's
+// setting.
+func TestDeploymentsSetVariablesTheBridgeReads(t *testing.T) {
+	read := envNamesRead(t)
+	named := regexp.MustCompile(`\bBRIDGE_[A-Z0-9_]+\b`)
+	sources := map[string][]byte{"cloudformation/bridge.yaml": cloudformation.Template}
+	for _, f := range []string{"cloudformation/cloudformation.go", "dockerfiles/Dockerfile", "dockerfiles/scratch.Dockerfile",
+		"dockerfiles/go.Dockerfile.tmpl", "dockerfiles/npx.Dockerfile.tmpl", "dockerfiles/uvx.Dockerfile.tmpl"} {
+		b, err := os.ReadFile(filepath.Join("..", "..", f))
+		if err != nil {
+			t.Fatal(err)
+		}
+		sources[f] = b
+	}
+	for f, b := range sources {
+		names := named.FindAllString(string(b), -1)
+		if len(names) == 0 {
+			t.Errorf("%s sets no BRIDGE_* variable", f)
+		}
+		for _, n := range names {
+			if !read[n] {
+				t.Errorf("%s sets %s, which cmd/bridge does not read", f, n)
+			}
+		}
+	}
+	for _, n := range []string{cloudformation.EnvListen, cloudformation.EnvPath, cloudformation.EnvSandbox, cloudformation.EnvAffinityAddr,
+		cloudformation.EnvLogFormat, cloudformation.EnvAuthTokens, cloudformation.EnvAffinitySecret} {
+		if !read[n] {
+			t.Errorf("cloudformation names %s, which cmd/bridge does not read", n)
+		}
+	}
+}
+
+// A default lives once, in the package that uses it: no envconfig default
+// tag repeats it (defaultConfig sets it from the package's constant).
+func TestNoDefaultTags(t *testing.T) {
+	typ := reflect.TypeOf(config{})
+	for i := range typ.NumField() {
+		if d, ok := typ.Field(i).Tag.Lookup("default"); ok {
+			t.Errorf("config.%s has default:%q; set it in defaultConfig from the package's exported constant", typ.Field(i).Name, d)
+		}
+	}
+	// The help shows the packages' defaults.
+	var out bytes.Buffer
+	usage(newFlagSet(defaultConfig()), &out)
+	for _, want := range []string{"default " + session.DefaultIdleTimeout.String(), "default " + sandbox.DefaultStopGrace.String(),
+		fmt.Sprintf("default %d", session.DefaultMaxSessions), "default " + sandbox.DefaultDockerUser} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("--help lacks %q", want)
+		}
+	}
+}
+
+// Every option of the table names a flag that exists, and a library error
+// that names its option gets the flag.
+func TestOptionFlagsExist(t *testing.T) {
+	fs := newFlagSet(defaultConfig())
+	for opt, f := range optionFlags {
+		if fs.Lookup(f) == nil {
+			t.Errorf("option %s maps to --%s, which is not a flag", opt, f)
+		}
+	}
+	err := fmt.Errorf("docker sandbox: %w", optErr{"sandbox.DockerOptions.User", "want UID:GID"})
+	if got := explain(err).Error(); got != "--sandbox-user: docker sandbox: want UID:GID" {
+		t.Errorf("explain: %q", got)
+	}
+}
+
+type optErr struct{ opt, msg string }
+
+func (e optErr) Error() string  { return e.msg }
+func (e optErr) Option() string { return e.opt }
+
 // The global options of a config file apply below BRIDGE_* variables and
 // flags; a server's keys apply over all of them, for that server only.
 func TestConfigFileGlobalsAndServerKeys(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "servers.json")
 	os.WriteFile(path, []byte(`{
 		"bridge": {"max-sessions": 7, "log-level": "debug", "request-timeout": "1m", "allowed-origins": ["https://a.example"]},
-		"mcpServers": {"a": {"command": "srv", "args": ["-x"], "request-timeout": "3m", "sandbox-mount": ["/x:/y"], "env": {"B": "2", "A": "1"}},
-		               "b": {"command": "other"}}}`), 0o600)
+		"mcpServers": {"a": {"command": "sh", "args": ["-x"], "request-timeout": "3m", "sandbox-mount": ["/x:/y"], "env": {"B": "2", "A": "1"}},
+		               "b": {"command": "sh"}}}`), 0o600)
 	t.Setenv("BRIDGE_LOG_LEVEL", "warn")
-	c, err := parseConfig([]string{"--config", path, "--request-timeout", "2m"}, io.Discard)
+	c, err := parseConfig([]string{"--config", path, "--request-timeout", "2m"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -220,7 +319,7 @@ func TestConfigFileGlobalsAndServerKeys(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if a.RequestTimeout != 3*time.Minute || a.MaxSessions != 7 || strings.Join(a.command, " ") != "srv -x" ||
+	if a.RequestTimeout != 3*time.Minute || a.MaxSessions != 7 || strings.Join(a.command, " ") != "sh -x" ||
 		strings.Join(a.SandboxMounts, ",") != "/x:/y" || strings.Join(a.serverEnv, ",") != "A=1,B=2" {
 		t.Fatalf("server a: %+v", a)
 	}

@@ -25,6 +25,7 @@ import (
 	"flag"
 	"fmt"
 	"os"
+	"os/exec"
 	"regexp"
 	"slices"
 	"sort"
@@ -32,6 +33,8 @@ import (
 	"strings"
 
 	units "github.com/docker/go-units"
+
+	"github.com/mcp-bridge/mcp-bridge/sandbox"
 )
 
 // serverKeys are the flags a server of the config file may set for itself.
@@ -162,9 +165,13 @@ func parseServer(path, name string, raw json.RawMessage) (*serverSpec, error) {
 			if json.Unmarshal(v, &s.env) != nil {
 				return nil, fileError(path, name, k, `want an object of strings, e.g. {"API_KEY": "..."}`)
 			}
-			for ek := range s.env {
+			for ek, ev := range s.env {
 				if ek == "" || strings.ContainsAny(ek, "=\x00") {
 					return nil, fileError(path, name, k, "invalid variable name %q", ek)
+				}
+				// The checks of --env: never a variable of the bridge's own.
+				if _, err := sandbox.ParseEnv([]string{ek + "=" + ev}, nil); err != nil {
+					return nil, fileError(path, name, k, "%s: %v", ek, errors.Unwrap(err))
 				}
 			}
 		case k == "cwd":
@@ -344,7 +351,7 @@ func (c *config) readFile(fs *flag.FlagSet) error {
 func serverConfig(global *config, path string, s *serverSpec) (*config, error) {
 	sc := *global
 	sc.serverName = s.name
-	fs := newFlagSet(&sc, nil)
+	fs := newFlagSet(&sc)
 	if err := applyKeys(fs, path, s.name, s.keys, nil); err != nil {
 		return nil, err
 	}
@@ -364,6 +371,15 @@ func serverConfig(global *config, path string, s *serverSpec) (*config, error) {
 	case "local":
 		if len(sc.command) == 0 {
 			return nil, bad("command", "missing: a local server needs its program (or give \"sandbox\": \"docker\" and an image)")
+		}
+		// Known now, not at the first session's 502.
+		if _, err := exec.LookPath(sc.command[0]); err != nil {
+			err = unwrapExec(err)
+			var pe *os.PathError
+			if errors.As(err, &pe) {
+				err = pe.Err // the path is in the message already
+			}
+			return nil, bad("command", "%q cannot be run: %v; give a program that exists and is executable (a path, or a name on PATH)", sc.command[0], err)
 		}
 	case "docker":
 		if sc.Image == "" {

@@ -138,7 +138,16 @@ func (f *deployFlags) config(command []string) (*deploy.AWSConfig, error) {
 			}
 			c.BridgeBinary = p
 		} else {
-			// A dry run reads nothing; it names the binary it would read.
+			// A dry run calls nothing, but it checks the binary it would
+			// ship (a static Linux amd64 or arm64 executable), which a real
+			// run would refuse only after its first steps.
+			p, err := bridgeBinaryPath(f.bridgeBinary)
+			if err != nil {
+				return nil, err
+			}
+			if _, err := deploy.ReadBinary(p); err != nil {
+				return nil, err
+			}
 			c.BridgeBinary = f.bridgeBinary
 			if c.BridgeBinary == "" {
 				c.BridgeBinary = "<this executable>"

@@ -4,7 +4,9 @@ import (
 	"bytes"
 	"flag"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"testing"
@@ -15,11 +17,14 @@ import (
 
 var updateDeployGolden = flag.Bool("update-deploy-golden", false, "rewrite cmd/bridge/testdata/deploy/*.golden from the current output")
 
+// pkgDir is the package's directory, where tests start (some change it).
+var pkgDir, _ = os.Getwd()
+
 // golden compares got with testdata/deploy/name, or rewrites it with
 // -update-deploy-golden.
 func golden(t *testing.T, name string, got []byte) {
 	t.Helper()
-	path := filepath.Join("testdata", "deploy", name)
+	path := filepath.Join(pkgDir, "testdata", "deploy", name)
 	if *updateDeployGolden {
 		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
 			t.Fatal(err)
@@ -66,6 +71,17 @@ func noAmbientAWS(t *testing.T) {
 func TestDeployDryRunGolden(t *testing.T) {
 	noAmbientAWS(t)
 	// Nothing on PATH and no Docker: a dry run must not need them.
+	// The binaries the dry runs name, which they check: static Linux
+	// executables of each architecture.
+	dir := t.TempDir()
+	for _, arch := range []string{"amd64", "arm64"} {
+		build := exec.Command("go", "build", "-trimpath", "-o", filepath.Join(dir, "bridge-linux-"+arch), filepath.Join(pkgDir, "..", "..", "examples", "hello"))
+		build.Env = append(os.Environ(), "CGO_ENABLED=0", "GOOS=linux", "GOARCH="+arch)
+		if out, err := build.CombinedOutput(); err != nil {
+			t.Fatalf("go build: %v\n%s", err, out)
+		}
+	}
+	t.Chdir(dir)
 	t.Setenv("PATH", t.TempDir())
 	t.Setenv("DOCKER_HOST", "unix:///nonexistent/docker.sock")
 	for _, c := range []struct {
@@ -175,5 +191,33 @@ func TestDeployReportsMissingCLI(t *testing.T) {
 	code := runDeploy([]string{"aws", "--stack", "s", "--region", "eu-west-1", "--image", "x:1", "--allow-http"}, &out, &errb)
 	if code != 1 || !strings.Contains(errb.String(), deploy.ErrNoAWSCLI.Error()) || !strings.Contains(errb.String(), "install AWS CLI") {
 		t.Fatalf("exit %d, stderr %q", code, errb.String())
+	}
+}
+
+// A dry run checks the bridge binary it would ship: a Linux executable of
+// an architecture the images run on, statically linked.
+func TestDeployDryRunChecksTheBinary(t *testing.T) {
+	noAmbientAWS(t)
+	dir := t.TempDir()
+	i386 := filepath.Join(dir, "bridge-386")
+	build := exec.Command("go", "build", "-trimpath", "-o", i386, "../../examples/hello")
+	build.Env = append(os.Environ(), "CGO_ENABLED=0", "GOOS=linux", "GOARCH=386")
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	script := filepath.Join(dir, "bridge.sh")
+	os.WriteFile(script, []byte("#!/bin/sh\n# a shell script, not an ELF executable\n"), 0o755)
+	for bin, want := range map[string]string{
+		i386:   "bridge deploy aws: unusable bridge binary: " + i386 + " is built for EM_386; images run on amd64 or arm64; build one with: CGO_ENABLED=0 GOOS=linux GOARCH=amd64 go build -trimpath -o bridge-linux ./cmd/bridge, and pass --bridge-binary bridge-linux\n",
+		script: "bridge deploy aws: unusable bridge binary: " + script + " is not a Linux executable (ELF DETAIL); build one with: CGO_ENABLED=0 GOOS=linux GOARCH=amd64 go build -trimpath -o bridge-linux ./cmd/bridge, and pass --bridge-binary bridge-linux\n",
+	} {
+		var out, errb bytes.Buffer
+		code := runDeploy([]string{"aws", "--stack", "s", "--region", "eu-west-1", "--from", "npx:pkg@1.0.0", "--allow-http",
+			"--bridge-binary", bin, "--dry-run"}, &out, &errb)
+		// debug/elf's own words vary between Go releases.
+		got := regexp.MustCompile(`executable \(.*?\); build`).ReplaceAllString(errb.String(), "executable (ELF DETAIL); build")
+		if code != 2 || got != want || out.Len() != 0 {
+			t.Errorf("dry run with %s: exit %d, stdout %d bytes, stderr:\n%s\nwant:\n%s", bin, code, out.Len(), got, want)
+		}
 	}
 }

@@ -3,8 +3,10 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"io"
 	"net/http"
+	"os"
 	"slices"
 	"strings"
 	"syscall"
@@ -27,9 +29,12 @@ type dockerE2E struct {
 
 func setupDockerE2E(t testing.TB) *dockerE2E {
 	t.Helper()
-	bridgeBin, _ := buildBinaries(t)
+	bridgeBin, helloBin := buildBinaries(t)
 	cli := dockertest.Client(t)
-	exe := dockertest.StaticBinary(t, "../../examples/hello")
+	exe, err := os.ReadFile(helloBin) // static: fit for FROM scratch
+	if err != nil {
+		t.Fatal(err)
+	}
 	tag := dockertest.BuildImage(t, cli, "mcp-bridge-e2e-hello", "FROM scratch\nCOPY hello /hello\nENTRYPOINT [\"/hello\"]\n",
 		dockertest.File{Name: "hello", Mode: 0o755, Data: exe})
 	return &dockerE2E{cli: cli, image: tag, bridge: bridgeBin}
@@ -85,6 +90,7 @@ func waitFor(t *testing.T, c <-chan struct{}, what string) {
 // after the idle timeout, at shutdown, and after kill -9 of the bridge
 // followed by a restart.
 func TestDockerSandboxEndToEnd(t *testing.T) {
+	t.Parallel()
 	d := setupDockerE2E(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
@@ -230,5 +236,52 @@ func BenchmarkSessionStart(b *testing.B) {
 			b.ReportMetric(float64(lat[len(lat)/2].Microseconds())/1000, "p50-ms")
 			b.ReportMetric(float64(lat[(len(lat)*99)/100].Microseconds())/1000, "p99-ms")
 		})
+	}
+}
+
+// With --pull never, a missing image is refused at start-up, not at the
+// first session; each loosening of the Docker sandbox is logged as a WARN
+// with its risk.
+func TestDockerStartupChecksAndWarnings(t *testing.T) {
+	d := setupDockerE2E(t)
+	const missing = "mcp-bridge-e2e-no-such-image:404"
+	_, stderr, code := runBinary(t, d.bridge, nil, "--listen", "127.0.0.1:0", "--sandbox", "docker", "--image", missing, "--pull", "never")
+	lines := strings.Split(strings.TrimSuffix(stderr, "\n"), "\n")
+	want := "bridge: --pull: image " + missing + " is not on the Docker host and the pull policy is never; build or load it there (docker build -t " + missing +
+		", docker load -i FILE), or let the bridge pull missing images"
+	if code != 1 || lines[len(lines)-1] != want {
+		t.Errorf("--pull never with a missing image: exit %d, stderr:\n%s\nwant its last line:\n%s", code, stderr, want)
+	}
+
+	p := startBridgeBinary(t, d.bridge, "--sandbox", "docker", "--image", d.image, "--pull", "never",
+		"--instance", "e2e-"+dockertest.RandomSuffix(), "--sandbox-user", "0:0", "--sandbox-network", "bridge",
+		"--sandbox-mount", t.TempDir()+":/data:rw", "--sandbox-env", "API_KEY=s3cret", "--sandbox-memory", "1g",
+		"--sandbox-cpus", "1.5", "--sandbox-pids", "512")
+	p.cmd.Process.Signal(syscall.SIGTERM)
+	p.cmd.Wait()
+	var warned []string
+	for _, l := range <-p.done {
+		if strings.Contains(l, "s3cret") {
+			t.Errorf("the log holds a --sandbox-env value: %s", l)
+		}
+		var rec struct{ Level, Msg, Flag, Value string }
+		if json.Unmarshal([]byte(l), &rec) == nil && rec.Level == "WARN" {
+			if rec.Flag == "--sandbox-mount" {
+				rec.Value = "DIR:/data:rw"
+			}
+			warned = append(warned, rec.Flag+" "+rec.Value+": "+rec.Msg)
+		}
+	}
+	wantWarn := []string{
+		"--sandbox-network bridge: loosened: the server can reach your network and the internet: exfiltration, lateral movement",
+		"--sandbox-mount DIR:/data:rw: loosened: the server reads and writes those host files",
+		"--sandbox-env API_KEY: loosened: the server can read every value given",
+		"--sandbox-user 0:0: loosened: the server runs as root: an escape from the container lands as root",
+		"--sandbox-memory 1g: loosened: a server can take 1GiB of host memory",
+		"--sandbox-cpus 1.5: loosened: a server can take that much CPU time",
+		"--sandbox-pids 512: loosened: more processes on the host",
+	}
+	if strings.Join(warned, "\n") != strings.Join(wantWarn, "\n") {
+		t.Fatalf("warnings:\n%s\nwant:\n%s", strings.Join(warned, "\n"), strings.Join(wantWarn, "\n"))
 	}
 }

@@ -5,37 +5,89 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
 
+	"github.com/mcp-bridge/mcp-bridge/sandbox"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"go.uber.org/goleak"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+func TestMain(m *testing.M) {
+	// The bridge supervises its local servers with its own binary: in
+	// tests that call serve, the test binary (see sandbox/supervise.go).
+	if len(os.Args) > 1 && os.Args[1] == sandbox.SuperviseArg {
+		sandbox.Supervise(os.Args[2:])
+	}
+	// The test binary also plays servers (local_e2e_test.go).
+	if mode := os.Getenv(e2eChildEnv); mode != "" {
+		runE2EChild(mode)
+		os.Exit(0)
+	}
+	goleak.VerifyTestMain(m, goleak.Cleanup(func(int) {
+		if binDir != "" {
+			os.RemoveAll(binDir)
+		}
+	}))
+}
 
-// buildBinaries compiles the bridge and the example server once per test.
+// The binaries the end-to-end tests run, built once per test binary (each
+// build took seconds of a loaded machine, and every test built its own).
+// Static Linux binaries for this machine, so that a FROM scratch image can
+// run them too. binDir is removed at the end of TestMain.
+var (
+	binOnce  sync.Once
+	binDir   string
+	binErr   error
+	bridgeSt string // the bridge
+	helloSt  string // examples/hello
+)
+
+// sharedBinaries returns the bridge and the example server, building them
+// on the first call.
+func sharedBinaries(t testing.TB) (bridgeBin, helloBin string) {
+	t.Helper()
+	binOnce.Do(func() {
+		binDir, binErr = os.MkdirTemp("", "bridge-e2e-")
+		if binErr != nil {
+			return
+		}
+		for _, b := range []struct{ out, pkg string }{{"bridge", "."}, {"hello", "../../examples/hello"}} {
+			// GOFLAGS from the environment (build tags, overlays) apply to
+			// these builds as to the test binary's.
+			cmd := exec.Command("go", "build", "-trimpath", "-o", filepath.Join(binDir, b.out), b.pkg)
+			cmd.Env = append(os.Environ(), "CGO_ENABLED=0", "GOOS=linux", "GOARCH="+runtime.GOARCH)
+			if out, err := cmd.CombinedOutput(); err != nil {
+				binErr = fmt.Errorf("go build %s: %v\n%s", b.pkg, err, out)
+				return
+			}
+		}
+		bridgeSt, helloSt = filepath.Join(binDir, "bridge"), filepath.Join(binDir, "hello")
+	})
+	if binErr != nil {
+		t.Fatal(binErr)
+	}
+	return bridgeSt, helloSt
+}
+
+// buildBinaries is sharedBinaries for the end-to-end tests that -short skips.
 func buildBinaries(t testing.TB) (bridgeBin, helloBin string) {
 	t.Helper()
 	if testing.Short() {
 		t.Skip("builds binaries")
 	}
-	dir := t.TempDir()
-	for _, b := range []struct{ out, pkg string }{{"bridge", "."}, {"hello", "../../examples/hello"}} {
-		cmd := exec.Command("go", "build", "-o", filepath.Join(dir, b.out), b.pkg)
-		if out, err := cmd.CombinedOutput(); err != nil {
-			t.Fatalf("go build %s: %v\n%s", b.pkg, err, out)
-		}
-	}
-	return filepath.Join(dir, "bridge"), filepath.Join(dir, "hello")
+	return sharedBinaries(t)
 }
 
 // childrenOf lists the processes whose parent is pid, from /proc.
@@ -69,6 +121,7 @@ type bridgeProc struct {
 	cmd     *exec.Cmd
 	url     string
 	started chan int      // the pid of each MCP server the bridge logs as started
+	stderr  chan string   // the servers' stderr lines, as the bridge logs them
 	done    chan []string // the log lines, once the process closed stderr
 }
 
@@ -87,15 +140,15 @@ func startBridgeBinary(t testing.TB, bin string, args ...string) *bridgeProc {
 	}
 	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
 	urls := make(chan string, 1)
-	p := &bridgeProc{cmd: cmd, started: make(chan int, 1024), done: make(chan []string, 1)}
+	p := &bridgeProc{cmd: cmd, started: make(chan int, 1024), stderr: make(chan string, 1024), done: make(chan []string, 1)}
 	go func() {
 		var lines []string
 		sc := bufio.NewScanner(stderr)
 		for sc.Scan() {
 			lines = append(lines, sc.Text())
 			var rec struct {
-				Msg, URL string
-				PID      int
+				Msg, URL, Line string
+				PID            int
 			}
 			if json.Unmarshal(sc.Bytes(), &rec) == nil {
 				switch rec.Msg {
@@ -104,6 +157,11 @@ func startBridgeBinary(t testing.TB, bin string, args ...string) *bridgeProc {
 				case "MCP server started":
 					select {
 					case p.started <- rec.PID:
+					default:
+					}
+				case "server stderr":
+					select {
+					case p.stderr <- rec.Line:
 					default:
 					}
 				}
@@ -127,6 +185,7 @@ func startBridgeBinary(t testing.TB, bin string, args ...string) *bridgeProc {
 // TestShutdownOnSIGTERM runs the real binary: SIGTERM lets a call in flight
 // finish, ends every session, stops every server and exits 0.
 func TestShutdownOnSIGTERM(t *testing.T) {
+	t.Parallel()
 	bridgeBin, helloBin := buildBinaries(t)
 	p := startBridgeBinary(t, bridgeBin, "--shutdown-grace", "30s", "--", helloBin)
 	cmd, url := p.cmd, p.url
@@ -146,9 +205,16 @@ func TestShutdownOnSIGTERM(t *testing.T) {
 		defer cs.Close()
 		sessions = append(sessions, cs)
 	}
+	// One supervised server per session, and one spare supervisor that
+	// has started nothing (sandbox.Local keeps it ready).
 	children := childrenOf(t, cmd.Process.Pid)
-	if len(children) != 2 {
-		t.Fatalf("bridge has children %v, want one per session", children)
+	for range 2 {
+		if pid := <-p.started; !slices.Contains(children, pid) {
+			t.Fatalf("bridge has children %v, without the server %d it started", children, pid)
+		}
+	}
+	if len(children) > 3 {
+		t.Fatalf("bridge has children %v, want one per session and a spare", children)
 	}
 
 	callDone := make(chan error, 1)
@@ -199,6 +265,7 @@ func procState(pid int) string {
 // A bridge killed with SIGKILL cannot stop its servers; the kernel kills
 // them (parent-death signal), even one that ignores the end of its stdin.
 func TestKill9LeavesNoServer(t *testing.T) {
+	t.Parallel()
 	bridgeBin, _ := buildBinaries(t)
 	sleep, err := exec.LookPath("sleep")
 	if err != nil {

@@ -1,14 +1,18 @@
 package main
 
 import (
+	"bufio"
 	"bytes"
 	"context"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/moby/moby/client"
 
@@ -61,6 +65,7 @@ func TestImageUsageErrors(t *testing.T) {
 // static, and runs `bridge image build --dockerfile-only` inside it: the
 // scratch image starts the real bridge as a non-root user.
 func TestImageBuildRunsBridge(t *testing.T) {
+	t.Parallel()
 	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Minute)
 	defer cancel()
 	eng, err := deploy.NewEngine(ctx)
@@ -70,14 +75,7 @@ func TestImageBuildRunsBridge(t *testing.T) {
 	t.Cleanup(func() { eng.Close() })
 	cli := eng.Client()
 
-	// GOFLAGS from the environment (build tags, overlays) apply to this
-	// build as to the test binary's.
-	bin := filepath.Join(t.TempDir(), "bridge")
-	build := exec.CommandContext(ctx, "go", "build", "-trimpath", "-o", bin, ".")
-	build.Env = append(os.Environ(), "CGO_ENABLED=0", "GOOS=linux", "GOARCH=amd64")
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
+	bin, _ := sharedBinaries(t) // static
 
 	tag := "mcp-bridge-test/bridge:" + strings.ReplaceAll(time.Now().Format("20060102-150405.000000000"), ".", "-")
 	var out, errb bytes.Buffer
@@ -87,9 +85,14 @@ func TestImageBuildRunsBridge(t *testing.T) {
 	t.Cleanup(func() {
 		cli.ImageRemove(context.Background(), tag, client.ImageRemoveOptions{Force: true, PruneChildren: true})
 	})
+	if !strings.HasSuffix(errb.String(), runHint(tag, false)) || !strings.Contains(runHint(tag, false), "-v \"$PWD/server:/server:ro\" "+tag+" -- /server\n") {
+		t.Errorf("the hint for the bridge-alone image does not bring a server:\n%s", errb.String())
+	}
 	if fields := strings.Fields(out.String()); len(fields) != 2 || fields[0] != tag || !strings.HasPrefix(fields[1], "sha256:") {
 		t.Fatalf("stdout %q; want %q and the image ID", out.String(), tag)
 	}
+
+	runHintedCommand(t, ctx, runHint(tag, false))
 
 	status, stdout, stderr := dockertest.Run(t, cli, tag, []string{"image", "build", "--dockerfile-only", "--from", "npx:pkg@1.0.0"})
 	if status != 0 {
@@ -106,4 +109,101 @@ func TestImageBuildRunsBridge(t *testing.T) {
 	if insp.Config.User != "65532:65532" {
 		t.Errorf("image user %q", insp.Config.User)
 	}
+}
+
+// A base image that is not on the Docker host and cannot be pulled (no
+// registry here) is named, with what to do; --build-arg is checked against
+// the Dockerfile's ARGs.
+func TestImageBuildNamesMissingBaseImage(t *testing.T) {
+	bin := filepath.Join(t.TempDir(), "bridge")
+	build := exec.Command("go", "build", "-trimpath", "-o", bin, "../../examples/hello")
+	build.Env = append(os.Environ(), "CGO_ENABLED=0", "GOOS=linux", "GOARCH=amd64")
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	var out, errb bytes.Buffer
+	code := runImage([]string{"build", "--from", "go:example.com/x/cmd@v1.0.0", "--bridge-binary", bin,
+		"--build-arg", "GO_IMAGE=mcp-bridge-test-missing:1", "--build-arg", "RUNTIME_IMAGE=mcp-bridge-test-missing:2"}, &out, &errb)
+	lines := strings.Split(strings.TrimSuffix(errb.String(), "\n"), "\n")
+	want := "base images not on the Docker host, which the build could not pull: mcp-bridge-test-missing:1, mcp-bridge-test-missing:2; " +
+		"bring them there (docker save IMAGE where it is, then docker load -i FILE here), or name others with --build-arg (this Dockerfile's ARGs: GO_IMAGE, RUNTIME_IMAGE)"
+	if code != 1 || lines[len(lines)-1] != want {
+		t.Errorf("exit %d, stderr:\n%s\nwant its last line:\n%s", code, errb.String(), want)
+	}
+
+	errb.Reset()
+	code = runImage([]string{"build", "--from", "npx:pkg@1.0.0", "--bridge-binary", bin, "--build-arg", "GO_IMAGE=x"}, &out, &errb)
+	if want := "bridge image build: --build-arg GO_IMAGE: the Dockerfile has no such ARG (it has NODE_IMAGE)\n"; code != 1 || errb.String() != want {
+		t.Errorf("exit %d, stderr %q, want %q", code, errb.String(), want)
+	}
+}
+
+// runHintedCommand runs the docker run line of a hint as a user would, with
+// ./server the example server built static, $TOKEN set, and the port
+// published on a free loopback port instead of 8080; then calls a tool
+// through it with the token.
+func runHintedCommand(t *testing.T, ctx context.Context, hint string) {
+	t.Helper()
+	if _, err := exec.LookPath("docker"); err != nil {
+		t.Skip("no docker command to run the hint with")
+	}
+	var line string
+	for _, l := range strings.Split(hint, "\n") {
+		if l = strings.TrimSpace(l); strings.HasPrefix(l, "docker run ") {
+			line = l
+		}
+	}
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "server"), dockertest.StaticBinary(t, "../../examples/hello"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	const token = "hint-token"
+	// What the shell would do to the line, and -d to run it in the background.
+	line = strings.NewReplacer(`"$TOKEN"`, token, `"$PWD/server:/server:ro"`, dir+"/server:/server:ro",
+		"-p 8080:8080", "-d -p 127.0.0.1::8080").Replace(line)
+	out, err := exec.CommandContext(ctx, "sh", "-c", line).Output()
+	if err != nil {
+		t.Fatalf("%s: %v", line, err)
+	}
+	id := strings.TrimSpace(string(out))
+	t.Cleanup(func() { exec.Command("docker", "rm", "-f", id).Run() })
+	// Ready once the bridge says it listens.
+	logs := exec.CommandContext(ctx, "docker", "logs", "-f", id)
+	pipe, _ := logs.StderrPipe()
+	if err := logs.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { logs.Process.Kill(); logs.Wait() }()
+	sc := bufio.NewScanner(pipe)
+	for !strings.Contains(sc.Text(), "bridge listening") {
+		if !sc.Scan() {
+			t.Fatalf("the container of %q never listened", line)
+		}
+	}
+	port, err := exec.CommandContext(ctx, "docker", "port", id, "8080/tcp").Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	url := "http://" + strings.TrimSpace(strings.Split(string(port), "\n")[0]) + "/mcp"
+	httpClient := &http.Client{Transport: bearer{token}}
+	cs, err := mcp.NewClient(&mcp.Implementation{Name: "hint", Version: "1"}, nil).
+		Connect(ctx, &mcp.StreamableClientTransport{Endpoint: url, HTTPClient: httpClient}, nil)
+	if err != nil {
+		t.Fatalf("connecting to the hinted container at %s: %v", url, err)
+	}
+	defer cs.Close()
+	defer http.DefaultTransport.(*http.Transport).CloseIdleConnections()
+	res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "echo", Arguments: map[string]any{"text": "hinted"}})
+	if err != nil || res.IsError || res.Content[0].(*mcp.TextContent).Text != "hinted" {
+		t.Fatalf("echo through the hinted container: %v %v", res, err)
+	}
+}
+
+// bearer adds a bearer token to each request.
+type bearer struct{ token string }
+
+func (b bearer) RoundTrip(r *http.Request) (*http.Response, error) {
+	r = r.Clone(r.Context())
+	r.Header.Set("Authorization", "Bearer "+b.token)
+	return http.DefaultTransport.RoundTrip(r)
 }

@@ -6,7 +6,6 @@ import (
 	"log/slog"
 	"os"
 	"slices"
-	"time"
 
 	"github.com/mcp-bridge/mcp-bridge/sandbox"
 )
@@ -22,7 +21,7 @@ func newLauncher(ctx context.Context, cfg *config, logger *slog.Logger) (sandbox
 	pool := sandbox.NewPool(l, cfg.Warm, logger)
 	return pool, func() {
 		// The spares go first: the Docker launcher's close removes what remains.
-		ctx, cancel := context.WithTimeout(context.Background(), 2*cfg.StopGrace+30*time.Second)
+		ctx, cancel := context.WithTimeout(context.Background(), sandbox.StopBudget(cfg.StopGrace))
 		defer cancel()
 		if err := pool.Close(ctx); err != nil {
 			logger.Error("stopping the warm MCP servers at exit", "err", err)
@@ -35,40 +34,66 @@ func newInnerLauncher(ctx context.Context, cfg *config, logger *slog.Logger) (sa
 	if cfg.Sandbox == "docker" {
 		return newDockerLauncher(ctx, cfg, logger)
 	}
-	var env []string // nil: the bridge's environment
-	if len(cfg.serverEnv) > 0 {
-		env = append(os.Environ(), cfg.serverEnv...) // the config file's "env" of the server
+	if err := checkCommand(cfg); err != nil {
+		return nil, nil, err
+	}
+	// Each server runs under a supervisor, this binary in its hidden
+	// mode (see main), so that what it starts ends with it and with us.
+	var supervisor []string
+	if !cfg.LocalUnsupervised {
+		exe, err := os.Executable()
+		if err != nil {
+			return nil, nil, fmt.Errorf("finding the bridge's own executable, which supervises local servers (--local-unsupervised turns it off): %w", err)
+		}
+		supervisor = []string{exe, sandbox.SuperviseArg}
+	}
+	// Servers of a bridge that died with their supervisors (kill -9 of
+	// both, the OOM killer) are ended before serving.
+	if n, err := sandbox.KillLocalLeftovers(); err != nil {
+		logger.Warn("could not end every process left by an earlier bridge", "err", err)
+	} else if n > 0 {
+		logger.Info("ended processes left by an earlier bridge", "count", n)
 	}
 	l := sandbox.NewLocal(&sandbox.LocalOptions{
 		Command:         cfg.command[0],
 		Args:            cfg.command[1:],
-		Env:             env,
+		Env:             append(slices.Clip(cfg.env), cfg.serverEnv...), // with the config file's "env" of the server
 		Dir:             cfg.serverDir,
+		Supervisor:      supervisor,
 		StopGrace:       cfg.StopGrace,
 		StderrLineBytes: cfg.StderrLineBytes,
+		StderrRate:      stderrRate(cfg),
 		Logger:          logger,
 	})
-	return l, func() {}, nil
+	return l, l.Close, nil
 }
 
 func newDockerLauncher(ctx context.Context, cfg *config, logger *slog.Logger) (sandbox.Launcher, func(), error) {
 	d, err := sandbox.NewDocker(ctx, &sandbox.DockerOptions{
-		Image:     cfg.Image,
-		Command:   cfg.command,
-		Pull:      sandbox.PullPolicy(cfg.Pull),
-		Network:   cfg.SandboxNetwork,
-		Mounts:    cfg.SandboxMounts,
-		Env:       append(slices.Clip(cfg.SandboxEnv), cfg.serverEnv...),
-		Memory:    cfg.memory,
-		CPUs:      cfg.SandboxCPUs,
-		Pids:      cfg.SandboxPids,
-		User:      cfg.SandboxUser,
-		StopGrace: cfg.StopGrace,
-		Instance:  cfg.Instance,
-		Logger:    logger,
+		Image:      cfg.Image,
+		Command:    cfg.command,
+		Pull:       sandbox.PullPolicy(cfg.Pull),
+		Network:    cfg.SandboxNetwork,
+		Mounts:     cfg.SandboxMounts,
+		Env:        append(slices.Clip(cfg.SandboxEnv), cfg.serverEnv...),
+		Memory:     cfg.memory,
+		CPUs:       cfg.SandboxCPUs,
+		Pids:       cfg.SandboxPids,
+		User:       cfg.SandboxUser,
+		StopGrace:  cfg.StopGrace,
+		Instance:   cfg.Instance,
+		StderrRate: stderrRate(cfg),
+		Logger:     logger,
 	})
 	if err != nil {
 		return nil, nil, fmt.Errorf("--sandbox docker: %w", err)
+	}
+	if cfg.Pull == string(sandbox.PullNever) {
+		// Known now, not at the first session's 502.
+		if err := d.CheckImage(ctx); err != nil {
+			d.Close(ctx)
+			return nil, nil, err // an OptionError: explain names --pull
+		}
 	}
 	// Containers of a bridge that died without cleaning up (kill -9, a
 	// crash, a lost host) are removed before serving.
@@ -81,10 +106,14 @@ func newDockerLauncher(ctx context.Context, cfg *config, logger *slog.Logger) (s
 	logger.Info("docker sandbox ready", "image", cfg.Image, "instance", d.Instance(),
 		"network", cfg.SandboxNetwork, "memory", cfg.SandboxMemory, "cpus", cfg.SandboxCPUs, "pids", cfg.SandboxPids, "user", cfg.SandboxUser)
 	return d, func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 2*cfg.StopGrace+30*time.Second)
+		ctx, cancel := context.WithTimeout(context.Background(), sandbox.StopBudget(cfg.StopGrace))
 		defer cancel()
 		if err := d.Close(ctx); err != nil {
 			logger.Error("removing server containers at exit", "err", err)
 		}
 	}, nil
+}
+
+func stderrRate(cfg *config) sandbox.StderrRate {
+	return sandbox.StderrRate{LinesPerSecond: cfg.StderrLinesPerSecond, Burst: cfg.StderrBurst}
 }

@@ -5,6 +5,7 @@
 //	bridge [flags] -- COMMAND [ARGS...]
 //	bridge image build --from SPEC ...
 //	bridge deploy aws --stack NAME ...
+//	bridge connect URL [flags]
 //
 // Every flag has a BRIDGE_* environment variable; flags win. cmd/bridge owns
 // start-up and the shutdown order: stop accepting, drain, end sessions, exit.
@@ -12,6 +13,7 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"flag"
 	"fmt"
@@ -21,6 +23,7 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
+	"runtime/debug"
 	"strings"
 	"syscall"
 	"time"
@@ -28,10 +31,16 @@ import (
 	"github.com/mcp-bridge/mcp-bridge/affinity"
 	"github.com/mcp-bridge/mcp-bridge/bridge"
 	"github.com/mcp-bridge/mcp-bridge/internal/procs"
+	"github.com/mcp-bridge/mcp-bridge/sandbox"
 	"github.com/mcp-bridge/mcp-bridge/session"
 )
 
 func main() {
+	// The supervisor of a local server (sandbox/supervise.go): this binary
+	// re-executed, before anything else runs.
+	if len(os.Args) > 1 && os.Args[1] == sandbox.SuperviseArg {
+		sandbox.Supervise(os.Args[2:])
+	}
 	os.Exit(run(context.Background(), os.Args[1:], os.Stdout, os.Stderr))
 }
 
@@ -43,10 +52,22 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 			return runImage(args[1:], stdout, stderr)
 		case "deploy":
 			return runDeploy(args[1:], stdout, stderr)
+		case "help":
+			// "bridge help" is a question, not a server named help (that
+			// is "bridge -- help").
+			usage(newFlagSet(defaultConfig()), stdout)
+			return 0
+		case "version", "-version", "--version":
+			fmt.Fprintln(stdout, version())
+			return 0
+		case "connect":
+			return runConnect(ctx, args[1:], os.Stdin, stdout, stderr)
 		}
 	}
-	cfg, err := parseConfig(args, stderr)
+	cfg, err := parseConfig(args)
 	if errors.Is(err, flag.ErrHelp) {
+		// The defaults shown include the environment's.
+		usage(newFlagSet(helpConfig()), stdout)
 		return 0
 	}
 	if err != nil {
@@ -54,11 +75,51 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return 2
 	}
 	logger := newLogger(cfg, stderr)
+	warnLoosenings(cfg, logger)
 	if err := serve(ctx, cfg, logger, nil); err != nil {
+		var se startError
+		if errors.As(err, &se) {
+			// Nothing was served: one plain line, like a configuration error.
+			fmt.Fprintf(stderr, "bridge: %v\n", se.err)
+			return 1
+		}
 		logger.Error("bridge stopped", "err", err)
 		return 1
 	}
 	return 0
+}
+
+// startError is an error of serve before it served anything.
+type startError struct{ err error }
+
+func (e startError) Error() string { return e.err.Error() }
+func (e startError) Unwrap() error { return e.err }
+
+// version is the module version and VCS revision the binary was built from.
+func version() string {
+	v := "bridge (unknown version)"
+	bi, ok := debug.ReadBuildInfo()
+	if !ok {
+		return v
+	}
+	v = "bridge " + bi.Main.Version
+	var rev, at, modified string
+	for _, s := range bi.Settings {
+		switch s.Key {
+		case "vcs.revision":
+			rev = s.Value
+		case "vcs.time":
+			at = s.Value
+		case "vcs.modified":
+			if s.Value == "true" {
+				modified = ", modified"
+			}
+		}
+	}
+	if rev != "" {
+		v += fmt.Sprintf(" (revision %s, %s%s)", rev, at, modified)
+	}
+	return v + " " + bi.GoVersion
 }
 
 func newLogger(cfg *config, w io.Writer) *slog.Logger {
@@ -79,11 +140,12 @@ func serve(ctx context.Context, cfg *config, logger *slog.Logger, ready chan<- n
 	if len(cfg.affinitySecret) > 0 {
 		self, err := affinity.ResolveSelf(ctx, cfg.AffinityAddr, cfg.Listen, nil)
 		if err != nil {
-			return fmt.Errorf("--affinity-addr: %w", err)
+			return startError{fmt.Errorf("--affinity-addr: %w", err)}
 		}
-		if router, err = affinity.New(&affinity.Options{Self: self, Secret: cfg.affinitySecret}); err != nil {
-			return fmt.Errorf("session affinity: %w", err)
+		if router, err = affinity.New(&affinity.Options{Self: self, Secret: cfg.affinitySecret, Tokens: cfg.tokens, Logger: logger}); err != nil {
+			return startError{fmt.Errorf("session affinity: %w", err)}
 		}
+		defer router.Close()
 		logger.Info("session affinity on: session IDs name this instance", "self", self)
 	}
 	var newID func() (string, error)
@@ -98,17 +160,18 @@ func serve(ctx context.Context, cfg *config, logger *slog.Logger, ready chan<- n
 		defer stopGovernor()
 	}
 	var fe frontend
+	var reload []func() // what SIGHUP reloads
 	if cfg.file != nil {
 		m := newMulti(cfg, logger, newID, inflight)
 		if err := m.start(ctx); err != nil {
-			return err
+			return startError{err}
 		}
-		defer onSIGHUP(func() { m.reload(ctx) })()
+		reload = append(reload, func() { m.reload(ctx) })
 		fe = m
 	} else {
 		launcher, closeLauncher, err := newLauncher(ctx, cfg, logger)
 		if err != nil {
-			return err
+			return startError{explain(err)}
 		}
 		defer closeLauncher()
 		sessOpts := sessionOptions(cfg, session.LauncherOf(launcher), logger)
@@ -117,21 +180,39 @@ func serve(ctx context.Context, cfg *config, logger *slog.Logger, ready chan<- n
 		fe = single{bridge.NewHandler(reg, handlerOptions(cfg, cfg.Path, logger)), reg}
 	}
 
+	tlsConf, reloadTLS, err := newTLSConfig(cfg, logger)
+	if err != nil {
+		_ = fe.Shutdown(context.Background())
+		return err
+	}
+	if reloadTLS != nil {
+		reload = append(reload, reloadTLS)
+	}
+	// One SIGHUP handler for all that reloads, started before the bridge
+	// listens: a SIGHUP sent once it says so never meets the default
+	// action (exit).
+	defer onSIGHUP(reload...)()
 	ln, err := net.Listen("tcp", cfg.Listen)
 	if err != nil {
 		_ = fe.Shutdown(context.Background())
-		return fmt.Errorf("listening on %s: %w (is another process using the port? choose another with --listen)", cfg.Listen, err)
+		hint := "choose another address with --listen"
+		if errors.Is(err, syscall.EADDRINUSE) {
+			hint = "another process is using the port; " + hint
+		}
+		return startError{fmt.Errorf("--listen %s: %w (%s)", cfg.Listen, err, hint)}
 	}
 	ln = bridge.LimitListener(ln, &bridge.LimitOptions{
 		MaxConnections:          connectionLimit(cfg.MaxConnections, cfg.MaxSessions, logger),
 		MaxConnectionsPerClient: cfg.MaxConnectionsPerClient,
 		Logger:                  logger,
 	})
+	scheme := "http://"
+	if tlsConf != nil {
+		ln, scheme = tls.NewListener(ln, tlsConf), "https://"
+	}
 	var handler http.Handler = fe
 	if router != nil {
-		fwd := bridge.NewForwarder(router, &bridge.ForwardOptions{Logger: logger})
-		defer fwd.Close()
-		handler = fwd.Wrap(fe)
+		handler = router.Wrap(fe)
 	}
 	srv := &http.Server{
 		Handler:           handler,
@@ -145,10 +226,10 @@ func serve(ctx context.Context, cfg *config, logger *slog.Logger, ready chan<- n
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(ln) }()
 	if m, ok := fe.(*multi); ok {
-		logger.Info("bridge listening", "url", "http://"+ln.Addr().String(), "config", cfg.Config,
+		logger.Info("bridge listening", "url", scheme+ln.Addr().String(), "config", cfg.Config,
 			"servers", m.servers.Names(), "paths", bridge.ServerPath("NAME"), "auth", len(cfg.tokens) > 0)
 	} else {
-		logger.Info("bridge listening", "url", "http://"+ln.Addr().String()+cfg.Path,
+		logger.Info("bridge listening", "url", scheme+ln.Addr().String()+cfg.Path,
 			"command", strings.Join(cfg.command, " "), "sandbox", cfg.Sandbox, "auth", len(cfg.tokens) > 0)
 	}
 	if ready != nil {
@@ -175,7 +256,7 @@ func serve(ctx context.Context, cfg *config, logger *slog.Logger, ready chan<- n
 	if err := fe.WaitIdle(graceCtx); err != nil {
 		logger.Warn("ending sessions with requests still in flight after the shutdown grace period", "err", err)
 	}
-	stopCtx, cancelStop := context.WithTimeout(context.Background(), 2*cfg.StopGrace+30*time.Second)
+	stopCtx, cancelStop := context.WithTimeout(context.Background(), sandbox.StopBudget(cfg.StopGrace))
 	defer cancelStop()
 	if err := fe.Shutdown(stopCtx); err != nil {
 		logger.Error("some MCP servers did not stop", "err", err)

@@ -14,9 +14,9 @@ import (
 	"sync"
 	"sync/atomic"
 	"syscall"
-	"time"
 
 	"github.com/mcp-bridge/mcp-bridge/bridge"
+	"github.com/mcp-bridge/mcp-bridge/sandbox"
 	"github.com/mcp-bridge/mcp-bridge/session"
 )
 
@@ -56,6 +56,8 @@ func sessionOptions(cfg *config, launcher session.Launcher, logger *slog.Logger)
 		LogMaxBytes:     cfg.LogMaxBytes,
 		Logger:          logger,
 
+		LogMaxTotalBytes: cfg.LogMaxTotalBytes,
+
 		InitializeTimeout: cfg.InitializeTimeout,
 		RequestTimeout:    cfg.RequestTimeout,
 		MaxRequests:       cfg.MaxRequestsPerSession,
@@ -91,6 +93,7 @@ type multi struct {
 	servers  *bridge.Servers
 	newID    func() (string, error) // session IDs (affinity), or nil
 	inflight func(n int)            // the governor's, or nil
+	budget   *session.LogBudget     // --log-max-total-bytes, shared by all servers
 	total    atomic.Int64           // requests in flight over all servers
 
 	mu      sync.Mutex // serializes reloads and Shutdown
@@ -112,6 +115,7 @@ func newMulti(cfg *config, logger *slog.Logger, newID func() (string, error), in
 	return &multi{
 		cfg: cfg, logger: logger, newID: newID, inflight: inflight,
 		servers: bridge.NewServers(handlerOptions(cfg, bridge.DefaultPath, logger)),
+		budget:  session.NewLogBudget(cfg.LogMaxTotalBytes),
 		running: make(map[string]*running),
 	}
 }
@@ -156,13 +160,14 @@ func (m *multi) startAll(ctx context.Context, f *configFile, specs []*serverSpec
 
 func (m *multi) startServer(ctx context.Context, s *serverSpec, sc *config) (*running, error) {
 	logger := m.logger.With("server_name", s.name)
+	warnLoosenings(sc, logger)
 	launcher, closeLauncher, err := newLauncher(ctx, sc, logger)
 	if err != nil {
-		return nil, err
+		return nil, explain(err)
 	}
 	r := &running{spec: s, closeLauncher: closeLauncher}
 	so := sessionOptions(sc, session.LauncherOf(launcher), logger)
-	so.NewID = m.newID
+	so.NewID, so.LogBudget = m.newID, m.budget
 	if m.inflight != nil {
 		so.Inflight = func(n int) {
 			old := r.inflight.Swap(int64(n))
@@ -277,7 +282,7 @@ func (m *multi) retire(r *running) {
 		if err != nil {
 			m.logger.Warn("ending the sessions of a removed server with requests still in flight after --shutdown-grace", "server_name", name, "err", err)
 		}
-		stopCtx, cancelStop := context.WithTimeout(context.Background(), 2*m.cfg.StopGrace+30*time.Second)
+		stopCtx, cancelStop := context.WithTimeout(context.Background(), sandbox.StopBudget(m.cfg.StopGrace))
 		defer cancelStop()
 		if err := r.stop(stopCtx); err != nil {
 			m.logger.Error("some MCP servers did not stop", "server_name", name, "err", err)
