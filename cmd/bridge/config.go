@@ -348,6 +348,7 @@ func newFlagSet(c *config) *flag.FlagSet {
 func usage(fs *flag.FlagSet, out io.Writer) {
 	fmt.Fprint(out, `Usage:
   bridge [flags] -- COMMAND [ARGS...]     serve MCP Streamable HTTP in front of a stdio MCP server
+  bridge [flags] --config FILE            serve each server of an mcpServers JSON file at /servers/NAME/mcp
   bridge image build --from SPEC [...]    build an image bundling the bridge and a server
   bridge deploy aws --stack NAME [...]    deploy to AWS ECS behind a load balancer
   bridge --version                        the version and revision of this build
