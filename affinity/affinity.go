@@ -457,6 +457,12 @@ func (r *Router) proxyError(w http.ResponseWriter, req *http.Request, err error)
 		return
 	}
 	var op *net.OpError
+	if errors.As(err, &op) && op.Op == "dial" && req.Context().Value(stateKey{}) != nil {
+		r.logger.Info("affinity: the instance holding a parked request is unreachable", "owner", owner, "err", err)
+		bridge.WriteError(w, http.StatusBadGateway, nil, jsonrpc.CodeInternalError,
+			"Bad Gateway: the bridge instance holding this request is gone; send the request again without requestState", nil)
+		return
+	}
 	if errors.As(err, &op) && op.Op == "dial" {
 		// Nobody listens at the owner's address any more: its task stopped
 		// or is shutting down, and the session ended with it.

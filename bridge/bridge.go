@@ -14,9 +14,6 @@ package bridge
 
 import (
 	"context"
-	"crypto/sha256"
-	"crypto/subtle"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -34,7 +31,9 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/mcp-bridge/mcp-bridge/auth"
 	"github.com/mcp-bridge/mcp-bridge/jsonrpc"
+	"github.com/mcp-bridge/mcp-bridge/pool"
 	"github.com/mcp-bridge/mcp-bridge/session"
 )
 
@@ -74,8 +73,12 @@ type Options struct {
 	// DNS rebinding attack reaches the bridge with the attacker's host name.
 	AllowedHosts []string
 	// AuthTokens, when not empty, are the bearer tokens accepted; a request
-	// without one of them gets 401. Empty means no authentication.
+	// without one of them gets 401. Empty means no authentication. Ignored
+	// when Auth is set.
 	AuthTokens []string
+	// Auth authenticates requests (static tokens, OAuth 2.1) and serves the
+	// protected resource metadata. Nil means AuthTokens alone.
+	Auth *auth.Authenticator
 	// MaxMessageBytes bounds a POST body; a larger one gets 413. Zero means
 	// session.DefaultMaxMessageBytes.
 	MaxMessageBytes int64
@@ -108,12 +111,29 @@ type Options struct {
 	// cannot hold unbounded memory. Zero means DefaultMaxBodyBytesInFlight;
 	// negative means no limit.
 	MaxBodyBytesInFlight int64
+	// Stateless serves revision 2026-07-28 requests (see stateless.go).
+	// Nil answers them with a 400 that makes clients fall back to
+	// initialize.
+	Stateless *pool.Pool
+	// Forward sends a stateless request to the instance that holds its
+	// parked call (a retry whose verified requestState names another
+	// instance): affinity.Router.Forward. Nil answers such retries 503.
+	Forward func(w http.ResponseWriter, r *http.Request, instance string)
 	// Logger receives the handler's logs. Nil means slog.Default().
 	Logger *slog.Logger
 	// NoLegacySSE turns off the legacy HTTP+SSE transport (revision
 	// 2024-11-05), which is otherwise served beside Path: GET /sse and
 	// POST /message beside /mcp (sse_legacy.go).
 	NoLegacySSE bool
+	// Metrics, if set, is served at GET /metrics behind the same Host,
+	// Origin and bearer-token checks as the MCP endpoint (package metrics
+	// makes one). Nil serves no /metrics here.
+	Metrics http.Handler
+	// TraceContext, if set, sees the headers and the parsed messages of
+	// every POST before they reach a session, and may replace messages (to
+	// carry the W3C traceparent header into params._meta, package
+	// tracing). Nil means nothing is done: tracing off costs nothing.
+	TraceContext func(h http.Header, msgs []jsonrpc.Message)
 }
 
 // A Handler is the bridge's HTTP front end.
@@ -121,7 +141,7 @@ type Handler struct {
 	reg    *session.Registry
 	opts   Options
 	logger *slog.Logger
-	tokens [][]byte
+	auth   *auth.Authenticator
 	mux    *http.ServeMux
 
 	ssePath, msgPath string // the legacy transport's endpoints, or ""
@@ -159,8 +179,10 @@ func NewHandler(reg *session.Registry, opts *Options) *Handler {
 		o.Logger = slog.Default()
 	}
 	h.logger = o.Logger
-	for _, t := range o.AuthTokens {
-		h.tokens = append(h.tokens, []byte(t))
+	h.auth = o.Auth
+	if h.auth == nil {
+		// Static tokens alone need no network: New cannot fail.
+		h.auth, _ = auth.New(context.Background(), &auth.Options{StaticTokens: o.AuthTokens, Logger: o.Logger})
 	}
 	// The standard mux answers 405 with an Allow header for other methods
 	// on the endpoint: "The server MUST either return Content-Type:
@@ -184,6 +206,15 @@ func NewHandler(reg *session.Registry, opts *Options) *Handler {
 	})
 	h.mux.HandleFunc("GET /readyz", h.serveReady)
 	h.legacyRoutes()
+	if o.Metrics != nil {
+		h.mux.HandleFunc("GET /metrics", h.guard(func(w http.ResponseWriter, r *http.Request, _ any) {
+			o.Metrics.ServeHTTP(w, r)
+		}))
+	}
+	for _, p := range h.auth.MetadataPaths() {
+		h.mux.HandleFunc("GET "+p, h.auth.ServeMetadata)
+		h.mux.HandleFunc("OPTIONS "+p, h.auth.ServeMetadata)
+	}
 	return h
 }
 
@@ -251,37 +282,15 @@ func (h *Handler) guard(next func(http.ResponseWriter, *http.Request, any)) http
 			}
 			h.corsHeaders(w, origin)
 		}
-		var owner any // a session's owner: the hash of the token that created it
-		if len(h.tokens) > 0 {
-			tok, ok := h.bearer(r)
-			if !ok {
-				w.Header().Set("WWW-Authenticate", `Bearer realm="mcp-bridge"`)
-				if tok != "" {
-					w.Header().Set("WWW-Authenticate", `Bearer realm="mcp-bridge", error="invalid_token"`)
-				}
-				WriteError(w, http.StatusUnauthorized, nil, jsonrpc.CodeInvalidRequest,
-					"Unauthorized: send a valid bearer token in the Authorization header", nil)
+		var owner any // a session's owner: the tag of its principal (auth.Principal.Tag)
+		if h.auth.Enabled() {
+			var ok bool
+			if r, owner, ok = h.authenticate(w, r); !ok {
 				return
 			}
-			sum := sha256.Sum256([]byte(tok))
-			owner = hex.EncodeToString(sum[:8])
 		}
 		next(w, r, owner)
 	}
-}
-
-// bearer returns the request's bearer token and whether it is accepted.
-func (h *Handler) bearer(r *http.Request) (string, bool) {
-	scheme, tok, ok := strings.Cut(r.Header.Get("Authorization"), " ")
-	if !ok || !strings.EqualFold(scheme, "Bearer") {
-		return "", false
-	}
-	tok = strings.TrimSpace(tok)
-	good := 0
-	for _, t := range h.tokens {
-		good |= subtle.ConstantTimeCompare([]byte(tok), t)
-	}
-	return tok, good == 1
 }
 
 func (h *Handler) originAllowed(origin, host string) bool {
@@ -336,7 +345,7 @@ func (h *Handler) servePreflight(w http.ResponseWriter, r *http.Request) {
 	h.corsHeaders(w, origin)
 	w.Header().Set("Access-Control-Allow-Methods", "GET, POST, DELETE")
 	w.Header().Set("Access-Control-Allow-Headers",
-		"Authorization, Content-Type, Accept, Mcp-Session-Id, MCP-Protocol-Version, Last-Event-ID")
+		"Authorization, Content-Type, Accept, Mcp-Session-Id, MCP-Protocol-Version, Last-Event-ID, Mcp-Method, Mcp-Name")
 	w.Header().Set("Access-Control-Max-Age", "600")
 	w.WriteHeader(http.StatusNoContent)
 }
@@ -432,6 +441,10 @@ const probeAnswer = "Bad Request: this server speaks MCP revisions 2025-03-26 th
 	"(sessions); send an initialize request to start a session"
 
 func (h *Handler) servePost(w http.ResponseWriter, r *http.Request, owner any) {
+	if h.isStateless(r) {
+		h.serveStateless(w, r, owner)
+		return
+	}
 	// "The client MUST include an Accept header, listing both
 	// application/json and text/event-stream as supported content types."
 	acc := r.Header.Get("Accept")
@@ -452,28 +465,7 @@ func (h *Handler) servePost(w http.ResponseWriter, r *http.Request, owner any) {
 	}
 	body, err := h.readBody(w, r)
 	if err != nil {
-		var tooBig *http.MaxBytesError
-		if err == errBodyBudget {
-			h.logger.Warn("refused a POST body: the bodies being read hold the memory allowed", "max_body_bytes_in_flight", h.opts.MaxBodyBytesInFlight,
-				"hint", "raise --max-body-bytes-in-flight if these clients are legitimate")
-			w.Header().Set("Connection", "close")
-			w.Header().Set("Retry-After", "5")
-			WriteError(w, http.StatusServiceUnavailable, nil, jsonrpc.CodeServerError,
-				"Service Unavailable: too many request bodies are being read at once (--max-body-bytes-in-flight); retry later", nil)
-			return
-		}
-		if errors.Is(err, os.ErrDeadlineExceeded) {
-			w.Header().Set("Connection", "close")
-			WriteError(w, http.StatusRequestTimeout, nil, jsonrpc.CodeInvalidRequest,
-				fmt.Sprintf("Request Timeout: the body did not arrive within %s (--body-read-timeout)", h.opts.BodyReadTimeout), nil)
-			return
-		}
-		if errors.As(err, &tooBig) {
-			WriteError(w, http.StatusRequestEntityTooLarge, nil, jsonrpc.CodeInvalidRequest,
-				fmt.Sprintf("Request Entity Too Large: a message may have at most %d bytes (--max-message-bytes)", tooBig.Limit), nil)
-			return
-		}
-		WriteError(w, http.StatusBadRequest, nil, jsonrpc.CodeParseError, "Bad Request: reading the body: "+err.Error(), nil)
+		h.bodyFailed(w, err)
 		return
 	}
 
@@ -485,6 +477,9 @@ func (h *Handler) servePost(w http.ResponseWriter, r *http.Request, owner any) {
 		}
 		WriteError(w, http.StatusBadRequest, jsonrpc.RawID(body), code, "Bad Request: "+err.Error(), nil)
 		return
+	}
+	if h.opts.TraceContext != nil {
+		h.opts.TraceContext(r.Header, msgs)
 	}
 
 	// Revision 2026-07-28 clients probe with server/discover (or any request
@@ -630,6 +625,32 @@ var errBodyBudget = errors.New("too many bytes of request bodies in flight")
 // 4 MiB (issue 13). What bodies hold together is bounded by
 // MaxBodyBytesInFlight.
 const bodyFirstBytes = 64 << 10
+
+// bodyFailed answers a POST whose body could not be read (h.readBody).
+func (h *Handler) bodyFailed(w http.ResponseWriter, err error) {
+	var tooBig *http.MaxBytesError
+	if err == errBodyBudget {
+		h.logger.Warn("refused a POST body: the bodies being read hold the memory allowed", "max_body_bytes_in_flight", h.opts.MaxBodyBytesInFlight,
+			"hint", "raise --max-body-bytes-in-flight if these clients are legitimate")
+		w.Header().Set("Connection", "close")
+		w.Header().Set("Retry-After", "5")
+		WriteError(w, http.StatusServiceUnavailable, nil, jsonrpc.CodeServerError,
+			"Service Unavailable: too many request bodies are being read at once (--max-body-bytes-in-flight); retry later", nil)
+		return
+	}
+	if errors.Is(err, os.ErrDeadlineExceeded) {
+		w.Header().Set("Connection", "close")
+		WriteError(w, http.StatusRequestTimeout, nil, jsonrpc.CodeInvalidRequest,
+			fmt.Sprintf("Request Timeout: the body did not arrive within %s (--body-read-timeout)", h.opts.BodyReadTimeout), nil)
+		return
+	}
+	if errors.As(err, &tooBig) {
+		WriteError(w, http.StatusRequestEntityTooLarge, nil, jsonrpc.CodeInvalidRequest,
+			fmt.Sprintf("Request Entity Too Large: a message may have at most %d bytes (--max-message-bytes)", tooBig.Limit), nil)
+		return
+	}
+	WriteError(w, http.StatusBadRequest, nil, jsonrpc.CodeParseError, "Bad Request: reading the body: "+err.Error(), nil)
+}
 
 // readBody reads a request body of at most limit bytes, failing with
 // *http.MaxBytesError beyond, and with an error matching
@@ -953,6 +974,10 @@ var readyCtx = func() context.Context {
 }()
 
 func (h *Handler) serveGet(w http.ResponseWriter, r *http.Request, owner any) {
+	if h.opts.Stateless != nil && r.Header.Get("Mcp-Session-Id") == "" {
+		methodNotAllowed(w)
+		return
+	}
 	// "The client MUST include an Accept header, listing text/event-stream."
 	if !accepts(r.Header.Get("Accept"), "text/event-stream") {
 		WriteError(w, http.StatusNotAcceptable, nil, jsonrpc.CodeInvalidRequest,
@@ -997,6 +1022,10 @@ func (h *Handler) serveGet(w http.ResponseWriter, r *http.Request, owner any) {
 }
 
 func (h *Handler) serveDelete(w http.ResponseWriter, r *http.Request, owner any) {
+	if h.opts.Stateless != nil && r.Header.Get("Mcp-Session-Id") == "" {
+		methodNotAllowed(w)
+		return
+	}
 	sess := h.lookup(w, r, owner)
 	if sess == nil {
 		return

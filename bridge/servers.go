@@ -1,13 +1,11 @@
 package bridge
 
 import (
-	"io"
 	"net/http"
 	"slices"
 	"strconv"
 	"strings"
 	"sync"
-	"sync/atomic"
 
 	"github.com/mcp-bridge/mcp-bridge/jsonrpc"
 )
@@ -34,8 +32,7 @@ func ServerPath(name string) string { return ServersPrefix + name + DefaultPath 
 //
 // Its methods are safe for concurrent use.
 type Servers struct {
-	edge     *Handler // runs the checks before answers of its own
-	draining atomic.Bool
+	edge *Handler // runs the checks before answers of its own, and /readyz, /metrics
 
 	mu     sync.RWMutex
 	byName map[string]*serverHandlers
@@ -47,8 +44,9 @@ type serverHandlers struct {
 }
 
 // NewServers returns an empty Servers. opts holds the checks of requests
-// for unknown servers (AllowedOrigins, AllowedHosts, AuthTokens, Logger):
-// pass those the servers' handlers get.
+// for unknown servers (AllowedOrigins, AllowedHosts, AuthTokens, Auth,
+// Logger) and what is served outside /servers/ (/healthz, /readyz,
+// Metrics, the OAuth metadata): pass those the servers' handlers get.
 func NewServers(opts *Options) *Servers {
 	return &Servers{edge: NewHandler(nil, opts), byName: make(map[string]*serverHandlers)}
 }
@@ -104,7 +102,7 @@ func (s *Servers) Names() []string {
 // Drain makes every handler refuse new sessions and /readyz report not
 // ready, at shutdown.
 func (s *Servers) Drain() {
-	s.draining.Store(true)
+	s.edge.Drain()
 	s.mu.RLock()
 	defer s.mu.RUnlock()
 	for _, e := range s.byName {
@@ -118,16 +116,13 @@ func (s *Servers) Drain() {
 }
 
 func (s *Servers) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	switch r.URL.Path {
-	case "/healthz":
-		io.WriteString(w, "ok\n")
-		return
-	case "/readyz":
-		if s.draining.Load() {
-			http.Error(w, "draining", http.StatusServiceUnavailable)
-			return
-		}
-		io.WriteString(w, "ready\n")
+	switch p := r.URL.Path; {
+	case p == DefaultPath || p == DefaultLegacySSEPath || p == DefaultLegacyMessagePath:
+		// The endpoints of the one-command form: not served here.
+	case !strings.HasPrefix(p, ServersPrefix):
+		// /healthz, /readyz, /metrics, the OAuth metadata: the edge's
+		// own routes (it has no registry; its MCP paths are those above).
+		s.edge.ServeHTTP(w, r)
 		return
 	}
 	name, _, ok := strings.Cut(strings.TrimPrefix(r.URL.Path, ServersPrefix), "/")

@@ -23,7 +23,6 @@ import (
 	"io"
 	"net/http"
 	"net/url"
-	"os"
 	"strings"
 	"syscall"
 
@@ -291,29 +290,6 @@ func (h *Handler) createFailed(w http.ResponseWriter, rawID []byte, err error) {
 		WriteError(w, http.StatusBadGateway, rawID, jsonrpc.CodeServerError, err.Error(), nil)
 	default:
 		WriteError(w, http.StatusInternalServerError, rawID, jsonrpc.CodeServerError, err.Error(), nil)
-	}
-}
-
-// bodyFailed answers a POST whose body could not be read.
-func (h *Handler) bodyFailed(w http.ResponseWriter, err error) {
-	var tooBig *http.MaxBytesError
-	switch {
-	case err == errBodyBudget:
-		h.logger.Warn("refused a POST body: the bodies being read hold the memory allowed", "max_body_bytes_in_flight", h.opts.MaxBodyBytesInFlight,
-			"hint", "raise --max-body-bytes-in-flight if these clients are legitimate")
-		w.Header().Set("Connection", "close")
-		w.Header().Set("Retry-After", "5")
-		WriteError(w, http.StatusServiceUnavailable, nil, jsonrpc.CodeServerError,
-			"Service Unavailable: too many request bodies are being read at once (--max-body-bytes-in-flight); retry later", nil)
-	case errors.Is(err, os.ErrDeadlineExceeded):
-		w.Header().Set("Connection", "close")
-		WriteError(w, http.StatusRequestTimeout, nil, jsonrpc.CodeInvalidRequest,
-			fmt.Sprintf("Request Timeout: the body did not arrive within %s (--body-read-timeout)", h.opts.BodyReadTimeout), nil)
-	case errors.As(err, &tooBig):
-		WriteError(w, http.StatusRequestEntityTooLarge, nil, jsonrpc.CodeInvalidRequest,
-			fmt.Sprintf("Request Entity Too Large: a message may have at most %d bytes (--max-message-bytes)", tooBig.Limit), nil)
-	default:
-		WriteError(w, http.StatusBadRequest, nil, jsonrpc.CodeParseError, "Bad Request: reading the body: "+err.Error(), nil)
 	}
 }
 

@@ -53,7 +53,7 @@ func (d *Docker) Launch(ctx context.Context, sessionID string) (Process, error) 
 		id:         id,
 		sessionID:  sessionID,
 		logger:     logger,
-		stderr:     newStderrLogger(logger, 0, 0).withRate(d.opts.StderrRate),
+		stderr:     newStderrLogger(logger, d.opts.StderrLineBytes, 0).withRate(d.opts.StderrRate),
 		outputDone: make(chan struct{}),
 		exited:     make(chan struct{}),
 		done:       make(chan struct{}),

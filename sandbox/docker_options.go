@@ -121,6 +121,10 @@ type DockerOptions struct {
 	// If empty, a random name "bridge-<16 hex>" is used, so only the
 	// dead-process rule of RemoveLeftovers applies.
 	Instance string
+	// StderrLineBytes bounds one logged stderr line, as for LocalOptions;
+	// the rest of a longer line is discarded. If zero or negative,
+	// DefaultStderrLineBytes.
+	StderrLineBytes int
 	// StderrRate bounds the stderr lines logged per session; see StderrRate.
 	StderrRate StderrRate
 	// Logger receives the servers' stderr lines and lifecycle events, with
@@ -202,6 +206,9 @@ func dockerDefaults(opts *DockerOptions) (DockerOptions, []mount.Mount, error) {
 		o.TmpfsBytes = DefaultDockerTmpfsBytes
 	case o.TmpfsBytes < 0:
 		return bad("TmpfsBytes", "/tmp size %d: want a positive number of bytes", o.TmpfsBytes)
+	}
+	if o.StderrLineBytes <= 0 {
+		o.StderrLineBytes = DefaultStderrLineBytes
 	}
 	switch {
 	case o.StopGrace == 0:

@@ -253,6 +253,29 @@ func TestDocker(t *testing.T) {
 		}
 	})
 
+	t.Run("StderrLineBytes", func(t *testing.T) {
+		t.Parallel()
+		// The bound applies under Docker as it does to local servers
+		// (before: the Docker launcher ignored --stderr-line-bytes and
+		// logged up to DefaultStderrLineBytes).
+		const bound = 100
+		d, rec := e.newDocker(t, func(o *DockerOptions) { o.StderrLineBytes = bound })
+		c := launchDocker(t, d, "sess-stderr-bound")
+		long := strings.Repeat("0123456789", 30) // 300 bytes
+		c.expect(t, "stderr "+long, "ok")
+		c.expect(t, "stderr short line", "ok")
+		if err := c.Stdin().Close(); err != nil {
+			t.Fatal(err)
+		}
+		if err := c.Wait(); err != nil { // stderr is drained before Wait returns
+			t.Errorf("Wait: %v", err)
+		}
+		want := []string{long[:bound] + truncatedMarker, "short line"}
+		if got := rec.stderrLines(); !slices.Equal(got, want) {
+			t.Errorf("stderr lines logged: %q, want %q", got, want)
+		}
+	})
+
 	t.Run("EarlyOutput", func(t *testing.T) {
 		t.Parallel()
 		// Written the moment the server starts: caught because we attach

@@ -54,6 +54,8 @@ type Pool struct {
 	starting int      // background launches in progress
 	seq      uint64   // numbers placeholder IDs
 	closed   bool
+	hits     uint64 // Launches served by a spare (Stats)
+	misses   uint64 // Launches that found the pool empty (Stats)
 
 	// launches counts background launches; Close waits for them. Watchers
 	// are not counted: one ends when its child exits, and the child of a
@@ -108,6 +110,11 @@ func (p *Pool) Launch(ctx context.Context, sessionID string) (Process, error) {
 		p.spares[0] = nil
 		p.spares = p.spares[1:]
 	}
+	if s != nil {
+		p.hits++
+	} else {
+		p.misses++
+	}
 	p.refillLocked()
 	p.mu.Unlock()
 
@@ -117,6 +124,14 @@ func (p *Pool) Launch(ctx context.Context, sessionID string) (Process, error) {
 	id := s.proc.ID()
 	p.logger.Info("warm MCP server handed to a session", "session", sessionID, "warm", s.name, "server", id)
 	return &pooledProcess{Process: s.proc, id: id + ", started ahead as " + s.name}, nil
+}
+
+// Stats counts the Launches served by a spare (hits) and those that found
+// the pool empty and started a child themselves (misses), for metrics.
+func (p *Pool) Stats() (hits, misses uint64) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.hits, p.misses
 }
 
 // refillLocked starts background launches until the spares and the

@@ -161,6 +161,9 @@ func TestPoolHandsOutSpares(t *testing.T) {
 		t.Fatalf("the second session got %s (the first got %s), want another spare", got2.name, got.name)
 	}
 	echoes(t, proc2, bufio.NewReader(proc2.Stdout()), "again")
+	if hits, misses := pool.Stats(); hits != 2 || misses != 0 {
+		t.Errorf("Stats() = %d hits, %d misses; want 2, 0", hits, misses)
+	}
 
 	for _, p := range []Process{proc, proc2} {
 		if err := p.Stop(context.Background()); err != nil {
@@ -238,6 +241,9 @@ func TestPoolColdStartWhenEmpty(t *testing.T) {
 		t.Errorf("a cold start has ID %q, as if it had been started ahead", proc.ID())
 	}
 	echoes(t, proc, bufio.NewReader(proc.Stdout()), "cold")
+	if hits, misses := pool.Stats(); hits != 0 || misses != 1 {
+		t.Errorf("Stats() = %d hits, %d misses; want 0, 1", hits, misses)
+	}
 	if err := proc.Stop(context.Background()); err != nil {
 		t.Error(err)
 	}

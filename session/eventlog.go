@@ -78,7 +78,13 @@ type EventLog struct {
 	budget   *LogBudget
 	counted  bool
 	released bool
-	walkGen  uint64 // numbers reclaim's walks over order
+
+	walkGen uint64 // numbers reclaim's walks over order
+
+	// onEvict, if set, is told the size of each evicted event (under mu),
+	// by the log's own bounds or a budget walk, for metrics
+	// (Observer.EventEvicted).
+	onEvict func(bytes int)
 }
 
 type logStream struct {
@@ -257,6 +263,9 @@ func (l *EventLog) dropFirstLocked(s *logStream) int64 {
 		l.budget.total.Add(-int64(len(data)))
 	}
 	l.maybeFreeLocked(s)
+	if l.onEvict != nil {
+		l.onEvict(len(data))
+	}
 	return int64(len(data))
 }
 

@@ -24,6 +24,7 @@ import (
 	"crypto/rand"
 	"crypto/sha256"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -144,11 +145,44 @@ type Options struct {
 	// Intercept sees every message to and from each session's server
 	// (peer.Options.Intercept). Nil means none.
 	Intercept peer.Interceptor
+	// InterceptSession, if set, gives each session an interceptor of its
+	// own, after Intercept in the chain: for what keeps state per session
+	// (pinning, the audit log). It is called once per session, before its
+	// server's connection is made; the session's Call works from then on.
+	InterceptSession func(s *Session) peer.Interceptor
 	// Inflight, if set, is told the number of client requests in flight
 	// across sessions each time it rises or falls, on the request's path:
 	// it must be quick. Calls may arrive out of order when requests start
 	// and end at the same moment.
 	Inflight func(n int)
+	// Observer, if set, is told of each session's start and end, of the
+	// events its log evicts and of resumes (package metrics implements
+	// it). Nil means none.
+	Observer Observer
+}
+
+// An Observer is told what happens to sessions, for metrics. Its methods
+// are called on the paths they observe (some under a session's lock): they
+// must be quick, must not call back into the session, and must be safe for
+// concurrent use.
+type Observer interface {
+	// SessionStarted: a session's server started and the session is
+	// registered (called under the registry's lock, always before
+	// SessionEnded).
+	SessionStarted(s *Session)
+	// SessionEnded: the session ended, with the reason Err returns (it
+	// wraps one of the ErrDeleted... reasons, or the server's exit). s is
+	// also the Origin of the session's messages at the interception point
+	// (peer.Message.Origin): its requests still in flight will get no
+	// answer from the server.
+	SessionEnded(s *Session, reason error)
+	// EventEvicted: the session's event log evicted an event of this many
+	// bytes to stay within its bounds.
+	EventEvicted(bytes int)
+	// Resumed: a client asked to resume a stream (GET with Last-Event-ID);
+	// err is nil, or wraps ErrEventsPurged (the bridge answers 410) or
+	// ErrUnknownEvent.
+	Resumed(err error)
 }
 
 // Errors callers branch on.
@@ -380,6 +414,9 @@ func (r *Registry) CreateWith(ctx context.Context, owner any, opts *CreateOption
 		s.single = &post{stream: s.log.NewStream(), shared: true}
 		s.standalone = s.single.stream
 	}
+	if o := r.opts.Observer; o != nil {
+		s.log.onEvict = o.EventEvicted
+	}
 	s.touch()
 
 	r.mu.Lock()
@@ -389,6 +426,12 @@ func (r *Registry) CreateWith(ctx context.Context, owner any, opts *CreateOption
 		return nil, ErrShuttingDown
 	}
 	r.sessions[id] = s
+	if r.opts.Observer != nil {
+		// Under mu, before the session can end (its server's exit, or
+		// Shutdown, which lists the sessions under mu): Ended never comes
+		// before Started.
+		r.opts.Observer.SessionStarted(s)
+	}
 	// Each session counts in wg from here until its server is stopped (the
 	// end of Close's goroutine): Shutdown waits for them, and goroutines a
 	// live session starts may Add to wg while it waits.
@@ -397,10 +440,14 @@ func (r *Registry) CreateWith(ctx context.Context, owner any, opts *CreateOption
 
 	// The connection may end (and call Ended) before New returns: Close
 	// waits for s.conn through ready.
+	intercept := r.opts.Intercept
+	if r.opts.InterceptSession != nil {
+		intercept = peer.Chain(intercept, r.opts.InterceptSession(s))
+	}
 	s.conn = peer.New(proc, s, &peer.Options{
 		MaxMessageBytes: r.opts.MaxMessageBytes,
 		MaxQueuedBytes:  int(r.opts.MaxQueuedBytes),
-		Intercept:       r.opts.Intercept,
+		Intercept:       intercept,
 		Logger:          logger,
 	})
 	close(s.ready)
@@ -431,6 +478,18 @@ func (r *Registry) Get(id string) (*Session, error) {
 		return s, nil
 	}
 	return nil, ErrNotFound
+}
+
+// LogStats is what the event logs of the live sessions hold together:
+// events and bytes of event data. It locks each log in turn: for metrics
+// at scrape time, not for a hot path.
+func (r *Registry) LogStats() (events int, bytes int64) {
+	for _, s := range r.list() {
+		e, b, _ := s.log.Stats()
+		events += e
+		bytes += b
+	}
+	return events, bytes
 }
 
 // Len is the number of live sessions.
@@ -656,6 +715,17 @@ func (s *Session) Answer(data []byte) error {
 	return nil
 }
 
+// Call sends a request of the bridge's own to the session's server and
+// returns its result (peer.Conn.Call): its answer reaches no client.
+func (s *Session) Call(ctx context.Context, method string, params any) (json.RawMessage, error) {
+	select {
+	case <-s.ready:
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+	return s.conn.Call(ctx, method, params)
+}
+
 // Owner is the tag the session was bound to at creation.
 func (s *Session) Owner() any { return s.owner }
 
@@ -874,7 +944,11 @@ func (s *Session) Listen() (*Reader, error) {
 // ErrUnknownEvent or ErrEventsPurged.
 func (s *Session) Resume(stream int64, after uint64) (*Reader, error) {
 	s.touch()
-	return s.log.Attach(stream, after)
+	r, err := s.log.Attach(stream, after)
+	if o := s.reg.opts.Observer; o != nil {
+		o.Resumed(err)
+	}
+	return r, err
 }
 
 // Close ends the session for the given reason: requests in flight get a
@@ -913,6 +987,9 @@ func (s *Session) Close(reason error) {
 		level = slog.LevelWarn
 	}
 	s.logger.Log(context.Background(), level, "session ended", "reason", reason.Error())
+	if o := s.reg.opts.Observer; o != nil {
+		o.SessionEnded(s, reason)
+	}
 
 	go func() {
 		defer s.reg.wg.Done() // the session's count, from Create

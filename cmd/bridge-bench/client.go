@@ -35,13 +35,16 @@ func newTransport(conns int) *http.Transport {
 // mcpClient is one MCP session over Streamable HTTP (or one client of a
 // target without sessions: the HTTP floor, supergateway stateless).
 type mcpClient struct {
-	hc     *http.Client
-	url    string
-	sid    string
-	proto  string
-	nextID int64
-	req    []byte       // request body being built
-	body   bytes.Buffer // response body, reused
+	hc    *http.Client
+	url   string
+	sid   string
+	proto string
+	// stateless: revision 2026-07-28, no session; each call carries the
+	// mirrored headers and its _meta.
+	stateless bool
+	nextID    int64
+	req       []byte       // request body being built
+	body      bytes.Buffer // response body, reused
 }
 
 func newMCPClient(hc *http.Client, url string) *mcpClient {
@@ -62,6 +65,11 @@ func (c *mcpClient) post(ctx context.Context, msg []byte) (*http.Response, error
 	}
 	if c.proto != "" {
 		h["Mcp-Protocol-Version"] = []string{c.proto}
+	}
+	if c.stateless {
+		h["Mcp-Protocol-Version"] = statelessVersion
+		h["Mcp-Method"] = toolsCall
+		h["Mcp-Name"] = echoName
 	}
 	resp, err := c.hc.Do(req)
 	if err != nil {
@@ -100,6 +108,15 @@ func (c *mcpClient) answer(resp *http.Response) []byte {
 	}
 	return last
 }
+
+// Headers and _meta of a revision 2026-07-28 echo call (the stateless
+// clients only call echo).
+var (
+	statelessVersion = []string{"2026-07-28"}
+	toolsCall        = []string{"tools/call"}
+	echoName         = []string{"echo"}
+	statelessMeta    = `,"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientInfo":{"name":"bridge-bench","version":"1.0.0"},"io.modelcontextprotocol/clientCapabilities":{}}`
+)
 
 // initializeMsg is the initialize request every client of the harness
 // sends, without a line end.
@@ -149,6 +166,9 @@ func (c *mcpClient) call(ctx context.Context, tool, args string) ([]byte, error)
 	c.req = append(c.req, tool...)
 	c.req = append(c.req, `","arguments":`...)
 	c.req = append(c.req, args...)
+	if c.stateless {
+		c.req = append(c.req, statelessMeta...)
+	}
 	c.req = append(c.req, `}}`...)
 	resp, err := c.post(ctx, c.req)
 	if err != nil {

@@ -10,6 +10,8 @@
 //     and with --json-response; session start with and without --warm;
 //     bridge memory per idle session; a large tool result passing through;
 //     the replay of a long stream;
+//   - the bridge with --policy, --pin-file (of the minimal server, written
+//     by bridge pin) and --audit-log, against the same bridge without them;
 //   - optionally supergateway, side by side, with the same load generator.
 //
 // Throughput rounds interleave the targets (floor, bridge, ...) so that a
@@ -32,9 +34,12 @@ import (
 	"flag"
 	"fmt"
 	"os"
+	"os/exec"
 	"os/signal"
+	"path/filepath"
 	"runtime"
 	"slices"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -80,7 +85,7 @@ func main() {
 	flag.StringVar(&c.sg, "supergateway", "", "supergateway `script` to measure side by side (optional)")
 	flag.StringVar(&c.node, "node", "node", "`node` binary that runs -supergateway")
 	flag.StringVar(&c.profileDir, "profile", "", "build the bridge with a pprof hook and write CPU and heap profiles to `dir`")
-	flag.StringVar(&c.only, "only", "", "comma-separated phases to run: floor,hop,bridge,json,sg,start,idle,big,replay (default: all)")
+	flag.StringVar(&c.only, "only", "", "comma-separated phases to run: floor,hop,bridge,json,stateless,guards,sg,start,idle,big,replay (default: all)")
 	flag.DurationVar(&c.timeout, "timeout", 20*time.Minute, "stop the whole run after this long")
 	flag.Parse()
 
@@ -181,10 +186,11 @@ func run(ctx context.Context, c *config) error {
 
 // target is something that answers MCP over HTTP in a throughput round.
 type target struct {
-	name  string
-	phase string
-	base  bool // the -baseline build
-	start func(ctx context.Context) (url string, stop func(), p *process, b *bridgeProc, err error)
+	name      string
+	phase     string
+	base      bool // the -baseline build
+	stateless bool // its clients speak revision 2026-07-28
+	start     func(ctx context.Context) (url string, stop func(), p *process, b *bridgeProc, err error)
 
 	url  string
 	stop func()
@@ -232,6 +238,19 @@ func (t *throughput) run(ctx context.Context) error {
 		}},
 		bridgeTarget(c.bridge, "bridge, SSE answers", "bridge"),
 		bridgeTarget(c.bridge, "bridge, --json-response", "json", "--json-response"),
+		// Revision 2026-07-28: every client on one pool of children. The
+		// pool's size matters on a small machine: the default, and one
+		// child per core (fewer processes to wake per call).
+		statelessTarget(bridgeTarget(c.bridge, "bridge, 2026-07-28 stateless clients on a pool (default --pool-max 8)", "stateless")),
+		statelessTarget(bridgeTarget(c.bridge, fmt.Sprintf("bridge, 2026-07-28 stateless clients on a pool (--pool-max %d, one per core)", runtime.NumCPU()), "stateless", "--pool-max", strconv.Itoa(runtime.NumCPU()))),
+	}
+	if c.phase("guards") {
+		g, cleanup, err := guardFlags(ctx, c)
+		if err != nil {
+			return err
+		}
+		defer cleanup()
+		all = append(all, bridgeTarget(c.bridge, "bridge, SSE answers, --policy --pin-file --audit-log", "guards", g...))
 	}
 	if c.baseline != "" {
 		// Interleaved with the bridge's rounds, so that the machine's load
@@ -314,7 +333,7 @@ func (t *throughput) run(ctx context.Context) error {
 				if tg.b != nil && !tg.base && round == 1 {
 					during = t.prof.cpu(ctx, tg.b, fmt.Sprintf("cpu-%s-c%d", tg.phase, n))
 				}
-				s, err := httpThroughput(ctx, tg.url, n, c.warm, c.duration, meterFor(tg.pid, nil), during)
+				s, err := httpThroughput(ctx, tg.url, n, c.warm, c.duration, meterFor(tg.pid, nil), during, tg.stateless)
 				if err != nil {
 					tg.err = err
 					continue
@@ -329,6 +348,11 @@ func (t *throughput) run(ctx context.Context) error {
 		}
 	}
 	return nil
+}
+
+func statelessTarget(t *target) *target {
+	t.stateless = true
+	return t
 }
 
 // summary is the median round's rate and the latencies of all rounds.
@@ -414,6 +438,20 @@ func (t *throughput) rows(add func(what, result, cpu, target, met string), fail 
 			target, met := "", ""
 			if ratio, ok := pairedRatio(tg.res[n], floor[n]); tg.phase != "floor" && ok {
 				result += fmt.Sprintf(" = %.2f x HTTP floor", ratio)
+				if tg.phase == "stateless" {
+					// Issue 15: >= 0.5 x the HTTP floor, and >= 1.5 x the
+					// 2025 per-session rate, at many clients.
+					if i == 1 {
+						target = ">= 0.5 x floor, >= 1.5 x sessions"
+						met = yesNo(ratio >= 0.5)
+					}
+					if r, ok := pairedRatio(tg.res[n], sessionRes(t.ts)[n]); ok {
+						result += fmt.Sprintf(" = %.2f x 2025 sessions (SSE)", r)
+						if i == 1 {
+							met = yesNo(ratio >= 0.5 && r >= 1.5)
+						}
+					}
+				}
 				if (tg.phase == "bridge" || tg.phase == "json") && !tg.base {
 					want := []float64{0.6, 0.5}[i]
 					target = fmt.Sprintf(">= %.1f x floor", want)
@@ -430,6 +468,18 @@ func (t *throughput) rows(add func(what, result, cpu, target, met string), fail 
 					}
 				}
 			}
+			if tg.phase == "guards" {
+				// The interception point's cost: the same bridge without it,
+				// in the same rounds.
+				for _, b := range t.ts {
+					if b.phase == "bridge" && !b.base {
+						if r, ok := pairedRatio(tg.res[n], b.res[n]); ok {
+							result += fmt.Sprintf(" = %.2f x the bridge without them", r)
+							target, met = ">= 0.95 x without", yesNo(r >= 0.95)
+						}
+					}
+				}
+			}
 			add(what, result, s.cpuString(), target, met)
 		}
 		if tg.hwm > 0 {
@@ -441,6 +491,16 @@ func (t *throughput) rows(add func(what, result, cpu, target, met string), fail 
 			fail(tg.name+" (a later round)", tg.err)
 		}
 	}
+}
+
+// sessionRes is the 2025 per-session bridge's results (SSE answers).
+func sessionRes(ts []*target) map[int][]sample {
+	for _, tg := range ts {
+		if tg.phase == "bridge" && !tg.base {
+			return tg.res
+		}
+	}
+	return nil
 }
 
 // baselineOf is the -baseline build's target measured like tg, if any.
@@ -736,4 +796,26 @@ func printReport(c *config, rows []row, bad []string, started time.Time, loadSta
 			fmt.Println("- " + n)
 		}
 	}
+}
+
+// guardFlags pins the minimal server with bridge pin and writes a policy,
+// for the bridge row with the interception point's guards on: the flags,
+// and a function that removes the files.
+func guardFlags(ctx context.Context, c *config) ([]string, func(), error) {
+	dir, err := os.MkdirTemp("", "bridge-bench-guards-")
+	if err != nil {
+		return nil, nil, err
+	}
+	cleanup := func() { os.RemoveAll(dir) }
+	lock := filepath.Join(dir, "mcp-lock.json")
+	if out, err := exec.CommandContext(ctx, c.bridge, "pin", "--output", lock, "--", c.minimal).CombinedOutput(); err != nil {
+		cleanup()
+		return nil, nil, fmt.Errorf("bridge pin: %v\n%s", err, out)
+	}
+	policy := filepath.Join(dir, "policy.yaml")
+	if err := os.WriteFile(policy, []byte("tools:\n  deny: [delete_*, \"*_admin\"]\n  scopes:\n    send_*: [mail:send]\n"), 0o600); err != nil {
+		cleanup()
+		return nil, nil, err
+	}
+	return []string{"--policy", policy, "--pin-file", lock, "--audit-log", filepath.Join(dir, "audit.log")}, cleanup, nil
 }

@@ -114,10 +114,21 @@ func forEach(n, par int, f func(i int) error) error {
 // httpThroughput opens n sessions on url and measures echo calls on them,
 // each on its own keep-alive connection. during, if not nil, runs alongside
 // the measurement window (the profiler).
-func httpThroughput(ctx context.Context, url string, n int, warm, dur time.Duration, meter func() cpuSnap, during func(warm, dur time.Duration)) (sample, error) {
+func httpThroughput(ctx context.Context, url string, n int, warm, dur time.Duration, meter func() cpuSnap, during func(warm, dur time.Duration), stateless bool) (sample, error) {
 	tr := newTransport(n)
 	defer tr.CloseIdleConnections()
 	hc := &http.Client{Transport: tr}
+	if stateless {
+		// Revision 2026-07-28: no session to open, nothing to close.
+		clients := make([]*mcpClient, n)
+		for i := range clients {
+			clients[i] = &mcpClient{hc: hc, url: url, stateless: true}
+		}
+		if during != nil {
+			go during(warm, dur)
+		}
+		return measure(ctx, n, warm, dur, meter, func(i int) error { return clients[i].echo(ctx) })
+	}
 	clients, closeAll, err := openSessions(ctx, hc, url, n)
 	defer closeAll()
 	if err != nil {

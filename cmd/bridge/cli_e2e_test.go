@@ -195,3 +195,27 @@ func TestLaunchErrorNamesSessionOnce(t *testing.T) {
 		t.Fatalf("status %d, error %q: want 502 naming the session once", resp.StatusCode, body.Error.Message)
 	}
 }
+
+// The subcommands' help, when asked for, goes to stdout too; a bad flag
+// gets one line and a pointer to --help on stderr.
+func TestCLISubcommandHelp(t *testing.T) {
+	bin, _ := buildBinaries(t)
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"image", "--help"}, "Usage:\n  bridge image build "},
+		{[]string{"image", "build", "--help"}, "Usage:\n  bridge image build "},
+		{[]string{"deploy", "--help"}, "Usage:\n  bridge deploy aws "},
+		{[]string{"deploy", "aws", "-h"}, "Usage:\n  bridge deploy aws "},
+	} {
+		stdout, stderr, code := runBinary(t, bin, nil, tc.args...)
+		if code != 0 || stderr != "" || !strings.HasPrefix(stdout, tc.want) {
+			t.Errorf("bridge %q: exit %d, stderr %q, stdout:\n%s", tc.args, code, stderr, stdout)
+		}
+	}
+	stdout, stderr, code := runBinary(t, bin, nil, "image", "build", "--bogus")
+	if want := "flag provided but not defined: -bogus\nRun 'bridge image build --help' for usage.\n"; code != 2 || stdout != "" || stderr != want {
+		t.Errorf("bridge image build --bogus: exit %d, stdout %q, stderr %q, want %q", code, stdout, stderr, want)
+	}
+}

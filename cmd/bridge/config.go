@@ -21,6 +21,9 @@ import (
 	units "github.com/docker/go-units"
 	"github.com/kelseyhightower/envconfig"
 	"github.com/mcp-bridge/mcp-bridge/bridge"
+	"github.com/mcp-bridge/mcp-bridge/pin"
+	"github.com/mcp-bridge/mcp-bridge/policy"
+	"github.com/mcp-bridge/mcp-bridge/pool"
 	"github.com/mcp-bridge/mcp-bridge/sandbox"
 	"github.com/mcp-bridge/mcp-bridge/session"
 )
@@ -97,6 +100,21 @@ type config struct {
 
 	Warm int `envconfig:"BRIDGE_WARM"`
 
+	ChildEra            string        `envconfig:"BRIDGE_CHILD_ERA"`
+	PoolMin             int           `envconfig:"BRIDGE_POOL_MIN"`
+	PoolMax             int           `envconfig:"BRIDGE_POOL_MAX"`
+	RequestStateTTL     time.Duration `envconfig:"BRIDGE_REQUEST_STATE_TTL"`
+	NoMetrics           bool          `envconfig:"BRIDGE_NO_METRICS"`
+	MetricsListen       string        `envconfig:"BRIDGE_METRICS_LISTEN"`
+	OTLPEndpoint        string        `envconfig:"BRIDGE_OTLP_ENDPOINT"`
+	Policy              string        `envconfig:"BRIDGE_POLICY"`
+	PinFile             string        `envconfig:"BRIDGE_PIN_FILE"`
+	OnPinViolation      string        `envconfig:"BRIDGE_ON_PIN_VIOLATION"`
+	MaxDescriptionBytes int           `envconfig:"BRIDGE_MAX_DESCRIPTION_BYTES"`
+	AllowHiddenUnicode  bool          `envconfig:"BRIDGE_ALLOW_HIDDEN_UNICODE"`
+	AuditLog            string        `envconfig:"BRIDGE_AUDIT_LOG"`
+	AuditArgs           bool          `envconfig:"BRIDGE_AUDIT_ARGS"`
+
 	Config      string `envconfig:"BRIDGE_CONFIG"`
 	NoLegacySSE bool   `envconfig:"BRIDGE_NO_LEGACY_SSE"`
 
@@ -105,6 +123,15 @@ type config struct {
 	// AffinitySecret has no flag, like AuthTokens.
 	AffinitySecret string `envconfig:"BRIDGE_AFFINITY_SECRET"`
 
+	OAuthIssuer           string   `envconfig:"BRIDGE_OAUTH_ISSUER"`
+	ResourceURL           string   `envconfig:"BRIDGE_RESOURCE_URL"`
+	OAuthScopes           []string `envconfig:"BRIDGE_OAUTH_SCOPES"`
+	OAuthIntrospectionURL string   `envconfig:"BRIDGE_OAUTH_INTROSPECTION_URL"`
+	OAuthClientID         string   `envconfig:"BRIDGE_OAUTH_CLIENT_ID"`
+	OAuthClientSecretFile string   `envconfig:"BRIDGE_OAUTH_CLIENT_SECRET_FILE"`
+	// OAuthClientSecret has no flag, like AuthTokens.
+	OAuthClientSecret string `envconfig:"BRIDGE_OAUTH_CLIENT_SECRET"`
+
 	// Derived.
 	given          []string // the flags (--name) and variables (BRIDGE_NAME) set, flags last
 	command        []string
@@ -112,7 +139,9 @@ type config struct {
 	logLevel       slog.Level
 	memory         int64
 	affinitySecret []byte
-	env            []string    // Env resolved: NAME=VALUE entries
+	env            []string // Env resolved: NAME=VALUE entries
+	policy         *policy.Policy
+	lock           *pin.Lock
 	file           *configFile // --config, read
 
 	// Of one server of the config file (serverConfig).
@@ -161,6 +190,13 @@ func defaultConfig() *config {
 		MaxConnections:          bridge.DefaultMaxConnections,
 		MaxConnectionsPerClient: bridge.DefaultMaxConnectionsPerClient,
 		MaxBodyBytesInFlight:    int64(bridge.DefaultMaxBodyBytesInFlight),
+
+		ChildEra:            pool.EraAuto.String(),
+		PoolMin:             pool.DefaultMin,
+		PoolMax:             pool.DefaultMax,
+		RequestStateTTL:     pool.DefaultStateTTL,
+		OnPinViolation:      string(pin.Drop),
+		MaxDescriptionBytes: pin.DefaultMaxDescriptionBytes,
 	}
 }
 
@@ -168,35 +204,40 @@ func defaultConfig() *config {
 // that a message about an option (a library error that names its option, a
 // warning) names what the user types. TestOptionFlagsExist keeps it true.
 var optionFlags = map[string]string{
-	"bridge.Options.Path":                  "path",
-	"bridge.Options.AllowedOrigins":        "allowed-origins",
-	"bridge.Options.AllowedHosts":          "allowed-hosts",
-	"bridge.Options.AuthTokens":            "auth-token-file",
-	"bridge.Options.MaxMessageBytes":       "max-message-bytes",
-	"bridge.Options.JSONResponse":          "json-response",
-	"bridge.Options.SSEPollAfter":          "sse-poll-after",
-	"bridge.Options.SSERetry":              "sse-retry",
-	"session.Options.IdleTimeout":          "session-idle-timeout",
-	"session.Options.MaxSessions":          "max-sessions",
-	"session.Options.MaxMessageBytes":      "max-message-bytes",
-	"session.Options.LogMaxEvents":         "log-max-events",
-	"session.Options.LogMaxBytes":          "log-max-bytes",
-	"session.Options.LogMaxTotalBytes":     "log-max-total-bytes",
-	"sandbox.LocalOptions.StopGrace":       "stop-grace",
-	"sandbox.LocalOptions.StderrLineBytes": "stderr-line-bytes",
-	"sandbox.DockerOptions.Image":          "image",
-	"sandbox.DockerOptions.Pull":           "pull",
-	"sandbox.DockerOptions.Network":        "sandbox-network",
-	"sandbox.DockerOptions.Mounts":         "sandbox-mount",
-	"sandbox.DockerOptions.Env":            "sandbox-env",
-	"sandbox.DockerOptions.Memory":         "sandbox-memory",
-	"sandbox.DockerOptions.CPUs":           "sandbox-cpus",
-	"sandbox.DockerOptions.Pids":           "sandbox-pids",
-	"sandbox.DockerOptions.User":           "sandbox-user",
-	"sandbox.DockerOptions.StopGrace":      "stop-grace",
-	"sandbox.DockerOptions.Instance":       "instance",
-	"affinity.Options.Self":                "affinity-addr",
-	"affinity.Options.Secret":              "affinity-secret-file",
+	"bridge.Options.Path":                   "path",
+	"bridge.Options.AllowedOrigins":         "allowed-origins",
+	"bridge.Options.AllowedHosts":           "allowed-hosts",
+	"bridge.Options.AuthTokens":             "auth-token-file",
+	"bridge.Options.MaxMessageBytes":        "max-message-bytes",
+	"bridge.Options.JSONResponse":           "json-response",
+	"bridge.Options.SSEPollAfter":           "sse-poll-after",
+	"bridge.Options.SSERetry":               "sse-retry",
+	"session.Options.IdleTimeout":           "session-idle-timeout",
+	"session.Options.MaxSessions":           "max-sessions",
+	"session.Options.MaxMessageBytes":       "max-message-bytes",
+	"session.Options.LogMaxEvents":          "log-max-events",
+	"session.Options.LogMaxBytes":           "log-max-bytes",
+	"session.Options.LogMaxTotalBytes":      "log-max-total-bytes",
+	"sandbox.LocalOptions.StopGrace":        "stop-grace",
+	"sandbox.LocalOptions.StderrLineBytes":  "stderr-line-bytes",
+	"sandbox.DockerOptions.Image":           "image",
+	"sandbox.DockerOptions.Pull":            "pull",
+	"sandbox.DockerOptions.Network":         "sandbox-network",
+	"sandbox.DockerOptions.Mounts":          "sandbox-mount",
+	"sandbox.DockerOptions.Env":             "sandbox-env",
+	"sandbox.DockerOptions.Memory":          "sandbox-memory",
+	"sandbox.DockerOptions.CPUs":            "sandbox-cpus",
+	"sandbox.DockerOptions.Pids":            "sandbox-pids",
+	"sandbox.DockerOptions.User":            "sandbox-user",
+	"sandbox.DockerOptions.StderrLineBytes": "stderr-line-bytes",
+	"sandbox.DockerOptions.StopGrace":       "stop-grace",
+	"sandbox.DockerOptions.Instance":        "instance",
+	"affinity.Options.Self":                 "affinity-addr",
+	"affinity.Options.Secret":               "affinity-secret-file",
+	"auth.Options.Issuer":                   "oauth-issuer",
+	"auth.Options.ResourceURL":              "resource-url",
+	"auth.Options.Scopes":                   "oauth-scopes",
+	"auth.Options.IntrospectionURL":         "oauth-introspection-url",
 }
 
 // flagOf is "--flag" for a library option of optionFlags.
@@ -285,7 +326,7 @@ func newFlagSet(c *config) *flag.FlagSet {
 	fs := flag.NewFlagSet("bridge", flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
 	fs.Usage = func() {}
-	fs.StringVar(&c.Listen, "listen", c.Listen, "`address` to listen on; a non-loopback address requires auth tokens or --insecure-no-auth")
+	fs.StringVar(&c.Listen, "listen", c.Listen, "`address` to listen on; a non-loopback address requires auth tokens, --oauth-issuer, --tls-client-ca or --insecure-no-auth")
 	fs.StringVar(&c.Path, "path", c.Path, "HTTP `path` of the MCP endpoint")
 	fs.DurationVar(&c.SessionIdleTimeout, "session-idle-timeout", c.SessionIdleTimeout, "end a session after this long without a client message, whatever streams are open (negative: never)")
 	fs.IntVar(&c.MaxSessions, "max-sessions", c.MaxSessions, "most sessions alive at once; beyond it initialize gets 503")
@@ -338,8 +379,28 @@ func newFlagSet(c *config) *flag.FlagSet {
 	fs.StringVar(&c.SandboxUser, "sandbox-user", c.SandboxUser, "`uid:gid` servers run as in containers; 0 (root) weakens the sandbox")
 	fs.StringVar(&c.Instance, "instance", c.Instance, "`name` of this bridge on the Docker host, in container labels (default: a random bridge-<hex>); a restarted bridge of the same name removes its predecessor's containers")
 	fs.IntVar(&c.Warm, "warm", c.Warm, "keep `N` MCP servers (processes or containers) started ahead of sessions, so that a new session does not wait for a launch (0: none)")
+	fs.BoolVar(&c.NoMetrics, "no-metrics", c.NoMetrics, "serve no /metrics (by default it is served on --listen, behind the same Host and authentication checks as the MCP endpoint)")
+	fs.StringVar(&c.MetricsListen, "metrics-listen", c.MetricsListen, "serve /metrics on this `address` instead, without authentication (e.g. a port only the Prometheus scraper reaches)")
+	fs.StringVar(&c.OTLPEndpoint, "otlp-endpoint", c.OTLPEndpoint, "export OpenTelemetry traces over OTLP/HTTP to this collector base `URL`, e.g. http://collector:4318 (default: OTEL_EXPORTER_OTLP_ENDPOINT; unset: tracing off)")
 	fs.StringVar(&c.AffinityAddr, "affinity-addr", c.AffinityAddr, "`host:port` other instances reach this one at, or ecs (from the ECS task metadata); with an affinity secret, session IDs name their owner and any instance forwards a request to it")
 	fs.StringVar(&c.AffinitySecretFile, "affinity-secret-file", c.AffinitySecretFile, "`file` holding the secret (32 bytes or more) shared by all instances, which authenticates owners in session IDs (BRIDGE_AFFINITY_SECRET also takes it)")
+	fs.StringVar(&c.OAuthIssuer, "oauth-issuer", c.OAuthIssuer, "issuer `URL` of the OAuth 2.1 authorization server whose access tokens are accepted (needs --resource-url)")
+	fs.StringVar(&c.ResourceURL, "resource-url", c.ResourceURL, "canonical `URL` clients reach the MCP endpoint at, e.g. https://mcp.example.com/mcp: the audience every OAuth token must carry")
+	fs.Var(&listFlag{dst: &c.OAuthScopes}, "oauth-scopes", "`scopes` every OAuth token must carry, advertised to clients (comma-separated or repeated)")
+	fs.StringVar(&c.OAuthIntrospectionURL, "oauth-introspection-url", c.OAuthIntrospectionURL, "RFC 7662 introspection endpoint `URL` for opaque (non-JWT) tokens; needs --oauth-client-id and a client secret")
+	fs.StringVar(&c.OAuthClientID, "oauth-client-id", c.OAuthClientID, "the bridge's client `ID` at the introspection endpoint")
+	fs.StringVar(&c.OAuthClientSecretFile, "oauth-client-secret-file", c.OAuthClientSecretFile, "`file` holding the bridge's client secret at the introspection endpoint (BRIDGE_OAUTH_CLIENT_SECRET also takes it)")
+	fs.StringVar(&c.ChildEra, "child-era", c.ChildEra, "era of the server for revision 2026-07-28 clients: auto (ask a throwaway process with server/discover once), legacy (needs initialize; the bridge translates) or modern")
+	fs.IntVar(&c.PoolMin, "pool-min", c.PoolMin, "servers kept running for revision 2026-07-28 clients when the server is modern (-1: none)")
+	fs.IntVar(&c.PoolMax, "pool-max", c.PoolMax, "most servers running for revision 2026-07-28 clients, across all principals (separate from --max-sessions)")
+	fs.DurationVar(&c.RequestStateTTL, "request-state-ttl", c.RequestStateTTL, "how long a call that asked the client something (elicitation, sampling, roots) waits for the client's retry before it is cancelled")
+	fs.StringVar(&c.Policy, "policy", c.Policy, "policy `file` (YAML): which tools, prompts and resources callers see and may use, and the scopes each needs")
+	fs.StringVar(&c.PinFile, "pin-file", c.PinFile, "lock `file` written by bridge pin: a tool, prompt or resource template that is new or changed since is hidden and refused")
+	fs.StringVar(&c.OnPinViolation, "on-pin-violation", c.OnPinViolation, "what a server offering what --pin-file refuses does besides the refusal: drop, or end-session")
+	fs.IntVar(&c.MaxDescriptionBytes, "max-description-bytes", c.MaxDescriptionBytes, "a tool, prompt or resource template with a longer description is hidden and refused (negative: no limit)")
+	fs.BoolVar(&c.AllowHiddenUnicode, "allow-hidden-unicode", c.AllowHiddenUnicode, "accept descriptions and schemas holding invisible or direction-changing Unicode (tag characters, zero-width, bidi controls), which can hide instructions from reviewers")
+	fs.StringVar(&c.AuditLog, "audit-log", c.AuditLog, "append one JSON line per request, either way, to this `file` (- for standard output)")
+	fs.BoolVar(&c.AuditArgs, "audit-args", c.AuditArgs, "record the arguments of each request in the audit log, not only their SHA-256")
 	fs.StringVar(&c.Config, "config", c.Config, "serve the MCP servers of this JSON `file` (the mcpServers format of desktop clients), each at /servers/NAME/mcp, instead of one COMMAND; SIGHUP reloads it")
 	fs.BoolVar(&c.NoLegacySSE, "no-legacy-sse", c.NoLegacySSE, "do not serve the legacy HTTP+SSE transport (revision 2024-11-05), otherwise at /sse and /message beside each MCP endpoint")
 	return fs
@@ -353,6 +414,8 @@ func usage(fs *flag.FlagSet, out io.Writer) {
   bridge deploy aws --stack NAME [...]    deploy to AWS ECS behind a load balancer
   bridge --version                        the version and revision of this build
   bridge connect URL [flags]              the reverse: a stdio MCP server forwarding to a remote one (see bridge connect --help)
+  bridge pin --output FILE -- COMMAND     record the server's tools, prompts and templates in a lock file (see bridge pin --help)
+  bridge pin --check --pin-file FILE -- COMMAND   report how the server drifted from it, exit 1 if it did
 
 Each session gets its own server: COMMAND runs once per session.
 
@@ -374,6 +437,7 @@ Flags (each also read from the environment variable shown; flags win):
 	}
 	fmt.Fprintf(out, "  env %s_AUTH_TOKENS\n        accepted bearer tokens, comma-separated (no flag: tokens on a command line are visible to every local user)\n", envPrefix)
 	fmt.Fprintf(out, "  env %s_AFFINITY_SECRET\n        the session-affinity secret (no flag, for the same reason)\n", envPrefix)
+	fmt.Fprintf(out, "  env %s_OAUTH_CLIENT_SECRET\n        the bridge's client secret at the introspection endpoint (no flag, for the same reason)\n", envPrefix)
 	fmt.Fprint(out, `
 Go runtime:
   env GOMAXPROCS
@@ -568,6 +632,15 @@ func (c *config) finish() error {
 	if !strings.HasPrefix(c.Path, "/") {
 		return fmt.Errorf("--path %q must start with /", c.Path)
 	}
+	if _, err := pool.ParseEra(c.ChildEra); err != nil {
+		return fmt.Errorf("--child-era: %w", err)
+	}
+	if c.PoolMax < 1 || c.PoolMin > c.PoolMax || c.RequestStateTTL <= 0 {
+		return errors.New("--pool-max must be positive and at least --pool-min, --request-state-ttl positive")
+	}
+	if err := c.finishGuards(); err != nil {
+		return err
+	}
 	if c.Warm < 0 {
 		return fmt.Errorf("--warm %d: want 0 or more", c.Warm)
 	}
@@ -642,14 +715,22 @@ func (c *config) finish() error {
 		// loopback bridge sends the attacker's host name.
 		c.AllowedHosts = bridge.LoopbackHosts
 	}
+	if c.OAuthClientSecretFile != "" {
+		b, err := os.ReadFile(c.OAuthClientSecretFile)
+		if err != nil {
+			return fmt.Errorf("--oauth-client-secret-file: %w", err)
+		}
+		c.OAuthClientSecret = string(bytes.TrimSpace(b))
+	}
+	c.OAuthClientSecret = strings.TrimSpace(c.OAuthClientSecret)
 	if err := c.checkTLS(); err != nil {
 		return err
 	}
 	// With mutual TLS only holders of a certificate the CA signed connect:
 	// that authenticates them as well as a token would.
-	if len(c.tokens) == 0 && !c.InsecureNoAuth && c.TLSClientCA == "" && !isLoopback(c.Listen) {
+	if len(c.tokens) == 0 && c.OAuthIssuer == "" && !c.InsecureNoAuth && c.TLSClientCA == "" && !isLoopback(c.Listen) {
 		return fmt.Errorf("refusing to listen on %s without authentication: anyone who reaches it could run your server; "+
-			"give tokens with --auth-token-file or %s_AUTH_TOKENS, require client certificates with --tls-client-ca, or pass --insecure-no-auth", c.Listen, envPrefix)
+			"give tokens with --auth-token-file or %s_AUTH_TOKENS, an authorization server with --oauth-issuer, require client certificates with --tls-client-ca, or pass --insecure-no-auth", c.Listen, envPrefix)
 	}
 	return c.checkServers()
 }
@@ -719,4 +800,32 @@ func isLoopback(addr string) bool {
 	}
 	ip := net.ParseIP(host)
 	return ip != nil && ip.IsLoopback()
+}
+
+// finishGuards checks the flags of the interception point and reads the
+// policy and pin files: a bad one stops the bridge before it serves.
+func (c *config) finishGuards() error {
+	switch pin.Action(c.OnPinViolation) {
+	case pin.Drop, pin.EndSession:
+	default:
+		return fmt.Errorf("--on-pin-violation %q: want drop or end-session", c.OnPinViolation)
+	}
+	if c.AuditArgs && c.AuditLog == "" {
+		return errors.New("--audit-args needs --audit-log")
+	}
+	if c.Policy != "" {
+		p, err := policy.Load(c.Policy)
+		if err != nil {
+			return fmt.Errorf("--policy: %w", err)
+		}
+		c.policy = p
+	}
+	if c.PinFile != "" {
+		l, err := pin.ReadLock(c.PinFile)
+		if err != nil {
+			return fmt.Errorf("--pin-file: %w", err)
+		}
+		c.lock = l
+	}
+	return nil
 }

@@ -131,6 +131,8 @@ func TestConfigErrors(t *testing.T) {
 		{[]string{"--sandbox-memory", "lots", "--", "srv"}, "--sandbox-memory"},
 		{[]string{"--max-sessions", "0", "--", "srv"}, "--max-sessions 0: want 1 or more"},
 		{[]string{"--log-max-bytes", "-1", "--", "srv"}, "--log-max-bytes -1: want 1 or more"},
+		{[]string{"--listen", "0.0.0.0:8080", "--oauth-issuer", "https://auth.example.com", "--", "srv"}, ""},
+		{[]string{"--oauth-client-secret-file", "/nonexistent/secret", "--", "srv"}, "--oauth-client-secret-file"},
 	}
 	for _, tc := range tests {
 		c, err := parseConfig(tc.args)

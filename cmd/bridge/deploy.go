@@ -35,7 +35,7 @@ Flags:
 
 // runDeploy implements `bridge deploy ...`; args follow "deploy".
 func runDeploy(args []string, stdout, stderr io.Writer) int {
-	f, command, code, ok := parseSubcommand(args, "aws", "bridge deploy", "target", deployUsage, stderr, newDeployFlags)
+	f, command, code, ok := parseSubcommand(args, "aws", "bridge deploy", "target", deployUsage, stdout, stderr, newDeployFlags)
 	if !ok {
 		return code
 	}

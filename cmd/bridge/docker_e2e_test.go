@@ -97,7 +97,9 @@ func TestDockerSandboxEndToEnd(t *testing.T) {
 	client := mcp.NewClient(&mcp.Implementation{Name: "e2e", Version: "1"}, nil)
 	connect := func(url string) *mcp.ClientSession {
 		t.Helper()
-		cs, err := client.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: url}, nil)
+		// Sessions (a container each) are a 2025 notion: the SDK v1.8
+		// client speaks 2026-07-28 by default, and then gets the pool.
+		cs, err := client.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: url}, &mcp.ClientSessionOptions{ProtocolVersion: "2025-11-25"})
 		if err != nil {
 			t.Fatalf("connecting through a Docker sandbox: %v", err)
 		}

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"os"
 	"os/exec"
@@ -198,7 +199,9 @@ func TestShutdownOnSIGTERM(t *testing.T) {
 	})
 	var sessions []*mcp.ClientSession
 	for range 2 {
-		cs, err := client.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: url}, nil)
+		// Sessions are a 2025 notion: the SDK v1.8 client speaks 2026-07-28
+		// by default, and then gets the stateless front end.
+		cs, err := client.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: url}, &mcp.ClientSessionOptions{ProtocolVersion: "2025-11-25"})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -301,5 +304,66 @@ func TestKill9LeavesNoServer(t *testing.T) {
 			t.Fatalf("server %d survived kill -9 of the bridge (state %s)", pid, st)
 		}
 		runtime.Gosched()
+	}
+}
+
+// TestStatelessBinary runs the real binary with its default flags: the SDK
+// v1.8 client with default options gets revision 2026-07-28 from a pool,
+// and SIGTERM stops the pool's servers too.
+func TestStatelessBinary(t *testing.T) {
+	bridgeBin, helloBin := buildBinaries(t)
+	p := startBridgeBinary(t, bridgeBin, "--", helloBin)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	client := mcp.NewClient(&mcp.Implementation{Name: "e2e", Version: "1"}, nil)
+	cs, err := client.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: p.url}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cs.Close()
+	if v := cs.InitializeResult().ProtocolVersion; v != "2026-07-28" {
+		t.Fatalf("negotiated %q, want 2026-07-28", v)
+	}
+	res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "echo", Arguments: map[string]any{"text": "stateless"}})
+	if err != nil || res.Content[0].(*mcp.TextContent).Text != "stateless" {
+		t.Fatalf("echo: %v %v", res, err)
+	}
+	children := childrenOf(t, p.cmd.Process.Pid)
+	if len(children) == 0 {
+		t.Fatal("no pool servers under the bridge")
+	}
+	// A subscription open at shutdown ends gracefully: "it SHOULD respond
+	// to the original subscriptions/listen request with a completion
+	// result before closing the stream".
+	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, p.url, strings.NewReader(
+		`{"jsonrpc":"2.0","id":"sub","method":"subscriptions/listen","params":{"notifications":{"toolsListChanged":true},"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}}}}`))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	req.Header.Set("MCP-Protocol-Version", "2026-07-28")
+	req.Header.Set("Mcp-Method", "subscriptions/listen")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	stream := bufio.NewReader(resp.Body)
+	if line, err := stream.ReadString('\n'); err != nil || !strings.Contains(line, "notifications/subscriptions/acknowledged") {
+		t.Fatalf("listen: %q %v", line, err)
+	}
+	if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	rest, _ := io.ReadAll(stream)
+	if !strings.Contains(string(rest), `"id":"sub"`) || !strings.Contains(string(rest), `"resultType":"complete"`) {
+		t.Errorf("the subscription did not end with a completion result: %q", rest)
+	}
+	if err := p.cmd.Wait(); err != nil {
+		t.Fatalf("bridge exit: %v", err)
+	}
+	<-p.done
+	for _, pid := range children {
+		if err := syscall.Kill(pid, 0); !errors.Is(err, syscall.ESRCH) {
+			t.Errorf("pool server %d survived the bridge's shutdown", pid)
+		}
 	}
 }

@@ -37,7 +37,7 @@ Flags:
 
 // runImage implements `bridge image ...`; args follow "image".
 func runImage(args []string, stdout, stderr io.Writer) int {
-	f, command, code, ok := parseSubcommand(args, "build", "bridge image", "subcommand", imageUsage, stderr, newImageFlags)
+	f, command, code, ok := parseSubcommand(args, "build", "bridge image", "subcommand", imageUsage, stdout, stderr, newImageFlags)
 	if !ok {
 		return code
 	}
@@ -237,26 +237,36 @@ func bridgeBinaryPath(flagValue string) (string, error) {
 // parseSubcommand parses "bridge NOUN VERB [flags] [-- COMMAND ARGS...]"
 // (args follow NOUN). When there is nothing to run (usage, help, a bad
 // flag) it returns ok=false and the exit status.
-func parseSubcommand[F any](args []string, verb, noun, what, usage string, stderr io.Writer,
+func parseSubcommand[F any](args []string, verb, noun, what, usage string, stdout, stderr io.Writer,
 	newFlags func(io.Writer, *F) *flag.FlagSet) (f *F, command []string, code int, ok bool) {
+	// Help that was asked for goes to stdout (bridge image --help | less);
+	// help printed because of a mistake goes to stderr.
+	help := func(w io.Writer) {
+		fmt.Fprint(w, usage)
+		newFlags(w, new(F)).PrintDefaults()
+	}
 	if len(args) == 0 || args[0] != verb {
-		fmt.Fprint(stderr, usage)
-		newFlags(stderr, new(F)).PrintDefaults()
 		switch {
-		case len(args) == 0:
-			return nil, nil, 2, false
-		case args[0] == "-h" || args[0] == "--help" || args[0] == "help":
+		case len(args) > 0 && (args[0] == "-h" || args[0] == "--help" || args[0] == "help"):
+			help(stdout)
 			return nil, nil, 0, false
+		case len(args) == 0:
+			help(stderr)
+			return nil, nil, 2, false
 		}
+		help(stderr)
 		fmt.Fprintf(stderr, "\n%s: unknown %s %q\n", noun, what, args[0])
 		return nil, nil, 2, false
 	}
 	f = new(F)
 	fs := newFlags(stderr, f)
+	fs.Usage = func() {} // the error line is enough; the usage is one --help away
 	if err := fs.Parse(args[1:]); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
+			help(stdout)
 			return nil, nil, 0, false
 		}
+		fmt.Fprintf(stderr, "Run '%s %s --help' for usage.\n", noun, verb)
 		return nil, nil, 2, false
 	}
 	command, err := trailingCommand(fs, args[1:])

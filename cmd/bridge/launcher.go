@@ -12,13 +12,19 @@ import (
 
 // newLauncher builds the launcher the configuration asks for, with a warm
 // pool in front of it when --warm is set, and a function that releases it
-// at exit (after every session has ended).
-func newLauncher(ctx context.Context, cfg *config, logger *slog.Logger) (sandbox.Launcher, func(), error) {
+// at exit (after every session has ended). tel counts the children (nil:
+// no metrics).
+func newLauncher(ctx context.Context, cfg *config, logger *slog.Logger, tel *telemetry) (sandbox.Launcher, func(), error) {
 	l, closeInner, err := newInnerLauncher(ctx, cfg, logger)
-	if err != nil || cfg.Warm <= 0 {
+	if err != nil {
 		return l, closeInner, err
 	}
+	l = tel.launcher(l, cfg.Sandbox)
+	if cfg.Warm <= 0 {
+		return l, closeInner, nil
+	}
 	pool := sandbox.NewPool(l, cfg.Warm, logger)
+	tel.watchPool(pool)
 	return pool, func() {
 		// The spares go first: the Docker launcher's close removes what remains.
 		ctx, cancel := context.WithTimeout(context.Background(), sandbox.StopBudget(cfg.StopGrace))
@@ -84,6 +90,8 @@ func newDockerLauncher(ctx context.Context, cfg *config, logger *slog.Logger) (s
 		Instance:   cfg.Instance,
 		StderrRate: stderrRate(cfg),
 		Logger:     logger,
+
+		StderrLineBytes: cfg.StderrLineBytes,
 	})
 	if err != nil {
 		return nil, nil, fmt.Errorf("--sandbox docker: %w", err)

@@ -6,6 +6,7 @@
 //	bridge image build --from SPEC ...
 //	bridge deploy aws --stack NAME ...
 //	bridge connect URL [flags]
+//	bridge pin --output mcp-lock.json -- COMMAND [ARGS...]
 //
 // Every flag has a BRIDGE_* environment variable; flags win. cmd/bridge owns
 // start-up and the shutdown order: stop accepting, drain, end sessions, exit.
@@ -29,8 +30,11 @@ import (
 	"time"
 
 	"github.com/mcp-bridge/mcp-bridge/affinity"
+	"github.com/mcp-bridge/mcp-bridge/auth"
 	"github.com/mcp-bridge/mcp-bridge/bridge"
 	"github.com/mcp-bridge/mcp-bridge/internal/procs"
+	"github.com/mcp-bridge/mcp-bridge/peer"
+	"github.com/mcp-bridge/mcp-bridge/pool"
 	"github.com/mcp-bridge/mcp-bridge/sandbox"
 	"github.com/mcp-bridge/mcp-bridge/session"
 )
@@ -62,6 +66,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 			return 0
 		case "connect":
 			return runConnect(ctx, args[1:], os.Stdin, stdout, stderr)
+		case "pin":
+			return runPin(ctx, args[1:], stdout, stderr)
 		}
 	}
 	cfg, err := parseConfig(args)
@@ -136,6 +142,21 @@ func serve(ctx context.Context, cfg *config, logger *slog.Logger, ready chan<- n
 	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
 	defer stop()
 
+	g, err := newGuards(cfg, logger)
+	if err != nil {
+		return startError{err}
+	}
+	defer g.close()
+	tel, err := newTelemetry(ctx, cfg, logger)
+	if err != nil {
+		return startError{err}
+	}
+	defer tel.close()
+	_, stopMetrics, err := tel.serveMetrics(cfg)
+	if err != nil {
+		return startError{err}
+	}
+	defer stopMetrics()
 	var router *affinity.Router
 	if len(cfg.affinitySecret) > 0 {
 		self, err := affinity.ResolveSelf(ctx, cfg.AffinityAddr, cfg.Listen, nil)
@@ -148,36 +169,88 @@ func serve(ctx context.Context, cfg *config, logger *slog.Logger, ready chan<- n
 		defer router.Close()
 		logger.Info("session affinity on: session IDs name this instance", "self", self)
 	}
-	var newID func() (string, error)
 	var inflight func(int)
-	if router != nil {
-		newID = router.NewID
-	} else {
+	if router == nil {
 		// With affinity, requests forwarded to their owner are not in
 		// flight here: the governor would not see them, so it stays off.
 		var stopGovernor func()
 		inflight, stopGovernor = procs.Start(logger)
 		defer stopGovernor()
 	}
+	authn, err := auth.New(ctx, &auth.Options{
+		StaticTokens:     cfg.tokens,
+		Issuer:           cfg.OAuthIssuer,
+		ResourceURL:      cfg.ResourceURL,
+		Scopes:           cfg.OAuthScopes,
+		IntrospectionURL: cfg.OAuthIntrospectionURL,
+		ClientID:         cfg.OAuthClientID,
+		ClientSecret:     cfg.OAuthClientSecret,
+		Logger:           logger,
+	})
+	if err != nil {
+		return startError{explain(err)}
+	}
+	if cfg.policy != nil {
+		// The protected resource metadata lists what the policy asks for,
+		// so that clients can request those scopes up front.
+		authn.AdvertiseScopes(cfg.policy.Scopes()...)
+	}
+	if authn.OAuth() {
+		logger.Info("OAuth resource server on", "issuer", cfg.OAuthIssuer, "resource", cfg.ResourceURL)
+	}
+	// What every registry and handler gets, in both forms.
+	hooks := frontendHooks{
+		session: func(o *session.Options) {
+			o.Intercept, o.Observer = tel.intercept(), tel.observer()
+			o.InterceptSession = g.forSession
+			o.LogMaxTotalBytes = cfg.LogMaxTotalBytes
+			if router != nil {
+				o.NewID = router.NewID
+			}
+			o.Inflight = inflight
+		},
+		handler: func(o *bridge.Options) {
+			o.Auth, o.Forward = authn, forwarder(router)
+			o.Metrics, o.TraceContext = tel.handler(cfg), tel.traceContext()
+		},
+		registry: tel.watchRegistry,
+		tel:      tel,
+	}
 	var fe frontend
 	var reload []func() // what SIGHUP reloads
+	var stateless *pool.Pool
 	if cfg.file != nil {
-		m := newMulti(cfg, logger, newID, inflight)
+		m := newMulti(cfg, logger, hooks)
 		if err := m.start(ctx); err != nil {
 			return startError{err}
 		}
 		reload = append(reload, func() { m.reload(ctx) })
 		fe = m
 	} else {
-		launcher, closeLauncher, err := newLauncher(ctx, cfg, logger)
+		launcher, closeLauncher, err := newLauncher(ctx, cfg, logger, tel)
 		if err != nil {
 			return startError{explain(err)}
 		}
 		defer closeLauncher()
 		sessOpts := sessionOptions(cfg, session.LauncherOf(launcher), logger)
-		sessOpts.NewID, sessOpts.Inflight = newID, inflight
+		hooks.session(sessOpts)
 		reg := session.NewRegistry(sessOpts)
-		fe = single{bridge.NewHandler(reg, handlerOptions(cfg, cfg.Path, logger)), reg}
+		stateless, err = newPool(cfg, launcher, router, sessOpts.Intercept, logger)
+		if err != nil {
+			return err
+		}
+		defer func() {
+			ctx, cancel := context.WithTimeout(context.Background(), sandbox.StopBudget(cfg.StopGrace))
+			defer cancel()
+			if err := stateless.Close(ctx); err != nil {
+				logger.Error("some MCP servers of the stateless pool did not stop", "err", err)
+			}
+		}()
+		tel.watchRegistry(reg)
+		ho := handlerOptions(cfg, cfg.Path, logger)
+		hooks.handler(ho)
+		ho.Stateless = stateless
+		fe = single{bridge.NewHandler(reg, ho), reg}
 	}
 
 	tlsConf, reloadTLS, err := newTLSConfig(cfg, logger)
@@ -261,6 +334,13 @@ func serve(ctx context.Context, cfg *config, logger *slog.Logger, ready chan<- n
 	if err := fe.Shutdown(stopCtx); err != nil {
 		logger.Error("some MCP servers did not stop", "err", err)
 	}
+	// The stateless pool too: its subscription streams end with a
+	// completion result, its servers stop (Close is idempotent).
+	if stateless != nil {
+		if err := stateless.Close(stopCtx); err != nil {
+			logger.Error("some MCP servers of the stateless pool did not stop", "err", err)
+		}
+	}
 	// Every stream has ended; give handlers a moment to write their last
 	// events before cutting connections that are stuck on slow clients.
 	select {
@@ -271,4 +351,42 @@ func serve(ctx context.Context, cfg *config, logger *slog.Logger, ready chan<- n
 	}
 	logger.Info("bridge stopped")
 	return nil
+}
+
+// newPool builds the pool of servers for revision 2026-07-28 clients. With
+// session affinity, requestStates are signed with the affinity secret and
+// name this instance, so that any instance can verify a retry and forward
+// it to the one holding the parked call.
+func newPool(cfg *config, launcher sandbox.Launcher, router *affinity.Router, intercept peer.Interceptor, logger *slog.Logger) (*pool.Pool, error) {
+	era, err := pool.ParseEra(cfg.ChildEra)
+	if err != nil {
+		return nil, err
+	}
+	opts := &pool.Options{
+		Launch: func(ctx context.Context, name string) (peer.Process, error) {
+			return launcher.Launch(ctx, name)
+		},
+		Era:           era,
+		Min:           cfg.PoolMin,
+		Max:           cfg.PoolMax,
+		StateTTL:      cfg.RequestStateTTL,
+		OtherVersions: bridge.SessionVersions(),
+		PrivateCache:  len(cfg.tokens) > 0,
+		Peer:          peer.Options{MaxMessageBytes: cfg.MaxMessageBytes, Intercept: intercept},
+		Logger:        logger,
+	}
+	if router != nil {
+		opts.Secret = cfg.affinitySecret
+		opts.Instance = router.Self()
+	}
+	return pool.New(opts)
+}
+
+// forwarder is how the stateless front end reaches the instance holding a
+// parked call: through the affinity router, when there is one.
+func forwarder(router *affinity.Router) func(http.ResponseWriter, *http.Request, string) {
+	if router == nil {
+		return nil
+	}
+	return router.Forward
 }

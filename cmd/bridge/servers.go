@@ -84,17 +84,26 @@ func handlerOptions(cfg *config, path string, logger *slog.Logger) *bridge.Optio
 	}
 }
 
+// frontendHooks set what every registry and handler gets from serve, in
+// both forms: the interception point (telemetry, policy), session IDs, the
+// governor, authentication, metrics and tracing.
+type frontendHooks struct {
+	session  func(*session.Options)
+	handler  func(*bridge.Options)
+	registry func(*session.Registry) // told of each registry made
+	tel      *telemetry
+}
+
 // multi serves the servers of a --config file, each at /servers/NAME/mcp
 // with a registry, launcher and handler of its own, and reloads the file
 // (reload, on SIGHUP).
 type multi struct {
-	cfg      *config // the global configuration; cfg.file is the file read at start
-	logger   *slog.Logger
-	servers  *bridge.Servers
-	newID    func() (string, error) // session IDs (affinity), or nil
-	inflight func(n int)            // the governor's, or nil
-	budget   *session.LogBudget     // --log-max-total-bytes, shared by all servers
-	total    atomic.Int64           // requests in flight over all servers
+	cfg     *config // the global configuration; cfg.file is the file read at start
+	logger  *slog.Logger
+	servers *bridge.Servers
+	hooks   frontendHooks
+	budget  *session.LogBudget // --log-max-total-bytes, shared by all servers
+	total   atomic.Int64       // requests in flight over all servers
 
 	mu      sync.Mutex // serializes reloads and Shutdown
 	running map[string]*running
@@ -111,10 +120,12 @@ type running struct {
 	inflight      atomic.Int64
 }
 
-func newMulti(cfg *config, logger *slog.Logger, newID func() (string, error), inflight func(int)) *multi {
+func newMulti(cfg *config, logger *slog.Logger, hooks frontendHooks) *multi {
+	edge := handlerOptions(cfg, bridge.DefaultPath, logger)
+	hooks.handler(edge) // the checks, /metrics and the OAuth metadata
 	return &multi{
-		cfg: cfg, logger: logger, newID: newID, inflight: inflight,
-		servers: bridge.NewServers(handlerOptions(cfg, bridge.DefaultPath, logger)),
+		cfg: cfg, logger: logger, hooks: hooks,
+		servers: bridge.NewServers(edge),
 		budget:  session.NewLogBudget(cfg.LogMaxTotalBytes),
 		running: make(map[string]*running),
 	}
@@ -161,21 +172,26 @@ func (m *multi) startAll(ctx context.Context, f *configFile, specs []*serverSpec
 func (m *multi) startServer(ctx context.Context, s *serverSpec, sc *config) (*running, error) {
 	logger := m.logger.With("server_name", s.name)
 	warnLoosenings(sc, logger)
-	launcher, closeLauncher, err := newLauncher(ctx, sc, logger)
+	launcher, closeLauncher, err := newLauncher(ctx, sc, logger, m.hooks.tel)
 	if err != nil {
 		return nil, explain(err)
 	}
 	r := &running{spec: s, closeLauncher: closeLauncher}
 	so := sessionOptions(sc, session.LauncherOf(launcher), logger)
-	so.NewID, so.LogBudget = m.newID, m.budget
-	if m.inflight != nil {
+	m.hooks.session(so)
+	so.LogBudget = m.budget
+	if gov := so.Inflight; gov != nil {
+		// The governor wants the requests in flight of all servers.
 		so.Inflight = func(n int) {
 			old := r.inflight.Swap(int64(n))
-			m.inflight(int(m.total.Add(int64(n) - old)))
+			gov(int(m.total.Add(int64(n) - old)))
 		}
 	}
 	r.reg = session.NewRegistry(so)
-	r.h = bridge.NewHandler(r.reg, handlerOptions(sc, bridge.ServerPath(s.name), logger))
+	m.hooks.registry(r.reg)
+	ho := handlerOptions(sc, bridge.ServerPath(s.name), logger)
+	m.hooks.handler(ho)
+	r.h = bridge.NewHandler(r.reg, ho)
 	return r, nil
 }
 

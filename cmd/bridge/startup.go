@@ -5,6 +5,7 @@ import (
 	"log/slog"
 	"os/exec"
 	"slices"
+	"strconv"
 	"strings"
 
 	units "github.com/docker/go-units"
@@ -45,6 +46,15 @@ func warnLoosenings(cfg *config, logger *slog.Logger) {
 	}
 	if slices.Contains(cfg.AllowedHosts, "*") && isLoopback(cfg.Listen) {
 		warn("allowed-hosts", "*", "no DNS-rebinding protection: a web page can reach this loopback bridge under its own host name")
+	}
+	if cfg.AllowHiddenUnicode {
+		warn("allow-hidden-unicode", "true", "tool descriptions may hide instructions for the model in characters a reviewer does not see")
+	}
+	if cfg.MaxDescriptionBytes < 0 {
+		warn("max-description-bytes", strconv.Itoa(cfg.MaxDescriptionBytes), "tool descriptions of any length: room for instructions nobody reads")
+	}
+	if cfg.AuditArgs {
+		warn("audit-args", "true", "the audit log holds the arguments of every request, which may carry what users typed")
 	}
 	if cfg.Sandbox != "docker" {
 		return

@@ -1,0 +1,385 @@
+// Package audit writes the audit log: one JSON line per request a client
+// sends to the server and per request the server sends to a client, with
+// who sent it, what it named, a digest of its arguments, its outcome, its
+// duration and its size; and one line per alert (a server offering what
+// the pin file refuses).
+//
+// A line is written when its request is answered (or refused, or
+// cancelled), with one write(2) to a file opened with O_APPEND, and
+// nothing is buffered across lines: a crash loses at most the line being
+// written, and several bridges may append to one file without their lines
+// mixing (POSIX makes each append of a regular file atomic with respect to
+// other appends; Linux does for writes of any size to a local file).
+//
+// The log holds no token: the interception point never sees HTTP headers.
+// It holds arguments only as their SHA-256 unless Options.Args is set, as
+// arguments may carry what users typed.
+package audit
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"slices"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/mcp-bridge/mcp-bridge/jsonrpc"
+	"github.com/mcp-bridge/mcp-bridge/peer"
+)
+
+// MaxPending bounds the requests in flight a connection's interceptor
+// tracks; a request beyond it is written at once with outcome "sent".
+const MaxPending = 4096
+
+// A Record is one line of the audit log.
+type Record struct {
+	Time    time.Time `json:"time"`  // when the request was answered (or refused), UTC
+	Event   string    `json:"event"` // "request", or "pin_violation"
+	Session string    `json:"session,omitempty"`
+	// The principal of the client: the request's sender (from "client"),
+	// or the client that answered (from "server").
+	Sub      string `json:"sub,omitempty"`
+	ClientID string `json:"client_id,omitempty"`
+	// From is who sent the request: "client", or "server" (sampling,
+	// elicitation, roots/list).
+	From     string `json:"from,omitempty"`
+	Method   string `json:"method,omitempty"`
+	Tool     string `json:"tool,omitempty"`
+	Prompt   string `json:"prompt,omitempty"`
+	Resource string `json:"resource,omitempty"` // a URI, or a URI template for pin violations
+	// ArgsSHA256 is the hex SHA-256 of params.arguments as written (of
+	// params for methods without arguments), absent when there were none.
+	ArgsSHA256 string          `json:"args_sha256,omitempty"`
+	Args       json.RawMessage `json:"args,omitempty"` // only with Options.Args
+	// Outcome: "ok", "error" (ErrorCode says which), "denied" (DeniedBy
+	// says by which rule; ErrorCode is what the client got), "cancelled",
+	// "sent" (not tracked: too many in flight), "unanswered" (the
+	// connection ended first); "dropped" for a pin violation.
+	Outcome    string  `json:"outcome"`
+	ErrorCode  int     `json:"error_code,omitempty"`
+	DeniedBy   string  `json:"denied_by,omitempty"`
+	Reason     string  `json:"reason,omitempty"` // why an "unanswered" request was not answered
+	DurationMS float64 `json:"duration_ms"`
+	BytesIn    int     `json:"bytes_in"`  // the request
+	BytesOut   int     `json:"bytes_out"` // its answer
+}
+
+// Options configure a Log. Every zero value means the documented default.
+type Options struct {
+	// Args records each request's arguments beside their digest. False
+	// (the default) records only the digest.
+	Args bool
+	// Principal says who a client is, from peer.Message.Origin. Nil, or
+	// empty results, leave sub and client_id out.
+	Principal func(origin any) (subject, clientID string)
+	// Logger gets write failures. Nil means slog.Default().
+	Logger *slog.Logger
+}
+
+// A Log is an audit log. Its methods are safe for concurrent use.
+type Log struct {
+	o      Options
+	mu     sync.Mutex // serializes writes, so that lines are whole and in order
+	w      io.Writer
+	closer io.Closer
+	broken bool // the last write failed: logged once until one succeeds
+}
+
+// Open appends to the file at path (created 0600 if missing), or writes
+// to standard output for "-".
+func Open(path string, opts *Options) (*Log, error) {
+	if path == "-" {
+		return New(os.Stdout, opts), nil
+	}
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o600)
+	if err != nil {
+		return nil, fmt.Errorf("opening the audit log: %w", err)
+	}
+	l := New(f, opts)
+	l.closer = f
+	return l, nil
+}
+
+// New writes the log to w, one Write per line.
+func New(w io.Writer, opts *Options) *Log {
+	l := &Log{w: w}
+	if opts != nil {
+		l.o = *opts
+	}
+	if l.o.Logger == nil {
+		l.o.Logger = slog.Default()
+	}
+	return l
+}
+
+// Close closes the file Open opened.
+func (l *Log) Close() error {
+	if l.closer == nil {
+		return nil
+	}
+	return l.closer.Close()
+}
+
+// write appends one record as one line, in one write.
+func (l *Log) write(r *Record) {
+	line, err := json.Marshal(r)
+	if err != nil {
+		l.o.Logger.Error("cannot encode an audit record", "err", err)
+		return
+	}
+	line = append(line, '\n')
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if _, err := l.w.Write(line); err != nil {
+		if !l.broken {
+			l.o.Logger.Error("cannot write the audit log: records are lost until it works again", "err", err)
+		}
+		l.broken = true
+		return
+	}
+	if l.broken {
+		l.o.Logger.Info("the audit log is written again")
+		l.broken = false
+	}
+}
+
+func (l *Log) principal(origin any, r *Record) {
+	if l.o.Principal != nil && origin != nil {
+		r.Sub, r.ClientID = l.o.Principal(origin)
+	}
+}
+
+// Alert records a pin violation: what the server offered (kind is "tool",
+// "prompt" or "resource template") and why it was dropped.
+func (l *Log) Alert(session string, origin any, kind, name, problem string) {
+	r := &Record{Time: time.Now().UTC(), Event: "pin_violation", Session: session, Outcome: "dropped", DeniedBy: "pin: " + problem}
+	l.principal(origin, r)
+	switch kind {
+	case "tool":
+		r.Tool = name
+	case "prompt":
+		r.Prompt = name
+	default:
+		r.Resource = name
+	}
+	l.write(r)
+}
+
+// pending is a request waiting for its answer.
+type pending struct {
+	start time.Time
+	rec   Record
+}
+
+type key struct {
+	origin any
+	id     jsonrpc.ID
+}
+
+// conn is the state of one connection's interceptor.
+type conn struct {
+	l       *Log
+	session string
+	mu      sync.Mutex
+	clients map[key]*pending        // clients' requests, by client and id
+	server  map[jsonrpc.ID]*pending // the server's requests, by id
+}
+
+// Interceptor returns the interceptor of one connection, whose lines name
+// session, and the function to call when the connection has ended: it
+// writes the requests still waiting for an answer, with outcome
+// "unanswered" and the reason given. Put the interceptor first in the
+// chain: it then sees requests as their clients sent them, refusals by the
+// interceptors after it (errors with a DeniedBy method, such as policy's
+// and pin's), and answers as their clients get them.
+func (l *Log) Interceptor(session string) (intercept peer.Interceptor, ended func(reason string)) {
+	c := &conn{l: l, session: session, clients: map[key]*pending{}, server: map[jsonrpc.ID]*pending{}}
+	return c.intercept, c.ended
+}
+
+// ended writes the requests left unanswered.
+func (c *conn) ended(reason string) {
+	c.mu.Lock()
+	var left []*pending
+	for _, p := range c.clients {
+		left = append(left, p)
+	}
+	for _, p := range c.server {
+		left = append(left, p)
+	}
+	clear(c.clients)
+	clear(c.server)
+	c.mu.Unlock()
+	slices.SortFunc(left, func(a, b *pending) int { return a.start.Compare(b.start) })
+	for _, p := range left {
+		rec := p.rec
+		rec.Time, rec.DurationMS, rec.Outcome, rec.DeniedBy = time.Now().UTC(), ms(time.Since(p.start)), "unanswered", ""
+		if reason != "" {
+			rec.Reason = reason
+		}
+		c.l.write(&rec)
+	}
+}
+
+func (c *conn) intercept(next peer.Handler) peer.Handler {
+	return func(m *peer.Message) error {
+		if m.Own {
+			return next(m) // the bridge's own requests are not a client's
+		}
+		switch {
+		case m.Env.Kind == jsonrpc.KindRequest && m.Dir == peer.ToChild:
+			return c.clientRequest(next, m)
+		case m.Env.Kind == jsonrpc.KindRequest: // from the server
+			c.track(key{id: m.Env.ID}, time.Now(), c.record(m, "server"), false)
+		case m.Env.Kind == jsonrpc.KindResponse && m.Dir == peer.FromChild:
+			err := next(m)
+			c.finish(m, key{m.Origin, m.Env.ID}, true)
+			return err
+		case m.Env.Kind == jsonrpc.KindResponse: // a client answers the server
+			err := next(m)
+			c.finish(m, key{id: m.Env.ID}, false)
+			return err
+		case m.Dir == peer.ToChild && m.Method == "notifications/cancelled":
+			c.cancelled(m)
+		}
+		return next(m)
+	}
+}
+
+func (c *conn) clientRequest(next peer.Handler, m *peer.Message) error {
+	rec := c.record(m, "client")
+	start := time.Now()
+	err := next(m)
+	if err != nil {
+		rec.Time = time.Now().UTC()
+		rec.DurationMS = ms(time.Since(start))
+		rec.Outcome = "error"
+		var denied interface{ DeniedBy() string }
+		if errors.As(err, &denied) {
+			rec.Outcome, rec.DeniedBy = "denied", denied.DeniedBy()
+		}
+		var rpcErr *jsonrpc.Error
+		if errors.As(err, &rpcErr) {
+			rec.ErrorCode = rpcErr.Code
+		}
+		c.l.write(rec)
+		return err
+	}
+	c.track(key{m.Origin, m.Env.ID}, start, rec, true)
+	return nil
+}
+
+func (c *conn) track(k key, start time.Time, rec *Record, client bool) {
+	c.mu.Lock()
+	n := len(c.server)
+	if client {
+		n = len(c.clients)
+	}
+	if n < MaxPending {
+		p := &pending{start: start, rec: *rec}
+		if client {
+			c.clients[k] = p
+		} else {
+			c.server[k.id] = p
+		}
+		c.mu.Unlock()
+		return
+	}
+	c.mu.Unlock()
+	rec.Time, rec.Outcome = time.Now().UTC(), "sent"
+	c.l.write(rec)
+}
+
+// record describes a request.
+func (c *conn) record(m *peer.Message, from string) *Record {
+	r := &Record{Event: "request", Session: c.session, From: from, Method: m.Method, BytesIn: len(m.Data)}
+	if from == "client" {
+		c.l.principal(m.Origin, r)
+	}
+	params, _ := jsonrpc.Lookup(m.Data, "params")
+	args := params
+	switch m.Method {
+	case "tools/call":
+		r.Tool = m.Env.Name(m.Data)
+		args, _ = jsonrpc.Lookup(params, "arguments")
+	case "prompts/get":
+		r.Prompt = m.Env.Name(m.Data)
+		args, _ = jsonrpc.Lookup(params, "arguments")
+	case "resources/read", "resources/subscribe", "resources/unsubscribe":
+		if v, ok := jsonrpc.Lookup(params, "uri"); ok {
+			r.Resource, _ = jsonrpc.StringValue(v)
+		}
+		args = nil // the URI is the argument, and is recorded
+	}
+	if len(args) > 0 {
+		sum := sha256.Sum256(args)
+		r.ArgsSHA256 = hex.EncodeToString(sum[:])
+		if c.l.o.Args {
+			// A copy: the message's bytes may be reused once it has passed.
+			r.Args = json.RawMessage(bytes.Clone(args))
+		}
+	}
+	return r
+}
+
+// finish writes the line of an answered request.
+func (c *conn) finish(m *peer.Message, k key, client bool) {
+	c.mu.Lock()
+	var p *pending
+	if client {
+		p = c.clients[k]
+		delete(c.clients, k)
+	} else {
+		p = c.server[k.id]
+		delete(c.server, k.id)
+	}
+	c.mu.Unlock()
+	if p == nil {
+		return
+	}
+	rec := p.rec
+	rec.Time = time.Now().UTC()
+	rec.DurationMS = ms(time.Since(p.start))
+	rec.BytesOut = len(m.Data)
+	if !client {
+		c.l.principal(m.Origin, &rec) // the client that answered
+	}
+	rec.Outcome = "ok"
+	if m.Env.IsError {
+		rec.Outcome = "error"
+		if e, ok := jsonrpc.Lookup(m.Data, "error"); ok {
+			if code, ok := jsonrpc.Lookup(e, "code"); ok {
+				rec.ErrorCode, _ = strconv.Atoi(string(code))
+			}
+		}
+	}
+	c.l.write(&rec)
+}
+
+// cancelled writes the line of a request its client cancelled.
+func (c *conn) cancelled(m *peer.Message) {
+	if m.Env.RequestID == "" {
+		return
+	}
+	k := key{m.Origin, m.Env.RequestID}
+	c.mu.Lock()
+	p := c.clients[k]
+	delete(c.clients, k)
+	c.mu.Unlock()
+	if p == nil {
+		return
+	}
+	rec := p.rec
+	rec.Time, rec.DurationMS, rec.Outcome = time.Now().UTC(), ms(time.Since(p.start)), "cancelled"
+	c.l.write(&rec)
+}
+
+func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }

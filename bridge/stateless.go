@@ -1,0 +1,335 @@
+package bridge
+
+// The stateless front end: MCP revision 2026-07-28 on the same endpoint as
+// the 2025 sessions. A POST carrying that revision's MCP-Protocol-Version
+// (or any revision the sessions do not serve) and no Mcp-Session-Id comes
+// here; everything else keeps the session semantics. Requests are served
+// by package pool; this file owns the HTTP rules of the revision
+// (basic/transports/streamable-http): the mirrored headers, the per-request
+// _meta, the status codes of its errors, and one response stream per
+// request whose closing cancels the request.
+
+import (
+	"bytes"
+	"context"
+	"encoding/base64"
+	"errors"
+	"io"
+	"net/http"
+	"strings"
+
+	"github.com/mcp-bridge/mcp-bridge/jsonrpc"
+	"github.com/mcp-bridge/mcp-bridge/pool"
+)
+
+// Header names of revision 2026-07-28, in canonical form.
+const (
+	hdrMethod = "Mcp-Method"
+	hdrName   = "Mcp-Name"
+)
+
+// isStateless reports whether a POST goes to the stateless front end: no
+// session, and a protocol version the sessions do not serve. An absent
+// header means 2025-03-26; initialize always starts a session.
+func (h *Handler) isStateless(r *http.Request) bool {
+	if h.opts.Stateless == nil || r.Header.Get("Mcp-Session-Id") != "" {
+		return false
+	}
+	v := r.Header.Get(hdrProtocolVersion)
+	if v == "" || r.Header.Get(hdrMethod) == "initialize" {
+		return false
+	}
+	for _, s := range supportedVersions {
+		if v == s {
+			return false
+		}
+	}
+	return true
+}
+
+// SessionVersions are the revisions served with sessions, newest first:
+// what server/discover lists after 2026-07-28 (pool.Options.OtherVersions).
+func SessionVersions() []string {
+	out := make([]string, 0, len(supportedVersions))
+	for i := len(supportedVersions) - 1; i >= 0; i-- {
+		out = append(out, supportedVersions[i])
+	}
+	return out
+}
+
+// statelessVersions is what an UnsupportedProtocolVersionError lists.
+func statelessVersions() []string {
+	return append([]string{pool.Version}, SessionVersions()...)
+}
+
+// serveStateless serves one POST of revision 2026-07-28.
+func (h *Handler) serveStateless(w http.ResponseWriter, r *http.Request, owner any) {
+	acc := r.Header.Get("Accept")
+	if !accepts(acc, "application/json") || !accepts(acc, "text/event-stream") {
+		WriteError(w, http.StatusNotAcceptable, nil, jsonrpc.CodeInvalidRequest,
+			"Not Acceptable: the Accept header must list both application/json and text/event-stream", nil)
+		return
+	}
+	if !strings.EqualFold(mediaType(r.Header.Get("Content-Type")), "application/json") {
+		WriteError(w, http.StatusUnsupportedMediaType, nil, jsonrpc.CodeInvalidRequest,
+			"Unsupported Media Type: the body must be application/json", nil)
+		return
+	}
+	body, err := h.readBody(w, r)
+	if err != nil {
+		h.bodyFailed(w, err)
+		return
+	}
+	env, err := jsonrpc.Parse(body)
+	if err != nil {
+		code := jsonrpc.CodeInvalidRequest
+		if jsonrpc.IsParseError(err) {
+			code = jsonrpc.CodeParseError
+		}
+		if _, batch, _ := jsonrpc.SplitBatch(body); batch {
+			err = errors.New("the body must be a single JSON-RPC request (revision " + pool.Version + " has no batches)")
+		}
+		WriteError(w, http.StatusBadRequest, jsonrpc.RawID(body), code, "Bad Request: "+err.Error(), nil)
+		return
+	}
+	rawID := env.IDAt.In(body)
+	switch env.Kind {
+	case jsonrpc.KindResponse:
+		WriteError(w, http.StatusBadRequest, rawID, jsonrpc.CodeInvalidRequest,
+			"Bad Request: a client sends no responses in revision "+pool.Version+" (answers to the server's questions go in inputResponses)", nil)
+		return
+	case jsonrpc.KindNotification:
+		// "This revision of the core protocol defines no client-to-server
+		// notifications over Streamable HTTP ... closing the SSE response
+		// stream is itself the cancellation signal." Accepted and ignored.
+		w.WriteHeader(http.StatusAccepted)
+		return
+	}
+
+	// "If the server does not implement the requested protocol version ...
+	// it MUST respond with 400 Bad Request and an
+	// UnsupportedProtocolVersionError listing its supported versions."
+	if v := r.Header.Get(hdrProtocolVersion); v != pool.Version {
+		WriteError(w, http.StatusBadRequest, rawID, pool.CodeUnsupportedProtocolVersion,
+			"Unsupported protocol version "+quote(v)+"; this bridge serves "+strings.Join(statelessVersions(), ", "),
+			map[string]any{"supported": statelessVersions(), "requested": v})
+		return
+	}
+	if msg := checkHeaders(r, body, &env); msg != "" {
+		WriteError(w, http.StatusBadRequest, rawID, pool.CodeHeaderMismatch, "Header mismatch: "+msg, nil)
+		return
+	}
+	// "A request missing any required field is malformed; the server MUST
+	// reject it with JSON-RPC error code -32602 (Invalid params). On HTTP,
+	// the response status MUST be 400 Bad Request." (basic/index, _meta)
+	meta := env.MetaAt.In(body)
+	v, okV := jsonrpc.Lookup(meta, "io.modelcontextprotocol/protocolVersion")
+	caps, okC := jsonrpc.Lookup(meta, "io.modelcontextprotocol/clientCapabilities")
+	version, isString := jsonrpc.StringValue(v)
+	switch {
+	case meta == nil || !okV || !okC || !isString || len(caps) == 0 || caps[0] != '{':
+		WriteError(w, http.StatusBadRequest, rawID, jsonrpc.CodeInvalidParams,
+			"Invalid params: _meta must carry io.modelcontextprotocol/protocolVersion (a string) and io.modelcontextprotocol/clientCapabilities (an object) on every request", nil)
+		return
+	case version != pool.Version:
+		WriteError(w, http.StatusBadRequest, rawID, pool.CodeHeaderMismatch,
+			"Header mismatch: MCP-Protocol-Version "+quote(r.Header.Get(hdrProtocolVersion))+" does not match _meta's io.modelcontextprotocol/protocolVersion "+quote(version), nil)
+		return
+	}
+	known, err := h.opts.Stateless.IsKnown(r.Context(), env.Method)
+	if err != nil {
+		h.statelessFailed(w, r, rawID, err)
+		return
+	}
+	if !known {
+		// "If the server does not implement the requested RPC method, it
+		// MUST respond with 404 Not Found and a JSON-RPC error with code
+		// -32601 (Method not found)."
+		WriteError(w, http.StatusNotFound, rawID, jsonrpc.CodeMethodNotFound, "Method not found: "+env.Method, nil)
+		return
+	}
+	req := &pool.Request{Principal: owner, Msg: jsonrpc.Message{Data: body, Env: env}, Caps: caps}
+	if lvl, ok := jsonrpc.Lookup(meta, "io.modelcontextprotocol/logLevel"); ok {
+		req.LogLevel, _ = jsonrpc.StringValue(lvl)
+	}
+
+	// The answer is one JSON body unless the child says something first
+	// (progress, logs, a subscription's notifications): then an SSE stream
+	// scoped to this request, without event IDs ("Resumable SSE streams via
+	// Last-Event-ID are not supported").
+	rc := http.NewResponseController(w)
+	// Each write gets WriteTimeout to reach the client, as on the session
+	// streams; the last renewal covers the end of the response.
+	defer h.extendWrite(rc)
+	streaming := false
+	emit := func(data []byte) error {
+		h.extendWrite(rc)
+		if !streaming {
+			streaming = true
+			hd := w.Header()
+			hd["Content-Type"] = sseContentType
+			hd["Cache-Control"] = sseCacheControl
+			hd["X-Accel-Buffering"] = sseNoBuffering
+			w.WriteHeader(http.StatusOK)
+		}
+		if data == nil {
+			if _, err := io.WriteString(w, ":\n\n"); err != nil {
+				return err
+			}
+		} else if err := writeData(w, data); err != nil {
+			return err
+		}
+		return rc.Flush()
+	}
+	final, err := h.opts.Stateless.Serve(r.Context(), req, emit)
+	var fwd *pool.ForwardError
+	if errors.As(err, &fwd) && h.opts.Forward != nil && !streaming {
+		// The requestState verified under the shared secret: forward the
+		// retry, body and all, to the instance holding the parked call.
+		r.Body = io.NopCloser(bytes.NewReader(body))
+		r.ContentLength = int64(len(body))
+		h.opts.Forward(w, r, fwd.Instance)
+		return
+	}
+	switch {
+	case err == nil:
+	case streaming || r.Context().Err() != nil:
+		return // the client left (a cancellation, passed on), or its stream broke
+	default:
+		h.statelessFailed(w, r, rawID, err)
+		return
+	}
+	h.extendWrite(rc)
+	if streaming {
+		_ = writeData(w, final)
+		return
+	}
+	w.Header()["Content-Type"] = jsonContentType
+	w.WriteHeader(statusOf(final))
+	w.Write(final)
+}
+
+// writeData writes one SSE event without an ID.
+func writeData(w http.ResponseWriter, data []byte) error {
+	bp := frameBufs.Get().(*[]byte)
+	defer putFrameBuf(bp)
+	b := append(append(append((*bp)[:0], "data: "...), data...), "\n\n"...)
+	*bp = b
+	_, err := w.Write(b)
+	return err
+}
+
+// statusOf is the HTTP status of an answer sent as one JSON body: the
+// errors revision 2026-07-28 gives a status of their own get it.
+func statusOf(answer []byte) int {
+	if !bytes.Contains(answer, []byte(`"error"`)) {
+		return http.StatusOK
+	}
+	env, err := jsonrpc.Parse(answer)
+	if err != nil || !env.IsError {
+		return http.StatusOK
+	}
+	_, rpcErr, _ := jsonrpc.DecodeResponse(answer)
+	if rpcErr == nil {
+		return http.StatusOK
+	}
+	switch rpcErr.Code {
+	case jsonrpc.CodeMethodNotFound:
+		return http.StatusNotFound
+	case pool.CodeHeaderMismatch, pool.CodeMissingRequiredClientCapability, pool.CodeUnsupportedProtocolVersion:
+		return http.StatusBadRequest
+	}
+	return http.StatusOK
+}
+
+// statelessFailed answers a request the pool could not serve.
+func (h *Handler) statelessFailed(w http.ResponseWriter, r *http.Request, rawID []byte, err error) {
+	var fwd *pool.ForwardError
+	switch {
+	case r.Context().Err() != nil:
+		return
+	case errors.As(err, &fwd):
+		WriteError(w, http.StatusServiceUnavailable, rawID, jsonrpc.CodeServerError,
+			"Service Unavailable: "+err.Error()+", which this instance cannot reach; send the request again without requestState", nil)
+	case errors.Is(err, pool.ErrClosed):
+		w.Header().Set("Retry-After", "5")
+		WriteError(w, http.StatusServiceUnavailable, rawID, jsonrpc.CodeServerError, "Service Unavailable: "+err.Error(), nil)
+	case errors.Is(err, pool.ErrLaunch):
+		h.logger.Error("the stateless front end could not start an MCP server", "err", err)
+		WriteError(w, http.StatusBadGateway, rawID, jsonrpc.CodeServerError, "Bad Gateway: "+err.Error(), nil)
+	case errors.Is(err, context.DeadlineExceeded):
+		WriteError(w, http.StatusGatewayTimeout, rawID, jsonrpc.CodeServerError, "Gateway Timeout: "+err.Error(), nil)
+	default:
+		WriteError(w, http.StatusInternalServerError, rawID, jsonrpc.CodeInternalError, err.Error(), nil)
+	}
+}
+
+// checkHeaders validates the mirrored headers against the body: "Servers
+// that process the request body MUST reject requests where the values
+// specified in the headers do not match the corresponding values in the
+// request body" (basic/transports/streamable-http, Server Validation). It
+// returns what is wrong, or "".
+func checkHeaders(r *http.Request, body []byte, env *jsonrpc.Envelope) string {
+	m := r.Header.Get(hdrMethod)
+	switch {
+	case m == "":
+		return "the Mcp-Method header is required"
+	case m != env.Method:
+		return "Mcp-Method header value " + quote(m) + " does not match body value " + quote(env.Method)
+	}
+	var member string
+	switch env.Method {
+	case "tools/call", "prompts/get":
+		member = "name"
+	case "resources/read":
+		member = "uri"
+	default:
+		return ""
+	}
+	vals, present := r.Header[hdrName]
+	if !present || len(vals) != 1 {
+		return "exactly one Mcp-Name header is required for " + env.Method
+	}
+	name, ok := decodeHeaderValue(vals[0])
+	if !ok {
+		return "the Mcp-Name header is not valid base64 in its =?base64?...?= form"
+	}
+	var inBody string
+	isString := !env.NameAt.IsZero()
+	if member == "name" {
+		inBody = env.Name(body) // params.name, found by Parse already
+	} else {
+		params, _ := jsonrpc.Lookup(body, "params")
+		raw, _ := jsonrpc.Lookup(params, member)
+		inBody, isString = jsonrpc.StringValue(raw)
+	}
+	if !isString || name != inBody {
+		return "Mcp-Name header value " + quote(name) + " does not match body value params." + member + " " + quote(inBody)
+	}
+	return ""
+}
+
+// decodeHeaderValue decodes the "=?base64?...?=" form of a header value
+// (basic/transports/streamable-http, Value Encoding).
+func decodeHeaderValue(v string) (string, bool) {
+	inner, ok := strings.CutPrefix(v, "=?base64?")
+	if !ok || !strings.HasSuffix(inner, "?=") {
+		return v, true
+	}
+	b, err := base64.StdEncoding.DecodeString(strings.TrimSuffix(inner, "?="))
+	if err != nil {
+		return "", false
+	}
+	return string(b), true
+}
+
+func quote(s string) string { return "'" + s + "'" }
+
+// methodNotAllowed answers GET and DELETE without a session: "HTTP GET or
+// DELETE to the MCP endpoint: respond with 405 Method Not Allowed"
+// (revision 2026-07-28 to clients of earlier ones without a session).
+func methodNotAllowed(w http.ResponseWriter) {
+	w.Header().Set("Allow", "POST")
+	WriteError(w, http.StatusMethodNotAllowed, nil, jsonrpc.CodeInvalidRequest,
+		"Method Not Allowed: without Mcp-Session-Id this endpoint takes POST (revision "+pool.Version+"); start a session with initialize to use GET and DELETE", nil)
+}

@@ -1,0 +1,293 @@
+package bridge_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/mcp-bridge/mcp-bridge/bridge"
+	"github.com/mcp-bridge/mcp-bridge/peer"
+	"github.com/mcp-bridge/mcp-bridge/pool"
+	"github.com/mcp-bridge/mcp-bridge/sandbox"
+)
+
+// startStatelessCommand starts a stateless bridge in front of command.
+func startStatelessCommand(t *testing.T, command []string, po pool.Options) (*testBridge, *pool.Pool) {
+	t.Helper()
+	local := sandbox.NewLocal(&sandbox.LocalOptions{Command: command[0], Args: command[1:], Env: os.Environ(), StopGrace: 2 * time.Second,
+		Logger: slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelWarn}))})
+	po.Launch = func(ctx context.Context, name string) (peer.Process, error) { return local.Launch(ctx, name) }
+	return startStateless(t, po, bridge.Options{})
+}
+
+// sdkClient connects the Go SDK v1.8 client with default options (it then
+// speaks 2026-07-28) and every input handler.
+func sdkClient(t *testing.T, url string) *mcp.ClientSession {
+	t.Helper()
+	c := mcp.NewClient(&mcp.Implementation{Name: "stateless-test", Version: "1"}, &mcp.ClientOptions{
+		CreateMessageHandler: func(context.Context, *mcp.CreateMessageRequest) (*mcp.CreateMessageResult, error) {
+			return &mcp.CreateMessageResult{Model: "m", Role: "assistant", Content: &mcp.TextContent{Text: "sampled-reply"}}, nil
+		},
+		ElicitationHandler: func(_ context.Context, r *mcp.ElicitRequest) (*mcp.ElicitResult, error) {
+			return &mcp.ElicitResult{Action: "accept", Content: map[string]any{
+				"name": "Ada", "username": "ada", "email": "ada@example.com", "color": "blue", "confirm": true, "ok": true}}, nil
+		},
+		Capabilities: &mcp.ClientCapabilities{RootsV2: &mcp.RootCapabilities{}},
+	})
+	c.AddRoots(&mcp.Root{URI: "file:///work", Name: "work"})
+	cs, err := c.Connect(ctxT(t), &mcp.StreamableClientTransport{Endpoint: url}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cs.Close() })
+	if v := cs.InitializeResult().ProtocolVersion; v != "2026-07-28" {
+		t.Fatalf("negotiated %q, want 2026-07-28", v)
+	}
+	return cs
+}
+
+func callText(t *testing.T, cs *mcp.ClientSession, name string, args map[string]any) string {
+	t.Helper()
+	res, err := cs.CallTool(ctxT(t), &mcp.CallToolParams{Name: name, Arguments: args})
+	if err != nil {
+		t.Fatalf("%s: %v", name, err)
+	}
+	var texts []string
+	for _, c := range res.Content {
+		if tc, ok := c.(*mcp.TextContent); ok {
+			texts = append(texts, tc.Text)
+		}
+	}
+	if res.IsError {
+		t.Fatalf("%s failed: %s", name, strings.Join(texts, " "))
+	}
+	return strings.Join(texts, " ")
+}
+
+// The SDK's everything-server as a modern child: its own
+// InputRequiredResults pass through untouched, and the client's retries
+// (with the child's own requestState) reach a child of the pool.
+func TestStatelessEverythingModern(t *testing.T) {
+	b, p := startStatelessCommand(t, []string{everythingServer(t)}, pool.Options{})
+	cs := sdkClient(t, b.URL)
+	if e, _ := p.Era(ctxT(t)); e != pool.EraModern {
+		t.Fatalf("era %v", e)
+	}
+	for tool, want := range map[string]string{
+		"test_simple_text":                           "simple text",
+		"test_input_required_result_elicitation":     "Hello, Ada!",
+		"test_input_required_result_sampling":        "sampled-reply",
+		"test_input_required_result_list_roots":      "file:///work",
+		"test_input_required_result_request_state":   "state-ok",
+		"test_input_required_result_multiple_inputs": "1 root(s)",
+		"test_input_required_result_multi_round":     "blue",
+	} {
+		if got := callText(t, cs, tool, nil); !strings.Contains(got, want) {
+			t.Errorf("%s: %q, want %q in it", tool, got, want)
+		}
+	}
+	if res, err := cs.ListResources(ctxT(t), nil); err != nil || len(res.Resources) == 0 {
+		t.Errorf("resources/list: %v %v", res, err)
+	}
+	if res, err := cs.GetPrompt(ctxT(t), &mcp.GetPromptParams{Name: "test_simple_prompt"}); err != nil || len(res.Messages) == 0 {
+		t.Errorf("prompts/get: %v %v", res, err)
+	}
+}
+
+// The same server forced legacy: the bridge initializes it, and its
+// elicitation, sampling and roots requests in the middle of a call arrive
+// at the client as MRTR rounds.
+func TestStatelessEverythingLegacy(t *testing.T) {
+	b, p := startStatelessCommand(t, []string{everythingServer(t)}, pool.Options{Era: pool.EraLegacy})
+	cs := sdkClient(t, b.URL)
+	for _, tc := range []struct {
+		tool string
+		args map[string]any
+		want string
+	}{
+		{"test_simple_text", nil, "simple text"},
+		{"test_sampling", map[string]any{"prompt": "hi"}, "sampled-reply"},
+		{"test_elicitation", map[string]any{"message": "who?"}, "ada"},
+		{"test_input_required_result_elicitation", nil, "Hello, Ada!"},
+		{"test_input_required_result_list_roots", nil, "file:///work"},
+		{"test_input_required_result_multiple_inputs", nil, "1 root(s)"},
+	} {
+		if got := callText(t, cs, tc.tool, tc.args); !strings.Contains(got, tc.want) {
+			t.Errorf("%s: %q, want %q in it", tc.tool, got, tc.want)
+		}
+	}
+	if res, err := cs.GetPrompt(ctxT(t), &mcp.GetPromptParams{Name: "test_simple_prompt"}); err != nil || len(res.Messages) == 0 {
+		t.Errorf("prompts/get: %v %v", res, err)
+	}
+	if err := p.WaitIdle(ctxT(t)); err != nil {
+		t.Fatal(err)
+	}
+	if s := p.Stats(); s.Parked != 0 {
+		t.Fatalf("stats %+v", s)
+	}
+}
+
+// examples/hello, the README's server, behind the stateless front end.
+func TestStatelessHello(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds examples/hello")
+	}
+	bin := t.TempDir() + "/hello"
+	if out, err := execCommand("go", "build", "-o", bin, "../examples/hello"); err != nil {
+		t.Fatalf("building examples/hello: %v\n%s", err, out)
+	}
+	b, p := startStatelessCommand(t, []string{bin}, pool.Options{})
+	cs := sdkClient(t, b.URL)
+	if got := callText(t, cs, "echo", map[string]any{"text": "hello"}); got != "hello" {
+		t.Fatalf("echo: %q", got)
+	}
+	if e, _ := p.Era(ctxT(t)); e != pool.EraModern {
+		t.Fatalf("era %v", e)
+	}
+}
+
+func execCommand(name string, args ...string) ([]byte, error) {
+	return exec.Command(name, args...).CombinedOutput()
+}
+
+// npmPeers returns the directory of the npm peers (../shared/npm-peers
+// installs them), or skips the test.
+func npmPeers(t *testing.T) string {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("runs Node peers")
+	}
+	dir := os.Getenv("MCP_PEERS_DIR")
+	if dir == "" {
+		dir = "/tmp/mcp-peers"
+	}
+	if _, err := os.Stat(dir + "/node22"); err != nil {
+		t.Skipf("no npm peers in %s (install them with ../shared/npm-peers/install %s)", dir, dir)
+	}
+	return dir
+}
+
+// tsClient runs the TypeScript SDK 2.x client against url.
+func tsClient(t *testing.T, peers, url, mode string) map[string]any {
+	t.Helper()
+	script, err := filepath.Abs("testdata/ts-client.mjs")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Node resolves packages from the script's directory: run a copy
+	// placed among the peers' node_modules.
+	dst := filepath.Join(peers, "ts-stateless-client.mjs")
+	b, err := os.ReadFile(script)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(dst, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.CommandContext(ctxT(t), filepath.Join(peers, "node22"), dst, url, mode)
+	out, err := cmd.Output()
+	var got map[string]any
+	if jerr := json.Unmarshal(out, &got); jerr != nil || err != nil {
+		t.Fatalf("TS client: %v\n%s", err, out)
+	}
+	return got
+}
+
+// The TypeScript SDK 2.x client, version negotiation auto, speaks
+// 2026-07-28 to the bridge in front of children of both eras; a legacy
+// child's elicitation and sampling reach it as MRTR rounds.
+func TestStatelessTSClient(t *testing.T) {
+	peers := npmPeers(t)
+	for _, era := range []pool.Era{pool.EraModern, pool.EraLegacy} {
+		t.Run(era.String(), func(t *testing.T) {
+			b, _ := startStateless(t, pool.Options{Era: era}, bridge.Options{})
+			got := tsClient(t, peers, b.URL, "test-child")
+			want := map[string]any{"version": "2026-07-28", "echo": "from-ts"}
+			if era == pool.EraLegacy {
+				want["elicit"] = "accept: Grace"
+				want["sample"] = "sampled: ts-sampled"
+			}
+			for k, v := range want {
+				if got[k] != v {
+					t.Errorf("%s = %v, want %v (all: %v)", k, got[k], v, got)
+				}
+			}
+		})
+	}
+}
+
+// npm's server-everything (TypeScript SDK) as the child, with the TS client.
+func TestStatelessNPMServerEverything(t *testing.T) {
+	peers := npmPeers(t)
+	b, p := startStatelessCommand(t, []string{filepath.Join(peers, "node22"), filepath.Join(peers, "node_modules/.bin/mcp-server-everything")}, pool.Options{})
+	got := tsClient(t, peers, b.URL, "everything")
+	if got["version"] != "2026-07-28" || !strings.Contains(fmt.Sprint(got["echo"]), "from-ts") {
+		t.Fatalf("TS client: %v", got)
+	}
+	cs := sdkClient(t, b.URL)
+	if tools, err := cs.ListTools(ctxT(t), nil); err != nil || len(tools.Tools) == 0 {
+		t.Fatalf("tools/list: %v %v", tools, err)
+	}
+	e, _ := p.Era(ctxT(t))
+	t.Logf("npm server-everything is %v", e)
+}
+
+// subscriptions/listen with the Go SDK client: list changes and resource
+// updates reach it on its subscription streams, from a modern child (passed
+// through, demultiplexed by subscription id) and from a legacy one (mapped
+// onto its list_changed notifications and resources/subscribe).
+func TestStatelessSubscriptions(t *testing.T) {
+	for _, era := range []pool.Era{pool.EraModern, pool.EraLegacy} {
+		t.Run(era.String(), func(t *testing.T) {
+			b, p := startStatelessCommand(t, []string{everythingServer(t)}, pool.Options{Era: era, Max: 1})
+			changed := make(chan string, 10)
+			updated := make(chan string, 10)
+			c := mcp.NewClient(&mcp.Implementation{Name: "subscriber", Version: "1"}, &mcp.ClientOptions{
+				ToolListChangedHandler: func(context.Context, *mcp.ToolListChangedRequest) { changed <- "tools" },
+				ResourceUpdatedHandler: func(_ context.Context, r *mcp.ResourceUpdatedNotificationRequest) { updated <- r.Params.URI },
+			})
+			cs, err := c.Connect(ctxT(t), &mcp.StreamableClientTransport{Endpoint: b.URL}, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer cs.Close()
+			if v := cs.InitializeResult().ProtocolVersion; v != "2026-07-28" {
+				t.Fatalf("negotiated %q", v)
+			}
+			if err := cs.Subscribe(ctxT(t), &mcp.SubscribeParams{URI: "test://watched-resource"}); err != nil {
+				t.Fatalf("subscribe: %v", err)
+			}
+			callText(t, cs, "test_trigger_tool_change", nil)
+			select {
+			case <-changed:
+			case <-ctxT(t).Done():
+				t.Fatal("no notifications/tools/list_changed")
+			}
+			// The server updates the watched resource every 3 seconds.
+			select {
+			case uri := <-updated:
+				if uri != "test://watched-resource" {
+					t.Fatalf("updated %q", uri)
+				}
+			case <-ctxT(t).Done():
+				t.Fatal("no notifications/resources/updated")
+			}
+			if err := cs.Unsubscribe(ctxT(t), &mcp.UnsubscribeParams{URI: "test://watched-resource"}); err != nil {
+				t.Fatal(err)
+			}
+			cs.Close()
+			if err := p.WaitIdle(ctxT(t)); err != nil {
+				t.Fatal(err)
+			}
+		})
+	}
+}

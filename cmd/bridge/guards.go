@@ -1,0 +1,121 @@
+package main
+
+import (
+	"fmt"
+	"log/slog"
+
+	"github.com/mcp-bridge/mcp-bridge/audit"
+	"github.com/mcp-bridge/mcp-bridge/peer"
+	"github.com/mcp-bridge/mcp-bridge/pin"
+	"github.com/mcp-bridge/mcp-bridge/policy"
+	"github.com/mcp-bridge/mcp-bridge/session"
+)
+
+// guards are what every session's connection to its server holds at peer's
+// interception point, in this order: the audit log (first, so that it sees
+// requests as clients sent them and the refusals of the others), the
+// policy, and the pin enforcer (which also inspects descriptions).
+type guards struct {
+	policy *policy.Policy
+	pins   *pin.Enforcer // nil when nothing is pinned or inspected
+	audit  *audit.Log    // nil without --audit-log
+	logger *slog.Logger
+	// caller says who a client is, from a message's Origin (the principal
+	// the HTTP edge established). Nil: callers have no scopes and no
+	// name in the audit log.
+	caller func(origin any) *policy.Caller
+}
+
+// inspection is what --max-description-bytes and --allow-hidden-unicode
+// ask of every item a server lists.
+func (c *config) inspection() pin.Inspection {
+	return pin.Inspection{MaxDescriptionBytes: c.MaxDescriptionBytes, AllowHiddenUnicode: c.AllowHiddenUnicode}
+}
+
+// newGuards builds the guards the configuration asks for and opens the
+// audit log; close releases it.
+func newGuards(cfg *config, logger *slog.Logger) (*guards, error) {
+	g := &guards{policy: cfg.policy, logger: logger}
+	in := cfg.inspection()
+	if cfg.lock != nil || !in.AllowHiddenUnicode || in.MaxDescriptionBytes >= 0 {
+		g.pins = pin.New(&pin.Options{Lock: cfg.lock, LockFile: cfg.PinFile, OnViolation: pin.Action(cfg.OnPinViolation), Inspection: in})
+	}
+	if cfg.AuditLog != "" {
+		l, err := audit.Open(cfg.AuditLog, &audit.Options{Args: cfg.AuditArgs, Principal: g.principal, Logger: logger})
+		if err != nil {
+			return nil, fmt.Errorf("--audit-log: %w", err)
+		}
+		g.audit = l
+	}
+	return g, nil
+}
+
+func (g *guards) principal(origin any) (string, string) {
+	if g.caller == nil {
+		return "", ""
+	}
+	if c := g.caller(origin); c != nil {
+		return c.Subject, c.ClientID
+	}
+	return "", ""
+}
+
+func (g *guards) close() error {
+	if g.audit == nil {
+		return nil
+	}
+	return g.audit.Close()
+}
+
+// forConn returns the interceptor chain of one session's connection (nil
+// when there is nothing to intercept), and what to call once that
+// connection has ended. end ends the session (--on-pin-violation
+// end-session); it must not block. call sends a request of the bridge's
+// own on that connection (peer.Conn.Call), for the pin enforcer to list
+// tools again when the server says they changed; nil: it does not.
+func (g *guards) forConn(session string, logger *slog.Logger, end func(error), call pin.CallFunc) (peer.Interceptor, func(reason string)) {
+	var chain []peer.Interceptor
+	ended := func(string) {}
+	if g.audit != nil {
+		var i peer.Interceptor
+		i, ended = g.audit.Interceptor(session)
+		chain = append(chain, i)
+	}
+	if g.policy != nil {
+		chain = append(chain, g.policy.Interceptor(&policy.Options{Caller: g.caller, Logger: logger}))
+	}
+	if g.pins != nil {
+		hooks := &pin.Hooks{End: end, Logger: logger, Call: call}
+		if g.audit != nil {
+			hooks.Alert = func(origin any, v pin.Violation) { g.audit.Alert(session, origin, v.Kind, v.Name, v.Problem) }
+		}
+		chain = append(chain, g.pins.Interceptor(hooks))
+	}
+	if len(chain) == 0 {
+		return nil, ended
+	}
+	return peer.Chain(chain...), ended
+}
+
+// forSession is session.Options.InterceptSession: the chain of one
+// session, whose audit lines name it by its log form (never the ID, which
+// is a credential), which a pin violation can end, and which lists tools
+// again itself after the server says they changed. Once the session's
+// server has stopped, the requests it left unanswered are audited.
+func (g *guards) forSession(s *session.Session) peer.Interceptor {
+	logger := g.logger.With("session", s.LogID())
+	intercept, ended := g.forConn(s.LogID(), logger, s.Close, s.Call)
+	if g.audit != nil {
+		// Ends with the session: Stopped closes once its server has
+		// stopped and the last message has passed the chain.
+		go func() {
+			<-s.Stopped()
+			reason := ""
+			if err := s.Err(); err != nil {
+				reason = err.Error()
+			}
+			ended(reason)
+		}()
+	}
+	return intercept
+}

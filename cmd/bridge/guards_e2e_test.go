@@ -1,0 +1,137 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/mcp-bridge/mcp-bridge/audit"
+	"github.com/mcp-bridge/mcp-bridge/internal/childtest"
+)
+
+// The bridge binary with a policy, a pin file written by bridge pin and an
+// audit log, in front of the everything-server, driven by the Go SDK
+// client: the lists show what the policy allows, a denied tool is refused,
+// the tool test_trigger_tool_change adds after start stays hidden and is
+// refused, and the audit log has a line for each of these.
+func TestGuardsEndToEnd(t *testing.T) {
+	bin, _ := buildBinaries(t)
+	server := childtest.EverythingServer(t)
+	dir := t.TempDir()
+	lockFile := filepath.Join(dir, "mcp-lock.json")
+	if _, stderr, code := runBinary(t, bin, nil, "pin", "--output", lockFile, "--", server); code != 0 {
+		t.Fatalf("bridge pin: %d %s", code, stderr)
+	}
+	policyFile := filepath.Join(dir, "policy.yaml")
+	if err := os.WriteFile(policyFile, []byte("tools:\n  deny: [test_image_content]\n  scopes:\n    test_audio_content: [audio]\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	auditFile := filepath.Join(dir, "audit.log")
+	b := startBridgeBinary(t, bin, "--pin-file", lockFile, "--policy", policyFile, "--audit-log", auditFile, "--", server)
+
+	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
+	defer cancel()
+	changed := make(chan struct{}, 10)
+	client := mcp.NewClient(&mcp.Implementation{Name: "e2e", Version: "1"}, &mcp.ClientOptions{
+		ToolListChangedHandler: func(context.Context, *mcp.ToolListChangedRequest) { changed <- struct{}{} },
+	})
+	cs, err := client.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: b.url}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cs.Close()
+	names := func() []string {
+		t.Helper()
+		res, err := cs.ListTools(ctx, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var out []string
+		for _, tool := range res.Tools {
+			out = append(out, tool.Name)
+		}
+		return out
+	}
+	before := names()
+	for _, hidden := range []string{"test_image_content", "test_audio_content"} {
+		if slices.Contains(before, hidden) {
+			t.Errorf("tools/list shows %s: %v", hidden, before)
+		}
+	}
+	if !slices.Contains(before, "test_simple_text") {
+		t.Fatalf("tools/list: %v", before)
+	}
+	if _, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "test_image_content"}); err == nil || !strings.Contains(err.Error(), "policy denies it") {
+		t.Errorf("calling a denied tool: %v", err)
+	}
+	if _, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "test_audio_content"}); err == nil || !strings.Contains(err.Error(), "insufficient scope") {
+		t.Errorf("calling a tool without its scope: %v", err)
+	}
+	if _, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "test_trigger_tool_change"}); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-changed:
+	case <-ctx.Done():
+		t.Fatal("no notifications/tools/list_changed")
+	}
+	const added = "__transient_tool_for_list_changed"
+	if after := names(); !slices.Equal(after, before) {
+		t.Errorf("after the change tools/list shows %v, want %v", after, before)
+	}
+	if _, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: added}); err == nil || !strings.Contains(err.Error(), "not in the pin file") {
+		t.Errorf("calling the added tool: %v", err)
+	}
+	cs.Close()
+
+	// Each line was written before its answer went on (refusals), or
+	// before the server's next message was read (answers): every line is
+	// in the file once the client has seen what followed it.
+	recs := readAudit(t, auditFile)
+	has := func(what string, pred func(r audit.Record) bool) {
+		t.Helper()
+		if !slices.ContainsFunc(recs, pred) {
+			t.Errorf("the audit log has no line for %s:\n%+v", what, recs)
+		}
+	}
+	has("the policy's denial", func(r audit.Record) bool {
+		return r.Tool == "test_image_content" && r.Outcome == "denied" && r.DeniedBy == "policy: tools.deny test_image_content"
+	})
+	has("the missing scope", func(r audit.Record) bool { return r.Tool == "test_audio_content" && r.Outcome == "denied" })
+	has("the trigger", func(r audit.Record) bool {
+		return r.Tool == "test_trigger_tool_change" && r.Outcome == "ok" && r.Session != ""
+	})
+	has("the alert", func(r audit.Record) bool { return r.Event == "pin_violation" && r.Tool == added })
+	has("the added tool's refusal", func(r audit.Record) bool {
+		return r.Tool == added && r.Outcome == "denied" && strings.HasPrefix(r.DeniedBy, "pin: not in the pin file")
+	})
+	has("initialize", func(r audit.Record) bool { return r.Method == "initialize" && r.Outcome == "ok" })
+}
+
+func readAudit(t *testing.T, path string) []audit.Record {
+	t.Helper()
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	var out []audit.Record
+	sc := bufio.NewScanner(f)
+	sc.Buffer(nil, 1<<20)
+	for sc.Scan() {
+		var r audit.Record
+		if err := json.Unmarshal(sc.Bytes(), &r); err != nil {
+			t.Fatalf("an audit line that is not a record: %q: %v", sc.Bytes(), err)
+		}
+		out = append(out, r)
+	}
+	return out
+}

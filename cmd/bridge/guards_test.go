@@ -1,0 +1,148 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/mcp-bridge/mcp-bridge/jsonrpc"
+	"github.com/mcp-bridge/mcp-bridge/peer"
+	"github.com/mcp-bridge/mcp-bridge/pin"
+)
+
+// guardsFor builds the guards of a configuration given as flags.
+func guardsFor(tb testing.TB, args ...string) *guards {
+	tb.Helper()
+	cfg, err := parseConfig(append(args, "--", "srv"))
+	if err != nil {
+		tb.Fatal(err)
+	}
+	g, err := newGuards(cfg, slog.New(slog.DiscardHandler))
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() { g.close() })
+	return g
+}
+
+func message(tb testing.TB, dir peer.Direction, method, data string) *peer.Message {
+	env, err := jsonrpc.Parse([]byte(data))
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return &peer.Message{Message: jsonrpc.Message{Data: []byte(data), Env: env}, Dir: dir, Origin: "client", Method: method}
+}
+
+// BenchmarkGuards: the interception point's cost per message, a tools/call
+// and its answer (what every call pays), and a tools/list answer of 30
+// tools (what each listing pays), without guards and with each of them.
+// The figures are for comparison with a call through the bridge
+// (bridge.BenchmarkCall).
+func BenchmarkGuards(b *testing.B) {
+	dir := b.TempDir()
+	policyFile := filepath.Join(dir, "policy.yaml")
+	if err := os.WriteFile(policyFile, []byte("tools:\n  deny: [delete_*, \"*_admin\"]\n  scopes:\n    send_email: [mail:send]\n"), 0o600); err != nil {
+		b.Fatal(err)
+	}
+	var tools []string
+	lock := pin.NewLock()
+	for i := range 30 {
+		tool := fmt.Sprintf(`{"name":"tool_%d","description":"Does thing %d with care.","inputSchema":{"type":"object","properties":{"text":{"type":"string","description":"what to use"}},"required":["text"]}}`, i, i)
+		tools = append(tools, tool)
+		d, err := pin.Digest(pin.Kinds[0], []byte(tool))
+		if err != nil {
+			b.Fatal(err)
+		}
+		lock.Tools[fmt.Sprintf("tool_%d", i)] = d
+	}
+	lockFile := filepath.Join(dir, "lock.json")
+	if err := lock.WriteFile(lockFile); err != nil {
+		b.Fatal(err)
+	}
+	call := `{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"tool_3","arguments":{"text":"hello world, a typical argument"}}}`
+	answer := `{"jsonrpc":"2.0","id":7,"result":{"content":[{"type":"text","text":"` + strings.Repeat("x", 512) + `"}]}}`
+	list := `{"jsonrpc":"2.0","id":8,"result":{"tools":[` + strings.Join(tools, ",") + `]}}`
+	for _, c := range []struct {
+		name string
+		args []string
+	}{
+		{"none", []string{"--allow-hidden-unicode", "--max-description-bytes", "-1"}},
+		{"policy", []string{"--allow-hidden-unicode", "--max-description-bytes", "-1", "--policy", policyFile}},
+		{"pin", []string{"--pin-file", lockFile}},
+		{"audit", []string{"--allow-hidden-unicode", "--max-description-bytes", "-1", "--audit-log", filepath.Join(dir, "audit.log")}},
+		{"all", []string{"--policy", policyFile, "--pin-file", lockFile, "--audit-log", filepath.Join(dir, "audit-all.log")}},
+	} {
+		g := guardsFor(b, c.args...)
+		intercept, _ := g.forConn("bench", slog.New(slog.DiscardHandler), nil, nil)
+		end := func(*peer.Message) error { return nil }
+		h := end
+		if intercept != nil {
+			h = intercept(end)
+		}
+		b.Run("call/"+c.name, func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				if err := h(message(b, peer.ToChild, "tools/call", call)); err != nil {
+					b.Fatal(err)
+				}
+				if err := h(message(b, peer.FromChild, "tools/call", answer)); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+		b.Run("list/"+c.name, func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				m := message(b, peer.FromChild, "tools/list", list)
+				if err := h(m); err != nil {
+					b.Fatal(err)
+				}
+				if len(m.Data) != len(list) {
+					b.Fatalf("the list was rewritten: %s", m.Data)
+				}
+			}
+		})
+	}
+}
+
+// The chain refuses what the policy and the lock refuse, in that order,
+// and the audit line names the rule.
+func TestGuardsChain(t *testing.T) {
+	dir := t.TempDir()
+	policyFile := filepath.Join(dir, "policy.yaml")
+	if err := os.WriteFile(policyFile, []byte("tools:\n  deny: [delete_*]\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	lockFile := filepath.Join(dir, "lock.json")
+	if err := pin.NewLock().WriteFile(lockFile); err != nil {
+		t.Fatal(err)
+	}
+	auditFile := filepath.Join(dir, "audit.log")
+	g := guardsFor(t, "--policy", policyFile, "--pin-file", lockFile, "--audit-log", auditFile)
+	intercept, ended := g.forConn("s1", slog.New(slog.DiscardHandler), nil, nil)
+	h := intercept(func(*peer.Message) error { return nil })
+	for _, c := range []struct{ tool, want string }{
+		{"delete_all", "policy: tools.deny delete_*"},
+		{"anything", "pin: not in the pin file " + lockFile},
+	} {
+		err := h(message(t, peer.ToChild, "tools/call", `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"`+c.tool+`"}}`))
+		var d interface{ DeniedBy() string }
+		if !errorsAs(err, &d) || d.DeniedBy() != c.want {
+			t.Errorf("%s: %v, want %q", c.tool, err, c.want)
+		}
+	}
+	ended("")
+	data, err := os.ReadFile(auditFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := strings.Count(string(data), "\n"); n != 2 || !strings.Contains(string(data), `"denied_by":"policy: tools.deny delete_*"`) {
+		t.Fatalf("audit log:\n%s", data)
+	}
+}
+
+func errorsAs(err error, target any) bool { return errors.As(err, target) }

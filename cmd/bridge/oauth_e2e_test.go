@@ -1,0 +1,99 @@
+package main
+
+import (
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/mcp-bridge/mcp-bridge/auth"
+	"github.com/mcp-bridge/mcp-bridge/internal/oauthtest"
+)
+
+// TestOAuthFlagsAndSecretsStayOut runs the binary as a resource server of
+// a real authorization server, configured by flags and BRIDGE_* variables:
+// a request without a token is told where the metadata is, a token of the
+// issuer for --resource-url is served, and the server the bridge starts
+// sees none of the bridge's secrets in its environment.
+func TestOAuthFlagsAndSecretsStayOut(t *testing.T) {
+	bridgeBin, helloBin := buildBinaries(t)
+	const resource = "http://localhost/mcp"
+	as := oauthtest.New(t, oauthtest.Options{Audience: []string{resource}, Scopes: []string{"mcp:tools"}})
+	dir := t.TempDir()
+	secretFile := filepath.Join(dir, "client-secret")
+	os.WriteFile(secretFile, []byte(oauthtest.ResourceSecret+"\n"), 0o600)
+	t.Setenv("BRIDGE_AUTH_TOKENS", "static-secret-token")
+	t.Setenv("BRIDGE_OAUTH_SCOPES", "mcp:tools")
+	t.Setenv("BRIDGE_OAUTH_CLIENT_SECRET", "secret-from-the-environment")
+	envFile := filepath.Join(dir, "env")
+	p := startBridgeBinary(t, bridgeBin, "--oauth-issuer", as.URL, "--resource-url", resource,
+		"--oauth-introspection-url", as.URL+"/introspect", "--oauth-client-id", oauthtest.ResourceClient,
+		"--oauth-client-secret-file", secretFile,
+		"--", "/bin/sh", "-c", `env > "$0"; exec "$1"`, envFile, helloBin)
+
+	post := func(tok string) *http.Response {
+		req, _ := http.NewRequest(http.MethodPost, p.url, strings.NewReader(
+			`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"e2e","version":"1"}}}`))
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Accept", "application/json, text/event-stream")
+		if tok != "" {
+			req.Header.Set("Authorization", "Bearer "+tok)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { resp.Body.Close() })
+		return resp
+	}
+	resp := post("")
+	if got := resp.Header.Get("WWW-Authenticate"); resp.StatusCode != http.StatusUnauthorized ||
+		!strings.Contains(got, `resource_metadata="http://localhost/.well-known/oauth-protected-resource/mcp"`) ||
+		!strings.Contains(got, `scope="mcp:tools"`) {
+		t.Fatalf("no token: %d %q", resp.StatusCode, got)
+	}
+	tok := as.ClientCredentials(t, resource, "mcp:tools")
+	resp = post(tok)
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("a token of the issuer: %d", resp.StatusCode)
+	}
+	readBody(t, resp)
+	env, err := os.ReadFile(envFile)
+	if err != nil {
+		t.Fatalf("the server's environment: %v", err)
+	}
+	for _, secret := range []string{"static-secret-token", "secret-from-the-environment", oauthtest.ResourceSecret, tok} {
+		if strings.Contains(string(env), secret) {
+			t.Errorf("the MCP server's environment holds the secret %q", secret)
+		}
+	}
+	resp = post("static-secret-token")
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("a static token beside OAuth: %d", resp.StatusCode)
+	}
+	readBody(t, resp)
+}
+
+func readBody(t *testing.T, resp *http.Response) {
+	t.Helper()
+	buf := make([]byte, 4096)
+	for {
+		if _, err := resp.Body.Read(buf); err != nil {
+			return
+		}
+	}
+}
+
+// The resource server's option errors name the flags.
+func TestOAuthErrorsNameFlags(t *testing.T) {
+	for opts, flag := range map[*auth.Options]string{
+		{Issuer: "http://auth.example.com", ResourceURL: "https://mcp.example.com/mcp"}: "--oauth-issuer: ",
+		{Issuer: "https://auth.example.com"}:                                            "--resource-url: ",
+	} {
+		_, err := auth.New(t.Context(), opts)
+		if err == nil || !strings.HasPrefix(explain(err).Error(), flag) {
+			t.Errorf("%+v: %v, want it to start with %q", opts, explain(err), flag)
+		}
+	}
+}

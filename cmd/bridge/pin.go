@@ -1,0 +1,131 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"time"
+
+	"github.com/kelseyhightower/envconfig"
+
+	"github.com/mcp-bridge/mcp-bridge/peer"
+	"github.com/mcp-bridge/mcp-bridge/pin"
+)
+
+const pinUsage = `Usage:
+  bridge pin --output mcp-lock.json [sandbox flags] -- COMMAND [ARGS...]
+  bridge pin --check --pin-file mcp-lock.json [sandbox flags] -- COMMAND [ARGS...]
+
+Starts the server once, as bridge would for a session (--sandbox, --image and
+the other sandbox flags apply), and records the digest of each tool, prompt and
+resource template it offers. bridge --pin-file then hides and refuses whatever
+is new or changed. Items whose descriptions hold hidden Unicode or exceed
+--max-description-bytes are not pinned: bridge pin lists them and fails.
+--check prints what was added, removed or changed and exits 1 if anything was.
+
+Run 'bridge --help' for every flag.
+`
+
+// pinTimeout bounds how long bridge pin waits for the server to start,
+// initialize and list everything.
+const pinTimeout = 2 * time.Minute
+
+// runPin is "bridge pin": it starts the server once, in the sandbox the
+// flags describe, and writes what it offers to a lock file (--output), or
+// compares that with a lock file (--check) and exits 1 on drift.
+func runPin(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	cfg := defaultConfig()
+	usageErr := func(msg string) int {
+		fmt.Fprintf(stderr, "bridge pin: %s\nRun 'bridge pin --help' for usage.\n", msg)
+		return 2
+	}
+	if err := envconfig.Process("", cfg); err != nil {
+		return usageErr(envError(err).Error())
+	}
+	fs := newFlagSet(cfg)
+	var output string
+	var check bool
+	fs.StringVar(&output, "output", "", "write the lock to this `file`")
+	fs.BoolVar(&check, "check", false, "compare the server with --pin-file instead: list what was added, removed or changed, exit 1 if anything was")
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			fmt.Fprint(stdout, pinUsage)
+			return 0
+		}
+		return usageErr(flagError(fs, err).Error())
+	}
+	cfg.command = fs.Args()
+	switch {
+	case check && cfg.PinFile == "":
+		return usageErr("--check needs --pin-file, the lock file to compare with")
+	case !check && output == "":
+		return usageErr("give --output FILE to write a lock file, or --check --pin-file FILE to compare with one")
+	case check && output != "":
+		return usageErr("--check writes nothing: drop --output")
+	}
+	if err := cfg.finish(); err != nil {
+		return usageErr(err.Error())
+	}
+	logger := newLogger(cfg, stderr)
+
+	ctx, cancel := context.WithTimeout(ctx, pinTimeout)
+	defer cancel()
+	launcher, closeLauncher, err := newInnerLauncher(ctx, cfg, logger)
+	if err != nil {
+		fmt.Fprintf(stderr, "bridge pin: %v\n", err)
+		return 1
+	}
+	defer closeLauncher()
+	proc, err := launcher.Launch(ctx, "pin")
+	if err != nil {
+		fmt.Fprintf(stderr, "bridge pin: starting the MCP server: %v\n", err)
+		return 1
+	}
+	conn := peer.New(proc, pinRouter{}, &peer.Options{MaxMessageBytes: cfg.MaxMessageBytes, Logger: logger})
+	lock, problems, err := pin.Capture(ctx, conn, cfg.inspection())
+	stopCtx, cancelStop := context.WithTimeout(context.Background(), 2*cfg.StopGrace+30*time.Second)
+	defer cancelStop()
+	if cerr := conn.Close(stopCtx); cerr != nil {
+		logger.Warn("stopping the MCP server", "err", cerr)
+	}
+	if err != nil {
+		fmt.Fprintf(stderr, "bridge pin: %v\n", err)
+		return 1
+	}
+	for _, p := range problems {
+		fmt.Fprintf(stderr, "refused: %s\n", p)
+	}
+	if check {
+		drift := pin.Compare(cfg.lock, lock)
+		for _, d := range drift {
+			fmt.Fprintln(stdout, d)
+		}
+		if len(drift) > 0 || len(problems) > 0 {
+			fmt.Fprintf(stderr, "bridge pin: the MCP server drifted from %s: %d changes, %d refused items\n", cfg.PinFile, len(drift), len(problems))
+			return 1
+		}
+		fmt.Fprintf(stdout, "no drift: %d tools, %d prompts and %d resource templates match %s\n",
+			len(lock.Tools), len(lock.Prompts), len(lock.ResourceTemplates), cfg.PinFile)
+		return 0
+	}
+	if len(problems) > 0 {
+		fmt.Fprintf(stderr, "bridge pin: not writing %s: %d items are refused (see above); fix the server, or loosen with --allow-hidden-unicode or --max-description-bytes\n", output, len(problems))
+		return 1
+	}
+	if err := lock.WriteFile(output); err != nil {
+		fmt.Fprintf(stderr, "bridge pin: writing the lock file: %v\n", err)
+		return 1
+	}
+	fmt.Fprintf(stdout, "pinned %d tools, %d prompts and %d resource templates in %s\n",
+		len(lock.Tools), len(lock.Prompts), len(lock.ResourceTemplates), output)
+	return 0
+}
+
+// pinRouter ignores what the server sends besides the answers bridge pin
+// waits for (its notifications; it has no client to ask anything of).
+type pinRouter struct{}
+
+func (pinRouter) Route(*peer.Message) {}
+func (pinRouter) Ended(error)         {}

@@ -1,0 +1,86 @@
+// Package mcplist rewrites the answers to MCP's list requests (tools/list,
+// prompts/list, resources/list, resources/templates/list), for the
+// interceptors that hide items of them (policy, pin). It decodes only the
+// members of the result and the one member of each item that names it.
+package mcplist
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+
+	"github.com/mcp-bridge/mcp-bridge/jsonrpc"
+)
+
+// Filter rewrites the answer data to a list request, keeping of
+// result.<array> the items whose member key is a string that keep accepts (given the name and the item as written)
+// (an item without one is dropped). It returns data itself when nothing
+// was dropped, else a new answer with the same id and the other members
+// of result as they were; and the names dropped. Only the result's
+// members and the items' key member are decoded.
+func Filter(data []byte, array, key string, keep func(name string, item []byte) bool) ([]byte, []string, error) {
+	result, ok := jsonrpc.Lookup(data, "result")
+	if !ok {
+		return nil, nil, errors.New("no result")
+	}
+	arr, ok := jsonrpc.Lookup(result, array)
+	if !ok || bytes.Equal(arr, []byte("null")) {
+		return data, nil, nil
+	}
+	var items []json.RawMessage
+	if err := json.Unmarshal(arr, &items); err != nil {
+		return nil, nil, fmt.Errorf("result.%s is not an array: %w", array, err)
+	}
+	kept := items[:0]
+	var dropped []string
+	for _, it := range items {
+		name := member(it, key)
+		if name != "" && keep(name, it) {
+			kept = append(kept, it)
+			continue
+		}
+		if name == "" {
+			name = "(an item without " + key + ")"
+		}
+		dropped = append(dropped, name)
+	}
+	if len(dropped) == 0 {
+		return data, nil, nil
+	}
+	var members map[string]json.RawMessage
+	if err := json.Unmarshal(result, &members); err != nil {
+		return nil, nil, fmt.Errorf("result is not an object: %w", err)
+	}
+	var buf bytes.Buffer
+	buf.WriteByte('[')
+	for i, it := range kept {
+		if i > 0 {
+			buf.WriteByte(',')
+		}
+		buf.Write(it)
+	}
+	buf.WriteByte(']')
+	members[array] = buf.Bytes()
+	out := bytes.NewBuffer(make([]byte, 0, len(data)))
+	out.WriteString(`{"jsonrpc":"2.0","id":`)
+	out.Write(jsonrpc.RawID(data))
+	out.WriteString(`,"result":`)
+	enc := json.NewEncoder(out)
+	enc.SetEscapeHTML(false) // descriptions stay byte for byte as the server wrote them
+	if err := enc.Encode(members); err != nil {
+		return nil, nil, err
+	}
+	out.Truncate(out.Len() - 1) // Encode's newline
+	out.WriteByte('}')
+	return out.Bytes(), dropped, nil
+}
+
+// member returns the string member name of the JSON object obj, or "".
+func member(obj []byte, name string) string {
+	if v, ok := jsonrpc.Lookup(obj, name); ok {
+		s, _ := jsonrpc.StringValue(v)
+		return s
+	}
+	return ""
+}

@@ -1,0 +1,324 @@
+package pin
+
+import (
+	"context"
+	"crypto/sha256"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+
+	"github.com/mcp-bridge/mcp-bridge/internal/mcplist"
+	"github.com/mcp-bridge/mcp-bridge/jsonrpc"
+	"github.com/mcp-bridge/mcp-bridge/peer"
+)
+
+// Action is what a violation does to the session besides dropping the item.
+type Action string
+
+const (
+	// Drop drops the item from its list and refuses its use.
+	Drop Action = "drop"
+	// EndSession also ends the session: its server changed under it.
+	EndSession Action = "end-session"
+)
+
+// Options configure an Enforcer. Every zero value means the documented
+// default.
+type Options struct {
+	// Lock is what the server must offer. Nil means no lock: only the
+	// inspection applies.
+	Lock *Lock
+	// LockFile names the lock in messages.
+	LockFile string
+	// OnViolation: Drop (the zero value) or EndSession.
+	OnViolation Action
+	// Inspection of every item listed (see Inspection; its zero value
+	// refuses hidden Unicode and descriptions over
+	// DefaultMaxDescriptionBytes).
+	Inspection Inspection
+}
+
+// An Enforcer holds sessions to a lock and to the inspection. It is
+// immutable and safe for concurrent use; each connection gets its own
+// Interceptor.
+type Enforcer struct {
+	o Options
+
+	// verdicts caches the problem of each item seen ("" for none), by the
+	// SHA-256 of the item as written: a verdict depends on nothing else,
+	// and every session lists the same tools, where canonicalizing and
+	// inspecting them costs some 30 µs each.
+	mu       sync.Mutex
+	verdicts map[[32]byte]string
+}
+
+// maxVerdicts bounds the cache of verdicts; it is emptied when full.
+const maxVerdicts = 4096
+
+// New returns an Enforcer.
+func New(opts *Options) *Enforcer {
+	var o Options
+	if opts != nil {
+		o = *opts
+	}
+	if o.OnViolation == "" {
+		o.OnViolation = Drop
+	}
+	return &Enforcer{o: o, verdicts: map[[32]byte]string{}}
+}
+
+// verdict returns the problem of an item a list shows, "" if none.
+func (e *Enforcer) verdict(k *Kind, name string, item []byte) string {
+	key := sha256.Sum256(item)
+	e.mu.Lock()
+	p, ok := e.verdicts[key]
+	e.mu.Unlock()
+	if ok {
+		return p
+	}
+	p = e.o.Inspection.inspect(k, item)
+	if p == "" && e.o.Lock != nil {
+		want, ok := e.o.Lock.pinned(k, name)
+		if !ok {
+			p = "not in the pin file " + e.o.LockFile
+		} else if got, err := Digest(k, item); err != nil {
+			p = err.Error()
+		} else if got != want {
+			p = fmt.Sprintf("changed since it was pinned in %s (digest %s, pinned %s)", e.o.LockFile, got, want)
+		}
+	}
+	e.mu.Lock()
+	if len(e.verdicts) >= maxVerdicts {
+		clear(e.verdicts)
+	}
+	e.verdicts[key] = p
+	e.mu.Unlock()
+	return p
+}
+
+// A Violation is an item a server offered that the enforcer refused.
+type Violation struct {
+	Kind    string // "tool", "prompt", "resource template"
+	Name    string
+	Problem string // "not in the pin file mcp-lock.json", "changed since ...", "its description holds ..."
+}
+
+// Hooks connect an Interceptor to its session.
+type Hooks struct {
+	// Alert is told of each item a list offered and the enforcer dropped
+	// (for the audit log). Nil: none.
+	Alert func(origin any, v Violation)
+	// End ends the session, with OnViolation EndSession. It is called at
+	// most once, on the connection's reader goroutine: it must not block
+	// (start the ending, do not wait for it). Nil: the session is not ended.
+	End func(reason error)
+	// Logger gets the alerts, at warn. Nil means slog.Default().
+	Logger *slog.Logger
+	// Call, if set, sends a request of the bridge's own to the server
+	// (peer.Conn.Call). When the server says its tools or prompts changed
+	// (notifications/tools/list_changed, notifications/prompts/list_changed),
+	// the enforcer then lists them itself, at once, so that a changed tool
+	// is refused and alerted even if no client lists again. It is called on
+	// a goroutine of the enforcer's, which returns when the call does (at
+	// the latest when the connection ends). Nil: only clients' lists are
+	// checked.
+	Call CallFunc
+}
+
+// A Refusal is the error a request for a refused item is refused with.
+// errors.As finds the *jsonrpc.Error its client gets (-32602, as for an
+// unknown tool or prompt); DeniedBy says why, for the audit log.
+type Refusal struct {
+	Violation
+}
+
+func (r *Refusal) Error() string {
+	return fmt.Sprintf("%s %q refused: %s", r.Kind, r.Name, r.Problem)
+}
+
+// DeniedBy says why, for the audit log.
+func (r *Refusal) DeniedBy() string { return "pin: " + r.Problem }
+
+// Unwrap returns the JSON-RPC error the client is answered with.
+func (r *Refusal) Unwrap() error {
+	return &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams,
+		Message: fmt.Sprintf("%s %q is not available: the bridge refused it (%s)", r.Kind, r.Name, r.Problem)}
+}
+
+// conn is the state of one connection: the items the last lists dropped.
+type conn struct {
+	e     *Enforcer
+	h     Hooks
+	mu    sync.Mutex
+	bad   map[kindName]string // the problem of each item dropped, until a list shows it fine again
+	ended bool
+	// relisting holds the kinds being listed again after a list_changed;
+	// another notification meanwhile asks for one more round (again).
+	relisting map[*Kind]bool
+	again     map[*Kind]bool
+}
+
+type kindName struct {
+	kind *Kind
+	name string
+}
+
+// Interceptor returns the interceptor of one connection: it filters the
+// answers to tools/list, prompts/list and resources/templates/list, and
+// refuses tools/call and prompts/get of an item that is not pinned or that
+// a list dropped. Lists are checked whoever asked, the bridge included.
+func (e *Enforcer) Interceptor(h *Hooks) peer.Interceptor {
+	c := &conn{e: e, bad: map[kindName]string{}, relisting: map[*Kind]bool{}, again: map[*Kind]bool{}}
+	if h != nil {
+		c.h = *h
+	}
+	if c.h.Logger == nil {
+		c.h.Logger = slog.Default()
+	}
+	return func(next peer.Handler) peer.Handler {
+		return func(m *peer.Message) error {
+			switch {
+			case m.Dir == peer.ToChild && !m.Own && m.Env.Kind == jsonrpc.KindRequest:
+				if k := kindOfCall(m.Method); k != nil {
+					if name := m.Env.Name(m.Data); name != "" {
+						if v := c.refused(k, name); v != nil {
+							c.violation(m.Origin, *v, false)
+							return &Refusal{*v}
+						}
+					}
+				}
+			case m.Dir == peer.FromChild && m.Env.Kind == jsonrpc.KindNotification:
+				if k := kindOfChange(m.Method); k != nil && c.h.Call != nil {
+					c.relist(k)
+				}
+			case m.Dir == peer.FromChild && m.Env.Kind == jsonrpc.KindResponse && !m.Env.IsError:
+				// Answers to the bridge's own lists too: relist's.
+				k := kindOfList(m.Method)
+				if k == nil {
+					break
+				}
+				var found []Violation
+				out, _, err := mcplist.Filter(m.Data, k.Array, k.Key, func(name string, item []byte) bool {
+					if p := c.check(k, name, item); p != "" {
+						found = append(found, Violation{k.Name, name, p})
+						return false
+					}
+					return true
+				})
+				if err != nil {
+					c.h.Logger.Warn("cannot read a list from the MCP server to check it against the pin file: the client gets an error", "method", m.Method, "err", err)
+					out = (&jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: "the bridge could not check the MCP server's " + m.Method + " answer: " + err.Error()}).Response(m.Env.IDAt.In(m.Data))
+				}
+				for _, v := range found {
+					c.violation(m.Origin, v, true)
+				}
+				if len(found) > 0 || err != nil {
+					if err := m.Replace(out); err != nil {
+						return err
+					}
+				}
+			}
+			return next(m)
+		}
+	}
+}
+
+// check returns the problem of an item a list shows, "" if none, and
+// records it for the calls that follow.
+func (c *conn) check(k *Kind, name string, item []byte) string {
+	p := c.e.verdict(k, name, item)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if p == "" {
+		delete(c.bad, kindName{k, name})
+	} else {
+		c.bad[kindName{k, name}] = p
+	}
+	return p
+}
+
+// refused returns why a call of an item is refused, or nil: it is not in
+// the lock, or the last list that showed it dropped it.
+func (c *conn) refused(k *Kind, name string) *Violation {
+	c.mu.Lock()
+	p, bad := c.bad[kindName{k, name}]
+	c.mu.Unlock()
+	if bad {
+		return &Violation{k.Name, name, p}
+	}
+	if l := c.e.o.Lock; l != nil {
+		if _, ok := l.pinned(k, name); !ok {
+			return &Violation{k.Name, name, "not in the pin file " + c.e.o.LockFile}
+		}
+	}
+	return nil
+}
+
+// violation alerts, and with EndSession ends the session (once).
+func (c *conn) violation(origin any, v Violation, listed bool) {
+	what := "the MCP server offers a refused " + v.Kind + ": dropped from the list"
+	if !listed {
+		what = "a client asked for a refused " + v.Kind + ": refused"
+	}
+	c.h.Logger.Warn(what, "kind", v.Kind, "name", v.Name, "problem", v.Problem)
+	// A refused call is audited as such (its error's DeniedBy); the alert
+	// is for what the server offered.
+	if listed && c.h.Alert != nil {
+		c.h.Alert(origin, v)
+	}
+	// Only the server's offer ends the session: a client asking for what
+	// is not pinned is refused, but the server did nothing wrong.
+	if !listed || c.e.o.OnViolation != EndSession || c.h.End == nil {
+		return
+	}
+	c.mu.Lock()
+	first := !c.ended
+	c.ended = true
+	c.mu.Unlock()
+	if first {
+		c.h.End(fmt.Errorf("the MCP server offers %s %q, which the bridge refuses (%s); --on-pin-violation end-session ends the session", v.Kind, v.Name, v.Problem))
+	}
+}
+
+// kindOfChange returns the kind whose list_changed notification method is.
+func kindOfChange(method string) *Kind {
+	switch method {
+	case "notifications/tools/list_changed":
+		return Kinds[0]
+	case "notifications/prompts/list_changed":
+		return Kinds[1]
+	}
+	return nil
+}
+
+// relist lists kind k again as the bridge, on a goroutine: the answers
+// pass this interceptor, which checks them like any client's. At most one
+// round per kind runs at a time; notifications during a round ask for one
+// more.
+func (c *conn) relist(k *Kind) {
+	c.mu.Lock()
+	if c.relisting[k] {
+		c.again[k] = true
+		c.mu.Unlock()
+		return
+	}
+	c.relisting[k] = true
+	c.mu.Unlock()
+	go func() {
+		for {
+			err := eachItem(context.Background(), c.h.Call, k, func(string, []byte) error { return nil })
+			if err != nil && !errors.Is(err, peer.ErrClosed) {
+				c.h.Logger.Warn("listing the MCP server's "+k.Name+"s after it said they changed", "err", err)
+			}
+			c.mu.Lock()
+			if !c.again[k] || err != nil {
+				c.relisting[k], c.again[k] = false, false
+				c.mu.Unlock()
+				return
+			}
+			c.again[k] = false
+			c.mu.Unlock()
+		}
+	}()
+}

@@ -1,0 +1,229 @@
+package policy
+
+import (
+	"fmt"
+	"log/slog"
+	"strings"
+
+	"github.com/mcp-bridge/mcp-bridge/internal/mcplist"
+	"github.com/mcp-bridge/mcp-bridge/jsonrpc"
+	"github.com/mcp-bridge/mcp-bridge/peer"
+)
+
+// CodeInsufficientScope is the JSON-RPC error code of a request refused
+// because its caller lacks a scope (in the implementation-defined range of
+// JSON-RPC server errors; MCP defines none for this). The error's data is
+// {"error": "insufficient_scope", "scope": "a b", "missingScopes": [...]},
+// the names of RFC 6750's WWW-Authenticate parameters, so that an HTTP
+// edge that sees the answer (or calls Check first) can answer 403 with
+// error="insufficient_scope" and scope="a b".
+const CodeInsufficientScope = -32003
+
+// CodeResourceNotFound is MCP's code for a resource that does not exist
+// ("Resource not found: -32002", server/resources#error-handling): a
+// resource the policy hides gets it, as a tool or prompt it hides gets
+// -32602 as an unknown one would.
+const CodeResourceNotFound = -32002
+
+// A Denial is why the policy refuses a request. It is the error the
+// interceptor refuses with: errors.As finds the *jsonrpc.Error the client
+// gets in it, and DeniedBy names the rule, for the audit log.
+type Denial struct {
+	Kind string // "tools", "prompts" or "resources"
+	Name string // the tool or prompt name, or the resource URI
+	// Rule is the rule that refused: "tools.deny delete_*", "tools.allow
+	// (no pattern matches)", "tools.scopes send_*".
+	Rule string
+	// Missing are the scopes the caller lacks; nil when the thing is
+	// denied whatever the scopes.
+	Missing []string
+
+	rpc *jsonrpc.Error
+}
+
+func (d *Denial) Error() string {
+	return fmt.Sprintf("%s %q refused by the bridge's policy (%s)", singular(d.Kind), d.Name, d.Rule)
+}
+
+// DeniedBy names the rule that refused, for the audit log.
+func (d *Denial) DeniedBy() string { return "policy: " + d.Rule }
+
+// Unwrap returns the JSON-RPC error the client is answered with.
+func (d *Denial) Unwrap() error { return d.RPCError() }
+
+// InsufficientScope reports whether the caller could be allowed with more
+// scopes: the HTTP edge answers 403 with error="insufficient_scope" and
+// scope set to strings.Join(d.Missing, " ").
+func (d *Denial) InsufficientScope() bool { return len(d.Missing) > 0 }
+
+// RPCError is the JSON-RPC error the client is answered with.
+func (d *Denial) RPCError() *jsonrpc.Error {
+	if d.rpc != nil {
+		return d.rpc
+	}
+	what := fmt.Sprintf("%s %q", singular(d.Kind), d.Name)
+	switch {
+	case len(d.Missing) > 0:
+		d.rpc = &jsonrpc.Error{
+			Code: CodeInsufficientScope,
+			Message: fmt.Sprintf("insufficient scope: %s needs the scope %s, which the caller's token was not granted",
+				what, strings.Join(d.Missing, " and ")),
+			Data: map[string]any{"error": "insufficient_scope", "scope": strings.Join(d.Missing, " "), "missingScopes": d.Missing},
+		}
+	case d.Kind == "resources":
+		d.rpc = &jsonrpc.Error{Code: CodeResourceNotFound, Message: what + " is not available: the bridge's policy denies it"}
+	default:
+		d.rpc = &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: what + " is not available: the bridge's policy denies it"}
+	}
+	return d.rpc
+}
+
+func singular(kind string) string { return strings.TrimSuffix(kind, "s") }
+
+// Check decides a request of caller before it reaches the server: nil if
+// it may go on, else why not. Requests that name no tool, prompt or
+// resource (initialize, the lists, ping, ...) always may; so do responses
+// and notifications. The interceptor calls it for every request; the HTTP
+// edge may call it first, to answer a missing scope with 403.
+func (p *Policy) Check(caller *Caller, msg jsonrpc.Message) *Denial {
+	if msg.Env.Kind != jsonrpc.KindRequest {
+		return nil
+	}
+	switch msg.Env.Method {
+	case "tools/call":
+		if name := msg.Env.Name(msg.Data); name != "" {
+			return p.tools.decide(name, caller)
+		}
+	case "prompts/get":
+		if name := msg.Env.Name(msg.Data); name != "" {
+			return p.prompts.decide(name, caller)
+		}
+	case "resources/read", "resources/subscribe", "resources/unsubscribe":
+		if uri := paramString(msg.Data, "uri"); uri != "" {
+			return p.resources.decide(uri, caller)
+		}
+	case "completion/complete":
+		// Completions name a prompt or a resource template: what is hidden
+		// must not be probed through them either.
+		params, _ := jsonrpc.Lookup(msg.Data, "params")
+		ref, _ := jsonrpc.Lookup(params, "ref")
+		switch member(ref, "type") {
+		case "ref/prompt":
+			if name := member(ref, "name"); name != "" {
+				return p.prompts.decide(name, caller)
+			}
+		case "ref/resource":
+			if uri := member(ref, "uri"); uri != "" {
+				return p.resources.decide(uri, caller)
+			}
+		}
+	}
+	return nil
+}
+
+func paramString(data []byte, name string) string {
+	params, _ := jsonrpc.Lookup(data, "params")
+	return member(params, name)
+}
+
+// member returns the string member name of the JSON object obj, or "".
+func member(obj []byte, name string) string {
+	if v, ok := jsonrpc.Lookup(obj, name); ok {
+		s, _ := jsonrpc.StringValue(v)
+		return s
+	}
+	return ""
+}
+
+// Options configure a policy's interceptor.
+type Options struct {
+	// Caller says who sends a message: it gets peer.Message.Origin (the
+	// client a request comes from, or a response goes to). Nil, or a nil
+	// result, means a caller without scopes.
+	Caller func(origin any) *Caller
+	// Logger gets the denials (at warn) and what the lists hid (at debug).
+	// Nil means slog.Default().
+	Logger *slog.Logger
+}
+
+// lists are the list results the policy filters: the array member of the
+// result and the member of each item that names it.
+var lists = map[string]struct{ array, key, kind string }{
+	"tools/list":               {"tools", "name", "tools"},
+	"prompts/list":             {"prompts", "name", "prompts"},
+	"resources/list":           {"resources", "uri", "resources"},
+	"resources/templates/list": {"resourceTemplates", "uriTemplate", "resources"},
+}
+
+func (p *Policy) rulesOf(kind string) *rules {
+	switch kind {
+	case "tools":
+		return &p.tools
+	case "prompts":
+		return &p.prompts
+	}
+	return &p.resources
+}
+
+// Interceptor returns the interceptor that applies the policy: it refuses
+// client requests Check refuses, and takes out of the answers to the lists
+// what their caller may not use. The bridge's own requests pass.
+func (p *Policy) Interceptor(opts *Options) peer.Interceptor {
+	var o Options
+	if opts != nil {
+		o = *opts
+	}
+	if o.Logger == nil {
+		o.Logger = slog.Default()
+	}
+	caller := func(origin any) *Caller {
+		if o.Caller == nil {
+			return nil
+		}
+		return o.Caller(origin)
+	}
+	return func(next peer.Handler) peer.Handler {
+		return func(m *peer.Message) error {
+			if m.Own {
+				return next(m)
+			}
+			switch {
+			case m.Dir == peer.ToChild && m.Env.Kind == jsonrpc.KindRequest:
+				c := caller(m.Origin)
+				if d := p.Check(c, m.Message); d != nil {
+					args := []any{"kind", singular(d.Kind), "name", d.Name, "rule", d.Rule}
+					if len(d.Missing) > 0 {
+						args = append(args, "missing_scopes", strings.Join(d.Missing, " "))
+					}
+					if c != nil {
+						args = append(args, "sub", c.Subject, "client_id", c.ClientID)
+					}
+					o.Logger.Warn("the policy refused a request", args...)
+					return d
+				}
+			case m.Dir == peer.FromChild && m.Env.Kind == jsonrpc.KindResponse && !m.Env.IsError:
+				l, ok := lists[m.Method]
+				if !ok {
+					break
+				}
+				r := p.rulesOf(l.kind)
+				c := caller(m.Origin)
+				out, hidden, err := mcplist.Filter(m.Data, l.array, l.key, func(name string, _ []byte) bool { return r.decide(name, c) == nil })
+				if err != nil {
+					// A malformed list is the server's bug; passing it
+					// unfiltered could show what the policy hides.
+					o.Logger.Warn("the policy cannot read a list from the MCP server: the client gets an error", "method", m.Method, "err", err)
+					out = (&jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: "the bridge could not apply its policy to the MCP server's " + m.Method + " answer: " + err.Error()}).Response(m.Env.IDAt.In(m.Data))
+				} else if len(hidden) == 0 {
+					break
+				} else {
+					o.Logger.Debug("the policy hid items of a list", "method", m.Method, "hidden", hidden)
+				}
+				if err := m.Replace(out); err != nil {
+					return err
+				}
+			}
+			return next(m)
+		}
+	}
+}

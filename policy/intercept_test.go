@@ -1,0 +1,171 @@
+package policy_test
+
+import (
+	"encoding/json"
+	"errors"
+	"log/slog"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/mcp-bridge/mcp-bridge/internal/childtest"
+	"github.com/mcp-bridge/mcp-bridge/jsonrpc"
+	"github.com/mcp-bridge/mcp-bridge/peer"
+	"github.com/mcp-bridge/mcp-bridge/policy"
+)
+
+const testPolicy = `
+tools:
+  deny: ["test_*_content", test_audio_*]
+  scopes:
+    test_simple_text: [text:read]
+prompts:
+  deny: [test_prompt_with_image]
+resources:
+  deny: ["test://static-binary"]
+  scopes:
+    "test://template/*": [templates]
+`
+
+// callers: alice has the scopes, bob none, and an unknown origin is nobody.
+func callers(origin any) *policy.Caller {
+	switch origin {
+	case "alice":
+		return &policy.Caller{Subject: "alice", Scopes: []string{"text:read", "templates"}}
+	case "bob":
+		return &policy.Caller{Subject: "bob"}
+	}
+	return nil
+}
+
+func startWithPolicy(t *testing.T) *childtest.Child {
+	p, err := policy.Parse("test.yaml", []byte(testPolicy))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return childtest.Start(t, p.Interceptor(&policy.Options{Caller: callers, Logger: slog.New(slog.DiscardHandler)}), childtest.EverythingServer(t))
+}
+
+// The lists of a real server show each caller only what it may use.
+func TestListsFiltered(t *testing.T) {
+	c := startWithPolicy(t)
+	unfiltered := childtest.Start(t, nil, childtest.EverythingServer(t))
+	for _, l := range []struct {
+		method, array, key string
+		hiddenFromAll      []string
+		hiddenFromBob      []string
+	}{
+		{"tools/list", "tools", "name", []string{"test_image_content", "test_audio_content"}, []string{"test_simple_text"}},
+		{"prompts/list", "prompts", "name", []string{"test_prompt_with_image"}, nil},
+		{"resources/list", "resources", "uri", []string{"test://static-binary"}, nil},
+		{"resources/templates/list", "resourceTemplates", "uriTemplate", nil, []string{"test://template/{id}/data"}},
+	} {
+		all := childtest.Names(t, unfiltered.Call(t, "x", l.method, nil), l.array, l.key)
+		for _, h := range append(slices.Clone(l.hiddenFromAll), l.hiddenFromBob...) {
+			if !slices.Contains(all, h) {
+				t.Fatalf("the everything-server no longer lists %s in %s: %v", h, l.method, all)
+			}
+		}
+		for _, who := range []string{"alice", "bob"} {
+			got := childtest.Names(t, c.Call(t, who, l.method, nil), l.array, l.key)
+			want := slices.DeleteFunc(slices.Clone(all), func(n string) bool {
+				return slices.Contains(l.hiddenFromAll, n) || who == "bob" && slices.Contains(l.hiddenFromBob, n)
+			})
+			if !slices.Equal(got, want) {
+				t.Errorf("%s for %s: got %v, want %v", l.method, who, got, want)
+			}
+		}
+	}
+}
+
+// Requests for what is hidden get a clear error, and a missing scope an
+// error naming it; what is allowed reaches the server.
+func TestRequestsRefused(t *testing.T) {
+	c := startWithPolicy(t)
+	for _, r := range []struct {
+		who, method string
+		params      map[string]any
+		code        int
+		message     string
+	}{
+		{"alice", "tools/call", map[string]any{"name": "test_image_content"}, jsonrpc.CodeInvalidParams, `tool "test_image_content" is not available: the bridge's policy denies it`},
+		{"bob", "tools/call", map[string]any{"name": "test_simple_text"}, policy.CodeInsufficientScope, `insufficient scope: tool "test_simple_text" needs the scope text:read`},
+		{"nobody", "tools/call", map[string]any{"name": "test_simple_text"}, policy.CodeInsufficientScope, "text:read"},
+		{"bob", "prompts/get", map[string]any{"name": "test_prompt_with_image"}, jsonrpc.CodeInvalidParams, `prompt "test_prompt_with_image" is not available`},
+		{"bob", "resources/read", map[string]any{"uri": "test://static-binary"}, policy.CodeResourceNotFound, `resource "test://static-binary" is not available`},
+		{"bob", "resources/read", map[string]any{"uri": "test://template/7/data"}, policy.CodeInsufficientScope, "templates"},
+		{"bob", "completion/complete", map[string]any{"ref": map[string]any{"type": "ref/prompt", "name": "test_prompt_with_image"}, "argument": map[string]any{"name": "a", "value": ""}}, jsonrpc.CodeInvalidParams, "not available"},
+		{"alice", "tools/call", map[string]any{"name": "test_simple_text"}, 0, ""},
+		{"alice", "resources/read", map[string]any{"uri": "test://template/7/data"}, 0, ""},
+		{"bob", "prompts/get", map[string]any{"name": "test_simple_prompt"}, 0, ""},
+	} {
+		answer := c.Call(t, r.who, r.method, r.params)
+		rpcErr := childtest.Error(t, answer)
+		switch {
+		case r.code == 0 && rpcErr != nil:
+			t.Errorf("%s %s %v: refused: %s", r.who, r.method, r.params, answer)
+		case r.code != 0 && (rpcErr == nil || rpcErr.Code != r.code || !strings.Contains(rpcErr.Message, r.message)):
+			t.Errorf("%s %s %v: got %s, want code %d and %q", r.who, r.method, r.params, answer, r.code, r.message)
+		}
+		if r.code == policy.CodeInsufficientScope {
+			var body struct {
+				Error struct {
+					Data struct {
+						Error string
+						Scope string
+					}
+				}
+			}
+			if err := json.Unmarshal(answer, &body); err != nil || body.Error.Data.Error != "insufficient_scope" || body.Error.Data.Scope == "" {
+				t.Errorf("insufficient scope without its data: %s", answer)
+			}
+		}
+	}
+}
+
+// A name written with escapes, or given twice, is the name the server
+// reads: the policy decodes it as the server does (the last of duplicate
+// members wins, as in encoding/json and the Go SDK). A message giving
+// params twice does not get that far: jsonrpc refuses it as ambiguous.
+func TestNoBypassByEncoding(t *testing.T) {
+	c := startWithPolicy(t)
+	for _, raw := range []string{
+		`{"jsonrpc":"2.0","id":"e1","method":"tools/call","params":{"name":"test_image\u005fcontent"}}`,
+		`{"jsonrpc":"2.0","id":"e2","method":"tools/call","params":{"name":"test_simple_text","name":"test_image_content"}}`,
+		`{"jsonrpc":"2.0","id":"e4","method":"resources/read","params":{"uri":"test:\/\/static-binary"}}`,
+	} {
+		answer := c.CallRaw(t, "alice", []byte(raw))
+		if rpcErr := childtest.Error(t, answer); rpcErr == nil || !strings.Contains(rpcErr.Message, "policy denies it") {
+			t.Errorf("%s: %s", raw, answer)
+		}
+	}
+	if _, err := jsonrpc.Parse([]byte(`{"jsonrpc":"2.0","id":"e3","method":"tools/call","params":{"name":"test_simple_text"},"params":{"name":"test_image_content"}}`)); err == nil {
+		t.Error("a message with params given twice parses: the policy could read another params than the server")
+	}
+}
+
+// Check is what the HTTP edge calls first; its Denial is the error the
+// interceptor refuses with, recognisable with errors.As.
+func TestCheckForTheEdge(t *testing.T) {
+	p, err := policy.Parse("test.yaml", []byte(testPolicy))
+	if err != nil {
+		t.Fatal(err)
+	}
+	data := []byte(`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"test_simple_text"}}`)
+	env, _ := jsonrpc.Parse(data)
+	d := p.Check(callers("bob"), jsonrpc.Message{Data: data, Env: env})
+	if d == nil || !d.InsufficientScope() || strings.Join(d.Missing, " ") != "text:read" {
+		t.Fatalf("Check: %+v", d)
+	}
+	var err2 error = d
+	var rpcErr *jsonrpc.Error
+	var denial *policy.Denial
+	if !errors.As(err2, &rpcErr) || rpcErr.Code != policy.CodeInsufficientScope || !errors.As(err2, &denial) {
+		t.Fatalf("errors.As: %v", err2)
+	}
+	if d := p.Check(callers("alice"), jsonrpc.Message{Data: data, Env: env}); d != nil {
+		t.Fatalf("alice: %v", d)
+	}
+}
+
+var _ peer.Interceptor = (&policy.Policy{}).Interceptor(nil)

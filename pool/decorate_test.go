@@ -1,0 +1,64 @@
+package pool
+
+import (
+	"encoding/json"
+	"reflect"
+	"testing"
+
+	"github.com/mcp-bridge/mcp-bridge/jsonrpc"
+)
+
+// A legacy answer gets what revision 2026-07-28 requires of a result, and
+// loses the error codes it retired.
+func TestDecorate(t *testing.T) {
+	p := &Pool{}
+	info := json.RawMessage(`{"name":"s","version":"1"}`)
+	tests := []struct {
+		name, method, in, want string
+	}{
+		{"list", "tools/list", `{"jsonrpc":"2.0","id":1,"result":{"tools":[]}}`,
+			`{"jsonrpc":"2.0","id":"r","result":{"_meta":{"io.modelcontextprotocol/serverInfo":{"name":"s","version":"1"}},"cacheScope":"public","resultType":"complete","tools":[],"ttlMs":0}}`},
+		{"call keeps its _meta", "tools/call", `{"jsonrpc":"2.0","id":1,"result":{"content":[],"_meta":{"k":1}}}`,
+			`{"jsonrpc":"2.0","id":"r","result":{"_meta":{"io.modelcontextprotocol/serverInfo":{"name":"s","version":"1"},"k":1},"content":[],"resultType":"complete"}}`},
+		{"resource not found", "resources/read", `{"jsonrpc":"2.0","id":1,"error":{"code":-32002,"message":"nope"}}`,
+			`{"jsonrpc":"2.0","id":"r","error":{"code":-32602,"message":"nope"}}`},
+		{"other errors stay", "tools/call", `{"jsonrpc":"2.0","id":1,"error":{"code":-32603,"message":"x"}}`,
+			`{"jsonrpc":"2.0","id":"r","error":{"code":-32603,"message":"x"}}`},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := string(p.decorate([]byte(tc.in), []byte(`"r"`), tc.method, info)); got != tc.want {
+				t.Fatalf("got  %s\nwant %s", got, tc.want)
+			}
+		})
+	}
+}
+
+// The fast path (no decoding) says the same as decorate, whatever the
+// result looks like; with a retry's id in place of the child's.
+func TestDecorateMsg(t *testing.T) {
+	p := &Pool{}
+	info := json.RawMessage(`{"name":"s","version":"1"}`)
+	for _, in := range []string{
+		`{"jsonrpc":"2.0","id":1,"result":{"tools":[]}}`,
+		`{"result":{},"jsonrpc":"2.0","id":1}`,
+		`{"jsonrpc":"2.0","id":1,"result":{ "content":[{"type":"text","text":"x"}] , "isError":false }}`,
+		`{"jsonrpc":"2.0","id":1,"result":{"content":[],"_meta":{"k":1}}}`,
+		`{"jsonrpc":"2.0","id":1,"error":{"code":-32002,"message":"nope"}}`,
+	} {
+		for _, method := range []string{"tools/list", "tools/call"} {
+			for _, id := range []string{`1`, `"retry-2"`} {
+				env, err := jsonrpc.Parse([]byte(in))
+				if err != nil {
+					t.Fatal(err)
+				}
+				fast := p.decorateMsg(jsonrpc.Message{Data: []byte(in), Env: env}, []byte(id), method, info)
+				slow := p.decorate([]byte(in), []byte(id), method, info)
+				var a, b any
+				if json.Unmarshal(fast, &a) != nil || json.Unmarshal(slow, &b) != nil || !reflect.DeepEqual(a, b) {
+					t.Errorf("%s %s id %s:\nfast %s\nslow %s", in, method, id, fast, slow)
+				}
+			}
+		}
+	}
+}

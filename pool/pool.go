@@ -1,0 +1,978 @@
+// Package pool serves MCP revision 2026-07-28 (stateless) requests on
+// pools of already-initialized children, whatever the children's own era.
+//
+// A child's era is found once, on a throwaway process, with
+// server/discover and a timeout (the stdio binding's own probe), unless
+// Options.Era fixes it. Never is server/discover sent to a child that will
+// serve requests: some legacy servers exit on any request before
+// initialize.
+//
+//   - A modern child serves requests as they come: they pass through a
+//     pool of children shared by every client, with ids rewritten by peer
+//     where they collide; its own InputRequiredResults pass through untouched.
+//   - A legacy child is initialized by the bridge, with the capabilities
+//     the client declared, in a pool keyed by (principal, capabilities),
+//     never shared across principals. Its results are decorated as the
+//     revision wants them (resultType, serverInfo, ttlMs and cacheScope),
+//     retired error codes rewritten. When it asks the client something in
+//     the middle of a call (elicitation/create, sampling/createMessage,
+//     roots/list), the call is parked on its child and the client gets an
+//     InputRequiredResult whose requestState is a signed handle to it
+//     (multi round-trip requests, MRTR); the retry's inputResponses become
+//     the child's answers.
+//
+// Attribution of a child's request to a client's call must be exact, and a
+// legacy child with several calls in flight cannot say which one asked. So
+// a call that may ask (tools/call, prompts/get, resources/read) holds its
+// child exclusively, from the moment it is sent until its final answer,
+// through every round it is parked; other requests (lists, completion)
+// share children freely. A pool grows to Options.Max children, so calls
+// that ask run side by side on children of their own rather than in a queue.
+// A holding call that is cancelled or expires costs its child, which is
+// stopped: its server may still be working on the call and ask again, and
+// nothing could tell that request from the next call's.
+package pool
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/mcp-bridge/mcp-bridge/jsonrpc"
+	"github.com/mcp-bridge/mcp-bridge/peer"
+)
+
+// Version is the revision this package serves.
+const Version = "2026-07-28"
+
+// Error codes of revision 2026-07-28 (basic/index, "Error Codes").
+const (
+	CodeHeaderMismatch                  = -32020
+	CodeMissingRequiredClientCapability = -32021
+	CodeUnsupportedProtocolVersion      = -32022
+)
+
+// Defaults of Options.
+const (
+	DefaultMin          = 1
+	DefaultMax          = 8
+	DefaultProbeTimeout = 5 * time.Second
+	DefaultStateTTL     = 5 * time.Minute
+	// DefaultDiscoverTTL is the ttlMs of the bridge's server/discover answer.
+	DefaultDiscoverTTL = 10 * time.Minute
+	// DefaultIdleTimeout is how long a child beyond Min may stay unused.
+	DefaultIdleTimeout = 5 * time.Minute
+	// DefaultKeepAlive is how often a quiet subscriptions/listen stream
+	// gets an SSE comment, so that proxies and clients do not close it.
+	DefaultKeepAlive = 25 * time.Second
+)
+
+// Era is the era of the children's protocol.
+type Era uint8
+
+const (
+	// EraAuto probes the command once, on a throwaway process.
+	EraAuto Era = iota
+	// EraLegacy: the children need initialize (revisions up to 2025-11-25).
+	EraLegacy
+	// EraModern: the children speak revision 2026-07-28.
+	EraModern
+)
+
+func (e Era) String() string {
+	switch e {
+	case EraLegacy:
+		return "legacy"
+	case EraModern:
+		return "modern"
+	}
+	return "auto"
+}
+
+// ParseEra parses the value of --child-era.
+func ParseEra(s string) (Era, error) {
+	switch s {
+	case "", "auto":
+		return EraAuto, nil
+	case "legacy":
+		return EraLegacy, nil
+	case "modern":
+		return EraModern, nil
+	}
+	return EraAuto, fmt.Errorf("unknown child era %q: want auto, legacy or modern", s)
+}
+
+// Options configure a Pool. Every zero value means the documented default.
+type Options struct {
+	// Launch starts a child; name says what for (logs, container names).
+	// Required.
+	Launch func(ctx context.Context, name string) (peer.Process, error)
+	// Era of the children. EraAuto (zero) probes the command.
+	Era Era
+	// Min children kept running for modern children (legacy pools are per
+	// principal and start empty). Zero means DefaultMin; negative means none.
+	Min int
+	// Max children in all, across every principal. Zero means DefaultMax.
+	Max int
+	// ProbeTimeout bounds the era probe. Zero means DefaultProbeTimeout.
+	ProbeTimeout time.Duration
+	// StateTTL is how long a parked call waits for the client's retry.
+	// Zero means DefaultStateTTL.
+	StateTTL time.Duration
+	// IdleTimeout stops children unused this long (beyond Min). Zero means
+	// DefaultIdleTimeout.
+	IdleTimeout time.Duration
+	// KeepAlive is how often a quiet subscription stream gets a comment.
+	// Zero means DefaultKeepAlive.
+	KeepAlive time.Duration
+	// Secret keys the requestState HMAC: instances sharing it accept each
+	// other's states (and forward them to their owner). Nil means a random
+	// key, good for this process only.
+	Secret []byte
+	// Instance names this instance in requestStates: another instance
+	// forwards a retry to it (see ForwardError). Empty means "local".
+	Instance string
+	// OtherVersions are the revisions server/discover lists after Version:
+	// the ones the bridge serves with sessions on the same endpoint.
+	OtherVersions []string
+	// PrivateCache says results may differ per principal: cacheScope
+	// "private". The bridge sets it when clients authenticate.
+	PrivateCache bool
+	// Peer configures each child's connection.
+	Peer peer.Options
+	// Logger receives the pool's logs. Nil means slog.Default().
+	Logger *slog.Logger
+}
+
+// Errors callers branch on.
+var (
+	// ErrClosed: the pool is shutting down.
+	ErrClosed = errors.New("the bridge is shutting down")
+	// ErrLaunch wraps a failure to start or initialize a child.
+	ErrLaunch = errors.New("could not start the MCP server")
+)
+
+// ForwardError says that a retry's requestState names another instance,
+// which holds the parked call: the front end forwards the request there.
+// It is returned only for a state whose signature verified.
+type ForwardError struct{ Instance string }
+
+func (e *ForwardError) Error() string {
+	return "the parked request is held by bridge instance " + strconv.Quote(e.Instance)
+}
+
+// A Pool serves stateless requests on children. Its methods are safe for
+// concurrent use.
+type Pool struct {
+	opts   Options
+	logger *slog.Logger
+	signer *signer
+	ctx    context.Context // ends at Close: background spawns
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+	names  atomic.Int64
+
+	probeMu sync.Mutex // one probe at a time
+
+	mu       sync.Mutex
+	era      Era
+	discover json.RawMessage // a modern child's own server/discover result
+	init     json.RawMessage // a legacy child's initialize result
+	groups   map[string]*group
+	total    int           // children running or starting
+	changed  chan struct{} // closed and replaced when a child frees or ends
+	parked   map[string]*call
+	closed   bool
+	subs     *subscriptions
+}
+
+// New returns a pool. Children start on demand (the modern pool's Min once
+// the era is known).
+func New(opts *Options) (*Pool, error) {
+	o := *opts
+	if o.Launch == nil {
+		return nil, errors.New("pool: Options.Launch is required")
+	}
+	if o.Min == 0 {
+		o.Min = DefaultMin
+	}
+	if o.Min < 0 {
+		o.Min = 0
+	}
+	if o.Max <= 0 {
+		o.Max = DefaultMax
+	}
+	if o.Min > o.Max {
+		o.Min = o.Max
+	}
+	if o.ProbeTimeout <= 0 {
+		o.ProbeTimeout = DefaultProbeTimeout
+	}
+	if o.StateTTL <= 0 {
+		o.StateTTL = DefaultStateTTL
+	}
+	if o.IdleTimeout <= 0 {
+		o.IdleTimeout = DefaultIdleTimeout
+	}
+	if o.KeepAlive <= 0 {
+		o.KeepAlive = DefaultKeepAlive
+	}
+	if o.Instance == "" {
+		o.Instance = "local"
+	}
+	if o.Logger == nil {
+		o.Logger = slog.Default()
+	}
+	if o.Peer.Logger == nil {
+		o.Peer.Logger = o.Logger
+	}
+	s, err := newSigner(o.Secret)
+	if err != nil {
+		return nil, fmt.Errorf("pool: %w", err)
+	}
+	p := &Pool{
+		opts:    o,
+		logger:  o.Logger,
+		signer:  s,
+		era:     o.Era,
+		groups:  make(map[string]*group),
+		changed: make(chan struct{}),
+		parked:  make(map[string]*call),
+	}
+	p.subs = newSubscriptions(p)
+	p.ctx, p.cancel = context.WithCancel(context.Background())
+	p.wg.Add(1)
+	go p.janitor()
+	return p, nil
+}
+
+// Era returns the children's era, probing the command if it is not known
+// yet.
+func (p *Pool) Era(ctx context.Context) (Era, error) {
+	p.mu.Lock()
+	era := p.era
+	p.mu.Unlock()
+	if era != EraAuto {
+		return era, nil
+	}
+	p.probeMu.Lock()
+	defer p.probeMu.Unlock()
+	p.mu.Lock()
+	era = p.era
+	p.mu.Unlock()
+	if era != EraAuto {
+		return era, nil
+	}
+	era, discover, err := p.probe(ctx)
+	if err != nil {
+		return EraAuto, err
+	}
+	p.mu.Lock()
+	p.era, p.discover = era, discover
+	p.mu.Unlock()
+	p.logger.Info("the MCP server's era is known", "era", era.String())
+	if era == EraModern {
+		p.fill()
+	}
+	return era, nil
+}
+
+// probe finds the command's era on a throwaway process: "A client that
+// supports both modern (per-request-metadata) MCP versions and a legacy
+// version that requires an initialize handshake SHOULD probe with
+// server/discover ... The server returns any other error, or does not
+// respond within a reasonable timeout: the server is legacy"
+// (basic/transports/stdio, Backward Compatibility).
+func (p *Pool) probe(ctx context.Context) (Era, json.RawMessage, error) {
+	proc, err := p.opts.Launch(ctx, "era-probe")
+	if err != nil {
+		return EraAuto, nil, fmt.Errorf("%w for the era probe: %w", ErrLaunch, err)
+	}
+	conn := peer.New(proc, discard{}, &p.opts.Peer)
+	defer func() {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		_ = conn.Close(ctx)
+	}()
+	pctx, cancel := context.WithTimeout(ctx, p.opts.ProbeTimeout)
+	defer cancel()
+	res, err := conn.Call(pctx, "server/discover", map[string]any{"_meta": map[string]any{
+		metaProtocolVersion:    Version,
+		metaClientCapabilities: map[string]any{},
+		metaClientInfo:         bridgeInfo,
+	}})
+	if err != nil {
+		if ctx.Err() != nil {
+			return EraAuto, nil, ctx.Err()
+		}
+		p.logger.Info("the MCP server is legacy: it did not answer server/discover", "err", err)
+		return EraLegacy, nil, nil
+	}
+	var d struct {
+		SupportedVersions []string `json:"supportedVersions"`
+	}
+	if json.Unmarshal(res, &d) != nil || !slices.Contains(d.SupportedVersions, Version) {
+		p.logger.Info("the MCP server is legacy: its server/discover does not list "+Version, "versions", d.SupportedVersions)
+		return EraLegacy, nil, nil
+	}
+	return EraModern, res, nil
+}
+
+// discard is the Router of the probe's connection.
+type discard struct{}
+
+func (discard) Route(*peer.Message) {}
+func (discard) Ended(error)         {}
+
+// _meta keys of revision 2026-07-28 (basic/index, "_meta").
+const (
+	metaProtocolVersion    = "io.modelcontextprotocol/protocolVersion"
+	metaClientCapabilities = "io.modelcontextprotocol/clientCapabilities"
+	metaClientInfo         = "io.modelcontextprotocol/clientInfo"
+	metaServerInfo         = "io.modelcontextprotocol/serverInfo"
+	metaLogLevel           = "io.modelcontextprotocol/logLevel"
+	metaSubscriptionID     = "io.modelcontextprotocol/subscriptionId"
+)
+
+var bridgeInfo = map[string]string{"name": "mcp-bridge", "version": "1"}
+
+// Close stops every child and ends parked calls.
+func (p *Pool) Close(ctx context.Context) error {
+	p.mu.Lock()
+	if p.closed {
+		p.mu.Unlock()
+		return nil
+	}
+	p.closed = true
+	var all []*child
+	for _, g := range p.groups {
+		all = append(all, g.children...)
+	}
+	for _, c := range p.parked {
+		c.stopTimer() // the children stop below: nothing to expire
+	}
+	p.parked = map[string]*call{}
+	p.mu.Unlock()
+	p.cancel()
+	p.subs.closeAll()
+	var errs []error
+	for _, ch := range all {
+		if err := ch.conn.Close(ctx); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	p.wg.Wait()
+	return errors.Join(errs...)
+}
+
+// group is the children of one pool key: every modern child, or the
+// legacy children of one (principal, capabilities).
+type group struct {
+	key       string
+	principal any
+	caps      json.RawMessage
+	children  []*child
+	starting  int
+}
+
+func (p *Pool) groupLocked(key string, principal any, caps json.RawMessage) *group {
+	g := p.groups[key]
+	if g == nil {
+		g = &group{key: key, principal: principal, caps: caps}
+		p.groups[key] = g
+	}
+	return g
+}
+
+// dropEmptyLocked forgets a legacy group without children, so that keys
+// (principal, capabilities) that never got a child cost nothing.
+func (p *Pool) dropEmptyLocked(g *group) {
+	if len(g.children) == 0 && g.starting == 0 && g.key != modernKey && p.groups[g.key] == g {
+		delete(p.groups, g.key)
+	}
+}
+
+// signalLocked wakes the requests waiting for a child.
+func (p *Pool) signalLocked() {
+	close(p.changed)
+	p.changed = make(chan struct{})
+}
+
+// canonCaps caches pool keys by principal and capabilities as written:
+// clients send the same bytes on every request. Bounded: beyond
+// maxCanonCaps entries it starts over.
+var canonCaps struct {
+	sync.Mutex
+	m map[capsKey]canonical
+}
+
+type capsKey struct {
+	principal any
+	caps      string
+}
+
+type canonical struct {
+	key  string
+	caps json.RawMessage
+}
+
+const maxCanonCaps = 1024
+
+// legacyKey is the pool key of a legacy request: its principal and its
+// capabilities, canonicalized.
+func legacyKey(principal any, caps json.RawMessage) (string, json.RawMessage, error) {
+	canonCaps.Lock()
+	c, ok := canonCaps.m[capsKey{principal, string(caps)}]
+	canonCaps.Unlock()
+	if ok {
+		return c.key, c.caps, nil
+	}
+	canon, err := canonicalCaps(caps)
+	if err != nil {
+		return "", nil, err
+	}
+	c = canonical{key: "L\x00" + principalDigest(principal) + "\x00" + string(canon), caps: canon}
+	canonCaps.Lock()
+	if canonCaps.m == nil || len(canonCaps.m) >= maxCanonCaps {
+		canonCaps.m = make(map[capsKey]canonical)
+	}
+	canonCaps.m[capsKey{principal, string(caps)}] = c
+	canonCaps.Unlock()
+	return c.key, c.caps, nil
+}
+
+func canonicalCaps(caps json.RawMessage) (json.RawMessage, error) {
+	var v any
+	if len(caps) > 0 {
+		if err := json.Unmarshal(caps, &v); err != nil {
+			return nil, err
+		}
+	}
+	if _, ok := v.(map[string]any); !ok {
+		v = map[string]any{}
+	}
+	canon, _ := json.Marshal(v)
+	return canon, nil
+}
+
+const modernKey = "M"
+
+// acquire finds a child for a request: for one that may ask the client
+// (exclusive), a child no other such call holds; for the others, the
+// least loaded child. It starts a child when none fits and Max allows,
+// stopping an idle child of another key if it must, and otherwise waits.
+func (p *Pool) acquire(ctx context.Context, key string, principal any, caps json.RawMessage, legacy, exclusive bool, c *call) (*child, error) {
+	for {
+		p.mu.Lock()
+		if p.closed {
+			p.mu.Unlock()
+			return nil, ErrClosed
+		}
+		g := p.groupLocked(key, principal, caps)
+		var best *child
+		for _, ch := range g.children {
+			if ch.dead || (exclusive && ch.holder != nil) {
+				continue
+			}
+			if best == nil || ch.inflight < best.inflight {
+				best = ch
+			}
+		}
+		if best != nil && (best.inflight == 0 || exclusive || g.starting > 0) {
+			p.takeLocked(best, exclusive, c)
+			p.mu.Unlock()
+			return best, nil
+		}
+		room := p.total < p.opts.Max
+		if best != nil {
+			// Every child is busy: use the least loaded now, and start
+			// another for the next requests if Max allows.
+			p.takeLocked(best, exclusive, c)
+			if room {
+				p.total++
+				g.starting++
+				p.wg.Add(1)
+				go func() {
+					defer p.wg.Done()
+					if _, err := p.spawn(p.ctx, g, legacy); err != nil && !errors.Is(err, ErrClosed) {
+						p.logger.Warn("could not start another MCP server for the pool", "err", err)
+					}
+				}()
+			}
+			p.mu.Unlock()
+			return best, nil
+		}
+		if room || p.evictLocked(g) {
+			p.total++
+			g.starting++
+			p.mu.Unlock()
+			ch, err := p.spawn(ctx, g, legacy)
+			if err != nil {
+				return nil, err
+			}
+			p.mu.Lock()
+			if ch.dead || (exclusive && ch.holder != nil) {
+				p.mu.Unlock()
+				continue
+			}
+			p.takeLocked(ch, exclusive, c)
+			p.mu.Unlock()
+			return ch, nil
+		}
+		wait := p.changed
+		p.mu.Unlock()
+		select {
+		case <-wait:
+		case <-ctx.Done():
+			p.mu.Lock()
+			p.dropEmptyLocked(g)
+			p.mu.Unlock()
+			return nil, ctx.Err()
+		}
+	}
+}
+
+func (p *Pool) takeLocked(ch *child, exclusive bool, c *call) {
+	ch.inflight++
+	ch.calls[c] = struct{}{}
+	if exclusive {
+		ch.holder = c
+	}
+	ch.lastUsed = time.Now()
+}
+
+// release gives a child back after a call ended.
+func (p *Pool) release(ch *child, c *call) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if _, ok := ch.calls[c]; !ok {
+		return
+	}
+	delete(ch.calls, c)
+	ch.inflight--
+	if ch.holder == c {
+		ch.holder = nil
+	}
+	ch.lastUsed = time.Now()
+	p.signalLocked()
+}
+
+// evictLocked makes room for g by stopping the longest idle child of
+// another key. It reports whether it did.
+func (p *Pool) evictLocked(g *group) bool {
+	var victim *child
+	for _, og := range p.groups {
+		if og == g {
+			continue
+		}
+		for _, ch := range og.children {
+			if !ch.dead && ch.inflight == 0 && !p.subs.usesLocked(ch) && (victim == nil || ch.lastUsed.Before(victim.lastUsed)) {
+				victim = ch
+			}
+		}
+	}
+	if victim == nil {
+		return false
+	}
+	p.retireLocked(victim)
+	return true
+}
+
+// retireLocked removes a child from its group and stops it in the background.
+func (p *Pool) retireLocked(ch *child) {
+	if ch.dead {
+		return
+	}
+	ch.dead = true
+	g := ch.group
+	g.children = slices.DeleteFunc(g.children, func(o *child) bool { return o == ch })
+	p.dropEmptyLocked(g)
+	p.total--
+	p.signalLocked()
+	if p.closed {
+		return // Close stops every child it found, this one included
+	}
+	p.wg.Add(1)
+	go func() {
+		defer p.wg.Done()
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		_ = ch.conn.Close(ctx)
+	}()
+}
+
+// spawn starts a child for g (whose starting count the caller raised),
+// initializes it if it is legacy, and adds it to g.
+func (p *Pool) spawn(ctx context.Context, g *group, legacy bool) (*child, error) {
+	fail := func(err error) (*child, error) {
+		p.mu.Lock()
+		p.total--
+		g.starting--
+		p.dropEmptyLocked(g)
+		p.signalLocked()
+		p.mu.Unlock()
+		return nil, err
+	}
+	name := fmt.Sprintf("pool-%d", p.names.Add(1))
+	proc, err := p.opts.Launch(ctx, name)
+	if err != nil {
+		return fail(fmt.Errorf("%w: %w", ErrLaunch, err))
+	}
+	ch := &child{pool: p, group: g, calls: make(map[*call]struct{}), lastUsed: time.Now(), ready: make(chan struct{})}
+	ch.conn = peer.New(proc, ch, &p.opts.Peer)
+	close(ch.ready)
+	if legacy {
+		res, err := ch.conn.Initialize(ctx, map[string]any{
+			"protocolVersion": "2025-11-25",
+			"capabilities":    json.RawMessage(g.caps),
+			"clientInfo":      bridgeInfo,
+		})
+		if err != nil {
+			cctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+			_ = ch.conn.Close(cctx)
+			cancel()
+			return fail(fmt.Errorf("%w: %w", ErrLaunch, err))
+		}
+		ch.init = res
+		var r struct {
+			ServerInfo json.RawMessage `json:"serverInfo"`
+		}
+		_ = json.Unmarshal(res, &r)
+		ch.serverInfo = r.ServerInfo
+	}
+	p.mu.Lock()
+	g.starting--
+	if legacy && p.init == nil {
+		p.init = ch.init
+	}
+	if p.closed || ch.dead {
+		p.total--
+		ch.dead = true
+		closed := p.closed
+		p.signalLocked()
+		p.mu.Unlock()
+		cctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		_ = ch.conn.Close(cctx)
+		cancel()
+		if closed {
+			return nil, ErrClosed
+		}
+		return nil, fmt.Errorf("%w: it exited right after starting", ErrLaunch)
+	}
+	g.children = append(g.children, ch)
+	p.signalLocked()
+	p.mu.Unlock()
+	return ch, nil
+}
+
+// fill starts the modern pool's Min children in the background.
+func (p *Pool) fill() {
+	p.mu.Lock()
+	if p.closed {
+		p.mu.Unlock()
+		return
+	}
+	g := p.groupLocked(modernKey, "", nil)
+	n := p.opts.Min - len(g.children) - g.starting
+	if room := p.opts.Max - p.total; n > room {
+		n = room
+	}
+	for range max(n, 0) {
+		p.total++
+		g.starting++
+		p.wg.Add(1)
+		go func() {
+			defer p.wg.Done()
+			if _, err := p.spawn(p.ctx, g, false); err != nil && !errors.Is(err, ErrClosed) {
+				p.logger.Warn("could not start an MCP server for the pool", "err", err)
+			}
+		}()
+	}
+	p.mu.Unlock()
+}
+
+// janitor stops children unused for IdleTimeout, keeping Min modern ones.
+func (p *Pool) janitor() {
+	defer p.wg.Done()
+	t := time.NewTicker(p.opts.IdleTimeout / 4)
+	defer t.Stop()
+	for {
+		select {
+		case <-p.ctx.Done():
+			return
+		case now := <-t.C:
+			p.mu.Lock()
+			for _, g := range p.groups {
+				keep := 0
+				if g.key == modernKey {
+					keep = p.opts.Min
+				}
+				for _, ch := range slices.Clone(g.children) {
+					if len(g.children) > keep && !ch.dead && ch.inflight == 0 && !p.subs.usesLocked(ch) && now.Sub(ch.lastUsed) > p.opts.IdleTimeout {
+						p.retireLocked(ch)
+					}
+				}
+			}
+			p.mu.Unlock()
+		}
+	}
+}
+
+// Stats is a snapshot of the pool, for tests and logs.
+type Stats struct {
+	Children, Parked, Groups, InFlight int
+}
+
+// WaitIdle waits until no call is in flight on any child (parked calls
+// count as in flight), or ctx ends.
+func (p *Pool) WaitIdle(ctx context.Context) error {
+	for {
+		p.mu.Lock()
+		n := 0
+		for _, g := range p.groups {
+			for _, ch := range g.children {
+				n += ch.inflight
+			}
+		}
+		wait := p.changed
+		p.mu.Unlock()
+		if n == 0 {
+			return nil
+		}
+		select {
+		case <-wait:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+}
+
+// Stats returns a snapshot of the pool.
+func (p *Pool) Stats() Stats {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	s := Stats{Parked: len(p.parked), Groups: len(p.groups)}
+	for _, g := range p.groups {
+		s.Children += len(g.children)
+		for _, ch := range g.children {
+			s.InFlight += ch.inflight
+		}
+	}
+	return s
+}
+
+// child is one child of the pool, and the Router of its connection.
+type child struct {
+	pool       *Pool
+	group      *group
+	conn       *peer.Conn
+	ready      chan struct{} // closed once conn is set
+	init       json.RawMessage
+	serverInfo json.RawMessage
+	logMu      sync.Mutex
+	logLevel   string // set with logging/setLevel (legacy)
+
+	// Under pool.mu:
+	inflight int
+	calls    map[*call]struct{}
+	holder   *call // the call that may ask the client, if any
+	lastUsed time.Time
+	dead     bool
+}
+
+// Route gets the child's messages: the answers and progress of calls go to
+// their call; its requests go to the call holding it; list changes and
+// resource updates go to the subscriptions.
+func (ch *child) Route(m *peer.Message) {
+	<-ch.ready
+	p := ch.pool
+	if c, ok := m.Origin.(*call); ok {
+		if m.Env.Kind == jsonrpc.KindResponse {
+			c.push(item{kind: itemFinal, msg: m.Message})
+		} else {
+			c.push(item{kind: itemNotify, msg: m.Message})
+		}
+		return
+	}
+	switch {
+	case m.Env.Kind == jsonrpc.KindRequest:
+		switch m.Method {
+		case "elicitation/create", "sampling/createMessage", "roots/list":
+			p.mu.Lock()
+			holder := ch.holder
+			if holder == nil {
+				// No call holds the child (its clients declared nothing it
+				// could ask for): exact only if one call that may ask is in
+				// flight; it then gets -32021.
+				n := 0
+				for c := range ch.calls {
+					if c.mayAsk {
+						holder = c
+						n++
+					}
+				}
+				if n != 1 {
+					holder = nil
+				}
+			}
+			p.mu.Unlock()
+			if holder != nil {
+				holder.push(item{kind: itemInput, msg: m.Message})
+				return
+			}
+			ch.answerError(m.Message, jsonrpc.CodeInternalError, "no client request can answer this: "+m.Method+
+				" is only answered during a tools/call, prompts/get or resources/read")
+		case "ping":
+			ch.answer(m.Message, []byte(`{}`))
+		default:
+			ch.answerError(m.Message, jsonrpc.CodeMethodNotFound, "the bridge does not serve "+m.Method)
+		}
+	case m.Env.Kind == jsonrpc.KindNotification:
+		switch m.Method {
+		case "notifications/message":
+			// "servers MUST NOT emit notifications/message for requests
+			// that did not include this field" (changelog): forward only
+			// what belongs to the one call in flight, if it asked.
+			p.mu.Lock()
+			var only *call
+			if len(ch.calls) == 1 {
+				for c := range ch.calls {
+					only = c
+				}
+			}
+			p.mu.Unlock()
+			if only != nil && only.req.LogLevel != "" {
+				only.push(item{kind: itemNotify, msg: m.Message})
+			}
+		default:
+			// List changes, resource updates, and a modern child's
+			// subscription notifications.
+			p.subs.route(ch, m)
+		}
+	}
+}
+
+// Ended: the child exited. Calls in flight on it are answered with an
+// error; it leaves its group.
+func (ch *child) Ended(err error) {
+	<-ch.ready
+	p := ch.pool
+	p.mu.Lock()
+	calls := make([]*call, 0, len(ch.calls))
+	for c := range ch.calls {
+		calls = append(calls, c)
+	}
+	if !ch.dead {
+		ch.dead = true
+		g := ch.group
+		g.children = slices.DeleteFunc(g.children, func(o *child) bool { return o == ch })
+		if len(g.children) == 0 && g.starting == 0 && g.key != modernKey {
+			delete(p.groups, g.key)
+		}
+		p.total--
+		p.signalLocked()
+		if !p.closed {
+			p.logger.Warn("an MCP server of the pool ended", "child", ch.conn.ID(), "err", err)
+		}
+	}
+	p.mu.Unlock()
+	for _, c := range calls {
+		c.push(item{kind: itemEnded, err: err})
+	}
+	p.subs.ended(ch)
+	if !p.closed {
+		p.mu.Lock()
+		era := p.era
+		p.mu.Unlock()
+		if era == EraModern {
+			p.fill()
+		}
+	}
+}
+
+// setLogLevel sets a legacy child's log level for a call that asked for
+// logs (io.modelcontextprotocol/logLevel), if the child has the logging
+// capability: legacy servers log only after logging/setLevel. The level
+// stays set; messages reach only a call that asked (see Route).
+func (ch *child) setLogLevel(ctx context.Context, level string) {
+	var init struct {
+		Capabilities struct {
+			Logging json.RawMessage `json:"logging"`
+		} `json:"capabilities"`
+	}
+	if json.Unmarshal(ch.init, &init) != nil || init.Capabilities.Logging == nil {
+		return
+	}
+	ch.logMu.Lock()
+	defer ch.logMu.Unlock()
+	if ch.logLevel == level {
+		return
+	}
+	if _, err := ch.conn.Call(ctx, "logging/setLevel", map[string]string{"level": level}); err != nil {
+		ch.pool.logger.Debug("the MCP server refused logging/setLevel", "level", level, "err", err)
+		return
+	}
+	ch.logLevel = level
+}
+
+// answer sends the child the result of one of its requests.
+func (ch *child) answer(m jsonrpc.Message, result []byte) {
+	b := append([]byte(`{"jsonrpc":"2.0","id":`), m.Env.IDAt.In(m.Data)...)
+	b = append(append(append(b, `,"result":`...), result...), '}')
+	ch.send(b)
+}
+
+func (ch *child) answerError(m jsonrpc.Message, code int, msg string) {
+	ch.send(jsonrpc.ErrorResponse(m.Env.IDAt.In(m.Data), code, msg, nil))
+}
+
+func (ch *child) send(data []byte) {
+	env, err := jsonrpc.Parse(data)
+	if err != nil {
+		ch.pool.logger.Error("the bridge built an invalid message for the MCP server", "err", err)
+		return
+	}
+	if err := ch.conn.Send(nil, jsonrpc.Message{Data: data, Env: env}); err != nil {
+		ch.pool.logger.Debug("could not answer the MCP server", "child", ch.conn.ID(), "err", err)
+	}
+}
+
+// item is what a call gets from its child.
+type item struct {
+	kind itemKind
+	msg  jsonrpc.Message
+	err  error
+}
+
+type itemKind uint8
+
+const (
+	itemNotify    itemKind = iota + 1 // progress, log: goes on the response stream
+	itemInput                         // the child asks the client (legacy)
+	itemFinal                         // the answer
+	itemEnded                         // the child exited
+	itemClosing                       // the pool closes: a subscription ends gracefully
+	itemKeepAlive                     // a subscription's stream has been quiet
+)
+
+// Bytes of a JSON-RPC envelope, for messages the bridge builds.
+func response(rawID, result []byte) []byte {
+	b := make([]byte, 0, len(result)+len(rawID)+32)
+	b = append(b, `{"jsonrpc":"2.0","id":`...)
+	b = append(b, rawID...)
+	b = append(b, `,"result":`...)
+	b = append(b, result...)
+	return append(b, '}')
+}
+
+// errorResponse renders an error answer to rawID.
+func errorResponse(rawID []byte, code int, msg string, data any) []byte {
+	return jsonrpc.ErrorResponse(rawID, code, msg, data)
+}

@@ -1,0 +1,107 @@
+package pool
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/mcp-bridge/mcp-bridge/jsonrpc"
+	"github.com/mcp-bridge/mcp-bridge/peer"
+	"github.com/mcp-bridge/mcp-bridge/sandbox"
+)
+
+// The test binary plays a legacy child (a Go SDK server, initialized by
+// the pool) when childEnv is set.
+const childEnv = "POOL_TEST_CHILD"
+
+func runChild() {
+	server := mcp.NewServer(&mcp.Implementation{Name: "pool-test-child", Version: "1"}, nil)
+	type args struct {
+		Text string `json:"text"`
+	}
+	mcp.AddTool(server, &mcp.Tool{Name: "elicit"}, func(ctx context.Context, req *mcp.CallToolRequest, a args) (*mcp.CallToolResult, any, error) {
+		res, err := req.Session.Elicit(ctx, &mcp.ElicitParams{Message: a.Text,
+			RequestedSchema: map[string]any{"type": "object", "properties": map[string]any{"name": map[string]any{"type": "string"}}}})
+		if err != nil {
+			return nil, nil, err
+		}
+		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: fmt.Sprint(res.Action)}}}, nil, nil
+	})
+	if err := server.Run(context.Background(), &mcp.StdioTransport{}); err != nil {
+		os.Exit(1)
+	}
+}
+
+func testPool(t *testing.T, opts Options) *Pool {
+	t.Helper()
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	local := sandbox.NewLocal(&sandbox.LocalOptions{Command: exe, Env: append(os.Environ(), childEnv+"=1"), StopGrace: 2 * time.Second})
+	opts.Launch = func(ctx context.Context, name string) (peer.Process, error) { return local.Launch(ctx, name) }
+	p, err := New(&opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		if err := p.Close(ctx); err != nil {
+			t.Error(err)
+		}
+	})
+	return p
+}
+
+func request(t *testing.T, data string) *Request {
+	t.Helper()
+	env, err := jsonrpc.Parse([]byte(data))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &Request{Principal: "alice", Msg: jsonrpc.Message{Data: []byte(data), Env: env}, Caps: json.RawMessage(`{"elicitation":{}}`)}
+}
+
+// A parked call whose client never retries expires: the child's question
+// is answered "cancel", the call is cancelled, and its child, which may
+// still be working on it, is stopped rather than reused.
+func TestExpiry(t *testing.T) {
+	declined := make(chan string, 1)
+	p := testPool(t, Options{Era: EraLegacy, StateTTL: 50 * time.Millisecond, Peer: peer.Options{
+		Intercept: func(next peer.Handler) peer.Handler {
+			return func(m *peer.Message) error {
+				if m.Dir == peer.ToChild && m.Env.Kind == jsonrpc.KindResponse && strings.Contains(string(m.Data), `"action":"cancel"`) {
+					declined <- string(m.Data)
+				}
+				return next(m)
+			}
+		},
+	}})
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	ans, err := p.Serve(ctx, request(t, `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"elicit","arguments":{"text":"who?"}}}`), func([]byte) error { return nil })
+	if err != nil || !strings.Contains(string(ans), `"resultType":"input_required"`) {
+		t.Fatalf("first round: %s %v", ans, err)
+	}
+	if s := p.Stats(); s.Parked != 1 || s.Children != 1 {
+		t.Fatalf("while parked: %+v", s)
+	}
+	if err := p.WaitIdle(ctx); err != nil { // the expiry frees the call's child
+		t.Fatal(err)
+	}
+	select {
+	case <-declined:
+	case <-ctx.Done():
+		t.Fatal("the child's elicitation was not answered at expiry")
+	}
+	if s := p.Stats(); s.Parked != 0 || s.Children != 0 {
+		t.Fatalf("after expiry: %+v, want the call gone and its child stopped", s)
+	}
+}

@@ -1,0 +1,763 @@
+package pool
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/mcp-bridge/mcp-bridge/jsonrpc"
+)
+
+// Request is one stateless request, as the front end validated it.
+type Request struct {
+	// Principal is who sends it: an opaque comparable value (the front
+	// end's owner tag; nil without authentication). Legacy children are
+	// never shared across principals, and a requestState is good for its
+	// principal only.
+	Principal any
+	// Msg is the JSON-RPC request.
+	Msg jsonrpc.Message
+	// Caps is _meta's io.modelcontextprotocol/clientCapabilities, as written.
+	Caps json.RawMessage
+	// LogLevel is _meta's io.modelcontextprotocol/logLevel, or "".
+	LogLevel string
+}
+
+// Methods of revision 2026-07-28 a legacy child can serve, mapped one to one.
+var legacyMethods = map[string]bool{
+	"tools/list": true, "tools/call": true,
+	"prompts/list": true, "prompts/get": true,
+	"resources/list": true, "resources/read": true, "resources/templates/list": true,
+	"completion/complete": true,
+}
+
+// Methods that may answer with an InputRequiredResult: "Servers MUST NOT
+// send InputRequiredResult responses on any other client requests"
+// (basic/patterns/mrtr).
+var inputMethods = map[string]bool{"tools/call": true, "prompts/get": true, "resources/read": true}
+
+// Results that are CacheableResults: "Require ttlMs and cacheScope fields
+// on results returned by tools/list, prompts/list, resources/list,
+// resources/read, and resources/templates/list" (changelog).
+var cacheableMethods = map[string]bool{
+	"tools/list": true, "prompts/list": true, "resources/list": true,
+	"resources/read": true, "resources/templates/list": true,
+}
+
+// Methods revision 2026-07-28 removed: never passed to a child.
+var removedMethods = map[string]bool{
+	"initialize": true, "ping": true, "logging/setLevel": true,
+	"resources/subscribe": true, "resources/unsubscribe": true,
+}
+
+// IsKnown reports whether a legacy child can be asked method (the front
+// end answers 404 for others, "If the server does not implement the
+// requested RPC method, it MUST respond with 404 Not Found").
+func (p *Pool) IsKnown(ctx context.Context, method string) (bool, error) {
+	if method == "server/discover" || method == "subscriptions/listen" {
+		return true, nil
+	}
+	if removedMethods[method] {
+		return false, nil
+	}
+	era, err := p.Era(ctx)
+	if err != nil {
+		return false, err
+	}
+	return era == EraModern || legacyMethods[method], nil
+}
+
+// Serve answers one request. Messages the child sends for it before the
+// answer (progress, logs) go to emit, in order (nil asks for a keep-alive
+// comment on a long subscription stream); the answer is returned,
+// with the request's own id. Errors the client should see as JSON-RPC
+// errors are answers; Serve fails only when ctx ends (the request was
+// cancelled: the child is told), when emit fails, when no child can start
+// (ErrLaunch), at shutdown (ErrClosed), and with *ForwardError.
+func (p *Pool) Serve(ctx context.Context, req *Request, emit func([]byte) error) ([]byte, error) {
+	rawID := req.Msg.Env.IDAt.In(req.Msg.Data)
+	method := req.Msg.Env.Method
+	switch method {
+	case "server/discover":
+		return p.serveDiscover(ctx, req)
+	case "subscriptions/listen":
+		return p.subs.listen(ctx, req, emit)
+	}
+	era, err := p.Era(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if era == EraModern {
+		if removedMethods[method] {
+			return errorResponse(rawID, jsonrpc.CodeMethodNotFound, "Method not found: "+method+" is not part of revision "+Version, nil), nil
+		}
+		return p.serveModern(ctx, req, emit)
+	}
+	if !legacyMethods[method] {
+		return errorResponse(rawID, jsonrpc.CodeMethodNotFound, "Method not found: "+method, nil), nil
+	}
+	var params []byte
+	if bytes.Contains(req.Msg.Data, []byte(`"requestState"`)) { // one fast scan spares two
+		params, _ = jsonrpc.Lookup(req.Msg.Data, "params")
+	}
+	if rs, ok := jsonrpc.Lookup(params, "requestState"); ok {
+		state, ok := jsonrpc.StringValue(rs)
+		if !ok || !inputMethods[method] {
+			return errorResponse(rawID, jsonrpc.CodeInvalidParams, "Invalid params: requestState must be the string of an InputRequiredResult of "+method, nil), nil
+		}
+		return p.retry(ctx, req, params, state, emit)
+	}
+	return p.serveLegacy(ctx, req, params, emit)
+}
+
+// serveModern passes a request through to a modern child.
+func (p *Pool) serveModern(ctx context.Context, req *Request, emit func([]byte) error) ([]byte, error) {
+	c := &call{pool: p, req: req, signal: make(chan struct{}, 1)}
+	ch, err := p.acquire(ctx, modernKey, "", nil, false, false, c)
+	if err != nil {
+		return nil, err
+	}
+	c.ch = ch
+	if err := ch.conn.Send(c, req.Msg); err != nil {
+		p.release(ch, c)
+		return nil, fmt.Errorf("%w: %w", ErrLaunch, err)
+	}
+	return c.wait(ctx, req.Msg.Env.IDAt.In(req.Msg.Data), emit)
+}
+
+// serveLegacy maps a request onto a legacy child of its principal and
+// capabilities.
+func (p *Pool) serveLegacy(ctx context.Context, req *Request, params []byte, emit func([]byte) error) ([]byte, error) {
+	rawID := req.Msg.Env.IDAt.In(req.Msg.Data)
+	key, caps, err := legacyKey(req.Principal, req.Caps)
+	if err != nil {
+		return errorResponse(rawID, jsonrpc.CodeInvalidParams, "Invalid params: "+metaClientCapabilities+": "+err.Error(), nil), nil
+	}
+	c := &call{pool: p, req: req, legacy: true, signal: make(chan struct{}, 1)}
+	c.mayAsk = inputMethods[req.Msg.Env.Method]
+	// A call that may ask holds its child, so that the child's questions
+	// are attributed exactly; unless the client declared nothing the
+	// child could ask for (then it is initialized without those
+	// capabilities, and a question is refused; see child.Route).
+	c.exclusive = c.mayAsk && declaresInputs(caps)
+	ch, err := p.acquire(ctx, key, req.Principal, caps, true, c.exclusive, c)
+	if err != nil {
+		return nil, err
+	}
+	c.ch = ch
+	if req.LogLevel != "" {
+		ch.setLogLevel(ctx, req.LogLevel)
+	}
+	if err := ch.conn.Send(c, req.Msg); err != nil {
+		p.release(ch, c)
+		return nil, fmt.Errorf("%w: %w", ErrLaunch, err)
+	}
+	return c.wait(ctx, rawID, emit)
+}
+
+// call is one client request in flight on a child, through every round of
+// its multi round-trip. It is the origin of its messages on the child's
+// connection, so the child's answers and progress come back to it.
+type call struct {
+	pool      *Pool
+	req       *Request // the first request: its id is the one the child knows
+	ch        *child
+	legacy    bool
+	exclusive bool
+	mayAsk    bool   // tools/call, prompts/get, resources/read
+	digest    string // params digest, for the requestState (computed when parked)
+
+	mu     sync.Mutex
+	queue  []item
+	signal chan struct{} // cap 1: the queue grew
+	over   bool          // answered or cancelled
+
+	// Under pool.mu, while parked:
+	stateID string
+	round   int
+	keys    int // input request keys handed out
+	pending []pendingInput
+	timer   *time.Timer
+	active  bool // a retry is running the call
+}
+
+// pendingInput is a request of the child that waits for the client.
+type pendingInput struct {
+	key    string
+	method string
+	rawID  []byte // the child's id for it
+	params json.RawMessage
+}
+
+func (c *call) push(it item) {
+	c.mu.Lock()
+	c.queue = append(c.queue, it)
+	c.mu.Unlock()
+	select {
+	case c.signal <- struct{}{}:
+	default:
+	}
+}
+
+// next returns the next item, waiting until there is one or ctx ends.
+func (c *call) next(ctx context.Context) (item, bool) {
+	for {
+		c.mu.Lock()
+		if len(c.queue) > 0 {
+			it := c.queue[0]
+			c.queue[0] = item{}
+			c.queue = c.queue[1:]
+			c.mu.Unlock()
+			return it, true
+		}
+		c.mu.Unlock()
+		select {
+		case <-c.signal:
+		case <-ctx.Done():
+			return item{}, false
+		}
+	}
+}
+
+// nextInput returns a queued input request without waiting, if one is next.
+func (c *call) nextInput() (item, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if len(c.queue) > 0 && c.queue[0].kind == itemInput {
+		it := c.queue[0]
+		c.queue = c.queue[1:]
+		return it, true
+	}
+	return item{}, false
+}
+
+func (c *call) stopTimer() {
+	if c.timer != nil {
+		c.timer.Stop()
+	}
+}
+
+// wait relays the child's messages for the call until its answer, which
+// goes to rawID (the id of the request being answered: a retry's differs
+// from the one the child knows).
+func (c *call) wait(ctx context.Context, rawID []byte, emit func([]byte) error) ([]byte, error) {
+	p := c.pool
+	for {
+		it, ok := c.next(ctx)
+		if !ok {
+			p.cancelCall(c, "the client closed its response stream")
+			return nil, ctx.Err()
+		}
+		switch it.kind {
+		case itemNotify:
+			if err := emit(it.msg.Data); err != nil {
+				p.cancelCall(c, "the client's response stream failed")
+				return nil, err
+			}
+		case itemFinal:
+			p.finish(c)
+			return c.answer(it.msg, rawID), nil
+		case itemEnded:
+			p.finish(c)
+			return errorResponse(rawID, jsonrpc.CodeServerError, fmt.Sprintf("the MCP server ended before answering (%v); send the request again", it.err), nil), nil
+		case itemInput:
+			return c.park(it, rawID)
+		}
+	}
+}
+
+// answer renders the child's answer for the client.
+func (c *call) answer(m jsonrpc.Message, rawID []byte) []byte {
+	if !c.legacy {
+		return m.Data // a modern child's own answer, with the client's id restored
+	}
+	return c.pool.decorateMsg(m, rawID, c.req.Msg.Env.Method, c.ch.serverInfo)
+}
+
+// finish ends a call that got its answer: its child is free again.
+func (p *Pool) finish(c *call) {
+	c.mu.Lock()
+	c.over = true
+	c.mu.Unlock()
+	p.mu.Lock()
+	if c.stateID != "" && p.parked[c.stateID] == c {
+		delete(p.parked, c.stateID)
+	}
+	c.stopTimer()
+	p.mu.Unlock()
+	p.release(c.ch, c)
+}
+
+// cancelCall ends a call the client gave up: the child gets
+// notifications/cancelled ("Closing the SSE response stream MUST be
+// treated by the server as cancellation of that request",
+// basic/transports/streamable-http). A child held by the call is stopped
+// rather than reused: it may still ask about the call, and attribution
+// must stay exact.
+func (p *Pool) cancelCall(c *call, reason string) {
+	c.mu.Lock()
+	if c.over {
+		c.mu.Unlock()
+		return
+	}
+	c.over = true
+	c.mu.Unlock()
+	rawID := c.req.Msg.Env.IDAt.In(c.req.Msg.Data)
+	note := []byte(`{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":` + string(rawID) + `,"reason":` + strconv.Quote(reason) + `}}`)
+	if env, err := jsonrpc.Parse(note); err == nil {
+		_ = c.ch.conn.Send(c, jsonrpc.Message{Data: note, Env: env})
+	}
+	p.mu.Lock()
+	if c.stateID != "" && p.parked[c.stateID] == c {
+		delete(p.parked, c.stateID)
+	}
+	c.stopTimer()
+	if c.exclusive {
+		p.retireLocked(c.ch)
+	}
+	p.mu.Unlock()
+	p.release(c.ch, c)
+}
+
+// capabilityFor is the client capability an input request needs.
+func capabilityFor(method string) string {
+	switch method {
+	case "elicitation/create":
+		return "elicitation"
+	case "sampling/createMessage":
+		return "sampling"
+	case "roots/list":
+		return "roots"
+	}
+	return ""
+}
+
+// park answers the client with an InputRequiredResult for the child's
+// request (and any others already queued behind it), leaving the call on
+// its child until the retry or expiry.
+func (c *call) park(first item, rawID []byte) ([]byte, error) {
+	p := c.pool
+	inputs := []item{first}
+	for {
+		it, ok := c.nextInput()
+		if !ok {
+			break
+		}
+		inputs = append(inputs, it)
+	}
+	var declared map[string]json.RawMessage
+	_ = json.Unmarshal(c.req.Caps, &declared)
+	var missing []string
+	for _, it := range inputs {
+		if capName := capabilityFor(it.msg.Env.Method); declared[capName] == nil && !contains(missing, capName) {
+			missing = append(missing, capName)
+		}
+	}
+	if len(missing) > 0 {
+		// "Servers MUST NOT send an inputRequests that the client has not
+		// declared support for in its capabilities" (basic/patterns/mrtr).
+		for _, it := range inputs {
+			c.ch.answerError(it.msg, jsonrpc.CodeInvalidRequest, "the client did not declare the capability this needs")
+		}
+		p.cancelCall(c, "the client lacks a capability the server asked for")
+		req := map[string]any{}
+		for _, m := range missing {
+			req[m] = map[string]any{}
+		}
+		return errorResponse(rawID, CodeMissingRequiredClientCapability,
+			"Missing required client capability: the server asks for "+joinQuoted(missing)+" during this request",
+			map[string]any{"requiredCapabilities": req}), nil
+	}
+	if c.digest == "" {
+		params, _ := jsonrpc.Lookup(c.req.Msg.Data, "params")
+		var err error
+		if c.digest, err = paramsDigest(params); err != nil {
+			for _, it := range inputs {
+				c.ch.answerError(it.msg, jsonrpc.CodeInternalError, "the client's request cannot be resumed")
+			}
+			p.cancelCall(c, "the request's params cannot be digested")
+			return errorResponse(rawID, jsonrpc.CodeInvalidParams, "Invalid params: "+err.Error(), nil), nil
+		}
+	}
+	p.mu.Lock()
+	if p.closed {
+		p.mu.Unlock()
+		p.cancelCall(c, "the bridge is shutting down")
+		return errorResponse(rawID, jsonrpc.CodeServerError, "the bridge is shutting down; send the request again", nil), nil
+	}
+	for _, it := range inputs {
+		c.keys++
+		params, _ := jsonrpc.Lookup(it.msg.Data, "params")
+		c.pending = append(c.pending, pendingInput{
+			key:    "input-" + strconv.Itoa(c.keys),
+			method: it.msg.Env.Method,
+			rawID:  it.msg.Env.IDAt.In(it.msg.Data),
+			params: params,
+		})
+	}
+	result := c.parkLocked()
+	p.mu.Unlock()
+	return response(rawID, result), nil
+}
+
+// parkLocked registers the call as parked for another round and renders
+// its InputRequiredResult.
+func (c *call) parkLocked() []byte {
+	p := c.pool
+	if c.stateID == "" {
+		c.stateID = randomID()
+	}
+	c.round++
+	c.active = false
+	p.parked[c.stateID] = c
+	round := c.round
+	c.stopTimer()
+	c.timer = time.AfterFunc(p.opts.StateTTL, func() { p.expire(c, round) })
+	state := p.signer.Sign(&State{
+		ID: c.stateID, Round: round, Instance: p.opts.Instance,
+		Principal: principalDigest(c.req.Principal),
+		Method:    c.req.Msg.Env.Method, Digest: c.digest,
+		Expires: time.Now().Add(p.opts.StateTTL).UnixMilli(),
+	})
+	requests := make(map[string]any, len(c.pending))
+	for _, in := range c.pending {
+		r := map[string]any{"method": in.method}
+		if in.params != nil {
+			r["params"] = in.params
+		}
+		requests[in.key] = r
+	}
+	out := map[string]any{
+		"resultType":    "input_required",
+		"inputRequests": requests,
+		"requestState":  state,
+	}
+	if c.ch.serverInfo != nil {
+		out["_meta"] = map[string]any{metaServerInfo: c.ch.serverInfo}
+	}
+	b, _ := json.Marshal(out)
+	return b
+}
+
+// expire ends a parked call whose client did not come back: the child's
+// questions are declined or cancelled, the call is cancelled, its child
+// freed.
+func (p *Pool) expire(c *call, round int) {
+	p.mu.Lock()
+	if p.parked[c.stateID] != c || c.round != round || c.active {
+		p.mu.Unlock()
+		return
+	}
+	delete(p.parked, c.stateID)
+	pending := c.pending
+	c.pending = nil
+	p.mu.Unlock()
+	p.logger.Info("a parked request expired: the client did not retry it", "method", c.req.Msg.Env.Method, "ttl", p.opts.StateTTL)
+	c.declineAll(pending)
+	p.cancelCall(c, "the client did not answer the server's request in time")
+}
+
+// declineAll answers the child's pending questions without the client:
+// elicitations are cancelled, the others fail.
+func (c *call) declineAll(pending []pendingInput) {
+	for _, in := range pending {
+		var b []byte
+		if in.method == "elicitation/create" {
+			b = response(in.rawID, []byte(`{"action":"cancel"}`))
+		} else {
+			b = errorResponse(in.rawID, jsonrpc.CodeInternalError, "the client did not answer in time", nil)
+		}
+		c.ch.send(b)
+	}
+}
+
+// retry resumes a parked call with the client's inputResponses.
+func (p *Pool) retry(ctx context.Context, req *Request, params []byte, raw string, emit func([]byte) error) ([]byte, error) {
+	rawID := req.Msg.Env.IDAt.In(req.Msg.Data)
+	refuse := func(err error) ([]byte, error) {
+		return errorResponse(rawID, jsonrpc.CodeInvalidParams, "Invalid params: "+err.Error(), nil), nil
+	}
+	st, err := p.signer.Parse(raw)
+	if err != nil {
+		return refuse(err)
+	}
+	digest, err := paramsDigest(params)
+	if err != nil {
+		return refuse(err)
+	}
+	if err := st.Check(time.Now(), req.Principal, req.Msg.Env.Method, digest); err != nil {
+		return refuse(err)
+	}
+	if st.Instance != p.opts.Instance {
+		return nil, &ForwardError{Instance: st.Instance}
+	}
+	var responses map[string]json.RawMessage
+	if ir, ok := jsonrpc.Lookup(params, "inputResponses"); ok {
+		if err := json.Unmarshal(ir, &responses); err != nil {
+			return refuse(fmt.Errorf("inputResponses must be an object: %w", err))
+		}
+	}
+	p.mu.Lock()
+	c := p.parked[st.ID]
+	switch {
+	case c == nil:
+		p.mu.Unlock()
+		return refuse(errors.New("the request this requestState continues has ended (answered, cancelled, expired, or the bridge restarted); send it again without requestState"))
+	case c.round != st.Round || c.active:
+		p.mu.Unlock()
+		return refuse(errors.New("this requestState was already used; retry with the latest one"))
+	}
+	c.active = true
+	c.stopTimer()
+	var answered, missing []pendingInput
+	for _, in := range c.pending {
+		if _, ok := responses[in.key]; ok {
+			answered = append(answered, in)
+		} else {
+			missing = append(missing, in)
+		}
+	}
+	c.pending = missing
+	p.mu.Unlock()
+	for _, in := range answered {
+		c.ch.send(response(in.rawID, responses[in.key]))
+	}
+	if len(missing) > 0 {
+		// "If the client fails to send all the information requested ...
+		// the server SHOULD respond with a new InputRequiredResult
+		// requesting the missing information again" (basic/patterns/mrtr).
+		for {
+			it, ok := c.nextInput()
+			if !ok {
+				break
+			}
+			p.mu.Lock()
+			c.keys++
+			ps, _ := jsonrpc.Lookup(it.msg.Data, "params")
+			c.pending = append(c.pending, pendingInput{key: "input-" + strconv.Itoa(c.keys), method: it.msg.Env.Method, rawID: it.msg.Env.IDAt.In(it.msg.Data), params: ps})
+			p.mu.Unlock()
+		}
+		p.mu.Lock()
+		result := c.parkLocked()
+		p.mu.Unlock()
+		return response(rawID, result), nil
+	}
+	return c.wait(ctx, rawID, emit)
+}
+
+// declaresInputs reports whether canonical client capabilities declare
+// anything a legacy child may ask for mid-call.
+func declaresInputs(caps json.RawMessage) bool {
+	for _, name := range []string{"elicitation", "sampling", "roots"} {
+		if _, ok := jsonrpc.Lookup(caps, name); ok {
+			return true
+		}
+	}
+	return false
+}
+
+// decorateMsg is decorate without decoding the result, in the common case:
+// a result object without _meta, resultType, ttlMs or cacheScope gets them
+// inserted after its '{', in one copy of the answer.
+func (p *Pool) decorateMsg(m jsonrpc.Message, rawID []byte, method string, serverInfo json.RawMessage) []byte {
+	data := m.Data
+	if m.Env.IsError {
+		return p.decorate(data, rawID, method, serverInfo)
+	}
+	res, ok := jsonrpc.Lookup(data, "result")
+	off := cap(data) - cap(res)
+	if !ok || len(res) < 2 || res[0] != '{' || off < 0 || off+len(res) > len(data) || !bytes.Equal(data[off:off+len(res)], res) {
+		return p.decorate(data, rawID, method, serverInfo)
+	}
+	// A member of these names anywhere in the result (a false alarm
+	// inside a string is possible) takes the slow path, which is right
+	// for every result.
+	for _, k := range []string{`"_meta"`, `"resultType"`, `"ttlMs"`, `"cacheScope"`} {
+		if bytes.Contains(res, []byte(k)) {
+			return p.decorate(data, rawID, method, serverInfo)
+		}
+	}
+	ins := make([]byte, 0, 128+len(serverInfo))
+	ins = append(ins, `"resultType":"complete"`...)
+	if serverInfo != nil {
+		ins = append(ins, `,"_meta":{"`+metaServerInfo+`":`...)
+		ins = append(ins, serverInfo...)
+		ins = append(ins, '}')
+	}
+	if cacheableMethods[method] {
+		ins = append(ins, `,"ttlMs":0,"cacheScope":`...)
+		ins = append(ins, p.cacheScope()...)
+	}
+	if len(bytes.TrimSpace(res[1:len(res)-1])) > 0 {
+		ins = append(ins, ',')
+	}
+	at := int32(off + 1)
+	edits := []jsonrpc.Edit{{At: jsonrpc.Span{Start: at, End: at}, Raw: ins}}
+	if idAt := m.Env.IDAt; !bytes.Equal(idAt.In(data), rawID) {
+		id := jsonrpc.Edit{At: idAt, Raw: rawID}
+		if idAt.Start < at {
+			edits = []jsonrpc.Edit{id, edits[0]}
+		} else {
+			edits = append(edits, id)
+		}
+	}
+	return jsonrpc.Rewrite(data, edits...)
+}
+
+// decorate turns a legacy child's answer into one of revision 2026-07-28:
+// resultType, serverInfo, ttlMs and cacheScope on a result; retired error
+// codes rewritten. "-32002 — resource not found (2025-11-25 and earlier;
+// replaced by -32602) ... -32042 — URL elicitation required (2025-11-25
+// only). Implementations of this protocol version MUST NOT emit these
+// codes" (basic/index, Error Codes).
+func (p *Pool) decorate(data, rawID []byte, method string, serverInfo json.RawMessage) []byte {
+	result, rpcErr, err := jsonrpc.DecodeResponse(data)
+	switch {
+	case err != nil:
+		return errorResponse(rawID, jsonrpc.CodeInternalError, "the MCP server's answer is not valid: "+err.Error(), nil)
+	case rpcErr != nil:
+		switch rpcErr.Code {
+		case -32002:
+			rpcErr.Code = jsonrpc.CodeInvalidParams
+		case -32042:
+			rpcErr.Code = jsonrpc.CodeInternalError
+			rpcErr.Message = "the server requires a URL elicitation, which revision " + Version + " carries in an InputRequiredResult: " + rpcErr.Message
+		}
+		return rpcErr.Response(rawID)
+	}
+	var m map[string]json.RawMessage
+	if err := json.Unmarshal(result, &m); err != nil || m == nil {
+		return errorResponse(rawID, jsonrpc.CodeInternalError, "the MCP server's result is not an object", nil)
+	}
+	m["resultType"] = json.RawMessage(`"complete"`)
+	if serverInfo != nil {
+		meta := map[string]json.RawMessage{}
+		if old, ok := m["_meta"]; ok {
+			_ = json.Unmarshal(old, &meta)
+		}
+		meta[metaServerInfo] = serverInfo
+		m["_meta"], _ = json.Marshal(meta)
+	}
+	if cacheableMethods[method] {
+		// A legacy server says nothing of freshness: its list_changed
+		// notifications are the only signal, so nothing is fresh.
+		if _, ok := m["ttlMs"]; !ok {
+			m["ttlMs"] = json.RawMessage(`0`)
+		}
+		if _, ok := m["cacheScope"]; !ok {
+			m["cacheScope"] = p.cacheScope()
+		}
+	}
+	b, _ := json.Marshal(m)
+	return response(rawID, b)
+}
+
+func (p *Pool) cacheScope() json.RawMessage {
+	if p.opts.PrivateCache {
+		return json.RawMessage(`"private"`)
+	}
+	return json.RawMessage(`"public"`)
+}
+
+// serveDiscover answers server/discover for the bridge: the child's
+// identity and capabilities (a modern child's own discover result, or a
+// legacy child's initialize result), and the revisions of both eras the
+// bridge serves on this endpoint.
+func (p *Pool) serveDiscover(ctx context.Context, req *Request) ([]byte, error) {
+	rawID := req.Msg.Env.IDAt.In(req.Msg.Data)
+	era, err := p.Era(ctx)
+	if err != nil {
+		return nil, err
+	}
+	base := map[string]json.RawMessage{}
+	if era == EraModern {
+		p.mu.Lock()
+		d := p.discover
+		p.mu.Unlock()
+		if d == nil {
+			c := &call{pool: p, req: req, signal: make(chan struct{}, 1)}
+			ch, err := p.acquire(ctx, modernKey, "", nil, false, false, c)
+			if err != nil {
+				return nil, err
+			}
+			d, err = ch.conn.Call(ctx, "server/discover", map[string]any{"_meta": map[string]any{
+				metaProtocolVersion: Version, metaClientCapabilities: map[string]any{}, metaClientInfo: bridgeInfo}})
+			p.release(ch, c)
+			if err != nil {
+				var rpcErr *jsonrpc.Error
+				if errors.As(err, &rpcErr) {
+					return rpcErr.Response(rawID), nil
+				}
+				return nil, err
+			}
+			p.mu.Lock()
+			p.discover = d
+			p.mu.Unlock()
+		}
+		_ = json.Unmarshal(d, &base)
+	} else {
+		p.mu.Lock()
+		init := p.init
+		p.mu.Unlock()
+		if init == nil {
+			key, caps, err := legacyKey(req.Principal, req.Caps)
+			if err != nil {
+				return errorResponse(rawID, jsonrpc.CodeInvalidParams, "Invalid params: "+err.Error(), nil), nil
+			}
+			c := &call{pool: p, req: req, signal: make(chan struct{}, 1)}
+			ch, err := p.acquire(ctx, key, req.Principal, caps, true, false, c)
+			if err != nil {
+				return nil, err
+			}
+			p.release(ch, c)
+			init = ch.init
+		}
+		var r struct {
+			Capabilities json.RawMessage `json:"capabilities"`
+			ServerInfo   json.RawMessage `json:"serverInfo"`
+			Instructions json.RawMessage `json:"instructions"`
+		}
+		_ = json.Unmarshal(init, &r)
+		base["capabilities"] = r.Capabilities
+		if r.Capabilities == nil {
+			base["capabilities"] = json.RawMessage(`{}`)
+		}
+		if r.Instructions != nil {
+			base["instructions"] = r.Instructions
+		}
+		if r.ServerInfo != nil {
+			base["_meta"], _ = json.Marshal(map[string]json.RawMessage{metaServerInfo: r.ServerInfo})
+		}
+	}
+	base["resultType"] = json.RawMessage(`"complete"`)
+	base["supportedVersions"], _ = json.Marshal(append([]string{Version}, p.opts.OtherVersions...))
+	base["ttlMs"] = json.RawMessage(strconv.FormatInt(DefaultDiscoverTTL.Milliseconds(), 10))
+	base["cacheScope"] = p.cacheScope()
+	b, _ := json.Marshal(base)
+	return response(rawID, b), nil
+}
+
+func contains(list []string, s string) bool {
+	for _, x := range list {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}
+
+func joinQuoted(list []string) string {
+	s := ""
+	for i, x := range list {
+		if i > 0 {
+			s += ", "
+		}
+		s += strconv.Quote(x)
+	}
+	return s
+}
