@@ -79,9 +79,6 @@ type Options struct {
 	// Auth authenticates requests (static tokens, OAuth 2.1) and serves the
 	// protected resource metadata. Nil means AuthTokens alone.
 	Auth *auth.Authenticator
-	// MaxMessageBytes bounds a POST body; a larger one gets 413. Zero means
-	// session.DefaultMaxMessageBytes.
-	MaxMessageBytes int64
 	// JSONResponse answers requests with one application/json body instead
 	// of an SSE stream. Messages the server sends meanwhile then go to the
 	// standalone (GET) stream, and the answer cannot be resumed.
@@ -119,6 +116,14 @@ type Options struct {
 	// parked call (a retry whose verified requestState names another
 	// instance): affinity.Router.Forward. Nil answers such retries 503.
 	Forward func(w http.ResponseWriter, r *http.Request, instance string)
+	// AcceptSessionID lets an initialize request carry Mcp-Session-Id: the
+	// session is created under that ID (session.Registry.CreateWithID)
+	// instead of a new random one. For platforms that mint session IDs and
+	// add them to every request, the first included (Bedrock AgentCore
+	// Runtime). The risk: the client chooses its session ID, which is then
+	// only as unguessable as the client makes it. False refuses such an
+	// initialize with 400, as the spec's flow has it.
+	AcceptSessionID bool
 	// Logger receives the handler's logs. Nil means slog.Default().
 	Logger *slog.Logger
 	// NoLegacySSE turns off the legacy HTTP+SSE transport (revision
@@ -159,9 +164,6 @@ func NewHandler(reg *session.Registry, opts *Options) *Handler {
 	o := &h.opts
 	if o.Path == "" {
 		o.Path = DefaultPath
-	}
-	if o.MaxMessageBytes <= 0 {
-		o.MaxMessageBytes = session.DefaultMaxMessageBytes
 	}
 	if o.SSERetry <= 0 {
 		o.SSERetry = DefaultSSERetry
@@ -496,8 +498,8 @@ func (h *Handler) servePost(w http.ResponseWriter, r *http.Request, owner any) {
 	}
 
 	isInit := !batch && msgs[0].Env.Kind == jsonrpc.KindRequest && msgs[0].Env.Method == "initialize"
-	if sid == "" && isInit {
-		h.initialize(w, r, owner, msgs)
+	if isInit && (sid == "" || h.opts.AcceptSessionID) {
+		h.initialize(w, r, owner, msgs, sid)
 		return
 	}
 	for _, m := range msgs {
@@ -516,7 +518,7 @@ func (h *Handler) servePost(w http.ResponseWriter, r *http.Request, owner any) {
 			"Bad Request: JSON-RPC batches are only allowed in sessions of revision 2025-03-26; send one message per POST", nil)
 		return
 	}
-	reader, err := sess.Post(msgs, h.postOptions())
+	reader, err := sess.Post(msgs, h.postOptions(r))
 	switch {
 	case errors.Is(err, session.ErrRetired):
 		h.retiredPost(w, err)
@@ -553,18 +555,34 @@ func (h *Handler) servePost(w http.ResponseWriter, r *http.Request, owner any) {
 	h.answer(w, r, sess, reader, batch, sess.ProtocolVersion() >= primingVersion)
 }
 
-// initialize starts a session for an initialize request.
-func (h *Handler) initialize(w http.ResponseWriter, r *http.Request, owner any, msgs []jsonrpc.Message) {
+// initialize starts a session for an initialize request, under chosen
+// (the request's Mcp-Session-Id, with AcceptSessionID) or a new ID.
+func (h *Handler) initialize(w http.ResponseWriter, r *http.Request, owner any, msgs []jsonrpc.Message, chosen string) {
 	rawID := jsonrpc.RawID(msgs[0].Data)
 	if h.draining.Load() {
 		WriteError(w, http.StatusServiceUnavailable, rawID, jsonrpc.CodeServerError,
 			"Service Unavailable: the bridge is shutting down; retry against another instance", nil)
 		return
 	}
-	sess, err := h.reg.Create(r.Context(), owner)
+	var sess *session.Session
+	var err error
+	if chosen != "" {
+		sess, err = h.reg.CreateWithID(r.Context(), owner, chosen)
+	} else {
+		sess, err = h.reg.Create(r.Context(), owner)
+	}
 	switch {
 	case errors.Is(err, session.ErrRetired):
 		WriteError(w, http.StatusNotFound, rawID, jsonrpc.CodeInvalidRequest, "Not Found: "+err.Error(), nil)
+		return
+	case errors.Is(err, session.ErrBadChosenID):
+		WriteError(w, http.StatusBadRequest, rawID, jsonrpc.CodeInvalidRequest, "Bad Request: Mcp-Session-Id: "+err.Error(), nil)
+		return
+	case errors.Is(err, session.ErrIDInUse):
+		// 409: the ID names a live session, which a new one never takes
+		// over; the client may initialize under another ID.
+		WriteError(w, http.StatusConflict, rawID, jsonrpc.CodeInvalidRequest,
+			"Conflict: Mcp-Session-Id names a live session; initialize under another ID, or without one", nil)
 		return
 	case errors.Is(err, session.ErrTooManySessions), errors.Is(err, session.ErrShuttingDown):
 		w.Header().Set("Retry-After", "5")
@@ -587,7 +605,7 @@ func (h *Handler) initialize(w http.ResponseWriter, r *http.Request, owner any, 
 		WriteError(w, status, rawID, jsonrpc.CodeServerError, err.Error(), nil)
 		return
 	}
-	reader, err := sess.Post(msgs, h.postOptions())
+	reader, err := sess.Post(msgs, h.postOptions(r))
 	if err != nil {
 		WriteError(w, http.StatusInternalServerError, rawID, jsonrpc.CodeInternalError, err.Error(), nil)
 		return
@@ -600,8 +618,12 @@ func (h *Handler) initialize(w http.ResponseWriter, r *http.Request, owner any, 
 
 // postOptions: answers sent as one JSON body carry no event ID, so no
 // client could resume their stream, and it has room for nothing else.
-func (h *Handler) postOptions() session.PostOptions {
-	return session.PostOptions{Resumable: !h.opts.JSONResponse}
+func (h *Handler) postOptions(r *http.Request) session.PostOptions {
+	opts := session.PostOptions{Resumable: !h.opts.JSONResponse}
+	if p := auth.FromContext(r.Context()); p != nil {
+		opts.Principal = p // never a typed nil: the interception point tests for nil
+	}
+	return opts
 }
 
 // requestedVersion is params.protocolVersion of an initialize request, or "".
@@ -660,7 +682,10 @@ func (h *Handler) bodyFailed(w http.ResponseWriter, err error) {
 // limit. A body of declared length up to bodyFirstBytes is read into a
 // slice of that size.
 func (h *Handler) readBody(w http.ResponseWriter, r *http.Request) (_ []byte, err error) {
-	limit, timeout := h.opts.MaxMessageBytes, h.opts.BodyReadTimeout
+	// A POST body is bounded by the sessions' message bound
+	// (session.Options.MaxMessageBytes): one value bounds a message either
+	// way, so what a client may send, the server may answer.
+	limit, timeout := int64(h.reg.MaxMessageBytes()), h.opts.BodyReadTimeout
 	n := r.ContentLength
 	if n > limit {
 		return nil, &http.MaxBytesError{Limit: limit}

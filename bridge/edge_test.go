@@ -122,7 +122,7 @@ func TestBodyReadTimeout(t *testing.T) {
 // any session lookup).
 func TestBodyBufferGrowsWithBytesReceived(t *testing.T) {
 	const limit = 64 << 20
-	b := startBridge(t, bridgeConfig{bridge: bridge.Options{MaxMessageBytes: limit, BodyReadTimeout: 50 * time.Millisecond}})
+	b := startBridge(t, bridgeConfig{session: session.Options{MaxMessageBytes: limit}, bridge: bridge.Options{BodyReadTimeout: 50 * time.Millisecond}})
 	c := dialFrom(t, b, "127.0.0.1")
 	var before, after runtime.MemStats
 	runtime.ReadMemStats(&before)
@@ -144,7 +144,7 @@ func TestBodyBufferGrowsWithBytesReceived(t *testing.T) {
 	// Bodies that do arrive are read whole, of declared length or chunked
 	// (with the default body timeout: a loaded machine may take more than
 	// 50 ms to read 2.4 MB).
-	b = startBridge(t, bridgeConfig{bridge: bridge.Options{MaxMessageBytes: limit}})
+	b = startBridge(t, bridgeConfig{session: session.Options{MaxMessageBytes: limit}})
 	sid := rawSession(t, b.URL, "2025-11-25")
 	text := strings.Repeat("abcdefgh", 300_000) // 2.4 MB: several doublings
 	call := `{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"echo","arguments":{"text":"` + text + `"}}}`
@@ -210,7 +210,7 @@ func TestWriteTimeoutFreesAStalledReader(t *testing.T) {
 	var watch connWatch
 	b := startBridge(t, bridgeConfig{
 		session: session.Options{MaxMessageBytes: 8 << 20, LogMaxBytes: 32 << 20},
-		bridge:  bridge.Options{MaxMessageBytes: 8 << 20, WriteTimeout: time.Second},
+		bridge:  bridge.Options{WriteTimeout: time.Second},
 		server:  func(s *httptest.Server) { s.Config.ConnState = watch.hook },
 	})
 	sid := rawSession(t, b.URL, "2025-11-25")
@@ -300,7 +300,7 @@ func TestConnectionLimits(t *testing.T) {
 // would go beyond MaxBodyBytesInFlight gets 503 with Retry-After (before:
 // 200 bodies stalled near their end held 834 MB).
 func TestBodyBytesInFlight(t *testing.T) {
-	b := startBridge(t, bridgeConfig{bridge: bridge.Options{MaxMessageBytes: 1 << 20, MaxBodyBytesInFlight: 200 << 10}})
+	b := startBridge(t, bridgeConfig{session: session.Options{MaxMessageBytes: 1 << 20}, bridge: bridge.Options{MaxBodyBytesInFlight: 200 << 10}})
 	c := dialFrom(t, b, "127.0.0.1")
 	fmt.Fprintf(c, "%sContent-Length: %d\r\n\r\n%s", postHead, 300<<10, strings.Repeat(" ", 300<<10))
 	br := bufio.NewReader(c)

@@ -30,9 +30,10 @@ func decodeError(t *testing.T, body string) rpcError {
 }
 
 // Every bad input gets the status and JSON-RPC error the spec names, and
-// starts no server.
+// starts no server. The POST bound is the sessions' message bound: one
+// value, session.Options.MaxMessageBytes, bounds a message either way.
 func TestBadInput(t *testing.T) {
-	b := startBridge(t, bridgeConfig{bridge: bridge.Options{MaxMessageBytes: 1024, AllowedHosts: bridge.LoopbackHosts}})
+	b := startBridge(t, bridgeConfig{session: session.Options{MaxMessageBytes: 16 << 10}, bridge: bridge.Options{AllowedHosts: bridge.LoopbackHosts}})
 	sid := rawSession(t, b.URL, "2025-11-25")
 	list := `{"jsonrpc":"2.0","id":2,"method":"tools/list"}`
 	withSession := func(h map[string]string) map[string]string {
@@ -56,7 +57,7 @@ func TestBadInput(t *testing.T) {
 		{"wrong jsonrpc", "POST", `{"jsonrpc":"1.0","id":3,"method":"x"}`, withSession(map[string]string{}), 400, jsonrpc.CodeInvalidRequest, "2.0"},
 		{"null request id", "POST", `{"jsonrpc":"2.0","id":null,"method":"x"}`, withSession(map[string]string{}), 400, jsonrpc.CodeInvalidRequest, "null"},
 		{"batch in 2025-11-25", "POST", "[" + list + "]", withSession(map[string]string{}), 400, jsonrpc.CodeInvalidRequest, "batches"},
-		{"body too large", "POST", `{"jsonrpc":"2.0","id":4,"method":"tools/call","params":{"pad":"` + strings.Repeat("x", 2000) + `"}}`, withSession(map[string]string{}), 413, jsonrpc.CodeInvalidRequest, "at most 1024"},
+		{"body too large", "POST", `{"jsonrpc":"2.0","id":4,"method":"tools/call","params":{"pad":"` + strings.Repeat("x", 20_000) + `"}}`, withSession(map[string]string{}), 413, jsonrpc.CodeInvalidRequest, "at most 16384"},
 		{"missing session", "POST", list, map[string]string{}, 400, jsonrpc.CodeInvalidRequest, "Mcp-Session-Id"},
 		{"unknown session", "POST", list, map[string]string{"Mcp-Session-Id": "nope"}, 404, jsonrpc.CodeInvalidRequest, "does not exist"},
 		{"unsupported version", "POST", list, withSession(map[string]string{"MCP-Protocol-Version": "1999-01-01"}), 400, jsonrpc.CodeInvalidRequest, "unsupported MCP-Protocol-Version"},

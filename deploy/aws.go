@@ -29,6 +29,8 @@ var (
 
 // AWSConfig describes one `bridge deploy aws` run.
 type AWSConfig struct {
+	// Target is TargetECS (empty means it) or TargetAgentCore.
+	Target string
 	// Stack names the CloudFormation stack; it also names the ECR
 	// repository, "mcp-bridge/<stack in lowercase>".
 	Stack string
@@ -63,8 +65,18 @@ type AWSConfig struct {
 	// Parameters sets any other template parameter. Parameters neither set
 	// here nor by the fields above keep their previous value on an update.
 	Parameters map[string]string
-	// Delete removes the stack instead.
+	// Delete removes the stack (the runtime) instead.
 	Delete bool
+
+	// For TargetAgentCore only. Stack names the runtime.
+	//
+	// RoleArn is the IAM role the runtime runs as (required).
+	RoleArn string
+	// JWTDiscoveryURL, if set, makes AgentCore accept bearer JWTs of this
+	// OpenID Connect issuer, for JWTAllowedClients (client_id claims) or
+	// JWTAllowedAudience; empty means IAM SigV4, AgentCore's default.
+	JWTDiscoveryURL                       string
+	JWTAllowedClients, JWTAllowedAudience []string
 }
 
 var stackName = regexp.MustCompile(`^[A-Za-z][A-Za-z0-9-]{0,127}$`)
@@ -79,6 +91,16 @@ var managed = []string{
 
 // Check reports the first configuration error, before anything runs.
 func (c *AWSConfig) Check() error {
+	switch c.Target {
+	case "", TargetECS:
+	case TargetAgentCore:
+		return c.checkAgentCore()
+	default:
+		return fmt.Errorf("%w: --target %q: want %s or %s", ErrConfig, c.Target, TargetECS, TargetAgentCore)
+	}
+	if c.RoleArn != "" || c.JWTDiscoveryURL != "" || len(c.JWTAllowedClients) > 0 || len(c.JWTAllowedAudience) > 0 {
+		return fmt.Errorf("%w: --role-arn and the --jwt-* flags apply to --target %s only", ErrConfig, TargetAgentCore)
+	}
 	if !stackName.MatchString(c.Stack) {
 		return fmt.Errorf("%w: the stack name %q must start with a letter and hold only letters, digits and dashes (128 at most)", ErrConfig, c.Stack)
 	}
@@ -173,6 +195,8 @@ type state struct {
 	password   string // ECR login; never printed
 	template   string // path of the template file handed to the CLI
 	outputs    map[string]string
+	runtimeID  string // AgentCore
+	runtimeArn string
 }
 
 // A step is one thing the deploy does. Exactly one of argv and action
@@ -223,17 +247,27 @@ func (d *Deployer) steps() []step {
 		},
 	})
 	if c.Delete {
+		if c.Target == TargetAgentCore {
+			return append(steps, d.agentCoreDeleteSteps()...)
+		}
 		return append(steps, d.deleteSteps()...)
 	}
 	if c.Spec != nil {
 		steps = append(steps, step{
 			title: "Check the bridge binary and render the build context",
 			action: func(*state) string {
-				return fmt.Sprintf("read %s (a static Linux amd64 or arm64 executable); the build context is a tar of it and the Dockerfile; the image tag is %s-<first 12 hex digits of the context's SHA-256>", c.BridgeBinary, c.Spec.ImageTag())
+				archs := "amd64 or arm64"
+				if c.Target == TargetAgentCore {
+					archs = AgentCoreArch
+				}
+				return fmt.Sprintf("read %s (a static Linux %s executable); the build context is a tar of it and the Dockerfile; the image tag is %s-<first 12 hex digits of the context's SHA-256>", c.BridgeBinary, archs, c.Spec.ImageTag())
 			},
 			run: func(_ context.Context, d *Deployer, s *state) error {
 				b, err := ReadBinary(c.BridgeBinary)
 				if err != nil {
+					return err
+				}
+				if err := c.checkBinaryArch(b); err != nil {
 					return err
 				}
 				s.binary = b
@@ -272,6 +306,9 @@ func (d *Deployer) steps() []step {
 	})
 	if c.Spec != nil {
 		steps = append(steps, d.imageSteps()...)
+	}
+	if c.Target == TargetAgentCore {
+		return append(steps, d.agentCoreSteps()...)
 	}
 	steps = append(steps, d.stackSteps()...)
 	return steps
@@ -589,7 +626,11 @@ func (d *Deployer) DryRun(w io.Writer) error {
 		}
 		fmt.Fprintf(w, "# Dockerfile (build context: this file and %s as %q)\n\n%s\n", c.BridgeBinary, BridgeFile, df)
 	}
-	if !c.Delete {
+	switch {
+	case c.Delete:
+	case c.Target == TargetAgentCore:
+		d.agentCoreRequestText(w, s)
+	default:
 		fmt.Fprintf(w, "# CloudFormation template\n\n%s\n", cloudformation.Template)
 	}
 	fmt.Fprintf(w, "# Steps (dry run: none of them was run)\n\n")
@@ -605,9 +646,15 @@ func (d *Deployer) DryRun(w io.Writer) error {
 		}
 	}
 	fmt.Fprintln(w)
-	if c.Delete {
+	switch {
+	case c.Delete:
 		d.deleteNote(w, s)
-	} else {
+	case c.Target == TargetAgentCore:
+		s.runtimeID = "<runtime-id>"
+		s.runtimeArn = "<agentRuntimeArn returned by the create or update>"
+		fmt.Fprintf(w, "# Then it prints\n\n")
+		d.agentCoreResult(w, s)
+	default:
 		s.outputs = map[string]string{
 			cloudformation.OutputEndpoint:      "<" + cloudformation.OutputEndpoint + " output>",
 			cloudformation.OutputAuthSecretArn: "<" + cloudformation.OutputAuthSecretArn + " output>",
@@ -656,11 +703,14 @@ func (d *Deployer) Run(ctx context.Context) error {
 			return fmt.Errorf("step %d/%d (%s): %w", i+1, len(steps), st.title, err)
 		}
 	}
-	if c.Delete {
+	switch {
+	case c.Delete:
 		d.deleteNote(d.Out, s)
-		return nil
+	case c.Target == TargetAgentCore:
+		d.agentCoreResult(d.Out, s)
+	default:
+		d.result(d.Out, s)
 	}
-	d.result(d.Out, s)
 	return nil
 }
 

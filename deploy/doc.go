@@ -2,7 +2,8 @@
 // the Dockerfile that bundles the bridge with a pinned server package
 // (dockerfiles/), builds and pushes the image through the Docker Engine API,
 // and creates or updates the CloudFormation stack (cloudformation/) with the
-// aws CLI.
+// aws CLI, or with TargetAgentCore a Bedrock AgentCore Runtime (protocol
+// MCP) running that image.
 //
 // Nothing here holds a secret beyond one call: the ECR password goes from
 // `aws ecr get-login-password` to the engine's X-Registry-Auth header and

@@ -147,6 +147,12 @@ type Options struct {
 	PrivateCache bool
 	// Peer configures each child's connection.
 	Peer peer.Options
+	// ChildIntercept, if set, gives each child (not the era probe) an
+	// interceptor of its own after Peer.Intercept: what keeps state per
+	// connection, such as tool pinning and the audit log. name names the
+	// child in logs; end stops it (it must not block); call sends a request
+	// of the bridge's own to it (peer.Conn.Call). Nil: none.
+	ChildIntercept func(name string, end func(error), call func(ctx context.Context, method string, params any) (json.RawMessage, error)) peer.Interceptor
 	// Logger receives the pool's logs. Nil means slog.Default().
 	Logger *slog.Logger
 }
@@ -626,7 +632,24 @@ func (p *Pool) spawn(ctx context.Context, g *group, legacy bool) (*child, error)
 		return fail(fmt.Errorf("%w: %w", ErrLaunch, err))
 	}
 	ch := &child{pool: p, group: g, calls: make(map[*call]struct{}), lastUsed: time.Now(), ready: make(chan struct{})}
-	ch.conn = peer.New(proc, ch, &p.opts.Peer)
+	popts := p.opts.Peer
+	if p.opts.ChildIntercept != nil {
+		end := func(error) {
+			// Owned by the child's connection: Close is bounded by the
+			// stop budget of its process.
+			go func() {
+				ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+				defer cancel()
+				_ = ch.conn.Close(ctx)
+			}()
+		}
+		call := func(ctx context.Context, method string, params any) (json.RawMessage, error) {
+			<-ch.ready
+			return ch.conn.Call(ctx, method, params)
+		}
+		popts.Intercept = peer.Chain(popts.Intercept, p.opts.ChildIntercept(name, end, call))
+	}
+	ch.conn = peer.New(proc, ch, &popts)
 	close(ch.ready)
 	if legacy {
 		res, err := ch.conn.Initialize(ctx, map[string]any{

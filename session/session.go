@@ -38,9 +38,8 @@ import (
 
 // Defaults of Options.
 const (
-	DefaultIdleTimeout     = 30 * time.Minute
-	DefaultMaxSessions     = 1000
-	DefaultMaxMessageBytes = peer.DefaultMaxMessageBytes
+	DefaultIdleTimeout = 30 * time.Minute
+	DefaultMaxSessions = 1000
 	// DefaultInitializeTimeout matches the request timeout of the usual
 	// clients: one that waited longer for initialize would be rare.
 	DefaultInitializeTimeout = time.Minute
@@ -54,6 +53,11 @@ const (
 	// written to its server's stdin (peer.Options.MaxQueuedBytes).
 	DefaultMaxQueuedBytes = peer.DefaultMaxQueuedBytes
 )
+
+// MaxChosenIDBytes bounds a session ID that a caller chooses (CreateWithID):
+// platforms mint UUIDs (36 bytes) or similar; the bound keeps a client from
+// making the registry hold large keys.
+const MaxChosenIDBytes = 128
 
 // A Launcher starts the child of a new session. It must be safe for
 // concurrent use; the caller owns the Process and stops it.
@@ -101,8 +105,10 @@ type Options struct {
 	// MaxSessions bounds the sessions alive at once (starting ones count).
 	// Zero means DefaultMaxSessions.
 	MaxSessions int
-	// MaxMessageBytes bounds one message from the server (one stdout line).
-	// A longer line ends the session. Zero means DefaultMaxMessageBytes.
+	// MaxMessageBytes bounds one message, either way: a longer line from
+	// the server ends the session, and the front end refuses a longer
+	// client message (bridge: 413) with the value that MaxMessageBytes
+	// reports. Zero means peer.DefaultMaxMessageBytes.
 	MaxMessageBytes int
 	// LogMaxEvents and LogMaxBytes bound each session's event log. Zero
 	// means DefaultLogMaxEvents and DefaultLogMaxBytes.
@@ -206,6 +212,12 @@ var (
 	// removed from the bridge's configuration and takes no new session or
 	// request.
 	ErrRetired = errors.New("this MCP server was removed from the bridge's configuration")
+	// ErrBadChosenID: CreateWithID was given an ID that is empty, longer
+	// than MaxChosenIDBytes, or holds other than visible ASCII.
+	ErrBadChosenID = errors.New("a session ID must be 1 to 128 visible ASCII characters (0x21 to 0x7E)")
+	// ErrIDInUse: CreateWithID was given the ID of a live or starting
+	// session.
+	ErrIDInUse = errors.New("a live session already has this ID")
 )
 
 // Reasons a session ends; Session.Err wraps one of them.
@@ -229,6 +241,7 @@ type Registry struct {
 	mu       sync.Mutex
 	sessions map[string]*Session
 	starting int
+	chosen   map[string]bool // IDs of CreateWithID's sessions still starting
 	closed   bool
 	retired  atomic.Bool // see Retire
 
@@ -244,7 +257,7 @@ type Registry struct {
 
 // NewRegistry returns an empty registry. opts must name a Launcher.
 func NewRegistry(opts *Options) *Registry {
-	r := &Registry{sessions: make(map[string]*Session)}
+	r := &Registry{sessions: make(map[string]*Session), chosen: make(map[string]bool)}
 	if opts != nil {
 		r.opts = *opts
 	}
@@ -259,7 +272,7 @@ func NewRegistry(opts *Options) *Registry {
 		o.MaxSessions = DefaultMaxSessions
 	}
 	if o.MaxMessageBytes <= 0 {
-		o.MaxMessageBytes = DefaultMaxMessageBytes
+		o.MaxMessageBytes = peer.DefaultMaxMessageBytes
 	}
 	if o.InitializeTimeout == 0 {
 		o.InitializeTimeout = DefaultInitializeTimeout
@@ -361,6 +374,37 @@ func (r *Registry) CreateWith(ctx context.Context, owner any, opts *CreateOption
 	if opts != nil {
 		co = *opts
 	}
+	return r.create(ctx, owner, "", co)
+}
+
+// CreateWithID is Create under an ID the caller chose instead of a new
+// random one: a hosting platform that mints session IDs itself (Bedrock
+// AgentCore Runtime sends its own Mcp-Session-Id with initialize). The ID
+// must be 1 to MaxChosenIDBytes visible ASCII characters (ErrBadChosenID,
+// the spec's rule for session IDs) and name no live or starting session
+// (ErrIDInUse): a new session never takes over another's ID. Such an ID is
+// only as secret as the caller keeps it.
+func (r *Registry) CreateWithID(ctx context.Context, owner any, id string) (*Session, error) {
+	if !validChosenID(id) {
+		return nil, ErrBadChosenID
+	}
+	return r.create(ctx, owner, id, CreateOptions{})
+}
+
+func validChosenID(id string) bool {
+	if id == "" || len(id) > MaxChosenIDBytes {
+		return false
+	}
+	for i := range len(id) {
+		if id[i] < 0x21 || id[i] > 0x7e {
+			return false
+		}
+	}
+	return true
+}
+
+// create is Create with a chosen ID, or a new one if chosen is empty.
+func (r *Registry) create(ctx context.Context, owner any, chosen string, co CreateOptions) (*Session, error) {
 	r.mu.Lock()
 	switch {
 	case r.retired.Load():
@@ -369,21 +413,33 @@ func (r *Registry) CreateWith(ctx context.Context, owner any, opts *CreateOption
 	case r.closed:
 		r.mu.Unlock()
 		return nil, ErrShuttingDown
+	case chosen != "" && (r.sessions[chosen] != nil || r.chosen[chosen]):
+		r.mu.Unlock()
+		return nil, ErrIDInUse
 	case len(r.sessions)+r.starting >= r.opts.MaxSessions:
 		r.mu.Unlock()
 		return nil, fmt.Errorf("%w: the limit is %d; end idle sessions with DELETE or raise --max-sessions", ErrTooManySessions, r.opts.MaxSessions)
 	}
 	r.starting++
+	if chosen != "" {
+		// Reserved while the server starts: a second initialize with the
+		// same ID meanwhile is refused, not raced.
+		r.chosen[chosen] = true
+	}
 	r.mu.Unlock()
 	defer func() {
 		r.mu.Lock()
 		r.starting--
+		delete(r.chosen, chosen)
 		r.mu.Unlock()
 	}()
 
-	id, err := r.opts.NewID()
-	if err != nil {
-		return nil, fmt.Errorf("making a session ID: %w", err)
+	id := chosen
+	if id == "" {
+		var err error
+		if id, err = r.opts.NewID(); err != nil {
+			return nil, fmt.Errorf("making a session ID: %w", err)
+		}
 	}
 	logID := r.logID(id)
 	logger := r.logger.With("session", logID)
@@ -424,6 +480,13 @@ func (r *Registry) CreateWith(ctx context.Context, owner any, opts *CreateOption
 		r.mu.Unlock()
 		_ = proc.Stop(context.Background())
 		return nil, ErrShuttingDown
+	}
+	if r.sessions[id] != nil {
+		// A new random ID that a chosen one took first: never replace a
+		// live session.
+		r.mu.Unlock()
+		_ = proc.Stop(context.Background())
+		return nil, ErrIDInUse
 	}
 	r.sessions[id] = s
 	if r.opts.Observer != nil {
@@ -491,6 +554,11 @@ func (r *Registry) LogStats() (events int, bytes int64) {
 	}
 	return events, bytes
 }
+
+// MaxMessageBytes is the bound of one message in effect
+// (Options.MaxMessageBytes, defaulted): the front end bounds what clients
+// send with it, so that one value bounds a message either way.
+func (r *Registry) MaxMessageBytes() int { return r.opts.MaxMessageBytes }
 
 // Len is the number of live sessions.
 func (r *Registry) Len() int {
@@ -593,6 +661,9 @@ type Session struct {
 	log    *EventLog
 	conn   *peer.Conn    // set before ready is closed
 	ready  chan struct{} // closed once conn is set
+
+	// principal is the latest PostOptions.Principal, in a principalBox.
+	principal atomic.Value
 
 	// initTimedOut is set when initialize was not answered in time, before
 	// the server is stopped; Ended then says so as the reason.
@@ -764,6 +835,23 @@ type PostOptions struct {
 	// the answers to the POST's requests and nothing else, and keeps none of
 	// them: a message on it could not be sent again.
 	Resumable bool
+	// Principal is who sent the POST, as the front end established it
+	// (opaque here). The session keeps the latest one for Principal: the
+	// interception point reads per-caller scopes there, and a refreshed or
+	// stepped-up token of the session's owner brings new ones. Nil keeps
+	// the one before.
+	Principal any
+}
+
+// principalBox holds a Principal in an atomic.Value, which takes one
+// concrete type only.
+type principalBox struct{ v any }
+
+// Principal is the principal of the session's latest POST that named one
+// (PostOptions.Principal), or nil.
+func (s *Session) Principal() any {
+	b, _ := s.principal.Load().(principalBox)
+	return b.v
 }
 
 // Post sends the messages of one client POST to the server, in order. If
@@ -775,6 +863,9 @@ type PostOptions struct {
 // ErrBusy when the server does not read its input.
 func (s *Session) Post(msgs []Message, opts PostOptions) (*Reader, error) {
 	s.touch()
+	if opts.Principal != nil {
+		s.principal.Store(principalBox{opts.Principal})
+	}
 	s.mu.Lock()
 	if s.closed {
 		s.mu.Unlock()

@@ -21,6 +21,7 @@ import (
 	units "github.com/docker/go-units"
 	"github.com/kelseyhightower/envconfig"
 	"github.com/mcp-bridge/mcp-bridge/bridge"
+	"github.com/mcp-bridge/mcp-bridge/peer"
 	"github.com/mcp-bridge/mcp-bridge/pin"
 	"github.com/mcp-bridge/mcp-bridge/policy"
 	"github.com/mcp-bridge/mcp-bridge/pool"
@@ -52,6 +53,7 @@ type config struct {
 	// visible to every user of the host in the process list.
 	AuthTokens      []string      `envconfig:"BRIDGE_AUTH_TOKENS"`
 	InsecureNoAuth  bool          `envconfig:"BRIDGE_INSECURE_NO_AUTH"`
+	AcceptSessionID bool          `envconfig:"BRIDGE_ACCEPT_SESSION_ID"`
 	TLSCert         string        `envconfig:"BRIDGE_TLS_CERT"`
 	TLSKey          string        `envconfig:"BRIDGE_TLS_KEY"`
 	TLSClientCA     string        `envconfig:"BRIDGE_TLS_CLIENT_CA"`
@@ -166,7 +168,7 @@ func defaultConfig() *config {
 		Path:               bridge.DefaultPath,
 		SessionIdleTimeout: session.DefaultIdleTimeout,
 		MaxSessions:        session.DefaultMaxSessions,
-		MaxMessageBytes:    session.DefaultMaxMessageBytes,
+		MaxMessageBytes:    peer.DefaultMaxMessageBytes,
 		LogFormat:          DefaultLogFormat,
 		LogLevel:           DefaultLogLevel,
 		StopGrace:          sandbox.DefaultStopGrace,
@@ -208,8 +210,8 @@ var optionFlags = map[string]string{
 	"bridge.Options.AllowedOrigins":         "allowed-origins",
 	"bridge.Options.AllowedHosts":           "allowed-hosts",
 	"bridge.Options.AuthTokens":             "auth-token-file",
-	"bridge.Options.MaxMessageBytes":        "max-message-bytes",
 	"bridge.Options.JSONResponse":           "json-response",
+	"bridge.Options.AcceptSessionID":        "accept-session-id",
 	"bridge.Options.SSEPollAfter":           "sse-poll-after",
 	"bridge.Options.SSERetry":               "sse-retry",
 	"session.Options.IdleTimeout":           "session-idle-timeout",
@@ -335,6 +337,7 @@ func newFlagSet(c *config) *flag.FlagSet {
 	fs.Var(&listFlag{dst: &c.AllowedHosts}, "allowed-hosts", "Host header `names` accepted (comma-separated or repeated; * allows any); default: the loopback names when --listen is loopback, else any")
 	fs.StringVar(&c.AuthTokenFile, "auth-token-file", c.AuthTokenFile, "`file` of accepted bearer tokens, one per line (BRIDGE_AUTH_TOKENS also takes them, comma-separated)")
 	fs.BoolVar(&c.InsecureNoAuth, "insecure-no-auth", c.InsecureNoAuth, "allow a non-loopback --listen address without auth tokens (anyone who reaches it runs your server)")
+	fs.BoolVar(&c.AcceptSessionID, "accept-session-id", c.AcceptSessionID, "start a session under the Mcp-Session-Id an initialize request carries (a platform's, e.g. Bedrock AgentCore Runtime): the client then chooses its session ID, which is only as unguessable as it makes it")
 	fs.StringVar(&c.TLSCert, "tls-cert", c.TLSCert, "serve HTTPS with this PEM certificate `file` (chain included); reloaded with --tls-key on SIGHUP")
 	fs.StringVar(&c.TLSKey, "tls-key", c.TLSKey, "PEM private key `file` of --tls-cert")
 	fs.StringVar(&c.TLSClientCA, "tls-client-ca", c.TLSClientCA, "require client certificates signed by a CA in this PEM `file` (mutual TLS); a non-loopback --listen then needs no auth tokens")
@@ -708,6 +711,10 @@ func (c *config) finish() error {
 		return errors.New("an affinity secret needs --affinity-addr (this instance's address, or ecs)")
 	case len(secret) == 0 && c.AffinityAddr != "":
 		return fmt.Errorf("--affinity-addr needs a secret: --affinity-secret-file or %s_AFFINITY_SECRET", envPrefix)
+	case c.AcceptSessionID && c.AffinityAddr != "":
+		// Affinity routes by the owner an ID names, which a chosen ID
+		// does not; a platform that mints IDs routes sessions itself.
+		return errors.New("--accept-session-id cannot be combined with --affinity-addr: a session ID the client chose names no owning instance")
 	}
 	c.affinitySecret = secret
 	if len(c.AllowedHosts) == 0 && isLoopback(c.Listen) {

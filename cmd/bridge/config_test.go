@@ -110,6 +110,8 @@ func TestConfigErrors(t *testing.T) {
 	os.WriteFile(tokens, []byte("# comment\n\nsecret-1\nsecret-2\n"), 0o600)
 	empty := filepath.Join(t.TempDir(), "empty")
 	os.WriteFile(empty, []byte("# none\n"), 0o600)
+	affinitySecret := filepath.Join(t.TempDir(), "affinity")
+	os.WriteFile(affinitySecret, []byte(strings.Repeat("k", 32)), 0o600)
 	tests := []struct {
 		args []string
 		err  string
@@ -133,6 +135,9 @@ func TestConfigErrors(t *testing.T) {
 		{[]string{"--log-max-bytes", "-1", "--", "srv"}, "--log-max-bytes -1: want 1 or more"},
 		{[]string{"--listen", "0.0.0.0:8080", "--oauth-issuer", "https://auth.example.com", "--", "srv"}, ""},
 		{[]string{"--oauth-client-secret-file", "/nonexistent/secret", "--", "srv"}, "--oauth-client-secret-file"},
+		{[]string{"--accept-session-id", "--", "srv"}, ""},
+		{[]string{"--accept-session-id", "--affinity-addr", "10.0.0.1:8080", "--affinity-secret-file", affinitySecret, "--", "srv"},
+			"--accept-session-id cannot be combined with --affinity-addr"},
 	}
 	for _, tc := range tests {
 		c, err := parseConfig(tc.args)
@@ -235,7 +240,9 @@ func TestDeploymentsSetVariablesTheBridgeReads(t *testing.T) {
 	named := regexp.MustCompile(`\bBRIDGE_[A-Z0-9_]+\b`)
 	sources := map[string][]byte{"cloudformation/bridge.yaml": cloudformation.Template}
 	for _, f := range []string{"cloudformation/cloudformation.go", "dockerfiles/Dockerfile", "dockerfiles/scratch.Dockerfile",
-		"dockerfiles/go.Dockerfile.tmpl", "dockerfiles/npx.Dockerfile.tmpl", "dockerfiles/uvx.Dockerfile.tmpl"} {
+		"dockerfiles/go.Dockerfile.tmpl", "dockerfiles/npx.Dockerfile.tmpl", "dockerfiles/uvx.Dockerfile.tmpl",
+		"deploy/kubernetes/bridge.yaml", "deploy/compose/compose.yaml", "deploy/compose/Dockerfile",
+		"cmd/bridge/testdata/deploy/dry-run-agentcore-npx.golden", "deploy/agentcore.go"} {
 		b, err := os.ReadFile(filepath.Join("..", "..", f))
 		if err != nil {
 			t.Fatal(err)

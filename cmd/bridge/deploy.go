@@ -17,6 +17,7 @@ import (
 const deployUsage = `Usage:
   bridge deploy aws --stack NAME [--region R] (--image IMAGE | --from SPEC) [flags] [-- COMMAND ARGS...]
   bridge deploy aws --stack NAME [--region R] --delete
+  bridge deploy aws --target agentcore --stack NAME --role-arn ARN (--image IMAGE | --from SPEC) [flags] [-- COMMAND ARGS...]
 
 Deploys the bridge to Amazon ECS (Fargate) behind an Application Load
 Balancer with the template of cloudformation/bridge.yaml: with --from, builds
@@ -29,6 +30,12 @@ runs none of them. -- COMMAND ARGS... replaces the image's server command.
 
 Template parameters not set by a flag keep their previous value on an
 update (or the template's default).
+
+With --target agentcore, deploys to an Amazon Bedrock AgentCore Runtime
+(protocol MCP) named NAME instead: the image (ARM64; with --from, pushed to
+ECR as above) serves MCP on port 8000 at /mcp, AgentCore authenticates the
+callers (IAM SigV4, or JWTs with --jwt-discovery-url) and runs a microVM per
+session. The ECS flags (--certificate-arn ... --parameter) do not apply.
 
 Flags:
 `
@@ -70,12 +77,17 @@ type deployFlags struct {
 	allowHTTP, dryRun, delete                        bool
 	desired, minTasks, maxTasks                      int
 	params                                           []string
+
+	target, roleArn, jwtDiscoveryURL string
+	jwtClients, jwtAudience          []string
+	fs                               *flag.FlagSet // to tell set flags from defaults
 }
 
 func newDeployFlags(out io.Writer, f *deployFlags) *flag.FlagSet {
 	fs := flag.NewFlagSet("bridge deploy aws", flag.ContinueOnError)
 	fs.SetOutput(out)
-	fs.StringVar(&f.stack, "stack", "", "CloudFormation stack `name` (also names the ECR repository mcp-bridge/<name>)")
+	fs.StringVar(&f.target, "target", deploy.TargetECS, "`where` to deploy: ecs (the CloudFormation stack: ECS Fargate behind a load balancer) or agentcore (a Bedrock AgentCore Runtime)")
+	fs.StringVar(&f.stack, "stack", "", "CloudFormation stack `name`, or with --target agentcore the runtime's name (also names the ECR repository mcp-bridge/<name>)")
 	fs.StringVar(&f.region, "region", "", "AWS `region` (default: AWS_REGION, AWS_DEFAULT_REGION, then the aws CLI's configured region)")
 	fs.StringVar(&f.image, "image", "", "deploy this `image` as is; its entrypoint must be the bridge")
 	fs.StringVar(&f.from, "from", "", "build an image bundling the server of this pinned package `SPEC` (npx:, uvx: or go:) and push it to ECR")
@@ -96,13 +108,35 @@ func newDeployFlags(out io.Writer, f *deployFlags) *flag.FlagSet {
 		f.params = append(f.params, s)
 		return nil
 	})
+	fs.StringVar(&f.roleArn, "role-arn", "", "with --target agentcore: the IAM role `ARN` the runtime runs as (trusted by bedrock-agentcore.amazonaws.com, allowed to pull the image and write logs)")
+	fs.StringVar(&f.jwtDiscoveryURL, "jwt-discovery-url", "", "with --target agentcore: accept bearer JWTs of this OpenID Connect issuer (its discovery document `URL`) instead of IAM SigV4")
+	fs.Func("jwt-allowed-clients", "with --jwt-discovery-url: the client IDs whose tokens are accepted, comma-separated", func(s string) error {
+		f.jwtClients = append(f.jwtClients, splitList(s)...)
+		return nil
+	})
+	fs.Func("jwt-allowed-audience", "with --jwt-discovery-url: the audiences whose tokens are accepted, comma-separated", func(s string) error {
+		f.jwtAudience = append(f.jwtAudience, splitList(s)...)
+		return nil
+	})
 	fs.BoolVar(&f.dryRun, "dry-run", false, "print the Dockerfile, the template and every step; run nothing, call nothing")
 	fs.BoolVar(&f.delete, "delete", false, "delete the stack (the ECR repository is kept)")
 	fs.Usage = func() {
 		fmt.Fprint(out, deployUsage)
 		fs.PrintDefaults()
 	}
+	f.fs = fs
 	return fs
+}
+
+// splitList splits a comma-separated flag value, dropping empty items.
+func splitList(s string) []string {
+	var out []string
+	for _, v := range strings.Split(s, ",") {
+		if v = strings.TrimSpace(v); v != "" {
+			out = append(out, v)
+		}
+	}
+	return out
 }
 
 func (f *deployFlags) config(command []string) (*deploy.AWSConfig, error) {
@@ -110,6 +144,7 @@ func (f *deployFlags) config(command []string) (*deploy.AWSConfig, error) {
 		return nil, errors.New("--stack is required")
 	}
 	c := &deploy.AWSConfig{
+		Target:         f.target,
 		Stack:          f.stack,
 		Region:         f.region,
 		Image:          f.image,
@@ -124,6 +159,26 @@ func (f *deployFlags) config(command []string) (*deploy.AWSConfig, error) {
 		MinTasks:       f.minTasks,
 		MaxTasks:       f.maxTasks,
 		Delete:         f.delete,
+
+		RoleArn:            f.roleArn,
+		JWTDiscoveryURL:    f.jwtDiscoveryURL,
+		JWTAllowedClients:  f.jwtClients,
+		JWTAllowedAudience: f.jwtAudience,
+	}
+	if c.Target == deploy.TargetAgentCore {
+		// The task counts have defaults for ECS; given explicitly, they are
+		// refused (Check) rather than silently ignored.
+		set := map[string]bool{}
+		f.fs.Visit(func(fl *flag.Flag) { set[fl.Name] = true })
+		if !set["desired-count"] {
+			c.DesiredCount = 0
+		}
+		if !set["min-tasks"] {
+			c.MinTasks = 0
+		}
+		if !set["max-tasks"] {
+			c.MaxTasks = 0
+		}
 	}
 	if f.from != "" {
 		spec, err := deploy.ParseSpec(f.from)
@@ -145,7 +200,7 @@ func (f *deployFlags) config(command []string) (*deploy.AWSConfig, error) {
 			if err != nil {
 				return nil, err
 			}
-			if _, err := deploy.ReadBinary(p); err != nil {
+			if err := c.CheckBinary(p); err != nil {
 				return nil, err
 			}
 			c.BridgeBinary = f.bridgeBinary
@@ -161,7 +216,7 @@ func (f *deployFlags) config(command []string) (*deploy.AWSConfig, error) {
 			c.Parameters[k] = v
 		}
 	}
-	if c.Delete {
+	if c.Delete && c.Target != deploy.TargetAgentCore {
 		// Sizes have defaults; they mean nothing to a delete.
 		c.DesiredCount, c.MinTasks, c.MaxTasks = 0, 0, 0
 	}

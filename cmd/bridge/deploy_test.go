@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"encoding/json"
 	"flag"
 	"os"
 	"os/exec"
@@ -100,6 +101,15 @@ func TestDeployDryRunGolden(t *testing.T) {
 			"--allow-http", "--auth-secret-arn", "arn:aws:secretsmanager:ap-southeast-2:123456789012:secret:acme-tokens-AbCdEf",
 			"--dry-run", "--", "/app/server", "--root", "/data dir"}},
 		{"dry-run-delete.golden", []string{"aws", "--stack", "everything", "--region", "eu-west-1", "--delete", "--dry-run"}},
+		{"dry-run-agentcore-npx.golden", []string{"aws", "--target", "agentcore", "--stack", "everything", "--region", "us-west-2",
+			"--from", "npx:@modelcontextprotocol/server-everything@2025.1.14", "--bridge-binary", "bridge-linux-arm64",
+			"--role-arn", "arn:aws:iam::123456789012:role/AgentCoreRuntime", "--dry-run"}},
+		{"dry-run-agentcore-image-jwt.golden", []string{"aws", "--target", "agentcore", "--stack", "acme_tools", "--region", "eu-central-1",
+			"--image", "123456789012.dkr.ecr.eu-central-1.amazonaws.com/acme/mcp:1.2.3-arm64",
+			"--role-arn", "arn:aws:iam::123456789012:role/AgentCoreRuntime",
+			"--jwt-discovery-url", "https://cognito-idp.eu-central-1.amazonaws.com/eu-central-1_AbCdEf123/.well-known/openid-configuration",
+			"--jwt-allowed-clients", "3n4mpl3cl13nt1d,0th3rcl13nt", "--dry-run"}},
+		{"dry-run-agentcore-delete.golden", []string{"aws", "--target", "agentcore", "--stack", "everything", "--region", "us-west-2", "--delete", "--dry-run"}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			var out, errb bytes.Buffer
@@ -157,8 +167,124 @@ func TestDeployDryRunShowsWhatItWouldDo(t *testing.T) {
 	}
 }
 
+// agentCoreRequest is what the dry run shows of CreateAgentRuntime's body
+// (field names as in the AgentCore control plane API reference).
+type agentCoreRequest struct {
+	AgentRuntimeName        string
+	Description             string
+	AgentRuntimeArtifact    struct{ ContainerConfiguration struct{ ContainerUri string } }
+	RoleArn                 string
+	NetworkConfiguration    struct{ NetworkMode string }
+	ProtocolConfiguration   struct{ ServerProtocol string }
+	EnvironmentVariables    map[string]string
+	Tags                    map[string]string
+	AuthorizerConfiguration *struct {
+		CustomJWTAuthorizer struct {
+			DiscoveryUrl                    string
+			AllowedClients, AllowedAudience []string
+		}
+	}
+}
+
+// TestDeployAgentCoreDryRun checks the AgentCore golden outputs for what
+// the issue requires: the image built and pushed to ECR as for ECS, then
+// the runtime creation request with the container URI, protocol MCP, the
+// network mode and an environment that makes the bridge serve AgentCore's
+// port and path; no CloudFormation.
+func TestDeployAgentCoreDryRun(t *testing.T) {
+	read := func(name string) string {
+		b, err := os.ReadFile(filepath.Join("testdata", "deploy", name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return string(b)
+	}
+	// request decodes the creation request the dry run shows, strictly.
+	request := func(out string) (req agentCoreRequest) {
+		_, rest, ok := strings.Cut(out, "# AgentCore runtime request")
+		if !ok {
+			t.Fatalf("no AgentCore runtime request in:\n%s", out)
+		}
+		start, end := strings.Index(rest, "\n{"), strings.Index(rest, "\n}\n")
+		if start < 0 || end < start {
+			t.Fatalf("no JSON request after the heading")
+		}
+		dec := json.NewDecoder(strings.NewReader(rest[start : end+3]))
+		dec.DisallowUnknownFields()
+		if err := dec.Decode(&req); err != nil {
+			t.Fatalf("the request is not the expected JSON: %v", err)
+		}
+		return req
+	}
+	names := envNamesRead(t)
+	for name, c := range map[string]struct{ runtime, image, jwt string }{
+		"dry-run-agentcore-npx.golden": {"everything", "<account-id>.dkr.ecr.us-west-2.amazonaws.com/mcp-bridge/everything:2025.1.14-<content-hash>", ""},
+		"dry-run-agentcore-image-jwt.golden": {"acme_tools", "123456789012.dkr.ecr.eu-central-1.amazonaws.com/acme/mcp:1.2.3-arm64",
+			"https://cognito-idp.eu-central-1.amazonaws.com/eu-central-1_AbCdEf123/.well-known/openid-configuration"},
+	} {
+		out := read(name)
+		req := request(out)
+		if req.AgentRuntimeName != c.runtime || req.AgentRuntimeArtifact.ContainerConfiguration.ContainerUri != c.image ||
+			req.ProtocolConfiguration.ServerProtocol != "MCP" || req.NetworkConfiguration.NetworkMode != "PUBLIC" ||
+			req.RoleArn != "arn:aws:iam::123456789012:role/AgentCoreRuntime" {
+			t.Errorf("%s: request %+v", name, req)
+		}
+		env := req.EnvironmentVariables
+		if env["BRIDGE_LISTEN"] != "0.0.0.0:8000" || env["BRIDGE_PATH"] != "/mcp" || env["BRIDGE_SANDBOX"] != "local" ||
+			env["BRIDGE_ACCEPT_SESSION_ID"] != "true" {
+			t.Errorf("%s: the bridge would not serve AgentCore's port 8000 and path /mcp, or refuse its session IDs: %v", name, env)
+		}
+		for k := range env {
+			if !names[k] {
+				t.Errorf("%s: the runtime's environment sets %s, which cmd/bridge does not read", name, k)
+			}
+		}
+		if env["BRIDGE_AUTH_TOKENS"] != "" || env["BRIDGE_AFFINITY_SECRET"] != "" {
+			t.Errorf("%s: a secret in the runtime's environment, which the control plane shows to anyone who can read the runtime", name)
+		}
+		if c.jwt == "" && req.AuthorizerConfiguration != nil || c.jwt != "" && (req.AuthorizerConfiguration == nil ||
+			req.AuthorizerConfiguration.CustomJWTAuthorizer.DiscoveryUrl != c.jwt || len(req.AuthorizerConfiguration.CustomJWTAuthorizer.AllowedClients) != 2) {
+			t.Errorf("%s: authorizer %+v", name, req.AuthorizerConfiguration)
+		}
+		if strings.Contains(out, "AWSTemplateFormatVersion") || strings.Contains(out, "aws cloudformation") {
+			t.Errorf("%s: an AgentCore deploy shows CloudFormation", name)
+		}
+		for _, want := range []string{
+			"$ aws bedrock-agentcore-control list-agent-runtimes",
+			"$ aws bedrock-agentcore-control create-agent-runtime --region ",
+			"$ aws bedrock-agentcore-control update-agent-runtime --region ",
+			"$ aws bedrock-agentcore-control get-agent-runtime --region ",
+			"/invocations?qualifier=DEFAULT",
+		} {
+			if !strings.Contains(out, want) {
+				t.Errorf("%s lacks %q", name, want)
+			}
+		}
+	}
+	npx := read("dry-run-agentcore-npx.golden")
+	for _, want := range []string{
+		"# Dockerfile",
+		"read bridge-linux-arm64 (a static Linux arm64 executable)",
+		"$ aws ecr get-login-password --region us-west-2",
+		"POST /images/<account-id>.dkr.ecr.us-west-2.amazonaws.com/mcp-bridge/everything:2025.1.14-<content-hash>/push",
+	} {
+		if !strings.Contains(npx, want) {
+			t.Errorf("the AgentCore npx dry run lacks %q", want)
+		}
+	}
+	if img := read("dry-run-agentcore-image-jwt.golden"); strings.Contains(img, "# Dockerfile") || strings.Contains(img, "aws ecr") ||
+		!strings.Contains(img, `"Authorization": "Bearer ${AGENTCORE_TOKEN}"`) {
+		t.Errorf("the AgentCore image dry run builds or pushes, or gives no client configuration")
+	}
+	del := read("dry-run-agentcore-delete.golden")
+	if !strings.Contains(del, "$ aws bedrock-agentcore-control delete-agent-runtime --region us-west-2 --agent-runtime-id") || strings.Contains(del, "cloudformation") {
+		t.Errorf("the AgentCore delete dry run is wrong:\n%s", del)
+	}
+}
+
 func TestDeployUsageErrors(t *testing.T) {
 	noAmbientAWS(t)
+	const role = "arn:aws:iam::123456789012:role/AgentCoreRuntime"
 	for _, c := range []struct {
 		args []string
 		want string
@@ -172,6 +298,20 @@ func TestDeployUsageErrors(t *testing.T) {
 		{[]string{"aws", "--stack", "s", "--image", "x:1", "--allow-http", "--parameter", "novalue"}, "KEY=VALUE"},
 		{[]string{"aws", "--stack", "s", "--image", "x:1", "--allow-http", "stray"}, "after --"},
 		{[]string{"aws", "--stack", "s", "--image", "x:1", "--allow-http", "--"}, "nothing after --"},
+		{[]string{"aws", "--target", "gke", "--stack", "s", "--image", "x:1"}, `--target "gke": want ecs or agentcore`},
+		{[]string{"aws", "--stack", "s", "--image", "x:1", "--allow-http", "--role-arn", role}, "apply to --target agentcore only"},
+		{[]string{"aws", "--target", "agentcore", "--stack", "my-tools", "--image", "x:1", "--role-arn", role}, "no dashes"},
+		{[]string{"aws", "--target", "agentcore", "--stack", "s", "--image", "x:1"}, "--role-arn \"\": want the ARN of the IAM role"},
+		{[]string{"aws", "--target", "agentcore", "--stack", "s", "--image", "x:1", "--role-arn", role, "--allow-http"}, "--allow-http applies to --target ecs only"},
+		{[]string{"aws", "--target", "agentcore", "--stack", "s", "--image", "x:1", "--role-arn", role, "--desired-count", "2"}, "--desired-count applies to --target ecs only"},
+		{[]string{"aws", "--target", "agentcore", "--stack", "s", "--image", "x:1", "--role-arn", role, "--arch", "amd64"}, "ARM64 containers only"},
+		{[]string{"aws", "--target", "agentcore", "--stack", "s", "--image", "x:1", "--role-arn", role, "--", "srv"}, "runs its image's own command"},
+		{[]string{"aws", "--target", "agentcore", "--stack", "s", "--image", "x:1", "--role-arn", role,
+			"--jwt-discovery-url", "https://idp.example.com/.well-known/openid-configuration"}, "needs --jwt-allowed-clients or --jwt-allowed-audience"},
+		{[]string{"aws", "--target", "agentcore", "--stack", "s", "--image", "x:1", "--role-arn", role,
+			"--jwt-discovery-url", "http://idp.example.com/.well-known/openid-configuration", "--jwt-allowed-clients", "c"}, "want the https URL"},
+		{[]string{"aws", "--target", "agentcore", "--stack", "s", "--image", "x:1", "--role-arn", role, "--jwt-allowed-audience", "a"}, "need --jwt-discovery-url"},
+		{[]string{"aws", "--target", "agentcore", "--stack", "s", "--delete", "--role-arn", role}, "--delete takes no image"},
 	} {
 		var out, errb bytes.Buffer
 		if code := runDeploy(c.args, &out, &errb); code != 2 {
@@ -219,5 +359,18 @@ func TestDeployDryRunChecksTheBinary(t *testing.T) {
 		if code != 2 || got != want || out.Len() != 0 {
 			t.Errorf("dry run with %s: exit %d, stdout %d bytes, stderr:\n%s\nwant:\n%s", bin, code, out.Len(), got, want)
 		}
+	}
+	// AgentCore runs ARM64 only: an amd64 bridge is refused.
+	amd64 := filepath.Join(dir, "bridge-amd64")
+	build = exec.Command("go", "build", "-trimpath", "-o", amd64, "../../examples/hello")
+	build.Env = append(os.Environ(), "CGO_ENABLED=0", "GOOS=linux", "GOARCH=amd64")
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	var out, errb bytes.Buffer
+	code := runDeploy([]string{"aws", "--target", "agentcore", "--stack", "s", "--region", "eu-west-1", "--from", "npx:pkg@1.0.0",
+		"--role-arn", "arn:aws:iam::123456789012:role/r", "--bridge-binary", amd64, "--dry-run"}, &out, &errb)
+	if want := "bridge deploy aws: unusable bridge binary: " + amd64 + " is built for amd64; AgentCore runs ARM64 containers only; build one with: CGO_ENABLED=0 GOOS=linux GOARCH=arm64 go build -trimpath -o bridge-linux-arm64 ./cmd/bridge, and pass --bridge-binary bridge-linux-arm64\n"; code != 2 || errb.String() != want || out.Len() != 0 {
+		t.Errorf("AgentCore dry run with an amd64 bridge: exit %d, stdout %d bytes, stderr:\n%s\nwant:\n%s", code, out.Len(), errb.String(), want)
 	}
 }

@@ -1,10 +1,13 @@
 package main
 
 import (
+	"context"
+	"encoding/json"
 	"fmt"
 	"log/slog"
 
 	"github.com/mcp-bridge/mcp-bridge/audit"
+	"github.com/mcp-bridge/mcp-bridge/auth"
 	"github.com/mcp-bridge/mcp-bridge/peer"
 	"github.com/mcp-bridge/mcp-bridge/pin"
 	"github.com/mcp-bridge/mcp-bridge/policy"
@@ -35,7 +38,7 @@ func (c *config) inspection() pin.Inspection {
 // newGuards builds the guards the configuration asks for and opens the
 // audit log; close releases it.
 func newGuards(cfg *config, logger *slog.Logger) (*guards, error) {
-	g := &guards{policy: cfg.policy, logger: logger}
+	g := &guards{policy: cfg.policy, logger: logger, caller: sessionCaller}
 	in := cfg.inspection()
 	if cfg.lock != nil || !in.AllowHiddenUnicode || in.MaxDescriptionBytes >= 0 {
 		g.pins = pin.New(&pin.Options{Lock: cfg.lock, LockFile: cfg.PinFile, OnViolation: pin.Action(cfg.OnPinViolation), Inspection: in})
@@ -97,6 +100,15 @@ func (g *guards) forConn(session string, logger *slog.Logger, end func(error), c
 	return peer.Chain(chain...), ended
 }
 
+// forChild is pool.Options.ChildIntercept: the chain of one child of the
+// stateless pool, named by the pool ("pool-3") in logs and audit lines.
+// Its requests' principals do not reach it: policy scopes then fail closed
+// (a scope-gated item is hidden and refused), deny and allow lists hold.
+func (g *guards) forChild(name string, end func(error), call func(context.Context, string, any) (json.RawMessage, error)) peer.Interceptor {
+	intercept, _ := g.forConn(name, g.logger.With("child", name), end, call)
+	return intercept
+}
+
 // forSession is session.Options.InterceptSession: the chain of one
 // session, whose audit lines name it by its log form (never the ID, which
 // is a credential), which a pin violation can end, and which lists tools
@@ -118,4 +130,21 @@ func (g *guards) forSession(s *session.Session) peer.Interceptor {
 		}()
 	}
 	return intercept
+}
+
+// sessionCaller is who sent a message to a 2025 session's server: the
+// principal of the session's latest POST (its token's subject, client and
+// scopes; a session is bound to one subject and client, and a refreshed or
+// stepped-up token brings its new scopes). A static token has no scopes;
+// without authentication there is no caller.
+func sessionCaller(origin any) *policy.Caller {
+	s, ok := origin.(*session.Session)
+	if !ok {
+		return nil
+	}
+	p, _ := s.Principal().(*auth.Principal)
+	if p == nil {
+		return nil
+	}
+	return &policy.Caller{Subject: p.Subject, ClientID: p.ClientID, Scopes: p.Scopes}
 }

@@ -43,7 +43,8 @@ func TestGuardsEndToEnd(t *testing.T) {
 	client := mcp.NewClient(&mcp.Implementation{Name: "e2e", Version: "1"}, &mcp.ClientOptions{
 		ToolListChangedHandler: func(context.Context, *mcp.ToolListChangedRequest) { changed <- struct{}{} },
 	})
-	cs, err := client.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: b.url}, nil)
+	// A 2025 session here; a 2026-07-28 client (the SDK's default) below.
+	cs, err := client.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: b.url}, &mcp.ClientSessionOptions{ProtocolVersion: "2025-11-25"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -91,6 +92,31 @@ func TestGuardsEndToEnd(t *testing.T) {
 		t.Errorf("calling the added tool: %v", err)
 	}
 	cs.Close()
+
+	// A revision 2026-07-28 client, served by the stateless pool, meets the
+	// same policy: its children hold the same chain.
+	modern, err := mcp.NewClient(&mcp.Implementation{Name: "e2e-modern", Version: "1"}, nil).
+		Connect(ctx, &mcp.StreamableClientTransport{Endpoint: b.url}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer modern.Close()
+	if v := modern.InitializeResult().ProtocolVersion; v != "2026-07-28" {
+		t.Fatalf("the SDK's default client negotiated %s, want 2026-07-28", v)
+	}
+	res, err := modern.ListTools(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tool := range res.Tools {
+		if tool.Name == "test_image_content" || tool.Name == "test_audio_content" {
+			t.Errorf("a 2026-07-28 client's tools/list shows %s", tool.Name)
+		}
+	}
+	if _, err := modern.CallTool(ctx, &mcp.CallToolParams{Name: "test_image_content"}); err == nil || !strings.Contains(err.Error(), "policy denies it") {
+		t.Errorf("a 2026-07-28 client calling a denied tool: %v", err)
+	}
+	modern.Close()
 
 	// Each line was written before its answer went on (refusals), or
 	// before the server's next message was read (answers): every line is

@@ -235,7 +235,7 @@ func serve(ctx context.Context, cfg *config, logger *slog.Logger, ready chan<- n
 		sessOpts := sessionOptions(cfg, session.LauncherOf(launcher), logger)
 		hooks.session(sessOpts)
 		reg := session.NewRegistry(sessOpts)
-		stateless, err = newPool(cfg, launcher, router, sessOpts.Intercept, logger)
+		stateless, err = newPool(cfg, launcher, router, sessOpts.Intercept, g, logger)
 		if err != nil {
 			return err
 		}
@@ -249,7 +249,7 @@ func serve(ctx context.Context, cfg *config, logger *slog.Logger, ready chan<- n
 		tel.watchRegistry(reg)
 		ho := handlerOptions(cfg, cfg.Path, logger)
 		hooks.handler(ho)
-		ho.Stateless = stateless
+		ho.Stateless, ho.AcceptSessionID = stateless, cfg.AcceptSessionID
 		fe = single{bridge.NewHandler(reg, ho), reg}
 	}
 
@@ -357,7 +357,7 @@ func serve(ctx context.Context, cfg *config, logger *slog.Logger, ready chan<- n
 // session affinity, requestStates are signed with the affinity secret and
 // name this instance, so that any instance can verify a retry and forward
 // it to the one holding the parked call.
-func newPool(cfg *config, launcher sandbox.Launcher, router *affinity.Router, intercept peer.Interceptor, logger *slog.Logger) (*pool.Pool, error) {
+func newPool(cfg *config, launcher sandbox.Launcher, router *affinity.Router, intercept peer.Interceptor, g *guards, logger *slog.Logger) (*pool.Pool, error) {
 	era, err := pool.ParseEra(cfg.ChildEra)
 	if err != nil {
 		return nil, err
@@ -373,7 +373,10 @@ func newPool(cfg *config, launcher sandbox.Launcher, router *affinity.Router, in
 		OtherVersions: bridge.SessionVersions(),
 		PrivateCache:  len(cfg.tokens) > 0,
 		Peer:          peer.Options{MaxMessageBytes: cfg.MaxMessageBytes, Intercept: intercept},
-		Logger:        logger,
+		// The guards hold for revision 2026-07-28 clients too: each child
+		// of the pool gets the chain a session's server gets.
+		ChildIntercept: g.forChild,
+		Logger:         logger,
 	}
 	if router != nil {
 		opts.Secret = cfg.affinitySecret

@@ -4,8 +4,11 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/mcp-bridge/mcp-bridge/auth"
 	"github.com/mcp-bridge/mcp-bridge/internal/oauthtest"
@@ -95,5 +98,70 @@ func TestOAuthErrorsNameFlags(t *testing.T) {
 		if err == nil || !strings.HasPrefix(explain(err).Error(), flag) {
 			t.Errorf("%+v: %v, want it to start with %q", opts, explain(err), flag)
 		}
+	}
+}
+
+// bearerTransport adds a bearer token to every request.
+type bearerTransport struct{ token string }
+
+func (b bearerTransport) RoundTrip(r *http.Request) (*http.Response, error) {
+	r = r.Clone(r.Context())
+	r.Header.Set("Authorization", "Bearer "+b.token)
+	return http.DefaultTransport.RoundTrip(r)
+}
+
+// A tool that the policy gates behind a scope is listed and callable in a
+// session whose token grants the scope, and hidden and refused, naming the
+// scope, in one whose token does not: the interception point sees each
+// caller's scopes.
+func TestPolicyScopesOfOAuthCallers(t *testing.T) {
+	bridgeBin, helloBin := buildBinaries(t)
+	const resource = "http://localhost/mcp"
+	as := oauthtest.New(t, oauthtest.Options{Audience: []string{resource}, Scopes: []string{"mcp:tools", "mail:send"}})
+	policyFile := filepath.Join(t.TempDir(), "policy.yaml")
+	if err := os.WriteFile(policyFile, []byte("tools:\n  scopes:\n    echo: [mail:send]\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	p := startBridgeBinary(t, bridgeBin, "--oauth-issuer", as.URL, "--resource-url", resource, "--policy", policyFile, "--", helloBin)
+
+	connect := func(scopes ...string) *mcp.ClientSession {
+		t.Helper()
+		tok := as.Sign(t, as.Claims("alice", resource, scopes...))
+		client := mcp.NewClient(&mcp.Implementation{Name: "e2e", Version: "1"}, nil)
+		cs, err := client.Connect(t.Context(), &mcp.StreamableClientTransport{
+			Endpoint: p.url, HTTPClient: &http.Client{Transport: bearerTransport{tok}},
+		}, &mcp.ClientSessionOptions{ProtocolVersion: "2025-11-25"}) // a session: its principal carries the scopes
+		if err != nil {
+			t.Fatalf("connecting with scopes %v: %v", scopes, err)
+		}
+		t.Cleanup(func() { cs.Close() })
+		return cs
+	}
+	listsEcho := func(cs *mcp.ClientSession) bool {
+		t.Helper()
+		res, err := cs.ListTools(t.Context(), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return slices.ContainsFunc(res.Tools, func(tool *mcp.Tool) bool { return tool.Name == "echo" })
+	}
+	call := func(cs *mcp.ClientSession) error {
+		_, err := cs.CallTool(t.Context(), &mcp.CallToolParams{Name: "echo", Arguments: map[string]any{"text": "hi"}})
+		return err
+	}
+
+	with := connect("mcp:tools", "mail:send")
+	if !listsEcho(with) {
+		t.Error("a token with mail:send does not see echo")
+	}
+	if err := call(with); err != nil {
+		t.Errorf("a token with mail:send calling echo: %v", err)
+	}
+	without := connect("mcp:tools")
+	if listsEcho(without) {
+		t.Error("a token without mail:send sees echo")
+	}
+	if err := call(without); err == nil || !strings.Contains(err.Error(), "mail:send") {
+		t.Errorf("a token without mail:send calling echo: %v, want an error naming the scope", err)
 	}
 }

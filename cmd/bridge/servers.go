@@ -72,7 +72,6 @@ func handlerOptions(cfg *config, path string, logger *slog.Logger) *bridge.Optio
 		AllowedOrigins:       cfg.AllowedOrigins,
 		AllowedHosts:         cfg.AllowedHosts,
 		AuthTokens:           cfg.tokens,
-		MaxMessageBytes:      int64(cfg.MaxMessageBytes),
 		JSONResponse:         cfg.JSONResponse,
 		SSEPollAfter:         cfg.SSEPollAfter,
 		SSERetry:             cfg.SSERetry,
