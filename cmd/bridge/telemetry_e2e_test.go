@@ -50,7 +50,7 @@ func TestTelemetryOfTheBinary(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	client := mcp.NewClient(&mcp.Implementation{Name: "e2e", Version: "1"}, nil)
-	cs, err := client.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: p.url}, nil)
+	cs, err := client.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: p.url}, &mcp.ClientSessionOptions{ProtocolVersion: "2025-11-25"}) // a session: its initialize is a client request, traced
 	if err != nil {
 		t.Fatal(err)
 	}
