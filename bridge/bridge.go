@@ -126,6 +126,10 @@ type Options struct {
 	AcceptSessionID bool
 	// Logger receives the handler's logs. Nil means slog.Default().
 	Logger *slog.Logger
+	// NoLegacySSE turns off the legacy HTTP+SSE transport (revision
+	// 2024-11-05), which is otherwise served beside Path: GET /sse and
+	// POST /message beside /mcp (sse_legacy.go).
+	NoLegacySSE bool
 	// Metrics, if set, is served at GET /metrics behind the same Host,
 	// Origin and bearer-token checks as the MCP endpoint (package metrics
 	// makes one). Nil serves no /metrics here.
@@ -144,6 +148,8 @@ type Handler struct {
 	logger *slog.Logger
 	auth   *auth.Authenticator
 	mux    *http.ServeMux
+
+	ssePath, msgPath string // the legacy transport's endpoints, or ""
 
 	draining  atomic.Bool
 	bodyBytes atomic.Int64 // capacity of the buffers of bodies being read
@@ -201,6 +207,7 @@ func NewHandler(reg *session.Registry, opts *Options) *Handler {
 		io.WriteString(w, "ok\n")
 	})
 	h.mux.HandleFunc("GET /readyz", h.serveReady)
+	h.legacyRoutes()
 	if o.Metrics != nil {
 		h.mux.HandleFunc("GET /metrics", h.guard(func(w http.ResponseWriter, r *http.Request, _ any) {
 			o.Metrics.ServeHTTP(w, r)
@@ -405,6 +412,9 @@ func (h *Handler) lookup(w http.ResponseWriter, r *http.Request, owner any) *ses
 		return nil
 	}
 	sess, err := h.reg.Get(id)
+	if err == nil && sess.SingleStream() {
+		err = session.ErrNotFound // a legacy HTTP+SSE session: not of this transport
+	}
 	if err != nil {
 		// "The server MAY terminate the session at any time, after which it
 		// MUST respond to requests containing that session ID with HTTP 404."
@@ -510,6 +520,9 @@ func (h *Handler) servePost(w http.ResponseWriter, r *http.Request, owner any) {
 	}
 	reader, err := sess.Post(msgs, h.postOptions(r))
 	switch {
+	case errors.Is(err, session.ErrRetired):
+		h.retiredPost(w, err)
+		return
 	case errors.Is(err, session.ErrNotFound):
 		WriteError(w, http.StatusNotFound, nil, jsonrpc.CodeInvalidRequest,
 			"Not Found: the session has ended; send a new initialize request", nil)
@@ -559,6 +572,9 @@ func (h *Handler) initialize(w http.ResponseWriter, r *http.Request, owner any, 
 		sess, err = h.reg.Create(r.Context(), owner)
 	}
 	switch {
+	case errors.Is(err, session.ErrRetired):
+		WriteError(w, http.StatusNotFound, rawID, jsonrpc.CodeInvalidRequest, "Not Found: "+err.Error(), nil)
+		return
 	case errors.Is(err, session.ErrBadChosenID):
 		WriteError(w, http.StatusBadRequest, rawID, jsonrpc.CodeInvalidRequest, "Bad Request: Mcp-Session-Id: "+err.Error(), nil)
 		return

@@ -118,6 +118,11 @@ type Options struct {
 	// (see LogBudget: only events already handed to a connection are evicted
 	// for it). Zero means DefaultLogMaxTotalBytes; negative, no such bound.
 	LogMaxTotalBytes int64
+	// LogBudget, if set, is the budget the sessions' logs share instead of
+	// one of LogMaxTotalBytes: several registries of one process (a bridge
+	// serving several servers) then share one bound. Nil means a budget of
+	// the registry's own.
+	LogBudget *LogBudget
 	// InitializeTimeout ends a session whose server has not answered its
 	// initialize request after this long (a command that is not an MCP
 	// server, like cat, never does): the server is stopped and the request
@@ -203,6 +208,10 @@ var (
 	// ErrLaunch: the session's server could not be started (Create). It
 	// wraps the launcher's error, whose text it keeps.
 	ErrLaunch = errors.New("cannot start the MCP server")
+	// ErrRetired: the registry was retired (Retire): its server was
+	// removed from the bridge's configuration and takes no new session or
+	// request.
+	ErrRetired = errors.New("this MCP server was removed from the bridge's configuration")
 	// ErrBadChosenID: CreateWithID was given an ID that is empty, longer
 	// than MaxChosenIDBytes, or holds other than visible ASCII.
 	ErrBadChosenID = errors.New("a session ID must be 1 to 128 visible ASCII characters (0x21 to 0x7E)")
@@ -234,6 +243,7 @@ type Registry struct {
 	starting int
 	chosen   map[string]bool // IDs of CreateWithID's sessions still starting
 	closed   bool
+	retired  atomic.Bool // see Retire
 
 	// wg counts the live sessions until their servers are stopped, and the
 	// goroutines they start; Shutdown waits for them.
@@ -280,7 +290,10 @@ func NewRegistry(opts *Options) *Registry {
 		o.Logger = slog.Default()
 	}
 	r.logger = o.Logger
-	r.logBudget = NewLogBudget(o.LogMaxTotalBytes)
+	r.logBudget = o.LogBudget
+	if r.logBudget == nil {
+		r.logBudget = NewLogBudget(o.LogMaxTotalBytes)
+	}
 	r.debug = o.Logger.Enabled(context.Background(), slog.LevelDebug)
 	return r
 }
@@ -327,12 +340,41 @@ func randomID() (string, error) {
 	return hex.EncodeToString(b[:]), nil
 }
 
+// CreateOptions say what kind of session CreateWith starts. The zero value
+// is a session of the 2025 revisions (Create).
+type CreateOptions struct {
+	// SingleStream makes a session with one stream, the standalone one,
+	// for the legacy HTTP+SSE transport (revision 2024-11-05): every
+	// message from the server goes there, in the order the server wrote
+	// them, and Post never opens a stream of its own. The front end reads
+	// it with Listen, once, for the session's life.
+	SingleStream bool
+}
+
 // Create starts a session: it launches the session's server and returns the
 // session, ready for its initialize request. owner is an opaque tag the
 // front end binds the session to (compared with ==; the session only keeps
 // it): see Owner.
 func (r *Registry) Create(ctx context.Context, owner any) (*Session, error) {
-	return r.create(ctx, owner, "")
+	return r.CreateWith(ctx, owner, nil)
+}
+
+// Retire makes the registry refuse new sessions and new requests with
+// ErrRetired, while responses and notifications from clients still pass,
+// so that the requests in flight can finish (a server's request during a
+// call needs the client's answer). The command retires the registry of a
+// server removed from its configuration, waits for WaitIdle (bounded),
+// then calls Shutdown.
+func (r *Registry) Retire() { r.retired.Store(true) }
+
+// CreateWith is Create for a kind of session that opts describe; nil
+// opts is Create.
+func (r *Registry) CreateWith(ctx context.Context, owner any, opts *CreateOptions) (*Session, error) {
+	var co CreateOptions
+	if opts != nil {
+		co = *opts
+	}
+	return r.create(ctx, owner, "", co)
 }
 
 // CreateWithID is Create under an ID the caller chose instead of a new
@@ -346,7 +388,7 @@ func (r *Registry) CreateWithID(ctx context.Context, owner any, id string) (*Ses
 	if !validChosenID(id) {
 		return nil, ErrBadChosenID
 	}
-	return r.create(ctx, owner, id)
+	return r.create(ctx, owner, id, CreateOptions{})
 }
 
 func validChosenID(id string) bool {
@@ -362,9 +404,12 @@ func validChosenID(id string) bool {
 }
 
 // create is Create with a chosen ID, or a new one if chosen is empty.
-func (r *Registry) create(ctx context.Context, owner any, chosen string) (*Session, error) {
+func (r *Registry) create(ctx context.Context, owner any, chosen string, co CreateOptions) (*Session, error) {
 	r.mu.Lock()
 	switch {
+	case r.retired.Load():
+		r.mu.Unlock()
+		return nil, ErrRetired
 	case r.closed:
 		r.mu.Unlock()
 		return nil, ErrShuttingDown
@@ -420,6 +465,10 @@ func (r *Registry) create(ctx context.Context, owner any, chosen string) (*Sessi
 		done:      make(chan struct{}),
 		stopped:   make(chan struct{}),
 		ready:     make(chan struct{}),
+	}
+	if co.SingleStream {
+		s.single = &post{stream: s.log.NewStream(), shared: true}
+		s.standalone = s.single.stream
 	}
 	if o := r.opts.Observer; o != nil {
 		s.log.onEvict = o.EventEvicted
@@ -535,8 +584,12 @@ func (r *Registry) Shutdown(ctx context.Context) error {
 	r.mu.Lock()
 	r.closed = true
 	r.mu.Unlock()
+	reason := ErrShutdown
+	if r.retired.Load() {
+		reason = ErrRetired // the server was removed, not the bridge stopped
+	}
 	for _, s := range r.list() {
-		s.Close(ErrShutdown)
+		s.Close(reason)
 	}
 	done := make(chan struct{})
 	// Owned by the stops it waits for: if ctx ends first, it lingers until
@@ -637,8 +690,11 @@ type Session struct {
 	armedAt   time.Time // zero when deadlines is not armed
 	// standalone is the current standalone stream (0: none yet).
 	standalone int64
-	closed     bool
-	reason     error
+	// single is the post of every request of a SingleStream session, on
+	// its standalone stream; nil in other sessions.
+	single *post
+	closed bool
+	reason error
 
 	done    chan struct{} // closed by Close
 	stopped chan struct{} // closed once the server is stopped
@@ -694,6 +750,7 @@ type post struct {
 	stream    int64
 	waiting   int  // requests of the POST not answered yet
 	transient bool // not resumable: no other message may go on it
+	shared    bool // a SingleStream session's only stream: never finished by an answer
 }
 
 // postOne is a POST's first request with its post and the reader of its
@@ -711,6 +768,23 @@ func (s *Session) ID() string { return s.id }
 // used to reach the session, or the ID itself when debug logging is on.
 // Everything that logs a session uses it.
 func (s *Session) LogID() string { return s.logID }
+
+// SingleStream reports whether the session was created with
+// CreateOptions.SingleStream (a legacy HTTP+SSE session).
+func (s *Session) SingleStream() bool { return s.single != nil }
+
+// Answer puts a message of the front end's own on the stream where the
+// server's messages that answer nothing go (a SingleStream session's only
+// stream): the answer to a request the front end does not forward. It
+// fails with ErrNotFound once the session has ended.
+func (s *Session) Answer(data []byte) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed || !s.log.Append(s.generalStreamLocked(), data) {
+		return ErrNotFound
+	}
+	return nil
+}
 
 // Call sends a request of the bridge's own to the session's server and
 // returns its result (peer.Conn.Call): its answer reaches no client.
@@ -803,6 +877,10 @@ func (s *Session) Post(msgs []Message, opts PostOptions) (*Reader, error) {
 			requests++
 		}
 	}
+	if requests > 0 && s.reg.retired.Load() {
+		s.mu.Unlock()
+		return nil, ErrRetired
+	}
 	if requests > 0 && len(s.inflight)+requests > s.reg.opts.MaxRequests {
 		s.mu.Unlock()
 		return nil, fmt.Errorf("%w: the limit is %d (--max-requests-per-session); wait for answers, or cancel requests with notifications/cancelled", ErrTooManyRequests, s.reg.opts.MaxRequests)
@@ -821,7 +899,11 @@ func (s *Session) Post(msgs []Message, opts PostOptions) (*Reader, error) {
 			return nil, ErrDuplicateID
 		}
 		var c *call
-		if p == nil {
+		if s.single != nil {
+			// Every answer goes to the one stream, which the front end
+			// reads already; no reader for the POST.
+			p, c = s.single, new(call)
+		} else if p == nil {
 			// The POST's first request: its post, call and reader in one
 			// allocation (they live as long as the request; issue 6).
 			// Answers that go out as one JSON body carry no event ID, so
@@ -870,7 +952,7 @@ func (s *Session) Post(msgs []Message, opts PostOptions) (*Reader, error) {
 		}
 	}
 	var r *Reader
-	if p != nil {
+	if p != nil && one != nil {
 		r = &one.reader
 		if err := s.log.attach(r, p.stream, 0, true); err != nil {
 			panic("session: attaching a new stream: " + err.Error())
@@ -918,7 +1000,7 @@ func (s *Session) answeredLocked(id jsonrpc.ID, c *call) {
 		delete(s.progress, c.token)
 	}
 	c.post.waiting--
-	if c.post.waiting == 0 {
+	if c.post.waiting == 0 && !c.post.shared {
 		s.log.Finish(c.post.stream)
 	}
 }
@@ -935,6 +1017,9 @@ func (s *Session) Listen() (*Reader, error) {
 	defer s.mu.Unlock()
 	if s.closed {
 		return nil, ErrNotFound
+	}
+	if s.single != nil {
+		return s.log.Attach(s.single.stream, 0)
 	}
 	switch st := s.log.State(s.standalone); {
 	case st.Exists && st.EverAttached:
@@ -989,7 +1074,7 @@ func (s *Session) Close(reason error) {
 	}
 	s.mu.Unlock()
 	level := slog.LevelInfo
-	if !errors.Is(reason, ErrDeleted) && !errors.Is(reason, ErrShutdown) && !errors.Is(reason, ErrIdle) {
+	if !errors.Is(reason, ErrDeleted) && !errors.Is(reason, ErrShutdown) && !errors.Is(reason, ErrIdle) && !errors.Is(reason, ErrRetired) {
 		level = slog.LevelWarn
 	}
 	s.logger.Log(context.Background(), level, "session ended", "reason", reason.Error())
@@ -1108,6 +1193,9 @@ func (s *Session) route(data []byte, env jsonrpc.Envelope) {
 // generalStreamLocked picks the stream for a server message that answers
 // nothing: the single request in flight's, else the standalone stream.
 func (s *Session) generalStreamLocked() int64 {
+	if s.single != nil {
+		return s.single.stream
+	}
 	if len(s.inflight) == 1 {
 		for _, c := range s.inflight {
 			if !c.post.transient {

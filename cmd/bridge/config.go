@@ -117,6 +117,9 @@ type config struct {
 	AuditLog            string        `envconfig:"BRIDGE_AUDIT_LOG"`
 	AuditArgs           bool          `envconfig:"BRIDGE_AUDIT_ARGS"`
 
+	Config      string `envconfig:"BRIDGE_CONFIG"`
+	NoLegacySSE bool   `envconfig:"BRIDGE_NO_LEGACY_SSE"`
+
 	AffinityAddr       string `envconfig:"BRIDGE_AFFINITY_ADDR"`
 	AffinitySecretFile string `envconfig:"BRIDGE_AFFINITY_SECRET_FILE"`
 	// AffinitySecret has no flag, like AuthTokens.
@@ -141,6 +144,12 @@ type config struct {
 	env            []string // Env resolved: NAME=VALUE entries
 	policy         *policy.Policy
 	lock           *pin.Lock
+	file           *configFile // --config, read
+
+	// Of one server of the config file (serverConfig).
+	serverName string
+	serverEnv  []string // the server's "env", NAME=VALUE
+	serverDir  string   // its "cwd"
 }
 
 // Defaults of what cmd/bridge itself uses; the others are the packages'.
@@ -395,12 +404,15 @@ func newFlagSet(c *config) *flag.FlagSet {
 	fs.BoolVar(&c.AllowHiddenUnicode, "allow-hidden-unicode", c.AllowHiddenUnicode, "accept descriptions and schemas holding invisible or direction-changing Unicode (tag characters, zero-width, bidi controls), which can hide instructions from reviewers")
 	fs.StringVar(&c.AuditLog, "audit-log", c.AuditLog, "append one JSON line per request, either way, to this `file` (- for standard output)")
 	fs.BoolVar(&c.AuditArgs, "audit-args", c.AuditArgs, "record the arguments of each request in the audit log, not only their SHA-256")
+	fs.StringVar(&c.Config, "config", c.Config, "serve the MCP servers of this JSON `file` (the mcpServers format of desktop clients), each at /servers/NAME/mcp, instead of one COMMAND; SIGHUP reloads it")
+	fs.BoolVar(&c.NoLegacySSE, "no-legacy-sse", c.NoLegacySSE, "do not serve the legacy HTTP+SSE transport (revision 2024-11-05), otherwise at /sse and /message beside each MCP endpoint")
 	return fs
 }
 
 func usage(fs *flag.FlagSet, out io.Writer) {
 	fmt.Fprint(out, `Usage:
   bridge [flags] -- COMMAND [ARGS...]     serve MCP Streamable HTTP in front of a stdio MCP server
+  bridge [flags] --config FILE            serve each server of an mcpServers JSON file at /servers/NAME/mcp
   bridge image build --from SPEC [...]    build an image bundling the bridge and a server
   bridge deploy aws --stack NAME [...]    deploy to AWS ECS behind a load balancer
   bridge --version                        the version and revision of this build
@@ -468,6 +480,9 @@ func loadConfig(args []string) (*config, error) {
 		}
 	})
 	fs.Visit(func(f *flag.Flag) { c.given = append(c.given, "--"+f.Name) })
+	if err := c.readFile(fs); err != nil {
+		return nil, err
+	}
 	return c, nil
 }
 
@@ -573,7 +588,10 @@ func sandboxOnly(name string) bool {
 }
 
 func (c *config) finish() error {
-	if len(c.command) == 0 && !(c.Sandbox == "docker" && c.Image != "") {
+	if c.Config != "" && len(c.command) > 0 {
+		return fmt.Errorf("--config %s and a command after -- exclude each other: add the command to the file as a server", c.Config)
+	}
+	if len(c.command) == 0 && c.Config == "" && !(c.Sandbox == "docker" && c.Image != "") {
 		return errors.New("no server command: give it after --, as in: bridge -- npx -y @modelcontextprotocol/server-everything")
 	}
 	switch c.Sandbox {
@@ -598,7 +616,7 @@ func (c *config) finish() error {
 			return fmt.Errorf("--allowed-origins %q: %v", o, err)
 		}
 	}
-	if c.Sandbox == "docker" && c.Image == "" {
+	if c.Sandbox == "docker" && c.Image == "" && c.Config == "" {
 		return errors.New("--sandbox docker needs --image")
 	}
 	switch c.Pull {
@@ -721,7 +739,7 @@ func (c *config) finish() error {
 		return fmt.Errorf("refusing to listen on %s without authentication: anyone who reaches it could run your server; "+
 			"give tokens with --auth-token-file or %s_AUTH_TOKENS, an authorization server with --oauth-issuer, require client certificates with --tls-client-ca, or pass --insecure-no-auth", c.Listen, envPrefix)
 	}
-	return nil
+	return c.checkServers()
 }
 
 func readTokens(path string) ([]string, error) {

@@ -44,6 +44,11 @@ func TestEveryFlagHasAnEnvironmentVariable(t *testing.T) {
 		default:
 			t.Fatalf("flag --%s has an unhandled type %s", f.Name, typ)
 		}
+		if f.Name == "config" {
+			// It names a file that must exist.
+			v = filepath.Join(t.TempDir(), "servers.json")
+			os.WriteFile(v, []byte(`{"mcpServers": {"a": {"command": "x"}}}`), 0o600)
+		}
 		t.Run(f.Name, func(t *testing.T) {
 			fromFlag, err := loadConfig([]string{"--" + f.Name + "=" + v})
 			if err != nil {
@@ -302,3 +307,36 @@ type optErr struct{ opt, msg string }
 
 func (e optErr) Error() string  { return e.msg }
 func (e optErr) Option() string { return e.opt }
+
+// The global options of a config file apply below BRIDGE_* variables and
+// flags; a server's keys apply over all of them, for that server only.
+func TestConfigFileGlobalsAndServerKeys(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "servers.json")
+	os.WriteFile(path, []byte(`{
+		"bridge": {"max-sessions": 7, "log-level": "debug", "request-timeout": "1m", "allowed-origins": ["https://a.example"]},
+		"mcpServers": {"a": {"command": "sh", "args": ["-x"], "request-timeout": "3m", "sandbox-mount": ["/x:/y"], "env": {"B": "2", "A": "1"}},
+		               "b": {"command": "sh"}}}`), 0o600)
+	t.Setenv("BRIDGE_LOG_LEVEL", "warn")
+	c, err := parseConfig([]string{"--config", path, "--request-timeout", "2m"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.MaxSessions != 7 || c.LogLevel != "warn" || c.RequestTimeout != 2*time.Minute || strings.Join(c.AllowedOrigins, ",") != "https://a.example" {
+		t.Fatalf("globals: max-sessions %d, log-level %s, request-timeout %s, allowed-origins %v", c.MaxSessions, c.LogLevel, c.RequestTimeout, c.AllowedOrigins)
+	}
+	a, err := serverConfig(c, path, c.file.servers[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a.RequestTimeout != 3*time.Minute || a.MaxSessions != 7 || strings.Join(a.command, " ") != "sh -x" ||
+		strings.Join(a.SandboxMounts, ",") != "/x:/y" || strings.Join(a.serverEnv, ",") != "A=1,B=2" {
+		t.Fatalf("server a: %+v", a)
+	}
+	b, err := serverConfig(c, path, c.file.servers[1])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b.RequestTimeout != 2*time.Minute || len(b.SandboxMounts) != 0 || len(b.serverEnv) != 0 {
+		t.Fatalf("server b took a's keys: %+v", b)
+	}
+}

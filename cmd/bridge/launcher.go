@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"slices"
 
 	"github.com/mcp-bridge/mcp-bridge/sandbox"
 )
@@ -62,7 +63,8 @@ func newInnerLauncher(ctx context.Context, cfg *config, logger *slog.Logger) (sa
 	l := sandbox.NewLocal(&sandbox.LocalOptions{
 		Command:         cfg.command[0],
 		Args:            cfg.command[1:],
-		Env:             cfg.env,
+		Env:             append(slices.Clip(cfg.env), cfg.serverEnv...), // with the config file's "env" of the server
+		Dir:             cfg.serverDir,
 		Supervisor:      supervisor,
 		StopGrace:       cfg.StopGrace,
 		StderrLineBytes: cfg.StderrLineBytes,
@@ -79,7 +81,7 @@ func newDockerLauncher(ctx context.Context, cfg *config, logger *slog.Logger) (s
 		Pull:       sandbox.PullPolicy(cfg.Pull),
 		Network:    cfg.SandboxNetwork,
 		Mounts:     cfg.SandboxMounts,
-		Env:        cfg.SandboxEnv,
+		Env:        append(slices.Clip(cfg.SandboxEnv), cfg.serverEnv...),
 		Memory:     cfg.memory,
 		CPUs:       cfg.SandboxCPUs,
 		Pids:       cfg.SandboxPids,

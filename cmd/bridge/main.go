@@ -157,12 +157,6 @@ func serve(ctx context.Context, cfg *config, logger *slog.Logger, ready chan<- n
 		return startError{err}
 	}
 	defer stopMetrics()
-	launcher, closeLauncher, err := newLauncher(ctx, cfg, logger, tel)
-	if err != nil {
-		return startError{explain(err)}
-	}
-	defer closeLauncher()
-
 	var router *affinity.Router
 	if len(cfg.affinitySecret) > 0 {
 		self, err := affinity.ResolveSelf(ctx, cfg.AffinityAddr, cfg.Listen, nil)
@@ -175,33 +169,13 @@ func serve(ctx context.Context, cfg *config, logger *slog.Logger, ready chan<- n
 		defer router.Close()
 		logger.Info("session affinity on: session IDs name this instance", "self", self)
 	}
-	sessOpts := &session.Options{
-		Launcher:        session.LauncherOf(launcher),
-		IdleTimeout:     cfg.SessionIdleTimeout,
-		MaxSessions:     cfg.MaxSessions,
-		MaxMessageBytes: cfg.MaxMessageBytes,
-		LogMaxEvents:    cfg.LogMaxEvents,
-		LogMaxBytes:     cfg.LogMaxBytes,
-		Logger:          logger,
-
-		InitializeTimeout: cfg.InitializeTimeout,
-		RequestTimeout:    cfg.RequestTimeout,
-		MaxRequests:       cfg.MaxRequestsPerSession,
-		MaxQueuedBytes:    cfg.MaxQueuedBytes,
-
-		Intercept: tel.intercept(),
-		Observer:  tel.observer(),
-	}
-	sessOpts.LogMaxTotalBytes = cfg.LogMaxTotalBytes
-	if router != nil {
-		sessOpts.NewID = router.NewID
-	}
+	var inflight func(int)
 	if router == nil {
 		// With affinity, requests forwarded to their owner are not in
 		// flight here: the governor would not see them, so it stays off.
-		inflight, stopGovernor := procs.Start(logger)
+		var stopGovernor func()
+		inflight, stopGovernor = procs.Start(logger)
 		defer stopGovernor()
-		sessOpts.Inflight = inflight
 	}
 	authn, err := auth.New(ctx, &auth.Options{
 		StaticTokens:     cfg.tokens,
@@ -224,48 +198,76 @@ func serve(ctx context.Context, cfg *config, logger *slog.Logger, ready chan<- n
 	if authn.OAuth() {
 		logger.Info("OAuth resource server on", "issuer", cfg.OAuthIssuer, "resource", cfg.ResourceURL)
 	}
-	sessOpts.InterceptSession = g.forSession
-	reg := session.NewRegistry(sessOpts)
-	stateless, err := newPool(cfg, launcher, router, sessOpts.Intercept, g, logger)
-	if err != nil {
-		return err
+	// What every registry and handler gets, in both forms.
+	hooks := frontendHooks{
+		session: func(o *session.Options) {
+			o.Intercept, o.Observer = tel.intercept(), tel.observer()
+			o.InterceptSession = g.forSession
+			o.LogMaxTotalBytes = cfg.LogMaxTotalBytes
+			if router != nil {
+				o.NewID = router.NewID
+			}
+			o.Inflight = inflight
+		},
+		handler: func(o *bridge.Options) {
+			o.Auth, o.Forward = authn, forwarder(router)
+			o.Metrics, o.TraceContext = tel.handler(cfg), tel.traceContext()
+		},
+		registry: tel.watchRegistry,
+		tel:      tel,
 	}
-	defer func() {
-		ctx, cancel := context.WithTimeout(context.Background(), sandbox.StopBudget(cfg.StopGrace))
-		defer cancel()
-		if err := stateless.Close(ctx); err != nil {
-			logger.Error("some MCP servers of the stateless pool did not stop", "err", err)
+	var fe frontend
+	var reload []func() // what SIGHUP reloads
+	var stateless *pool.Pool
+	if cfg.file != nil {
+		m := newMulti(cfg, logger, hooks)
+		if err := m.start(ctx); err != nil {
+			return startError{err}
 		}
-	}()
-	tel.watchRegistry(reg)
-	h := bridge.NewHandler(reg, &bridge.Options{
-		Path:                 cfg.Path,
-		AllowedOrigins:       cfg.AllowedOrigins,
-		AllowedHosts:         cfg.AllowedHosts,
-		AuthTokens:           cfg.tokens,
-		JSONResponse:         cfg.JSONResponse,
-		AcceptSessionID:      cfg.AcceptSessionID,
-		SSEPollAfter:         cfg.SSEPollAfter,
-		SSERetry:             cfg.SSERetry,
-		BodyReadTimeout:      cfg.BodyReadTimeout,
-		WriteTimeout:         cfg.WriteTimeout,
-		MaxBodyBytesInFlight: cfg.MaxBodyBytesInFlight,
-		Auth:                 authn,
-		Stateless:            stateless,
-		Forward:              forwarder(router),
-		Logger:               logger,
-		Metrics:              tel.handler(cfg),
-		TraceContext:         tel.traceContext(),
-	})
+		reload = append(reload, func() { m.reload(ctx) })
+		fe = m
+	} else {
+		launcher, closeLauncher, err := newLauncher(ctx, cfg, logger, tel)
+		if err != nil {
+			return startError{explain(err)}
+		}
+		defer closeLauncher()
+		sessOpts := sessionOptions(cfg, session.LauncherOf(launcher), logger)
+		hooks.session(sessOpts)
+		reg := session.NewRegistry(sessOpts)
+		stateless, err = newPool(cfg, launcher, router, sessOpts.Intercept, g, logger)
+		if err != nil {
+			return err
+		}
+		defer func() {
+			ctx, cancel := context.WithTimeout(context.Background(), sandbox.StopBudget(cfg.StopGrace))
+			defer cancel()
+			if err := stateless.Close(ctx); err != nil {
+				logger.Error("some MCP servers of the stateless pool did not stop", "err", err)
+			}
+		}()
+		tel.watchRegistry(reg)
+		ho := handlerOptions(cfg, cfg.Path, logger)
+		hooks.handler(ho)
+		ho.Stateless, ho.AcceptSessionID = stateless, cfg.AcceptSessionID
+		fe = single{bridge.NewHandler(reg, ho), reg}
+	}
 
-	tlsConf, stopTLS, err := newTLSConfig(cfg, logger)
+	tlsConf, reloadTLS, err := newTLSConfig(cfg, logger)
 	if err != nil {
+		_ = fe.Shutdown(context.Background())
 		return err
 	}
-	defer stopTLS()
+	if reloadTLS != nil {
+		reload = append(reload, reloadTLS)
+	}
+	// One SIGHUP handler for all that reloads, started before the bridge
+	// listens: a SIGHUP sent once it says so never meets the default
+	// action (exit).
+	defer onSIGHUP(reload...)()
 	ln, err := net.Listen("tcp", cfg.Listen)
 	if err != nil {
-		_ = reg.Shutdown(context.Background())
+		_ = fe.Shutdown(context.Background())
 		hint := "choose another address with --listen"
 		if errors.Is(err, syscall.EADDRINUSE) {
 			hint = "another process is using the port; " + hint
@@ -281,9 +283,9 @@ func serve(ctx context.Context, cfg *config, logger *slog.Logger, ready chan<- n
 	if tlsConf != nil {
 		ln, scheme = tls.NewListener(ln, tlsConf), "https://"
 	}
-	var handler http.Handler = h
+	var handler http.Handler = fe
 	if router != nil {
-		handler = router.Wrap(h)
+		handler = router.Wrap(fe)
 	}
 	srv := &http.Server{
 		Handler:           handler,
@@ -296,15 +298,20 @@ func serve(ctx context.Context, cfg *config, logger *slog.Logger, ready chan<- n
 	}
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(ln) }()
-	logger.Info("bridge listening", "url", scheme+ln.Addr().String()+cfg.Path,
-		"command", strings.Join(cfg.command, " "), "sandbox", cfg.Sandbox, "auth", len(cfg.tokens) > 0)
+	if m, ok := fe.(*multi); ok {
+		logger.Info("bridge listening", "url", scheme+ln.Addr().String(), "config", cfg.Config,
+			"servers", m.servers.Names(), "paths", bridge.ServerPath("NAME"), "auth", len(cfg.tokens) > 0)
+	} else {
+		logger.Info("bridge listening", "url", scheme+ln.Addr().String()+cfg.Path,
+			"command", strings.Join(cfg.command, " "), "sandbox", cfg.Sandbox, "auth", len(cfg.tokens) > 0)
+	}
 	if ready != nil {
 		ready <- ln.Addr()
 	}
 
 	select {
 	case err := <-served:
-		_ = reg.Shutdown(context.Background())
+		_ = fe.Shutdown(context.Background())
 		return fmt.Errorf("serving HTTP: %w", err)
 	case <-ctx.Done():
 	}
@@ -313,24 +320,26 @@ func serve(ctx context.Context, cfg *config, logger *slog.Logger, ready chan<- n
 	// fails), let requests in flight finish within the grace period, then
 	// end every session (what is still in flight gets a JSON-RPC error and
 	// every stream ends), stop the servers, and close what remains.
-	logger.Info("shutting down", "grace", cfg.ShutdownGrace, "sessions", reg.Len())
-	h.Drain()
+	logger.Info("shutting down", "grace", cfg.ShutdownGrace, "sessions", fe.Len())
+	fe.Drain()
 	httpDone := make(chan error, 1)
 	go func() { httpDone <- srv.Shutdown(context.Background()) }()
 	graceCtx, cancel := context.WithTimeout(context.Background(), cfg.ShutdownGrace)
 	defer cancel()
-	if err := reg.WaitIdle(graceCtx); err != nil {
+	if err := fe.WaitIdle(graceCtx); err != nil {
 		logger.Warn("ending sessions with requests still in flight after the shutdown grace period", "err", err)
 	}
 	stopCtx, cancelStop := context.WithTimeout(context.Background(), sandbox.StopBudget(cfg.StopGrace))
 	defer cancelStop()
-	if err := reg.Shutdown(stopCtx); err != nil {
+	if err := fe.Shutdown(stopCtx); err != nil {
 		logger.Error("some MCP servers did not stop", "err", err)
 	}
 	// The stateless pool too: its subscription streams end with a
 	// completion result, its servers stop (Close is idempotent).
-	if err := stateless.Close(stopCtx); err != nil {
-		logger.Error("some MCP servers of the stateless pool did not stop", "err", err)
+	if stateless != nil {
+		if err := stateless.Close(stopCtx); err != nil {
+			logger.Error("some MCP servers of the stateless pool did not stop", "err", err)
+		}
 	}
 	// Every stream has ended; give handlers a moment to write their last
 	// events before cutting connections that are stuck on slow clients.

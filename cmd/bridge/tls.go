@@ -1,17 +1,13 @@
 package main
 
 import (
-	"context"
 	"crypto/tls"
 	"crypto/x509"
 	"errors"
 	"fmt"
 	"log/slog"
 	"os"
-	"os/signal"
-	"sync"
 	"sync/atomic"
-	"syscall"
 )
 
 // TLS without a reverse proxy: --tls-cert and --tls-key, reloaded on
@@ -49,10 +45,11 @@ func (r *certReloader) getCertificate(*tls.ClientHelloInfo) (*tls.Certificate, e
 
 // newTLSConfig loads the certificate and, with --tls-client-ca, the CAs
 // that client certificates must chain to. It returns nil without
-// --tls-cert. stop ends the SIGHUP watcher and waits for it.
-func newTLSConfig(cfg *config, logger *slog.Logger) (conf *tls.Config, stop func(), err error) {
+// --tls-cert. reload loads the certificate again; serve runs it on SIGHUP
+// (onSIGHUP, the bridge's one SIGHUP handler, which also reloads --config).
+func newTLSConfig(cfg *config, logger *slog.Logger) (conf *tls.Config, reload func(), err error) {
 	if cfg.TLSCert == "" {
-		return nil, func() {}, nil
+		return nil, nil, nil
 	}
 	r, err := newCertReloader(cfg.TLSCert, cfg.TLSKey)
 	if err != nil {
@@ -75,37 +72,17 @@ func newTLSConfig(cfg *config, logger *slog.Logger) (conf *tls.Config, stop func
 		conf.ClientAuth = tls.RequireAndVerifyClientCert
 	}
 
-	// The watcher is started before the bridge listens, so a SIGHUP sent
-	// once it says so never meets Go's default action (exit).
-	hup := make(chan os.Signal, 1)
-	signal.Notify(hup, syscall.SIGHUP)
-	ctx, cancel := context.WithCancel(context.Background())
-	var wg sync.WaitGroup
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		for {
-			select {
-			case <-ctx.Done():
-				return
-			case <-hup:
-				if err := r.reload(); err != nil {
-					logger.Error("TLS certificate not reloaded: still serving the previous one; fix the files and send SIGHUP again", "err", err)
-					continue
-				}
-				c := r.cert.Load()
-				attrs := []any{"cert", cfg.TLSCert}
-				if c.Leaf != nil {
-					attrs = append(attrs, "subject", c.Leaf.Subject.String(), "not_after", c.Leaf.NotAfter)
-				}
-				logger.Info("TLS certificate reloaded", attrs...)
-			}
-		}
-	}()
 	return conf, func() {
-		signal.Stop(hup)
-		cancel()
-		wg.Wait()
+		if err := r.reload(); err != nil {
+			logger.Error("TLS certificate not reloaded: still serving the previous one; fix the files and send SIGHUP again", "err", err)
+			return
+		}
+		c := r.cert.Load()
+		attrs := []any{"cert", cfg.TLSCert}
+		if c.Leaf != nil {
+			attrs = append(attrs, "subject", c.Leaf.Subject.String(), "not_after", c.Leaf.NotAfter)
+		}
+		logger.Info("TLS certificate reloaded", attrs...)
 	}, nil
 }
 

@@ -1,0 +1,441 @@
+package main
+
+// The --config file: the mcpServers JSON that desktop clients keep, with
+// the bridge's own per-server keys and, optionally, its global options.
+//
+//	{
+//	  "bridge": {"listen": "127.0.0.1:8080", "log-level": "debug"},
+//	  "mcpServers": {
+//	    "files": {"command": "npx", "args": ["-y", "@modelcontextprotocol/server-filesystem", "/data"],
+//	              "env": {"DEBUG": "1"}, "request-timeout": "2m"},
+//	    "fetch": {"command": "uvx", "args": ["mcp-server-fetch"], "sandbox": "docker",
+//	              "image": "mcp/fetch", "sandbox-network": "bridge"}
+//	  }
+//	}
+//
+// The keys of "bridge" are the names of the flags; flags and BRIDGE_*
+// variables win over them. A server's own keys are the names of the flags
+// that can differ between servers (serverKeys); they win over the global
+// options. Unknown keys are errors: a typo must not silently drop a limit.
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"os/exec"
+	"regexp"
+	"slices"
+	"sort"
+	"strconv"
+	"strings"
+
+	units "github.com/docker/go-units"
+
+	"github.com/mcp-bridge/mcp-bridge/sandbox"
+)
+
+// serverKeys are the flags a server of the config file may set for itself.
+// Adding a flag here makes it a per-server key.
+var serverKeys = []string{
+	"sandbox", "image", "pull",
+	"sandbox-network", "sandbox-mount", "sandbox-env", "sandbox-memory", "sandbox-cpus", "sandbox-pids", "sandbox-user",
+	"warm", "stop-grace", "stderr-line-bytes",
+	"session-idle-timeout", "initialize-timeout", "request-timeout",
+	"max-sessions", "max-requests-per-session", "max-queued-bytes", "max-message-bytes",
+	"log-max-events", "log-max-bytes", "json-response", "sse-poll-after", "sse-retry",
+}
+
+// desktopKeys are the keys of a server in the desktop clients' format.
+var desktopKeys = []string{"command", "args", "env", "cwd", "type", "disabled"}
+
+// serverName is what a server may be called: it is a path segment.
+var serverName = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$`)
+
+// configFile is a parsed --config file.
+type configFile struct {
+	path    string
+	global  map[string]json.RawMessage // "bridge"
+	servers []*serverSpec              // sorted by name; disabled ones left out
+}
+
+// serverSpec is one server of the file.
+type serverSpec struct {
+	name    string
+	command []string
+	env     map[string]string
+	cwd     string
+	keys    map[string]json.RawMessage // its flag keys
+	// canon is the server's entry in a canonical form: a reload compares
+	// it to tell an unchanged server from a changed one.
+	canon string
+}
+
+// fileError names the file, the server and the key of a problem.
+func fileError(path, server, key, format string, args ...any) error {
+	where := "config " + path
+	if server != "" {
+		where += ": server " + strconv.Quote(server)
+	}
+	if key != "" {
+		where += ": key " + strconv.Quote(key)
+	}
+	return fmt.Errorf("%s: %s", where, fmt.Sprintf(format, args...))
+}
+
+// readConfigFile reads and checks the shape of a config file. Values of
+// flag keys are checked when they are applied (applyKeys).
+func readConfigFile(path string) (*configFile, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("config %s: %w", path, errors.Unwrap(err))
+	}
+	var top map[string]json.RawMessage
+	if err := strictUnmarshal(data, &top); err != nil {
+		return nil, fileError(path, "", "", "not a JSON object: %v", jsonProblem(data, err))
+	}
+	f := &configFile{path: path}
+	for k := range top {
+		if k != "mcpServers" && k != "bridge" {
+			return nil, fileError(path, "", k, "unknown key at the top level; want mcpServers (the servers) and bridge (global options, named as the flags)")
+		}
+	}
+	if raw, ok := top["bridge"]; ok {
+		if err := strictUnmarshal(raw, &f.global); err != nil {
+			return nil, fileError(path, "", "bridge", "want an object of flag names and values")
+		}
+		for k := range f.global {
+			if k == "config" {
+				return nil, fileError(path, "", "bridge", "config cannot name another config file")
+			}
+		}
+	}
+	raw, ok := top["mcpServers"]
+	if !ok {
+		return nil, fileError(path, "", "mcpServers", "missing: the file must list its servers under mcpServers")
+	}
+	var servers map[string]json.RawMessage
+	if err := strictUnmarshal(raw, &servers); err != nil {
+		return nil, fileError(path, "", "mcpServers", "want an object of servers by name")
+	}
+	for name, raw := range servers {
+		s, err := parseServer(path, name, raw)
+		if err != nil {
+			return nil, err
+		}
+		if s != nil {
+			f.servers = append(f.servers, s)
+		}
+	}
+	if len(f.servers) == 0 {
+		return nil, fileError(path, "", "mcpServers", "no server to serve (all are disabled, or none is listed)")
+	}
+	sort.Slice(f.servers, func(i, j int) bool { return f.servers[i].name < f.servers[j].name })
+	return f, nil
+}
+
+func parseServer(path, name string, raw json.RawMessage) (*serverSpec, error) {
+	if !serverName.MatchString(name) {
+		return nil, fileError(path, name, "", "invalid name: it is a URL path segment (/servers/NAME/mcp): use letters, digits, '.', '_' and '-', starting with a letter or digit, at most 64")
+	}
+	var entry map[string]json.RawMessage
+	if err := strictUnmarshal(raw, &entry); err != nil {
+		return nil, fileError(path, name, "", "want an object with command, args and env")
+	}
+	s := &serverSpec{name: name, keys: make(map[string]json.RawMessage)}
+	var cmd string
+	var args []string
+	for k, v := range entry {
+		var err error
+		switch {
+		case k == "command":
+			if err = json.Unmarshal(v, &cmd); err == nil && strings.TrimSpace(cmd) == "" {
+				err = errors.New("empty")
+			}
+			if err != nil {
+				return nil, fileError(path, name, k, "want the server's program, a non-empty string")
+			}
+		case k == "args":
+			if json.Unmarshal(v, &args) != nil {
+				return nil, fileError(path, name, k, "want an array of strings")
+			}
+		case k == "env":
+			if json.Unmarshal(v, &s.env) != nil {
+				return nil, fileError(path, name, k, `want an object of strings, e.g. {"API_KEY": "..."}`)
+			}
+			for ek, ev := range s.env {
+				if ek == "" || strings.ContainsAny(ek, "=\x00") {
+					return nil, fileError(path, name, k, "invalid variable name %q", ek)
+				}
+				// The checks of --env: never a variable of the bridge's own.
+				if _, err := sandbox.ParseEnv([]string{ek + "=" + ev}, nil); err != nil {
+					return nil, fileError(path, name, k, "%s: %v", ek, errors.Unwrap(err))
+				}
+			}
+		case k == "cwd":
+			if json.Unmarshal(v, &s.cwd) != nil {
+				return nil, fileError(path, name, k, "want a directory, a string")
+			}
+		case k == "type":
+			var t string
+			if json.Unmarshal(v, &t) != nil || t != "stdio" {
+				return nil, fileError(path, name, k, "the bridge runs stdio servers only (want \"stdio\", or no type)")
+			}
+		case k == "disabled":
+			var d bool
+			if json.Unmarshal(v, &d) != nil {
+				return nil, fileError(path, name, k, "want true or false")
+			}
+			if d {
+				return nil, nil
+			}
+		case slices.Contains(serverKeys, k):
+			s.keys[k] = v
+		default:
+			return nil, fileError(path, name, k, "unknown key; a server takes %s, and the per-server options %s",
+				strings.Join(desktopKeys, ", "), strings.Join(serverKeys, ", "))
+		}
+	}
+	if cmd != "" {
+		s.command = append([]string{cmd}, args...)
+	} else if len(args) > 0 {
+		return nil, fileError(path, name, "command", "missing: args are given without a command")
+	}
+	canon, err := json.Marshal(entry) // map keys sorted: one form per content
+	if err != nil {
+		return nil, fileError(path, name, "", "%v", err)
+	}
+	var buf bytes.Buffer
+	if json.Compact(&buf, canon) == nil {
+		canon = buf.Bytes()
+	}
+	s.canon = string(canon)
+	return s, nil
+}
+
+// strictUnmarshal decodes one JSON value and nothing after it.
+func strictUnmarshal(data []byte, v any) error {
+	dec := json.NewDecoder(bytes.NewReader(data))
+	if err := dec.Decode(v); err != nil {
+		return err
+	}
+	if dec.More() {
+		return errors.New("data after the top-level value")
+	}
+	return nil
+}
+
+// jsonProblem says where a syntax error is, as line:column.
+func jsonProblem(data []byte, err error) string {
+	var se *json.SyntaxError
+	if errors.As(err, &se) {
+		line := 1 + bytes.Count(data[:se.Offset], []byte("\n"))
+		col := se.Offset - int64(bytes.LastIndexByte(data[:se.Offset], '\n'))
+		return fmt.Sprintf("line %d, column %d: %v", line, col-1, err)
+	}
+	return err.Error()
+}
+
+// applyKeys sets flags of fs from keys of the file, skipping those in skip.
+// A value is a string, a number, true or false, or for a repeatable flag an
+// array of strings.
+func applyKeys(fs *flag.FlagSet, path, server string, keys map[string]json.RawMessage, skip func(string) bool) error {
+	names := make([]string, 0, len(keys))
+	for k := range keys {
+		names = append(names, k)
+	}
+	sort.Strings(names)
+	for _, k := range names {
+		if skip != nil && skip(k) {
+			continue
+		}
+		f := fs.Lookup(k)
+		if f == nil {
+			return fileError(path, server, k, "unknown option; the keys are the names of the flags (bridge --help)")
+		}
+		vals, err := keyValues(keys[k], isList(f))
+		if err != nil {
+			return fileError(path, server, k, "%v", err)
+		}
+		for _, v := range vals {
+			if err := fs.Set(k, v); err != nil {
+				return fileError(path, server, k, "%q: %s", v, wantFor(f))
+			}
+		}
+	}
+	return nil
+}
+
+func isList(f *flag.Flag) bool {
+	_, ok := f.Value.(*listFlag)
+	return ok
+}
+
+// keyValues are the flag values of a JSON value.
+func keyValues(raw json.RawMessage, list bool) ([]string, error) {
+	var v any
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.UseNumber()
+	if err := dec.Decode(&v); err != nil {
+		return nil, err
+	}
+	switch x := v.(type) {
+	case string:
+		return []string{x}, nil
+	case json.Number:
+		return []string{x.String()}, nil
+	case bool:
+		return []string{strconv.FormatBool(x)}, nil
+	case []any:
+		if !list {
+			return nil, errors.New("want one value, not an array")
+		}
+		out := []string{}
+		for _, e := range x {
+			s, ok := e.(string)
+			if !ok {
+				return nil, errors.New("want an array of strings")
+			}
+			out = append(out, s)
+		}
+		if len(out) == 0 {
+			out = append(out, "") // an empty list replaces the global one
+		}
+		return out, nil
+	}
+	return nil, errors.New("want a string, a number, true or false")
+}
+
+// wantFor says what a flag's value should look like.
+func wantFor(f *flag.Flag) string {
+	switch fmt.Sprintf("%T", f.Value) {
+	case "*flag.durationValue":
+		return "want a duration such as 30s, 5m or 1h"
+	case "*flag.intValue", "*flag.int64Value":
+		return "want a whole number"
+	case "*flag.float64Value":
+		return "want a number"
+	case "*flag.boolValue":
+		return "want true or false"
+	}
+	return "invalid value"
+}
+
+// readFile reads --config and sets its global options ("bridge") that
+// neither a flag nor a BRIDGE_* variable gave.
+// fs is the flag set that parsed the command line.
+func (c *config) readFile(fs *flag.FlagSet) error {
+	if c.Config == "" {
+		return nil
+	}
+	f, err := readConfigFile(c.Config)
+	if err != nil {
+		return err
+	}
+	c.file = f
+	given := map[string]bool{}
+	fs.Visit(func(fl *flag.Flag) { given[fl.Name] = true })
+	return applyKeys(fs, f.path, "", f.global, func(k string) bool {
+		if given[k] {
+			return true
+		}
+		v, ok := os.LookupEnv(envName(k))
+		return ok && v != ""
+	})
+}
+
+// serverConfig is the configuration of one server: the global one with the
+// server's keys, command and environment.
+func serverConfig(global *config, path string, s *serverSpec) (*config, error) {
+	sc := *global
+	sc.serverName = s.name
+	fs := newFlagSet(&sc)
+	if err := applyKeys(fs, path, s.name, s.keys, nil); err != nil {
+		return nil, err
+	}
+	sc.command = s.command
+	sc.serverDir = s.cwd
+	envKeys := make([]string, 0, len(s.env))
+	for k := range s.env {
+		envKeys = append(envKeys, k)
+	}
+	sort.Strings(envKeys)
+	sc.serverEnv = nil
+	for _, k := range envKeys {
+		sc.serverEnv = append(sc.serverEnv, k+"="+s.env[k])
+	}
+	bad := func(key, format string, args ...any) error { return fileError(path, s.name, key, format, args...) }
+	switch sc.Sandbox {
+	case "local":
+		if len(sc.command) == 0 {
+			return nil, bad("command", "missing: a local server needs its program (or give \"sandbox\": \"docker\" and an image)")
+		}
+		// Known now, not at the first session's 502.
+		if _, err := exec.LookPath(sc.command[0]); err != nil {
+			err = unwrapExec(err)
+			var pe *os.PathError
+			if errors.As(err, &pe) {
+				err = pe.Err // the path is in the message already
+			}
+			return nil, bad("command", "%q cannot be run: %v; give a program that exists and is executable (a path, or a name on PATH)", sc.command[0], err)
+		}
+	case "docker":
+		if sc.Image == "" {
+			return nil, bad("image", "missing: \"sandbox\": \"docker\" needs an image")
+		}
+		if sc.cwdSet() {
+			return nil, bad("cwd", "applies to local servers only (a container's working directory is its image's)")
+		}
+	default:
+		return nil, bad("sandbox", "%q: want local or docker", sc.Sandbox)
+	}
+	switch sc.Pull {
+	case "never", "missing", "always":
+	default:
+		return nil, bad("pull", "%q: want never, missing or always", sc.Pull)
+	}
+	mem, err := units.RAMInBytes(sc.SandboxMemory)
+	if err != nil || mem <= 0 {
+		return nil, bad("sandbox-memory", "%q: want a size such as 512m or 1g", sc.SandboxMemory)
+	}
+	sc.memory = mem
+	for _, p := range []struct {
+		key string
+		v   int64
+		min int64
+	}{
+		{"warm", int64(sc.Warm), 0},
+		{"max-sessions", int64(sc.MaxSessions), 1},
+		{"max-message-bytes", int64(sc.MaxMessageBytes), 1},
+		{"log-max-events", int64(sc.LogMaxEvents), 1},
+		{"log-max-bytes", sc.LogMaxBytes, 1},
+		{"max-requests-per-session", int64(sc.MaxRequestsPerSession), 0},
+		{"max-queued-bytes", sc.MaxQueuedBytes, 0},
+	} {
+		if p.v < p.min {
+			return nil, bad(p.key, "%d: want %d or more", p.v, p.min)
+		}
+	}
+	if sc.SSEPollAfter < 0 {
+		return nil, bad("sse-poll-after", "%s: want 0 (never) or more", sc.SSEPollAfter)
+	}
+	return &sc, nil
+}
+
+// checkServers checks the configuration of each server of the file, once
+// the global one is complete.
+func (c *config) checkServers() error {
+	if c.file == nil {
+		return nil
+	}
+	for _, s := range c.file.servers {
+		if _, err := serverConfig(c, c.file.path, s); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (c *config) cwdSet() bool { return c.serverDir != "" }
