@@ -447,17 +447,7 @@ func (h *Handler) servePost(w http.ResponseWriter, r *http.Request, owner any) {
 		h.serveStateless(w, r, owner)
 		return
 	}
-	// "The client MUST include an Accept header, listing both
-	// application/json and text/event-stream as supported content types."
-	acc := r.Header.Get("Accept")
-	if !accepts(acc, "application/json") || !accepts(acc, "text/event-stream") {
-		WriteError(w, http.StatusNotAcceptable, nil, jsonrpc.CodeInvalidRequest,
-			"Not Acceptable: the Accept header must list both application/json and text/event-stream", nil)
-		return
-	}
-	if !strings.EqualFold(mediaType(r.Header.Get("Content-Type")), "application/json") {
-		WriteError(w, http.StatusUnsupportedMediaType, nil, jsonrpc.CodeInvalidRequest,
-			"Unsupported Media Type: the body must be application/json", nil)
+	if !postHeadersOK(w, r) {
 		return
 	}
 	if r.Header.Get(hdrLastEventID) != "" {
@@ -672,6 +662,25 @@ func (h *Handler) bodyFailed(w http.ResponseWriter, err error) {
 		return
 	}
 	WriteError(w, http.StatusBadRequest, nil, jsonrpc.CodeParseError, "Bad Request: reading the body: "+err.Error(), nil)
+}
+
+// postHeadersOK checks a POST's Accept and Content-Type, answering 406 or
+// 415 when they are wrong: "The client MUST include an Accept header,
+// listing both application/json and text/event-stream as supported content
+// types" (both eras).
+func postHeadersOK(w http.ResponseWriter, r *http.Request) bool {
+	acc := r.Header.Get("Accept")
+	if !accepts(acc, "application/json") || !accepts(acc, "text/event-stream") {
+		WriteError(w, http.StatusNotAcceptable, nil, jsonrpc.CodeInvalidRequest,
+			"Not Acceptable: the Accept header must list both application/json and text/event-stream", nil)
+		return false
+	}
+	if !strings.EqualFold(mediaType(r.Header.Get("Content-Type")), "application/json") {
+		WriteError(w, http.StatusUnsupportedMediaType, nil, jsonrpc.CodeInvalidRequest,
+			"Unsupported Media Type: the body must be application/json", nil)
+		return false
+	}
+	return true
 }
 
 // readBody reads a request body of at most limit bytes, failing with

@@ -64,15 +64,7 @@ func statelessVersions() []string {
 
 // serveStateless serves one POST of revision 2026-07-28.
 func (h *Handler) serveStateless(w http.ResponseWriter, r *http.Request, owner any) {
-	acc := r.Header.Get("Accept")
-	if !accepts(acc, "application/json") || !accepts(acc, "text/event-stream") {
-		WriteError(w, http.StatusNotAcceptable, nil, jsonrpc.CodeInvalidRequest,
-			"Not Acceptable: the Accept header must list both application/json and text/event-stream", nil)
-		return
-	}
-	if !strings.EqualFold(mediaType(r.Header.Get("Content-Type")), "application/json") {
-		WriteError(w, http.StatusUnsupportedMediaType, nil, jsonrpc.CodeInvalidRequest,
-			"Unsupported Media Type: the body must be application/json", nil)
+	if !postHeadersOK(w, r) {
 		return
 	}
 	body, err := h.readBody(w, r)
