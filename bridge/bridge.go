@@ -455,19 +455,8 @@ func (h *Handler) servePost(w http.ResponseWriter, r *http.Request, owner any) {
 			"Bad Request: Last-Event-ID belongs on a GET request (resumption is always via GET)", nil)
 		return
 	}
-	body, err := h.readBody(w, r)
-	if err != nil {
-		h.bodyFailed(w, err)
-		return
-	}
-
-	msgs, batch, err := parseBody(body)
-	if err != nil {
-		code := jsonrpc.CodeInvalidRequest
-		if jsonrpc.IsParseError(err) {
-			code = jsonrpc.CodeParseError
-		}
-		WriteError(w, http.StatusBadRequest, jsonrpc.RawID(body), code, "Bad Request: "+err.Error(), nil)
+	msgs, batch, ok := h.readMessages(w, r)
+	if !ok {
 		return
 	}
 	if h.opts.TraceContext != nil {
@@ -756,6 +745,27 @@ func (h *Handler) readBody(w http.ResponseWriter, r *http.Request) (_ []byte, er
 			return nil, err
 		}
 	}
+}
+
+// readMessages reads a POST's body and splits it into its messages,
+// answering the client itself when it cannot (413, 408, 400 with -32700 or
+// -32600): ok is false then.
+func (h *Handler) readMessages(w http.ResponseWriter, r *http.Request) (msgs []jsonrpc.Message, batch, ok bool) {
+	body, err := h.readBody(w, r)
+	if err != nil {
+		h.bodyFailed(w, err)
+		return nil, false, false
+	}
+	msgs, batch, err = parseBody(body)
+	if err != nil {
+		code := jsonrpc.CodeInvalidRequest
+		if jsonrpc.IsParseError(err) {
+			code = jsonrpc.CodeParseError
+		}
+		WriteError(w, http.StatusBadRequest, jsonrpc.RawID(body), code, "Bad Request: "+err.Error(), nil)
+		return nil, batch, false
+	}
+	return msgs, batch, true
 }
 
 // parseBody splits a POST body into its messages.

@@ -179,18 +179,8 @@ func (h *Handler) serveLegacyMessage(w http.ResponseWriter, r *http.Request, own
 			"Forbidden: this session belongs to another credential", nil)
 		return
 	}
-	body, err := h.readBody(w, r)
-	if err != nil {
-		h.bodyFailed(w, err)
-		return
-	}
-	msgs, _, err := parseBody(body)
-	if err != nil {
-		code := jsonrpc.CodeInvalidRequest
-		if jsonrpc.IsParseError(err) {
-			code = jsonrpc.CodeParseError
-		}
-		WriteError(w, http.StatusBadRequest, jsonrpc.RawID(body), code, "Bad Request: "+err.Error(), nil)
+	msgs, _, ok := h.readMessages(w, r)
+	if !ok {
 		return
 	}
 	// Revision 2026-07-28 clients probe with server/discover: the answer
