@@ -371,19 +371,10 @@ func foldedName(raw []byte, escaped bool) name {
 		buf[n] = byte(r)
 		n++
 	}
-	switch string(buf[:n]) {
-	case "jsonrpc":
-		return nameJSONRPC
-	case "id":
-		return nameID
-	case "method":
-		return nameMethod
-	case "params":
-		return nameParams
-	case "result":
-		return nameResult
-	case "error":
-		return nameError
+	// The folded name is lower-case ASCII: memberName knows its spelling;
+	// only the envelope's members count here.
+	if k := memberName(buf[:n], false); nameJSONRPC <= k && k <= nameError {
+		return k
 	}
 	return nameOther
 }
