@@ -2,7 +2,6 @@ package sandbox
 
 import (
 	"bufio"
-	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -15,6 +14,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/mcp-bridge/mcp-bridge/internal/proctest"
 )
 
 func init() {
@@ -56,34 +57,11 @@ func spawnTwo() {
 	fmt.Printf("ready %s\n", strings.Join(pids, " "))
 }
 
-// waitGone returns once process pid has exited (or is a zombie), or fails
-// the test after a generous bound. It waits on a pidfd, which becomes
-// readable when the process exits, whoever its parent is.
+// waitGone returns once process pid has exited, or fails the test after
+// bound (proctest.WaitGone).
 func waitGone(t testing.TB, pid int, bound time.Duration) {
 	t.Helper()
-	fd, err := unix.PidfdOpen(pid, 0)
-	if errors.Is(err, unix.ESRCH) {
-		return
-	}
-	if err != nil {
-		t.Fatalf("pidfd_open(%d): %v", pid, err)
-	}
-	defer unix.Close(fd)
-	fds := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}
-	for {
-		n, err := unix.Poll(fds, int(bound.Milliseconds()))
-		if err == unix.EINTR {
-			continue
-		}
-		if err != nil {
-			t.Fatalf("poll pidfd of %d: %v", pid, err)
-		}
-		if n == 0 {
-			syscall.Kill(pid, syscall.SIGKILL)
-			t.Fatalf("process %d still alive %v after its server ended", pid, bound)
-		}
-		return
-	}
+	proctest.WaitGone(t, pid, bound, "after its server ended", nil)
 }
 
 // With a supervisor, nothing the server started outlives it: neither a

@@ -2,7 +2,6 @@ package main
 
 import (
 	"bufio"
-	"errors"
 	"fmt"
 	"net/http"
 	"os"
@@ -14,7 +13,7 @@ import (
 	"testing"
 	"time"
 
-	"golang.org/x/sys/unix"
+	"github.com/mcp-bridge/mcp-bridge/internal/proctest"
 )
 
 // e2eChildEnv selects the server the test binary plays; tests pass it to
@@ -93,35 +92,11 @@ func serverStderr(t *testing.T, p *bridgeProc, prefix string) string {
 	}
 }
 
-// waitGone returns once process pid has exited (it may stay a zombie), or
-// fails the test after bound. It waits on a pidfd, which becomes readable
-// when the process exits, whoever its parent is.
+// waitGone returns once process pid has exited, or fails the test after
+// bound (proctest.WaitGone).
 func waitGone(t *testing.T, pid int, bound time.Duration) {
 	t.Helper()
-	fd, err := unix.PidfdOpen(pid, 0)
-	if errors.Is(err, unix.ESRCH) {
-		return
-	}
-	if err != nil {
-		t.Fatalf("pidfd_open(%d): %v", pid, err)
-	}
-	defer unix.Close(fd)
-	fds := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}
-	for {
-		n, err := unix.Poll(fds, int(bound.Milliseconds()))
-		if err == unix.EINTR {
-			continue
-		}
-		if err != nil {
-			t.Fatalf("poll pidfd of %d: %v", pid, err)
-		}
-		if n == 0 {
-			state := procState(pid)
-			syscall.Kill(pid, syscall.SIGKILL)
-			t.Fatalf("process %d (state %s) still alive %v after the bridge was killed", pid, state, bound)
-		}
-		return
-	}
+	proctest.WaitGone(t, pid, bound, "after the bridge was killed", procState)
 }
 
 // forkerPIDs starts a session whose server forks two grandchildren and
