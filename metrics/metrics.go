@@ -209,6 +209,8 @@ func (m *Metrics) Server(name string) *Server {
 		denials:         m.denials.With(l),
 		pins:            m.pins.With(l),
 		pending:         make(map[requestKey]pending),
+		counts:          make(map[outcomeKey]prometheus.Counter),
+		durations:       make(map[string]prometheus.Observer),
 	}
 	m.servers[name] = s
 	return s
@@ -237,6 +239,10 @@ type Server struct {
 	// and id as the client wrote it: the interceptor times them.
 	mu      sync.Mutex
 	pending map[requestKey]pending
+
+	cacheMu   sync.RWMutex // guards counts and durations (see instruments)
+	counts    map[outcomeKey]prometheus.Counter
+	durations map[string]prometheus.Observer
 }
 
 // requestKey is a client's request: its Origin (comparable, as peer
@@ -387,9 +393,32 @@ func (s *Server) finish(origin any, id jsonrpc.ID, outcome string) {
 }
 
 func (s *Server) end(p pending, outcome string, now time.Time) {
-	s.requests.WithLabelValues(p.method, outcome).Inc()
-	s.duration.WithLabelValues(p.method).Observe(now.Sub(p.start).Seconds())
+	count, observe := s.instruments(p.method, outcome)
+	count.Inc()
+	observe.Observe(now.Sub(p.start).Seconds())
 }
+
+// instruments are the request counter and duration histogram of a method
+// and outcome label. They are looked up in the vectors once and kept:
+// WithLabelValues hashes its labels and allocates on every call, which
+// the profile of a short call showed on every request. Both label sets
+// are bounded (MethodLabel, the Outcome constants).
+func (s *Server) instruments(method, outcome string) (prometheus.Counter, prometheus.Observer) {
+	k := outcomeKey{method, outcome}
+	s.cacheMu.RLock()
+	count, observe := s.counts[k], s.durations[method]
+	s.cacheMu.RUnlock()
+	if count != nil && observe != nil {
+		return count, observe
+	}
+	count, observe = s.requests.WithLabelValues(method, outcome), s.duration.WithLabelValues(method)
+	s.cacheMu.Lock()
+	s.counts[k], s.durations[method] = count, observe
+	s.cacheMu.Unlock()
+	return count, observe
+}
+
+type outcomeKey struct{ method, outcome string }
 
 // WatchPool exports the warm pool's hits and misses
 // (mcp_bridge_warm_pool_hits_total, _misses_total), read at scrape time.

@@ -410,27 +410,62 @@ func (c *Conn) Send(origin any, msgs ...jsonrpc.Message) error {
 
 // filter runs client messages through the interception point. It returns
 // the messages to write; refused requests are answered.
+//
+// It allocates only where it must (the profile of a short call counted
+// three objects per message here): msgs itself is returned while every
+// message passes unchanged, and one Message carries them all through the
+// chain.
 func (c *Conn) filter(origin any, msgs []jsonrpc.Message) ([]jsonrpc.Message, error) {
-	out := make([]jsonrpc.Message, 0, len(msgs))
-	for _, msg := range msgs {
-		m := Message{Message: msg, Dir: ToChild, Origin: origin, Method: msg.Env.Method}
-		err := c.toChild(&m)
-		var rpcErr *jsonrpc.Error
-		switch {
-		case m.passed && err == nil:
+	var out []jsonrpc.Message // nil while msgs[:i] all passed unchanged
+	m := new(Message)
+	for i, msg := range msgs {
+		*m = Message{Message: msg, Dir: ToChild, Origin: origin, Method: msg.Env.Method}
+		err := c.toChild(m)
+		if m.passed && err == nil {
+			if out == nil && sameData(m.Data, msg.Data) {
+				continue
+			}
+			if out == nil {
+				out = append(make([]jsonrpc.Message, 0, len(msgs)), msgs[:i]...)
+			}
 			out = append(out, m.Message)
 			continue
-		case errors.As(err, &rpcErr):
-		case err != nil:
+		}
+		if out == nil {
+			out = append(make([]jsonrpc.Message, 0, len(msgs)), msgs[:i]...)
+		}
+		rpcErr := refusal(err)
+		if rpcErr == nil {
 			return nil, err
-		default:
-			rpcErr = &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: "the bridge dropped this request"}
 		}
 		if msg.Env.Kind == jsonrpc.KindRequest {
 			c.answerRefused(origin, msg, rpcErr)
 		}
 	}
+	if out == nil {
+		return msgs, nil
+	}
 	return out, nil
+}
+
+// sameData reports whether an interceptor passed a message's own bytes on
+// (an interceptor that changes a message passes new ones).
+func sameData(a, b []byte) bool {
+	return len(a) == len(b) && (len(a) == 0 || &a[0] == &b[0])
+}
+
+// refusal is the error a refused request is answered with: err's
+// *jsonrpc.Error, or an internal error when the chain dropped the request
+// without one. It is nil when err is another error, which Send returns.
+func refusal(err error) *jsonrpc.Error {
+	if err == nil {
+		return &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: "the bridge dropped this request"}
+	}
+	var rpcErr *jsonrpc.Error
+	if errors.As(err, &rpcErr) {
+		return rpcErr
+	}
+	return nil
 }
 
 // answerRefused hands the Router the answer to a refused request.
