@@ -85,7 +85,7 @@ func main() {
 	flag.StringVar(&c.sg, "supergateway", "", "supergateway `script` to measure side by side (optional)")
 	flag.StringVar(&c.node, "node", "node", "`node` binary that runs -supergateway")
 	flag.StringVar(&c.profileDir, "profile", "", "build the bridge with a pprof hook and write CPU and heap profiles to `dir`")
-	flag.StringVar(&c.only, "only", "", "comma-separated phases to run: floor,hop,bridge,json,stateless,guards,sg,start,idle,big,replay (default: all)")
+	flag.StringVar(&c.only, "only", "", "comma-separated phases to run: floor,hop,poolhop,bridge,json,stateless,guards,sg,start,idle,big,replay (default: all)")
 	flag.DurationVar(&c.timeout, "timeout", 20*time.Minute, "stop the whole run after this long")
 	flag.Parse()
 
@@ -236,6 +236,13 @@ func (t *throughput) run(ctx context.Context) error {
 			}
 			return f.url, f.close, f.process, nil, nil
 		}},
+		statelessTarget(&target{name: fmt.Sprintf("pool hop floor (HTTP to %d stdio children shared by all clients, ids rewritten, nothing else)", runtime.NumCPU()), phase: "poolhop", start: func(context.Context) (string, func(), *process, *bridgeProc, error) {
+			f, err := startFloor(c.minimal, "-poolhop")
+			if err != nil {
+				return "", nil, nil, nil, err
+			}
+			return f.url, f.close, f.process, nil, nil
+		}}),
 		bridgeTarget(c.bridge, "bridge, SSE answers", "bridge"),
 		bridgeTarget(c.bridge, "bridge, --json-response", "json", "--json-response"),
 		// Revision 2026-07-28: every client on one pool of children. The
@@ -415,13 +422,15 @@ func (t *throughput) rows(add func(what, result, cpu, target, met string), fail 
 			}
 		}
 	}
-	var floor, hop map[int][]sample
+	var floor, hop, poolHop map[int][]sample
 	for _, tg := range t.ts {
 		switch tg.phase {
 		case "floor":
 			floor = tg.res
 		case "hop":
 			hop = tg.res
+		case "poolhop":
+			poolHop = tg.res
 		}
 	}
 	for _, tg := range t.ts {
@@ -450,6 +459,18 @@ func (t *throughput) rows(add func(what, result, cpu, target, met string), fail 
 						if i == 1 {
 							met = yesNo(ratio >= 0.5 && r >= 1.5)
 						}
+					}
+					// What any pool could reach here (the stateless
+					// front end's own cost, apart from the shared hop).
+					if r, ok := pairedRatio(tg.res[n], poolHop[n]); ok {
+						result += fmt.Sprintf(" = %.2f x pool hop floor", r)
+					}
+				}
+				if tg.phase == "poolhop" {
+					// The ceiling of issue 15's 1.5 x target on this
+					// machine: the pool hop floor against the sessions.
+					if r, ok := pairedRatio(tg.res[n], sessionRes(t.ts)[n]); ok {
+						result += fmt.Sprintf(" = %.2f x 2025 sessions (SSE)", r)
 					}
 				}
 				if (tg.phase == "bridge" || tg.phase == "json") && !tg.base {

@@ -8,6 +8,8 @@
 //	minimal -http ADDR       serve the same answers over HTTP POST on ADDR;
 //	                         prints "http://HOST:PORT/mcp" on stdout once
 //	                         listening, and stops when stdin ends
+//	minimal -poolhop ADDR    the pool hop floor: HTTP in front of one
+//	                         child per core shared by all clients
 //	minimal -hop ADDR        the hop floor: HTTP in front of one child
 //	                         (this program, stdio) per session, forwarding
 //	                         each POST as a line; prints and stops likewise
@@ -33,6 +35,7 @@ import (
 func main() {
 	httpAddr := flag.String("http", "", "serve the HTTP floor on this `address` (loopback, e.g. 127.0.0.1:0) instead of stdio")
 	hopAddr := flag.String("hop", "", "serve the hop floor (HTTP to one stdio child per session, nothing else) on this `address`")
+	poolHopAddr := flag.String("poolhop", "", "serve the pool hop floor (HTTP to one stdio child per core shared by all clients, nothing else) on this `address`")
 	flag.Parse()
 	var err error
 	switch {
@@ -40,6 +43,8 @@ func main() {
 		err = serveHTTP(*httpAddr)
 	case *hopAddr != "":
 		err = serveHop(*hopAddr)
+	case *poolHopAddr != "":
+		err = servePoolHop(*poolHopAddr)
 	default:
 		err = serveStdio(stdin(), os.Stdout)
 	}
