@@ -62,10 +62,27 @@ func TestConfigFileErrors(t *testing.T) {
 			`config F: key "max-sesions": unknown option; the keys are the names of the flags (bridge --help)`},
 		{"bad global value", `{"bridge": {"json-response": "yes"}, "mcpServers": {"a": {"command": "x"}}}`,
 			`config F: key "json-response": "yes": want true or false`},
+		// The guards and the stateless pool of a server (HELLO: a real program).
+		{"missing policy", `{"mcpServers": {"a": {"command": "HELLO", "policy": "/nonexistent/policy.yaml"}}}`,
+			`config F: server "a": key "policy": `},
+		{"missing pin file", `{"mcpServers": {"a": {"command": "HELLO", "pin-file": "/nonexistent/mcp-lock.json"}}}`,
+			`config F: server "a": key "pin-file": `},
+		{"bad pin action", `{"mcpServers": {"a": {"command": "HELLO", "on-pin-violation": "kill"}}}`,
+			`config F: server "a": key "on-pin-violation": "kill": want drop or end-session`},
+		{"bad child era", `{"mcpServers": {"a": {"command": "HELLO", "child-era": "old"}}}`,
+			`config F: server "a": key "child-era": unknown child era "old": want auto, legacy or modern`},
+		{"pool-min above pool-max", `{"mcpServers": {"a": {"command": "HELLO", "pool-min": 5, "pool-max": 2}}}`,
+			`config F: server "a": key "pool-min": pool-min 5 is above pool-max 2`},
+		{"bad pool-max", `{"mcpServers": {"a": {"command": "HELLO", "pool-max": 0}}}`,
+			`config F: server "a": key "pool-max": 0: want 1 or more`},
+		{"bad request-state-ttl", `{"mcpServers": {"a": {"command": "HELLO", "request-state-ttl": "0s"}}}`,
+			`config F: server "a": key "request-state-ttl": 0s: want a positive duration`},
+		{"audit-args without a server's audit log", `{"bridge": {"audit-log": "/dev/null", "audit-args": true}, "mcpServers": {"a": {"command": "HELLO", "audit-log": ""}}}`,
+			`config F: server "a": key "audit-log": empty, but audit-args is on`},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			path := filepath.Join(dir, strings.ReplaceAll(c.name, " ", "-")+".json")
-			if err := os.WriteFile(path, []byte(c.file), 0o600); err != nil {
+			if err := os.WriteFile(path, []byte(strings.ReplaceAll(c.file, "HELLO", helloBin)), 0o600); err != nil {
 				t.Fatal(err)
 			}
 			cmd := exec.Command(bridgeBin, "--listen", "127.0.0.1:0", "--config", path)
@@ -181,13 +198,15 @@ func (b *configBridge) rewrite(t *testing.T, file string) {
 	}
 }
 
+// sdkConnect opens a 2025 session (the SDK's default, revision
+// 2026-07-28, has none: see TestConfigFileMetricsPerServer for those).
 func sdkConnect(t *testing.T, tr mcp.Transport) *mcp.ClientSession {
 	t.Helper()
 	// The SSE client's stream lives in the context of Connect: it must
 	// last as long as the session.
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
-	cs, err := mcp.NewClient(&mcp.Implementation{Name: "e2e", Version: "1"}, nil).Connect(ctx, tr, nil)
+	cs, err := mcp.NewClient(&mcp.Implementation{Name: "e2e", Version: "1"}, nil).Connect(ctx, tr, &mcp.ClientSessionOptions{ProtocolVersion: "2025-11-25"})
 	if err != nil {
 		t.Fatalf("connecting: %v", err)
 	}
@@ -259,12 +278,12 @@ func TestConfigFileReload(t *testing.T) {
 	goneClient := mcp.NewClient(&mcp.Implementation{Name: "e2e", Version: "1"}, &mcp.ClientOptions{
 		ProgressNotificationHandler: func(context.Context, *mcp.ProgressNotificationClientRequest) { progressed <- struct{}{} },
 	})
-	gone, err := goneClient.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: b.base + "/servers/gone/mcp"}, nil)
+	gone, err := goneClient.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: b.base + "/servers/gone/mcp"}, &mcp.ClientSessionOptions{ProtocolVersion: "2025-11-25"})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer gone.Close()
-	changed, err := goneClient.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: b.base + "/servers/changed/mcp"}, nil)
+	changed, err := goneClient.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: b.base + "/servers/changed/mcp"}, &mcp.ClientSessionOptions{ProtocolVersion: "2025-11-25"})
 	if err != nil {
 		t.Fatal(err)
 	}
