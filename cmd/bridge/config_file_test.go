@@ -2,20 +2,28 @@ package main
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
+	"net"
 	"net/http"
+	"net/http/httptest"
+	"net/http/httputil"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
 
+	"github.com/mcp-bridge/mcp-bridge/internal/childtest"
 	"github.com/mcp-bridge/mcp-bridge/internal/dockertest"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
@@ -446,5 +454,88 @@ func TestConfigFileDockerServer(t *testing.T) {
 	}
 	if n := d.containers(t, inst); n != 0 {
 		t.Fatalf("%d containers left after the sandboxed server was removed", n)
+	}
+}
+
+// Two bridges serve the same config file with session affinity, behind a
+// proxy that sends every retry carrying a requestState to the instance
+// that does not hold its parked call: a revision 2026-07-28 client (the
+// SDK's default) calls a tool of the everything-server, made legacy by
+// its child-era key, that asks for elicitation mid-call (MRTR); each retry
+// is verified and forwarded to the owner at the same /servers/NAME/mcp.
+func TestConfigFileStatelessAffinity(t *testing.T) {
+	bridgeBin, _ := buildBinaries(t)
+	everything := childtest.EverythingServer(t)
+	t.Setenv("BRIDGE_AFFINITY_SECRET", "a secret shared by both instances, 32+ bytes")
+	file := fmt.Sprintf(`{"mcpServers": {"ev": {"command": %q, "child-era": "legacy"}}}`, everything)
+	var targets []*url.URL
+	for range 2 {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		addr := ln.Addr().String()
+		ln.Close()
+		b := startConfigBridge(t, bridgeBin, file, "--listen", addr, "--affinity-addr", addr)
+		u, err := url.Parse(b.base)
+		if err != nil {
+			t.Fatal(err)
+		}
+		targets = append(targets, u)
+	}
+	var retries atomic.Int64
+	rp := &httputil.ReverseProxy{
+		Rewrite: func(pr *httputil.ProxyRequest) {
+			target := targets[0]
+			if pr.In.Header.Get("X-Test-Retry") != "" {
+				target = targets[1]
+			}
+			pr.Out.Header.Del("X-Test-Retry")
+			pr.SetURL(target)
+			pr.Out.URL.Path = pr.In.URL.Path
+		},
+		FlushInterval: -1,
+	}
+	proxy := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, err := io.ReadAll(r.Body)
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusBadRequest)
+			return
+		}
+		r.Body = io.NopCloser(bytes.NewReader(body))
+		if bytes.Contains(body, []byte(`"requestState"`)) {
+			retries.Add(1)
+			r.Header.Set("X-Test-Retry", "1")
+		}
+		rp.ServeHTTP(w, r)
+	}))
+	defer proxy.Close()
+
+	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
+	defer cancel()
+	client := mcp.NewClient(&mcp.Implementation{Name: "e2e", Version: "1"}, &mcp.ClientOptions{
+		ElicitationHandler: func(context.Context, *mcp.ElicitRequest) (*mcp.ElicitResult, error) {
+			return &mcp.ElicitResult{Action: "accept", Content: map[string]any{"username": "hopper"}}, nil
+		},
+	})
+	cs, err := client.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: proxy.URL + "/servers/ev/mcp"}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cs.Close()
+	if v := cs.InitializeResult().ProtocolVersion; v != "2026-07-28" {
+		t.Fatalf("negotiated %q, want 2026-07-28", v)
+	}
+	for i := range 3 {
+		res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "test_elicitation", Arguments: map[string]any{"message": "who?"}})
+		if err != nil {
+			t.Fatalf("call %d: %v", i, err)
+		}
+		if got := res.Content[0].(*mcp.TextContent).Text; !strings.Contains(got, "action=accept") || !strings.Contains(got, "hopper") {
+			t.Fatalf("call %d answered %q", i, got)
+		}
+	}
+	if n := retries.Load(); n < 3 {
+		t.Fatalf("%d retries went through the proxy, want one per call at least", n)
 	}
 }
