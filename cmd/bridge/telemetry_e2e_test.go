@@ -222,16 +222,7 @@ func TestConfigFileMetricsPerServer(t *testing.T) {
 	// server/discover per server: each pool answers for its own server.
 	discovered := map[string]string{}
 	for _, name := range []string{"one", "two"} {
-		req, _ := http.NewRequestWithContext(ctx, http.MethodPost, b.base+"/servers/"+name+"/mcp", strings.NewReader(
-			`{"jsonrpc":"2.0","id":1,"method":"server/discover","params":{"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}}}}`))
-		req.Header.Set("Content-Type", "application/json")
-		req.Header.Set("Accept", "application/json, text/event-stream")
-		req.Header.Set("MCP-Protocol-Version", "2026-07-28")
-		req.Header.Set("Mcp-Method", "server/discover")
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
+		resp := statelessPost(t, ctx, b.base+"/servers/"+name+"/mcp", "1", "server/discover", "")
 		// "serverInfo" in the result's _meta (basic/index, _meta).
 		var body struct {
 			Result struct {
@@ -241,7 +232,7 @@ func TestConfigFileMetricsPerServer(t *testing.T) {
 				SupportedVersions []string
 			}
 		}
-		err = json.NewDecoder(resp.Body).Decode(&body)
+		err := json.NewDecoder(resp.Body).Decode(&body)
 		resp.Body.Close()
 		if err != nil || resp.StatusCode != http.StatusOK || body.Result.Meta.ServerInfo.Name == "" || !slices.Contains(body.Result.SupportedVersions, "2026-07-28") {
 			t.Fatalf("server/discover of %s: %d %v %+v", name, resp.StatusCode, err, body)
