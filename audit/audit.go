@@ -41,9 +41,11 @@ const MaxPending = 4096
 
 // A Record is one line of the audit log.
 type Record struct {
-	Time    time.Time `json:"time"`  // when the request was answered (or refused), UTC
-	Event   string    `json:"event"` // "request", or "pin_violation"
-	Session string    `json:"session,omitempty"`
+	Time  time.Time `json:"time"`  // when the request was answered (or refused), UTC
+	Event string    `json:"event"` // "request", or "pin_violation"
+	// Server names the server of the bridge's --config file (Options.Server).
+	Server  string `json:"server,omitempty"`
+	Session string `json:"session,omitempty"`
 	// The principal of the client: the request's sender (from "client"),
 	// or the client that answered (from "server").
 	Sub      string `json:"sub,omitempty"`
@@ -80,17 +82,38 @@ type Options struct {
 	// Principal says who a client is, from peer.Message.Origin. Nil, or
 	// empty results, leave sub and client_id out.
 	Principal func(origin any) (subject, clientID string)
+	// Server is put in each record's server: the name of the server the
+	// log is for, when one log holds several servers' lines (ForServer).
+	Server string
 	// Logger gets write failures. Nil means slog.Default().
 	Logger *slog.Logger
 }
 
 // A Log is an audit log. Its methods are safe for concurrent use.
 type Log struct {
-	o      Options
+	o    Options
+	out  *output
+	view bool // a ForServer view: Close leaves the file open
+}
+
+// output is where a Log and its ForServer views write.
+type output struct {
 	mu     sync.Mutex // serializes writes, so that lines are whole and in order
 	w      io.Writer
 	closer io.Closer
 	broken bool // the last write failed: logged once until one succeeds
+}
+
+// ForServer is a view of l that writes to the same file, with the server
+// called name (and principal, if not nil) in each record. Closing l
+// closes the file; closing a view does nothing.
+func (l *Log) ForServer(name string, principal func(origin any) (subject, clientID string)) *Log {
+	o := l.o
+	o.Server = name
+	if principal != nil {
+		o.Principal = principal
+	}
+	return &Log{o: o, out: l.out, view: true}
 }
 
 // Open appends to the file at path (created 0600 if missing), or writes
@@ -104,13 +127,13 @@ func Open(path string, opts *Options) (*Log, error) {
 		return nil, fmt.Errorf("opening the audit log: %w", err)
 	}
 	l := New(f, opts)
-	l.closer = f
+	l.out.closer = f
 	return l, nil
 }
 
 // New writes the log to w, one Write per line.
 func New(w io.Writer, opts *Options) *Log {
-	l := &Log{w: w}
+	l := &Log{out: &output{w: w}}
 	if opts != nil {
 		l.o = *opts
 	}
@@ -120,34 +143,36 @@ func New(w io.Writer, opts *Options) *Log {
 	return l
 }
 
-// Close closes the file Open opened.
+// Close closes the file Open opened (not through a ForServer view).
 func (l *Log) Close() error {
-	if l.closer == nil {
+	if l.view || l.out.closer == nil {
 		return nil
 	}
-	return l.closer.Close()
+	return l.out.closer.Close()
 }
 
 // write appends one record as one line, in one write.
 func (l *Log) write(r *Record) {
+	r.Server = l.o.Server
 	line, err := json.Marshal(r)
 	if err != nil {
 		l.o.Logger.Error("cannot encode an audit record", "err", err)
 		return
 	}
 	line = append(line, '\n')
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if _, err := l.w.Write(line); err != nil {
-		if !l.broken {
+	o := l.out
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if _, err := o.w.Write(line); err != nil {
+		if !o.broken {
 			l.o.Logger.Error("cannot write the audit log: records are lost until it works again", "err", err)
 		}
-		l.broken = true
+		o.broken = true
 		return
 	}
-	if l.broken {
+	if o.broken {
 		l.o.Logger.Info("the audit log is written again")
-		l.broken = false
+		o.broken = false
 	}
 }
 

@@ -88,6 +88,7 @@ var reasons = []struct {
 	{session.ErrStdoutClosed, "stdout_closed"},
 	{session.ErrOversizedMessage, "oversized_message"},
 	{session.ErrShutdown, "shutdown"},
+	{session.ErrRetired, "retired"},
 }
 
 // ReasonLabel is the reason label of a session's end.
@@ -211,9 +212,33 @@ func (m *Metrics) Server(name string) *Server {
 		pending:         make(map[requestKey]pending),
 		counts:          make(map[outcomeKey]prometheus.Counter),
 		durations:       make(map[string]prometheus.Observer),
+		watched:         make(map[string]prometheus.Collector),
 	}
 	m.servers[name] = s
 	return s
+}
+
+// Drop removes the gauges of a server that is no longer served (a
+// reloaded configuration removed it, and it has drained): its sessions
+// active, its event logs' figures and its warm pool's counters, which
+// would otherwise show a server that is gone. Its counters stay, like
+// those of any series that stopped growing: a rate over a window that saw
+// the server go stays right. The view is forgotten: Server(name) then
+// returns a new one, whose counters continue the old ones.
+func (s *Server) Drop() {
+	s.m.mu.Lock()
+	if s.m.servers[s.name] == s {
+		delete(s.m.servers, s.name)
+	}
+	s.m.mu.Unlock()
+	s.mu.Lock()
+	cs := s.watched
+	s.watched = make(map[string]prometheus.Collector)
+	s.mu.Unlock()
+	for _, c := range cs {
+		s.m.reg.Unregister(c)
+	}
+	s.m.sessionsActive.Delete(prometheus.Labels{"server": s.name})
 }
 
 // Server counts what happens to one configured server: its sessions,
@@ -243,6 +268,9 @@ type Server struct {
 	cacheMu   sync.RWMutex // guards counts and durations (see instruments)
 	counts    map[outcomeKey]prometheus.Counter
 	durations map[string]prometheus.Observer
+	// watched are the collectors read at scrape time (WatchPool,
+	// WatchRegistry), by metric name, for Drop.
+	watched map[string]prometheus.Collector
 }
 
 // requestKey is a client's request: its Origin (comparable, as peer
@@ -428,7 +456,7 @@ func (s *Server) WatchPool(p *sandbox.Pool) error {
 		Help: "Sessions given a server started ahead (--warm)."}, func() float64 { h, _ := p.Stats(); return float64(h) })
 	misses := prometheus.NewCounterFunc(prometheus.CounterOpts{Namespace: Namespace, Name: "warm_pool_misses_total", ConstLabels: l,
 		Help: "Sessions that found the warm pool empty and waited for their server to start."}, func() float64 { _, m := p.Stats(); return float64(m) })
-	return s.register(hits, misses)
+	return s.register(map[string]prometheus.Collector{"warm_pool_hits_total": hits, "warm_pool_misses_total": misses})
 }
 
 // WatchRegistry exports what the sessions' event logs hold
@@ -439,14 +467,16 @@ func (s *Server) WatchRegistry(r *session.Registry) error {
 		Help: "Bytes of event data held in the sessions' event logs for resumption."}, func() float64 { _, b := r.LogStats(); return float64(b) })
 	events := prometheus.NewGaugeFunc(prometheus.GaugeOpts{Namespace: Namespace, Name: "event_log_events", ConstLabels: l,
 		Help: "Events held in the sessions' event logs for resumption."}, func() float64 { e, _ := r.LogStats(); return float64(e) })
-	return s.register(bytes, events)
+	return s.register(map[string]prometheus.Collector{"event_log_bytes": bytes, "event_log_events": events})
 }
 
 // register adds collectors read at scrape time. One of the same name and
 // server replaces the one before: a reloaded configuration gives a server a
 // new pool or registry, whose figures are then the ones shown.
-func (s *Server) register(cs ...prometheus.Collector) error {
-	for _, c := range cs {
+func (s *Server) register(cs map[string]prometheus.Collector) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for name, c := range cs {
 		err := s.m.reg.Register(c)
 		var dup prometheus.AlreadyRegisteredError
 		if errors.As(err, &dup) {
@@ -456,6 +486,7 @@ func (s *Server) register(cs ...prometheus.Collector) error {
 		if err != nil {
 			return fmt.Errorf("metrics of server %q: %w", s.name, err)
 		}
+		s.watched[name] = c
 	}
 	return nil
 }

@@ -410,3 +410,47 @@ func TestMethodLabelIsBounded(t *testing.T) {
 		}
 	}
 }
+
+// Drop removes a server's gauges and scrape-time figures, keeps its
+// counters, and a view asked for again continues them.
+func TestDropRemovesGauges(t *testing.T) {
+	m := metrics.New()
+	logger := slog.New(slog.DiscardHandler)
+	failing := sandbox.NewLocal(&sandbox.LocalOptions{Command: "/nonexistent/mcp-server", Logger: logger})
+	a, b := m.Server("a"), m.Server("b")
+	for _, s := range []*metrics.Server{a, b} {
+		if err := s.WatchRegistry(session.NewRegistry(&session.Options{Launcher: session.LauncherOf(failing), Logger: logger})); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.WatchPool(sandbox.NewPool(failing, 0, logger)); err != nil {
+			t.Fatal(err)
+		}
+		s.SessionStarted(nil)
+		s.SessionEnded(nil, session.ErrRetired)
+	}
+	a.Drop()
+	fams := gather(t, m)
+	for _, name := range []string{"mcp_bridge_sessions_active", "mcp_bridge_event_log_events", "mcp_bridge_event_log_bytes", "mcp_bridge_warm_pool_misses_total"} {
+		if got := value(fams, name, "server", "a"); got != -1 {
+			t.Errorf("%s{server=a} = %v after Drop, want no series", name, got)
+		}
+		if got := value(fams, name, "server", "b"); got == -1 {
+			t.Errorf("%s{server=b} is gone", name)
+		}
+	}
+	if got := value(fams, "mcp_bridge_sessions_ended_total", "server", "a", "reason", "retired"); got != 1 {
+		t.Errorf("sessions ended of a = %v, want 1 (counters stay)", got)
+	}
+	again := m.Server("a")
+	if again == a {
+		t.Fatal("Server returned the dropped view")
+	}
+	again.SessionStarted(nil)
+	fams = gather(t, m)
+	if got := value(fams, "mcp_bridge_sessions_created_total", "server", "a"); got != 2 {
+		t.Errorf("sessions created of a = %v, want 2 (continued)", got)
+	}
+	if got := value(fams, "mcp_bridge_sessions_active", "server", "a"); got != 1 {
+		t.Errorf("sessions active of a = %v, want 1", got)
+	}
+}

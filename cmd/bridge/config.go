@@ -150,6 +150,9 @@ type config struct {
 	serverName string
 	serverEnv  []string // the server's "env", NAME=VALUE
 	serverDir  string   // its "cwd"
+	// guardFiles is a digest of the policy and pin files the server names
+	// itself: a reload replaces the server when they changed.
+	guardFiles string
 }
 
 // Defaults of what cmd/bridge itself uses; the others are the packages'.

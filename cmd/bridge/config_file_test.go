@@ -2,20 +2,28 @@ package main
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
+	"net"
 	"net/http"
+	"net/http/httptest"
+	"net/http/httputil"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
 
+	"github.com/mcp-bridge/mcp-bridge/internal/childtest"
 	"github.com/mcp-bridge/mcp-bridge/internal/dockertest"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
@@ -62,10 +70,27 @@ func TestConfigFileErrors(t *testing.T) {
 			`config F: key "max-sesions": unknown option; the keys are the names of the flags (bridge --help)`},
 		{"bad global value", `{"bridge": {"json-response": "yes"}, "mcpServers": {"a": {"command": "x"}}}`,
 			`config F: key "json-response": "yes": want true or false`},
+		// The guards and the stateless pool of a server (HELLO: a real program).
+		{"missing policy", `{"mcpServers": {"a": {"command": "HELLO", "policy": "/nonexistent/policy.yaml"}}}`,
+			`config F: server "a": key "policy": `},
+		{"missing pin file", `{"mcpServers": {"a": {"command": "HELLO", "pin-file": "/nonexistent/mcp-lock.json"}}}`,
+			`config F: server "a": key "pin-file": `},
+		{"bad pin action", `{"mcpServers": {"a": {"command": "HELLO", "on-pin-violation": "kill"}}}`,
+			`config F: server "a": key "on-pin-violation": "kill": want drop or end-session`},
+		{"bad child era", `{"mcpServers": {"a": {"command": "HELLO", "child-era": "old"}}}`,
+			`config F: server "a": key "child-era": unknown child era "old": want auto, legacy or modern`},
+		{"pool-min above pool-max", `{"mcpServers": {"a": {"command": "HELLO", "pool-min": 5, "pool-max": 2}}}`,
+			`config F: server "a": key "pool-min": pool-min 5 is above pool-max 2`},
+		{"bad pool-max", `{"mcpServers": {"a": {"command": "HELLO", "pool-max": 0}}}`,
+			`config F: server "a": key "pool-max": 0: want 1 or more`},
+		{"bad request-state-ttl", `{"mcpServers": {"a": {"command": "HELLO", "request-state-ttl": "0s"}}}`,
+			`config F: server "a": key "request-state-ttl": 0s: want a positive duration`},
+		{"audit-args without a server's audit log", `{"bridge": {"audit-log": "/dev/null", "audit-args": true}, "mcpServers": {"a": {"command": "HELLO", "audit-log": ""}}}`,
+			`config F: server "a": key "audit-log": empty, but audit-args is on`},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			path := filepath.Join(dir, strings.ReplaceAll(c.name, " ", "-")+".json")
-			if err := os.WriteFile(path, []byte(c.file), 0o600); err != nil {
+			if err := os.WriteFile(path, []byte(strings.ReplaceAll(c.file, "HELLO", helloBin)), 0o600); err != nil {
 				t.Fatal(err)
 			}
 			cmd := exec.Command(bridgeBin, "--listen", "127.0.0.1:0", "--config", path)
@@ -181,13 +206,15 @@ func (b *configBridge) rewrite(t *testing.T, file string) {
 	}
 }
 
+// sdkConnect opens a 2025 session (the SDK's default, revision
+// 2026-07-28, has none: see TestConfigFileMetricsPerServer for those).
 func sdkConnect(t *testing.T, tr mcp.Transport) *mcp.ClientSession {
 	t.Helper()
 	// The SSE client's stream lives in the context of Connect: it must
 	// last as long as the session.
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
-	cs, err := mcp.NewClient(&mcp.Implementation{Name: "e2e", Version: "1"}, nil).Connect(ctx, tr, nil)
+	cs, err := mcp.NewClient(&mcp.Implementation{Name: "e2e", Version: "1"}, nil).Connect(ctx, tr, &mcp.ClientSessionOptions{ProtocolVersion: "2025-11-25"})
 	if err != nil {
 		t.Fatalf("connecting: %v", err)
 	}
@@ -259,12 +286,12 @@ func TestConfigFileReload(t *testing.T) {
 	goneClient := mcp.NewClient(&mcp.Implementation{Name: "e2e", Version: "1"}, &mcp.ClientOptions{
 		ProgressNotificationHandler: func(context.Context, *mcp.ProgressNotificationClientRequest) { progressed <- struct{}{} },
 	})
-	gone, err := goneClient.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: b.base + "/servers/gone/mcp"}, nil)
+	gone, err := goneClient.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: b.base + "/servers/gone/mcp"}, &mcp.ClientSessionOptions{ProtocolVersion: "2025-11-25"})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer gone.Close()
-	changed, err := goneClient.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: b.base + "/servers/changed/mcp"}, nil)
+	changed, err := goneClient.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: b.base + "/servers/changed/mcp"}, &mcp.ClientSessionOptions{ProtocolVersion: "2025-11-25"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -427,5 +454,88 @@ func TestConfigFileDockerServer(t *testing.T) {
 	}
 	if n := d.containers(t, inst); n != 0 {
 		t.Fatalf("%d containers left after the sandboxed server was removed", n)
+	}
+}
+
+// Two bridges serve the same config file with session affinity, behind a
+// proxy that sends every retry carrying a requestState to the instance
+// that does not hold its parked call: a revision 2026-07-28 client (the
+// SDK's default) calls a tool of the everything-server, made legacy by
+// its child-era key, that asks for elicitation mid-call (MRTR); each retry
+// is verified and forwarded to the owner at the same /servers/NAME/mcp.
+func TestConfigFileStatelessAffinity(t *testing.T) {
+	bridgeBin, _ := buildBinaries(t)
+	everything := childtest.EverythingServer(t)
+	t.Setenv("BRIDGE_AFFINITY_SECRET", "a secret shared by both instances, 32+ bytes")
+	file := fmt.Sprintf(`{"mcpServers": {"ev": {"command": %q, "child-era": "legacy"}}}`, everything)
+	var targets []*url.URL
+	for range 2 {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		addr := ln.Addr().String()
+		ln.Close()
+		b := startConfigBridge(t, bridgeBin, file, "--listen", addr, "--affinity-addr", addr)
+		u, err := url.Parse(b.base)
+		if err != nil {
+			t.Fatal(err)
+		}
+		targets = append(targets, u)
+	}
+	var retries atomic.Int64
+	rp := &httputil.ReverseProxy{
+		Rewrite: func(pr *httputil.ProxyRequest) {
+			target := targets[0]
+			if pr.In.Header.Get("X-Test-Retry") != "" {
+				target = targets[1]
+			}
+			pr.Out.Header.Del("X-Test-Retry")
+			pr.SetURL(target)
+			pr.Out.URL.Path = pr.In.URL.Path
+		},
+		FlushInterval: -1,
+	}
+	proxy := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, err := io.ReadAll(r.Body)
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusBadRequest)
+			return
+		}
+		r.Body = io.NopCloser(bytes.NewReader(body))
+		if bytes.Contains(body, []byte(`"requestState"`)) {
+			retries.Add(1)
+			r.Header.Set("X-Test-Retry", "1")
+		}
+		rp.ServeHTTP(w, r)
+	}))
+	defer proxy.Close()
+
+	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
+	defer cancel()
+	client := mcp.NewClient(&mcp.Implementation{Name: "e2e", Version: "1"}, &mcp.ClientOptions{
+		ElicitationHandler: func(context.Context, *mcp.ElicitRequest) (*mcp.ElicitResult, error) {
+			return &mcp.ElicitResult{Action: "accept", Content: map[string]any{"username": "hopper"}}, nil
+		},
+	})
+	cs, err := client.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: proxy.URL + "/servers/ev/mcp"}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cs.Close()
+	if v := cs.InitializeResult().ProtocolVersion; v != "2026-07-28" {
+		t.Fatalf("negotiated %q, want 2026-07-28", v)
+	}
+	for i := range 3 {
+		res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "test_elicitation", Arguments: map[string]any{"message": "who?"}})
+		if err != nil {
+			t.Fatalf("call %d: %v", i, err)
+		}
+		if got := res.Content[0].(*mcp.TextContent).Text; !strings.Contains(got, "action=accept") || !strings.Contains(got, "hopper") {
+			t.Fatalf("call %d answered %q", i, got)
+		}
+	}
+	if n := retries.Load(); n < 3 {
+		t.Fatalf("%d retries went through the proxy, want one per call at least", n)
 	}
 }

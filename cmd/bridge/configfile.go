@@ -20,10 +20,13 @@ package main
 
 import (
 	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
+	"hash"
 	"os"
 	"os/exec"
 	"regexp"
@@ -34,6 +37,9 @@ import (
 
 	units "github.com/docker/go-units"
 
+	"github.com/mcp-bridge/mcp-bridge/pin"
+	"github.com/mcp-bridge/mcp-bridge/policy"
+	"github.com/mcp-bridge/mcp-bridge/pool"
 	"github.com/mcp-bridge/mcp-bridge/sandbox"
 )
 
@@ -46,6 +52,8 @@ var serverKeys = []string{
 	"session-idle-timeout", "initialize-timeout", "request-timeout",
 	"max-sessions", "max-requests-per-session", "max-queued-bytes", "max-message-bytes",
 	"log-max-events", "log-max-bytes", "json-response", "sse-poll-after", "sse-retry",
+	"policy", "pin-file", "on-pin-violation", "audit-log",
+	"child-era", "pool-min", "pool-max", "request-state-ttl",
 }
 
 // desktopKeys are the keys of a server in the desktop clients' format.
@@ -421,7 +429,76 @@ func serverConfig(global *config, path string, s *serverSpec) (*config, error) {
 	if sc.SSEPollAfter < 0 {
 		return nil, bad("sse-poll-after", "%s: want 0 (never) or more", sc.SSEPollAfter)
 	}
+	if err := serverGuardKeys(&sc, s, bad); err != nil {
+		return nil, err
+	}
 	return &sc, nil
+}
+
+// serverGuardKeys checks a server's keys of the interception point and the
+// stateless pool, and reads the policy and pin files it names itself (the
+// global ones were read with the global options).
+func serverGuardKeys(sc *config, s *serverSpec, bad func(key, format string, args ...any) error) error {
+	switch pin.Action(sc.OnPinViolation) {
+	case pin.Drop, pin.EndSession:
+	default:
+		return bad("on-pin-violation", "%q: want drop or end-session", sc.OnPinViolation)
+	}
+	if _, err := pool.ParseEra(sc.ChildEra); err != nil {
+		return bad("child-era", "%v", err)
+	}
+	if sc.PoolMax < 1 {
+		return bad("pool-max", "%d: want 1 or more", sc.PoolMax)
+	}
+	if sc.PoolMin > sc.PoolMax {
+		key := "pool-min"
+		if _, own := s.keys[key]; !own {
+			key = "pool-max"
+		}
+		return bad(key, "pool-min %d is above pool-max %d", sc.PoolMin, sc.PoolMax)
+	}
+	if sc.RequestStateTTL <= 0 {
+		return bad("request-state-ttl", "%s: want a positive duration", sc.RequestStateTTL)
+	}
+	if sc.AuditArgs && sc.AuditLog == "" {
+		return bad("audit-log", "empty, but audit-args is on: give the server an audit log, or turn audit-args off")
+	}
+	digest := sha256.New()
+	if _, own := s.keys["policy"]; own {
+		sc.policy = nil
+		if sc.Policy != "" {
+			p, err := policy.Load(sc.Policy)
+			if err != nil {
+				return bad("policy", "%v", err)
+			}
+			sc.policy = p
+			fileDigest(digest, sc.Policy)
+		}
+	}
+	if _, own := s.keys["pin-file"]; own {
+		sc.lock = nil
+		if sc.PinFile != "" {
+			l, err := pin.ReadLock(sc.PinFile)
+			if err != nil {
+				return bad("pin-file", "%v", err)
+			}
+			sc.lock = l
+			fileDigest(digest, sc.PinFile)
+		}
+	}
+	sc.guardFiles = hex.EncodeToString(digest.Sum(nil))
+	return nil
+}
+
+// fileDigest adds the name and content of a file to h (a file that cannot
+// be read adds its error: it was read a moment ago).
+func fileDigest(h hash.Hash, path string) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		data = []byte(err.Error())
+	}
+	fmt.Fprintf(h, "%s\x00%d\x00", path, len(data))
+	h.Write(data)
 }
 
 // checkServers checks the configuration of each server of the file, once

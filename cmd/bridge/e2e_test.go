@@ -335,16 +335,7 @@ func TestStatelessBinary(t *testing.T) {
 	// A subscription open at shutdown ends gracefully: "it SHOULD respond
 	// to the original subscriptions/listen request with a completion
 	// result before closing the stream".
-	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, p.url, strings.NewReader(
-		`{"jsonrpc":"2.0","id":"sub","method":"subscriptions/listen","params":{"notifications":{"toolsListChanged":true},"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}}}}`))
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("Accept", "application/json, text/event-stream")
-	req.Header.Set("MCP-Protocol-Version", "2026-07-28")
-	req.Header.Set("Mcp-Method", "subscriptions/listen")
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
+	resp := statelessPost(t, ctx, p.url, `"sub"`, "subscriptions/listen", `"notifications":{"toolsListChanged":true},`)
 	defer resp.Body.Close()
 	stream := bufio.NewReader(resp.Body)
 	if line, err := stream.ReadString('\n'); err != nil || !strings.Contains(line, "notifications/subscriptions/acknowledged") {
@@ -366,4 +357,23 @@ func TestStatelessBinary(t *testing.T) {
 			t.Errorf("pool server %d survived the bridge's shutdown", pid)
 		}
 	}
+}
+
+// statelessPost sends a revision 2026-07-28 request (no session) of this
+// id and method to url, with the headers and the _meta the revision
+// requires; params are the members before _meta ("" or ending in a comma).
+func statelessPost(t *testing.T, ctx context.Context, url, id, method, params string) *http.Response {
+	t.Helper()
+	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, url, strings.NewReader(
+		`{"jsonrpc":"2.0","id":`+id+`,"method":"`+method+`","params":{`+params+
+			`"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}}}}`))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	req.Header.Set("MCP-Protocol-Version", "2026-07-28")
+	req.Header.Set("Mcp-Method", method)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return resp
 }

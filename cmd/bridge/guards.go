@@ -27,6 +27,9 @@ type guards struct {
 	// the HTTP edge established). Nil: callers have no scopes and no
 	// name in the audit log.
 	caller func(origin any) *policy.Caller
+	// counts counts the policy's denials and the pin violations (the
+	// server's metrics); nil: not counted.
+	counts guardCounts
 }
 
 // inspection is what --max-description-bytes and --allow-hidden-unicode
@@ -44,7 +47,7 @@ func newGuards(cfg *config, logger *slog.Logger) (*guards, error) {
 		g.pins = pin.New(&pin.Options{Lock: cfg.lock, LockFile: cfg.PinFile, OnViolation: pin.Action(cfg.OnPinViolation), Inspection: in})
 	}
 	if cfg.AuditLog != "" {
-		l, err := audit.Open(cfg.AuditLog, &audit.Options{Args: cfg.AuditArgs, Principal: g.principal, Logger: logger})
+		l, err := audit.Open(cfg.AuditLog, &audit.Options{Args: cfg.AuditArgs, Principal: g.principal, Server: cfg.serverName, Logger: logger})
 		if err != nil {
 			return nil, fmt.Errorf("--audit-log: %w", err)
 		}
@@ -85,13 +88,13 @@ func (g *guards) forConn(session string, logger *slog.Logger, end func(error), c
 		chain = append(chain, i)
 	}
 	if g.policy != nil {
+		if g.counts != nil {
+			chain = append(chain, countDenials(g.counts))
+		}
 		chain = append(chain, g.policy.Interceptor(&policy.Options{Caller: g.caller, Logger: logger}))
 	}
 	if g.pins != nil {
-		hooks := &pin.Hooks{End: end, Logger: logger, Call: call}
-		if g.audit != nil {
-			hooks.Alert = func(origin any, v pin.Violation) { g.audit.Alert(session, origin, v.Kind, v.Name, v.Problem) }
-		}
+		hooks := &pin.Hooks{End: end, Logger: logger, Call: call, Alert: g.alert(session)}
 		chain = append(chain, g.pins.Interceptor(hooks))
 	}
 	if len(chain) == 0 {

@@ -140,6 +140,23 @@ func TestGuardsEndToEnd(t *testing.T) {
 		return r.Tool == added && r.Outcome == "denied" && strings.HasPrefix(r.DeniedBy, "pin: not in the pin file")
 	})
 	has("initialize", func(r audit.Record) bool { return r.Method == "initialize" && r.Outcome == "ok" })
+
+	// The guards count what they refuse, under the one-command form's
+	// label: three denials (two calls of the session, one of the
+	// 2026-07-28 client), a pin violation for each alert of the audit log.
+	fams := scrapeFamilies(t, strings.TrimSuffix(b.url, "/mcp")+"/metrics")
+	if got, _ := metricValue(fams, "mcp_bridge_policy_denials_total", "server", "default"); got != 3 {
+		t.Errorf("policy denials = %v, want 3", got)
+	}
+	alerts := 0
+	for _, r := range readAudit(t, auditFile) {
+		if r.Event == "pin_violation" {
+			alerts++
+		}
+	}
+	if got, _ := metricValue(fams, "mcp_bridge_pin_violations_total", "server", "default"); got != float64(alerts) || alerts == 0 {
+		t.Errorf("pin violations = %v, want %d (the audit log's alerts)", got, alerts)
+	}
 }
 
 func readAudit(t *testing.T, path string) []audit.Record {

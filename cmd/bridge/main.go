@@ -199,8 +199,9 @@ func serve(ctx context.Context, cfg *config, logger *slog.Logger, ready chan<- n
 		logger.Info("OAuth resource server on", "issuer", cfg.OAuthIssuer, "resource", cfg.ResourceURL)
 	}
 	// What every registry and handler gets, in both forms.
+	g.counts = tel.counts()
 	hooks := frontendHooks{
-		session: func(o *session.Options) {
+		session: func(o *session.Options, tel *telemetry, g *guards) {
 			o.Intercept, o.Observer = tel.intercept(), tel.observer()
 			o.InterceptSession = g.forSession
 			o.LogMaxTotalBytes = cfg.LogMaxTotalBytes
@@ -213,8 +214,10 @@ func serve(ctx context.Context, cfg *config, logger *slog.Logger, ready chan<- n
 			o.Auth, o.Forward = authn, forwarder(router)
 			o.Metrics, o.TraceContext = tel.handler(cfg), tel.traceContext()
 		},
-		registry: tel.watchRegistry,
-		tel:      tel,
+		tel:    tel,
+		guards: g,
+		router: router,
+		scopes: authn.AdvertiseScopes,
 	}
 	var fe frontend
 	var reload []func() // what SIGHUP reloads
@@ -233,7 +236,7 @@ func serve(ctx context.Context, cfg *config, logger *slog.Logger, ready chan<- n
 		}
 		defer closeLauncher()
 		sessOpts := sessionOptions(cfg, session.LauncherOf(launcher), logger)
-		hooks.session(sessOpts)
+		hooks.session(sessOpts, tel, g)
 		reg := session.NewRegistry(sessOpts)
 		stateless, err = newPool(cfg, launcher, router, sessOpts.Intercept, g, logger)
 		if err != nil {

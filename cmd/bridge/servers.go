@@ -15,7 +15,9 @@ import (
 	"sync/atomic"
 	"syscall"
 
+	"github.com/mcp-bridge/mcp-bridge/affinity"
 	"github.com/mcp-bridge/mcp-bridge/bridge"
+	"github.com/mcp-bridge/mcp-bridge/pool"
 	"github.com/mcp-bridge/mcp-bridge/sandbox"
 	"github.com/mcp-bridge/mcp-bridge/session"
 )
@@ -87,10 +89,14 @@ func handlerOptions(cfg *config, path string, logger *slog.Logger) *bridge.Optio
 // both forms: the interception point (telemetry, policy), session IDs, the
 // governor, authentication, metrics and tracing.
 type frontendHooks struct {
-	session  func(*session.Options)
-	handler  func(*bridge.Options)
-	registry func(*session.Registry) // told of each registry made
-	tel      *telemetry
+	// session sets a registry's options, with the telemetry and guards of
+	// its server.
+	session func(o *session.Options, tel *telemetry, g *guards)
+	handler func(*bridge.Options)
+	tel     *telemetry // the global telemetry; a server's is tel.forServer
+	guards  *guards    // the global guards; a server's are serverGuards
+	router  *affinity.Router
+	scopes  func(...string) // advertises the scopes of a server's policy
 }
 
 // multi serves the servers of a --config file, each at /servers/NAME/mcp
@@ -113,8 +119,12 @@ type multi struct {
 // running is one server of the file, serving.
 type running struct {
 	spec          *serverSpec
+	guardFiles    string // config.guardFiles
 	reg           *session.Registry
+	stateless     *pool.Pool // revision 2026-07-28 clients
 	h             *bridge.Handler
+	tel           *telemetry
+	guards        *guards
 	closeLauncher func()
 	inflight      atomic.Int64
 }
@@ -171,13 +181,20 @@ func (m *multi) startAll(ctx context.Context, f *configFile, specs []*serverSpec
 func (m *multi) startServer(ctx context.Context, s *serverSpec, sc *config) (*running, error) {
 	logger := m.logger.With("server_name", s.name)
 	warnLoosenings(sc, logger)
-	launcher, closeLauncher, err := newLauncher(ctx, sc, logger, m.hooks.tel)
+	// Its metrics and spans carry its name; its guards are its own.
+	tel := m.hooks.tel.forServer(s.name)
+	g, err := serverGuards(m.hooks.guards, m.cfg, sc, logger, tel)
 	if err != nil {
+		return nil, err
+	}
+	launcher, closeLauncher, err := newLauncher(ctx, sc, logger, tel)
+	if err != nil {
+		g.close()
 		return nil, explain(err)
 	}
-	r := &running{spec: s, closeLauncher: closeLauncher}
+	r := &running{spec: s, guardFiles: sc.guardFiles, tel: tel, guards: g, closeLauncher: closeLauncher}
 	so := sessionOptions(sc, session.LauncherOf(launcher), logger)
-	m.hooks.session(so)
+	m.hooks.session(so, tel, g)
 	so.LogBudget = m.budget
 	if gov := so.Inflight; gov != nil {
 		// The governor wants the requests in flight of all servers.
@@ -187,17 +204,55 @@ func (m *multi) startServer(ctx context.Context, s *serverSpec, sc *config) (*ru
 		}
 	}
 	r.reg = session.NewRegistry(so)
-	m.hooks.registry(r.reg)
+	tel.watchRegistry(r.reg)
+	// Its own pool for revision 2026-07-28 clients, on its launcher and
+	// guards, which answers server/discover for it.
+	if r.stateless, err = newPool(sc, launcher, m.hooks.router, so.Intercept, g, logger); err != nil {
+		_ = r.stop(ctx)
+		return nil, err
+	}
 	ho := handlerOptions(sc, bridge.ServerPath(s.name), logger)
 	m.hooks.handler(ho)
+	ho.Stateless = r.stateless
 	r.h = bridge.NewHandler(r.reg, ho)
+	if sc.policy != nil && m.hooks.scopes != nil {
+		m.hooks.scopes(sc.policy.Scopes()...)
+	}
 	return r, nil
 }
 
-// stop ends the server's sessions and releases its launcher.
+// serverGuards are the guards of a server of the file: its own policy,
+// pin file and audit log when its keys name them, else the global ones.
+// The global audit log is opened once: a server that shares it writes its
+// name in each of its lines (a server's own file has it too).
+func serverGuards(global *guards, gcfg, sc *config, logger *slog.Logger, tel *telemetry) (*guards, error) {
+	c := *sc
+	shared := global.audit != nil && c.AuditLog == gcfg.AuditLog
+	if shared {
+		c.AuditLog = ""
+	}
+	g, err := newGuards(&c, logger)
+	if err != nil {
+		return nil, fmt.Errorf("key \"audit-log\": %w", errors.Unwrap(err))
+	}
+	if shared {
+		g.audit = global.audit.ForServer(sc.serverName, g.principal)
+	}
+	g.counts = tel.counts()
+	return g, nil
+}
+
+// stop ends the server's sessions, stops the children of its stateless
+// pool, and releases its launcher and guards.
 func (r *running) stop(ctx context.Context) error {
 	err := r.reg.Shutdown(ctx)
+	if r.stateless != nil {
+		err = errors.Join(err, r.stateless.Close(ctx))
+	}
 	r.closeLauncher()
+	if cerr := r.guards.close(); cerr != nil {
+		err = errors.Join(err, fmt.Errorf("closing the audit log: %w", cerr))
+	}
 	return err
 }
 
@@ -231,7 +286,8 @@ func (m *multi) reload(ctx context.Context) {
 		case r == nil:
 			added = append(added, s.name)
 			start = append(start, s)
-		case r.spec.canon != s.canon:
+		case r.spec.canon != s.canon || r.guardFiles != guardFilesOf(m.cfg, path, s):
+			// A changed entry, or a changed policy or pin file it names.
 			changed = append(changed, s.name)
 			start = append(start, s)
 		default:
@@ -267,6 +323,17 @@ func (m *multi) reload(ctx context.Context) {
 		"added", added, "removed", removed, "changed", changed, "unchanged", unchanged)
 }
 
+// guardFilesOf is the digest of the policy and pin files a server names
+// itself (config.guardFiles); "" if its entry is not valid (startAll says
+// why).
+func guardFilesOf(global *config, path string, s *serverSpec) string {
+	sc, err := serverConfig(global, path, s)
+	if err != nil {
+		return ""
+	}
+	return sc.guardFiles
+}
+
 // canonical is a JSON object's members with their values compacted, to
 // compare two of them.
 func canonical(v map[string]json.RawMessage) map[string]string {
@@ -293,6 +360,11 @@ func (m *multi) retire(r *running) {
 		name := r.spec.name
 		ctx, cancel := context.WithTimeout(context.Background(), m.cfg.ShutdownGrace)
 		err := r.reg.WaitIdle(ctx)
+		if err == nil {
+			// Its stateless calls too (retries of a parked call come to
+			// the new server, if any: this one's end at --request-state-ttl).
+			err = r.stateless.WaitIdle(ctx)
+		}
 		cancel()
 		if err != nil {
 			m.logger.Warn("ending the sessions of a removed server with requests still in flight after --shutdown-grace", "server_name", name, "err", err)
@@ -303,6 +375,13 @@ func (m *multi) retire(r *running) {
 			m.logger.Error("some MCP servers did not stop", "server_name", name, "err", err)
 		}
 		m.servers.Remove(name, r.h)
+		m.mu.Lock()
+		if m.running[name] == nil {
+			// Removed, not replaced, and not added again since: its
+			// gauges go with it.
+			r.tel.drop()
+		}
+		m.mu.Unlock()
 		m.logger.Info("server drained", "server_name", name)
 	}()
 }

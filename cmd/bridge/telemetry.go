@@ -15,6 +15,8 @@ import (
 	"github.com/mcp-bridge/mcp-bridge/jsonrpc"
 	"github.com/mcp-bridge/mcp-bridge/metrics"
 	"github.com/mcp-bridge/mcp-bridge/peer"
+	"github.com/mcp-bridge/mcp-bridge/pin"
+	"github.com/mcp-bridge/mcp-bridge/policy"
 	"github.com/mcp-bridge/mcp-bridge/sandbox"
 	"github.com/mcp-bridge/mcp-bridge/session"
 	"github.com/mcp-bridge/mcp-bridge/tracing"
@@ -34,7 +36,11 @@ func newTelemetry(ctx context.Context, cfg *config, logger *slog.Logger) (*telem
 	t := &telemetry{logger: logger}
 	if !cfg.NoMetrics {
 		t.metrics = metrics.New()
-		t.server = t.metrics.Server(metrics.DefaultServer)
+		if cfg.file == nil {
+			// Under --config, each server has its view (forServer): no
+			// series says server="default" there.
+			t.server = t.metrics.Server(metrics.DefaultServer)
+		}
 	}
 	tp, err := tracing.Setup(ctx, &tracing.Options{Endpoint: cfg.OTLPEndpoint})
 	if err != nil {
@@ -199,5 +205,74 @@ func (t *telemetry) close() {
 	defer cancel()
 	if err := t.tp.Shutdown(ctx); err != nil {
 		t.logger.Warn("flushing the last spans to the OTLP endpoint failed", "err", err)
+	}
+}
+
+// guardCounts is what the guards count: metrics.Server's counters of the
+// policy and pinning (mcp_bridge_policy_denials_total,
+// mcp_bridge_pin_violations_total).
+type guardCounts interface {
+	PolicyDenied()
+	PinViolation()
+}
+
+// counts is the server's guardCounts, or nil with metrics off.
+func (t *telemetry) counts() guardCounts {
+	if t.server == nil {
+		return nil
+	}
+	return t.server
+}
+
+// countDenials counts the requests the policy after it refuses.
+func countDenials(c guardCounts) peer.Interceptor {
+	return func(next peer.Handler) peer.Handler {
+		return func(m *peer.Message) error {
+			err := next(m)
+			var d *policy.Denial
+			if err != nil && errors.As(err, &d) {
+				c.PolicyDenied()
+			}
+			return err
+		}
+	}
+}
+
+// alert is what the pin enforcer of a connection tells of each item a
+// server offered and it dropped: the audit log and the counter. Nil when
+// neither is on.
+func (g *guards) alert(session string) func(origin any, v pin.Violation) {
+	if g.audit == nil && g.counts == nil {
+		return nil
+	}
+	return func(origin any, v pin.Violation) {
+		if g.counts != nil {
+			g.counts.PinViolation()
+		}
+		if g.audit != nil {
+			g.audit.Alert(session, origin, v.Kind, v.Name, v.Problem)
+		}
+	}
+}
+
+// forServer is the telemetry of the server called name of a --config
+// file: its metrics and spans carry that name in their server label.
+func (t *telemetry) forServer(name string) *telemetry {
+	c := *t
+	if t.metrics != nil {
+		c.server = t.metrics.Server(name)
+	}
+	if t.tp != nil {
+		c.tracer = tracing.New(t.tp, name)
+	}
+	c.tp = nil // close is the global telemetry's
+	return &c
+}
+
+// drop removes the gauges of a server that has drained out of the
+// configuration (metrics.Server.Drop).
+func (t *telemetry) drop() {
+	if t.server != nil {
+		t.server.Drop()
 	}
 }
