@@ -16,6 +16,7 @@ import (
 	"errors"
 	"io"
 	"net/http"
+	"slices"
 	"strings"
 
 	"github.com/mcp-bridge/mcp-bridge/jsonrpc"
@@ -27,6 +28,10 @@ const (
 	hdrMethod = "Mcp-Method"
 	hdrName   = "Mcp-Name"
 )
+
+// logLevels are the log levels of revision 2026-07-28 (RFC 5424 severities,
+// server/utilities/logging).
+var logLevels = []string{"debug", "info", "notice", "warning", "error", "critical", "alert", "emergency"}
 
 // isStateless reports whether a POST goes to the stateless front end: no
 // session, and a protocol version the sessions do not serve. An absent
@@ -142,7 +147,17 @@ func (h *Handler) serveStateless(w http.ResponseWriter, r *http.Request, owner a
 	}
 	req := &pool.Request{Principal: owner, Msg: jsonrpc.Message{Data: body, Env: env}, Caps: caps}
 	if lvl, ok := jsonrpc.Lookup(meta, "io.modelcontextprotocol/logLevel"); ok {
-		req.LogLevel, _ = jsonrpc.StringValue(lvl)
+		// "If the io.modelcontextprotocol/logLevel value carried in a
+		// request's _meta is not a recognized log level, the server SHOULD
+		// reject that request with ... -32602 (Invalid params)"
+		// (server/utilities/logging).
+		s, isString := jsonrpc.StringValue(lvl)
+		if !isString || !slices.Contains(logLevels, s) {
+			WriteError(w, http.StatusBadRequest, rawID, jsonrpc.CodeInvalidParams,
+				"Invalid params: _meta's io.modelcontextprotocol/logLevel must be one of "+strings.Join(logLevels, ", "), nil)
+			return
+		}
+		req.LogLevel = s
 	}
 
 	// The answer is one JSON body unless the child says something first
