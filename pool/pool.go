@@ -207,6 +207,7 @@ type Pool struct {
 	parked   map[string]*call
 	closed   bool
 	subs     *subscriptions
+	tools    toolCache // the tools' x-mcp-header annotations
 }
 
 // New returns a pool. Children start on demand (the modern pool's Min once
@@ -934,6 +935,9 @@ func (ch *child) Route(m *peer.Message) {
 		default:
 			// List changes, resource updates, and a modern child's
 			// subscription notifications.
+			if m.Method == "notifications/tools/list_changed" {
+				p.tools.invalidate()
+			}
 			p.subs.route(ch, m)
 		}
 	}
