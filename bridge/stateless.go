@@ -15,7 +15,10 @@ import (
 	"encoding/base64"
 	"errors"
 	"io"
+	"math"
 	"net/http"
+	"slices"
+	"strconv"
 	"strings"
 
 	"github.com/mcp-bridge/mcp-bridge/jsonrpc"
@@ -27,6 +30,10 @@ const (
 	hdrMethod = "Mcp-Method"
 	hdrName   = "Mcp-Name"
 )
+
+// logLevels are the log levels of revision 2026-07-28 (RFC 5424 severities,
+// server/utilities/logging).
+var logLevels = []string{"debug", "info", "notice", "warning", "error", "critical", "alert", "emergency"}
 
 // isStateless reports whether a POST goes to the stateless front end: no
 // session, and a protocol version the sessions do not serve. An absent
@@ -142,7 +149,30 @@ func (h *Handler) serveStateless(w http.ResponseWriter, r *http.Request, owner a
 	}
 	req := &pool.Request{Principal: owner, Msg: jsonrpc.Message{Data: body, Env: env}, Caps: caps}
 	if lvl, ok := jsonrpc.Lookup(meta, "io.modelcontextprotocol/logLevel"); ok {
-		req.LogLevel, _ = jsonrpc.StringValue(lvl)
+		// "If the io.modelcontextprotocol/logLevel value carried in a
+		// request's _meta is not a recognized log level, the server SHOULD
+		// reject that request with ... -32602 (Invalid params)"
+		// (server/utilities/logging).
+		s, isString := jsonrpc.StringValue(lvl)
+		if !isString || !slices.Contains(logLevels, s) {
+			WriteError(w, http.StatusBadRequest, rawID, jsonrpc.CodeInvalidParams,
+				"Invalid params: _meta's io.modelcontextprotocol/logLevel must be one of "+strings.Join(logLevels, ", "), nil)
+			return
+		}
+		req.LogLevel = s
+	}
+	if env.Method == "tools/call" {
+		// The tool's x-mcp-header annotations: known from the tools/list
+		// answers the pool saw, or listed now.
+		annotated, err := h.opts.Stateless.ParamHeaders(r.Context(), req, env.Name(body))
+		if err != nil {
+			h.statelessFailed(w, r, rawID, err)
+			return
+		}
+		if msg := checkParamHeaders(r.Header, body, annotated); msg != "" {
+			WriteError(w, http.StatusBadRequest, rawID, pool.CodeHeaderMismatch, "Header mismatch: "+msg, nil)
+			return
+		}
 	}
 
 	// The answer is one JSON body unless the child says something first
@@ -282,6 +312,9 @@ func checkHeaders(r *http.Request, body []byte, env *jsonrpc.Envelope) string {
 	if !present || len(vals) != 1 {
 		return "exactly one Mcp-Name header is required for " + env.Method
 	}
+	if !validHeaderValue(vals[0]) {
+		return "the Mcp-Name header contains characters other than visible ASCII, space and tab (send such a name in the =?base64?...?= form)"
+	}
 	name, ok := decodeHeaderValue(vals[0])
 	if !ok {
 		return "the Mcp-Name header is not valid base64 in its =?base64?...?= form"
@@ -299,6 +332,100 @@ func checkHeaders(r *http.Request, body []byte, env *jsonrpc.Envelope) string {
 		return "Mcp-Name header value " + quote(name) + " does not match body value params." + member + " " + quote(inBody)
 	}
 	return ""
+}
+
+// checkParamHeaders validates the Mcp-Param-{Name} headers of a tools/call
+// against its arguments, for the tool's x-mcp-header annotations. It
+// returns what is wrong, or "". The spec's table (basic/transports/
+// streamable-http, Server Behavior for Custom Headers): "Parameter value
+// provided: Server MUST validate header matches body ... Parameter value
+// is null / not in arguments: Server MUST NOT expect the header ... Client
+// omits header but value is in body: Server MUST reject the request". A
+// header sent for a value the body does not have is a mismatch as well:
+// whatever routed on it saw a value the server would not act on. Headers
+// no annotation names are not the bridge's: "Intermediate servers that do
+// not recognize an Mcp-Param-{Name} header MUST forward it and otherwise
+// ignore it".
+func checkParamHeaders(hd http.Header, body []byte, annotated []pool.ParamHeader) string {
+	if len(annotated) == 0 {
+		return ""
+	}
+	params, _ := jsonrpc.Lookup(body, "params")
+	args, _ := jsonrpc.Lookup(params, "arguments")
+	for _, a := range annotated {
+		key := "Mcp-Param-" + a.Name
+		vals := hd.Values(key)
+		raw, present := args, true
+		for _, k := range a.Path {
+			if raw, present = jsonrpc.Lookup(raw, k); !present {
+				break
+			}
+		}
+		if !present || string(raw) == "null" {
+			if len(vals) > 0 {
+				return "the " + key + " header is present but " + a.Field() + " is absent or null in the body"
+			}
+			continue
+		}
+		if len(vals) != 1 {
+			return "exactly one " + key + " header is required: " + a.Field() + " is in the body"
+		}
+		v := vals[0]
+		// "Servers MUST reject requests with a recognized Mcp-Param-{Name}
+		// header that contains invalid characters".
+		if !validHeaderValue(v) {
+			return "the " + key + " header contains characters other than visible ASCII, space and tab (send such a value in the =?base64?...?= form)"
+		}
+		decoded, ok := decodeHeaderValue(v)
+		if !ok {
+			return "the " + key + " header is not valid base64 in its =?base64?...?= form"
+		}
+		if !headerMatches(decoded, raw) {
+			return key + " header value " + quote(v) + " does not match body value " + a.Field() + " " + string(raw)
+		}
+	}
+	return ""
+}
+
+// headerMatches compares a decoded header value with the JSON value it
+// mirrors: a string as is, a boolean as "true" or "false", an integer
+// numerically ("When validating integer parameter values, servers SHOULD
+// compare the header value and the body value numerically rather than as
+// strings (e.g., 42.0 and 42 are considered equal)"). Other values (numbers
+// with a fraction, objects, arrays) cannot be mirrored: no header matches.
+func headerMatches(header string, raw []byte) bool {
+	switch {
+	case len(raw) == 0:
+		return false
+	case raw[0] == '"':
+		s, ok := jsonrpc.StringValue(raw)
+		return ok && s == header
+	case string(raw) == "true" || string(raw) == "false":
+		return header == string(raw)
+	}
+	body, err := strconv.ParseFloat(string(raw), 64)
+	if err != nil || body != math.Trunc(body) || math.Abs(body) > maxSafeInteger {
+		return false
+	}
+	h, err := strconv.ParseFloat(strings.TrimSpace(header), 64)
+	return err == nil && h == body
+}
+
+// maxSafeInteger bounds the integers a header may mirror: "Integer values
+// MUST be within the safe range for JavaScript (-2^53+1 to 2^53-1)".
+const maxSafeInteger = 1<<53 - 1
+
+// validHeaderValue reports whether a header value has only the characters
+// the spec allows in plain form: "visible ASCII characters (0x21-0x7E),
+// space (0x20), and horizontal tab (0x09)" (Value Encoding). net/http
+// lets bytes from 0x80 through.
+func validHeaderValue(v string) bool {
+	for i := 0; i < len(v); i++ {
+		if c := v[i]; (c < 0x20 && c != '\t') || c > 0x7e {
+			return false
+		}
+	}
+	return true
 }
 
 // decodeHeaderValue decodes the "=?base64?...?=" form of a header value

@@ -9,12 +9,14 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/mcp-bridge/mcp-bridge/bridge"
+	"github.com/mcp-bridge/mcp-bridge/jsonrpc"
 	"github.com/mcp-bridge/mcp-bridge/peer"
 	"github.com/mcp-bridge/mcp-bridge/pool"
 	"github.com/mcp-bridge/mcp-bridge/sandbox"
@@ -287,6 +289,132 @@ func TestStatelessSubscriptions(t *testing.T) {
 			cs.Close()
 			if err := p.WaitIdle(ctxT(t)); err != nil {
 				t.Fatal(err)
+			}
+		})
+	}
+}
+
+// childRecorder records, at the interception point of the pool's children,
+// what the bridge passed on: the protocol version in the _meta of each
+// tools/call a child got, how many of them carried inputResponses (MRTR
+// retries of a modern child), and the child's own requests (a legacy
+// child's questions) that got an answer.
+type childRecorder struct {
+	mu       sync.Mutex
+	versions map[string]int
+	retries  int
+	asked    map[string]string // the child's request id → method
+	answered []string          // methods of the child's requests answered
+}
+
+func newChildRecorder() *childRecorder {
+	return &childRecorder{versions: map[string]int{}, asked: map[string]string{}}
+}
+
+func (r *childRecorder) intercept(next peer.Handler) peer.Handler {
+	return func(m *peer.Message) error {
+		r.mu.Lock()
+		switch {
+		case m.Dir == peer.ToChild && m.Env.Kind == jsonrpc.KindRequest && m.Method == "tools/call":
+			params, _ := jsonrpc.Lookup(m.Data, "params")
+			meta, _ := jsonrpc.Lookup(params, "_meta")
+			v, _ := jsonrpc.Lookup(meta, "io.modelcontextprotocol/protocolVersion")
+			s, _ := jsonrpc.StringValue(v)
+			r.versions[s]++
+			if _, ok := jsonrpc.Lookup(params, "inputResponses"); ok {
+				r.retries++
+			}
+		case m.Dir == peer.FromChild && m.Env.Kind == jsonrpc.KindRequest:
+			r.asked[string(m.Env.IDAt.In(m.Data))] = m.Method
+		case m.Dir == peer.ToChild && m.Env.Kind == jsonrpc.KindResponse && !m.Env.IsError:
+			if method, ok := r.asked[string(m.Env.IDAt.In(m.Data))]; ok {
+				r.answered = append(r.answered, method)
+			}
+		}
+		r.mu.Unlock()
+		return next(m)
+	}
+}
+
+// The TypeScript SDK 2.x client against the Go SDK's everything-server,
+// found modern (its own InputRequiredResults pass through) and forced
+// legacy (its elicitation, sampling and roots requests in the middle of a
+// call reach the TS client as MRTR rounds, and the client's answers reach
+// the server). Its x-mcp-header tool is called with a value the client
+// must Base64-encode, which the bridge validates.
+func TestStatelessTSClientEverything(t *testing.T) {
+	peers := npmPeers(t)
+	server := everythingServer(t)
+	for _, tc := range []struct {
+		era  pool.Era
+		mode string
+		want map[string]string
+	}{
+		{pool.EraAuto, "go-everything-modern", map[string]string{
+			"simple": "simple text",
+			"elicit": "Hello, ts-name!",
+			"sample": "Sampling response: ts-sampled",
+			"roots":  "Client exposed 1 root(s): file:///ts-root",
+			"multi":  "ts-sampled ts-name — 1 root(s) visible",
+			"rounds": "Multi-round complete: ts-name likes ts-color",
+			"header": "region=eu-west 3 ü",
+		}},
+		{pool.EraLegacy, "go-everything-legacy", map[string]string{
+			"simple": "simple text",
+			"elicit": "Elicitation result: action=accept, content=map[username:ts-username]",
+			"sample": "LLM response: ts-sampled",
+			"roots":  "Client exposed 1 root(s): file:///ts-root",
+			"multi":  "ts-sampled ts-name — 1 root(s) visible",
+			"header": "region=eu-west 3 ü",
+		}},
+	} {
+		t.Run(tc.mode, func(t *testing.T) {
+			rec := newChildRecorder()
+			b, p := startStatelessCommand(t, []string{server}, pool.Options{Era: tc.era, Peer: peer.Options{Intercept: rec.intercept}})
+			got := tsClient(t, peers, b.URL, tc.mode)
+			t.Logf("the TS client saw %v", got)
+			if got["version"] != "2026-07-28" {
+				t.Errorf("the TS client negotiated %v", got["version"])
+			}
+			for k, v := range tc.want {
+				if s, _ := got[k].(string); !strings.Contains(s, v) {
+					t.Errorf("%s = %q, want %q in it (all: %v)", k, got[k], v, got)
+				}
+			}
+			if e, _ := p.Era(ctxT(t)); (e == pool.EraModern) != (tc.era == pool.EraAuto) {
+				t.Fatalf("era %v", e)
+			}
+			if err := p.WaitIdle(ctxT(t)); err != nil {
+				t.Fatal(err)
+			}
+			rec.mu.Lock()
+			defer rec.mu.Unlock()
+			// Every tools/call the children got came from a client
+			// speaking 2026-07-28: none from an initialize fallback.
+			if len(rec.versions) != 1 || rec.versions["2026-07-28"] < len(tc.want) {
+				t.Errorf("tools/call by protocol version: %v", rec.versions)
+			}
+			asked := fmt.Sprint(got["asked"])
+			for _, m := range []string{"elicitation", "sampling", "roots"} {
+				if !strings.Contains(asked, m) {
+					t.Errorf("the TS client was never asked for %s: %v", m, got["asked"])
+				}
+			}
+			if tc.era == pool.EraLegacy {
+				// The child asked mid-call; the client's answers came back
+				// through MRTR retries as the answers to its requests.
+				answered := strings.Join(rec.answered, " ")
+				for _, m := range []string{"elicitation/create", "sampling/createMessage", "roots/list"} {
+					if !strings.Contains(answered, m) {
+						t.Errorf("the legacy child's %s got no answer: %v", m, rec.answered)
+					}
+				}
+				if rec.retries != 0 {
+					t.Errorf("a legacy child got %d inputResponses", rec.retries)
+				}
+			} else if rec.retries < 6 {
+				// One retry per round of the six MRTR tool calls.
+				t.Errorf("the modern child got %d retries with inputResponses", rec.retries)
 			}
 		})
 	}

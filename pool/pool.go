@@ -31,6 +31,14 @@
 // A holding call that is cancelled or expires costs its child, which is
 // stopped: its server may still be working on the call and ask again, and
 // nothing could tell that request from the next call's.
+//
+// Log messages are attributed the same way, and more strictly: a
+// notifications/message names no request either, and any call may cause
+// one. So a request that sets a log level (io.modelcontextprotocol/logLevel
+// in _meta), on a child of either era, has its child to itself for its
+// duration: no other request runs there meanwhile, and every log message
+// the child sends during it is the request's. Requests without a log level
+// never get a log message.
 package pool
 
 import (
@@ -194,9 +202,12 @@ type Pool struct {
 	groups   map[string]*group
 	total    int           // children running or starting
 	changed  chan struct{} // closed and replaced when a child frees or ends
+	waiting  int           // requests waiting for a child
+	noted    chan struct{} // closed and replaced when waiting changes (Await)
 	parked   map[string]*call
 	closed   bool
 	subs     *subscriptions
+	tools    toolCache // the tools' x-mcp-header annotations
 }
 
 // New returns a pool. Children start on demand (the modern pool's Min once
@@ -250,6 +261,7 @@ func New(opts *Options) (*Pool, error) {
 		era:     o.Era,
 		groups:  make(map[string]*group),
 		changed: make(chan struct{}),
+		noted:   make(chan struct{}),
 		parked:  make(map[string]*call),
 	}
 	p.subs = newSubscriptions(p)
@@ -471,9 +483,11 @@ func canonicalCaps(caps json.RawMessage) (json.RawMessage, error) {
 const modernKey = "M"
 
 // acquire finds a child for a request: for one that may ask the client
-// (exclusive), a child no other such call holds; for the others, the
-// least loaded child. It starts a child when none fits and Max allows,
-// stopping an idle child of another key if it must, and otherwise waits.
+// (exclusive), a child no other such call holds; for one that set a log
+// level (c.solo), a child with nothing in flight, which it then holds
+// alone; for the others, the least loaded child no solo call holds. It
+// starts a child when none fits and Max allows, stopping an idle child of
+// another key if it must, and otherwise waits.
 func (p *Pool) acquire(ctx context.Context, key string, principal any, caps json.RawMessage, legacy, exclusive bool, c *call) (*child, error) {
 	for {
 		p.mu.Lock()
@@ -484,7 +498,7 @@ func (p *Pool) acquire(ctx context.Context, key string, principal any, caps json
 		g := p.groupLocked(key, principal, caps)
 		var best *child
 		for _, ch := range g.children {
-			if ch.dead || (exclusive && ch.holder != nil) {
+			if ch.dead || (exclusive && ch.holder != nil) || !fits(ch, c) {
 				continue
 			}
 			if best == nil || ch.inflight < best.inflight {
@@ -524,7 +538,7 @@ func (p *Pool) acquire(ctx context.Context, key string, principal any, caps json
 				return nil, err
 			}
 			p.mu.Lock()
-			if ch.dead || (exclusive && ch.holder != nil) {
+			if ch.dead || (exclusive && ch.holder != nil) || !fits(ch, c) {
 				p.mu.Unlock()
 				continue
 			}
@@ -533,11 +547,16 @@ func (p *Pool) acquire(ctx context.Context, key string, principal any, caps json
 			return ch, nil
 		}
 		wait := p.changed
+		p.noteWaitingLocked(+1)
 		p.mu.Unlock()
 		select {
 		case <-wait:
+			p.mu.Lock()
+			p.noteWaitingLocked(-1)
+			p.mu.Unlock()
 		case <-ctx.Done():
 			p.mu.Lock()
+			p.noteWaitingLocked(-1)
 			p.dropEmptyLocked(g)
 			p.mu.Unlock()
 			return nil, ctx.Err()
@@ -545,11 +564,35 @@ func (p *Pool) acquire(ctx context.Context, key string, principal any, caps json
 	}
 }
 
+// noteWaitingLocked counts requests waiting for a child, for Stats. It
+// wakes Await, not the waiting requests (they wait on p.changed).
+func (p *Pool) noteWaitingLocked(d int) {
+	p.waiting += d
+	close(p.noted)
+	p.noted = make(chan struct{})
+}
+
+// fits reports whether c may run on ch besides what runs there already:
+// a child held by a solo call takes nothing else, and a solo call takes
+// only a child with nothing in flight. Subscriptions do not count: their
+// streams get no log messages ("MUST NOT deliver it on a
+// subscriptions/listen stream", server/utilities/logging), and a solo call
+// must not wait for one to end.
+func fits(ch *child, c *call) bool {
+	return c.listen || (ch.alone == nil && (!c.solo || ch.inflight == ch.listens))
+}
+
 func (p *Pool) takeLocked(ch *child, exclusive bool, c *call) {
 	ch.inflight++
 	ch.calls[c] = struct{}{}
 	if exclusive {
 		ch.holder = c
+	}
+	if c.solo {
+		ch.alone = c
+	}
+	if c.listen {
+		ch.listens++
 	}
 	ch.lastUsed = time.Now()
 }
@@ -565,6 +608,12 @@ func (p *Pool) release(ch *child, c *call) {
 	ch.inflight--
 	if ch.holder == c {
 		ch.holder = nil
+	}
+	if ch.alone == c {
+		ch.alone = nil
+	}
+	if c.listen {
+		ch.listens--
 	}
 	ch.lastUsed = time.Now()
 	p.signalLocked()
@@ -748,29 +797,33 @@ func (p *Pool) janitor() {
 	}
 }
 
-// Stats is a snapshot of the pool, for tests and logs.
+// Stats is a snapshot of the pool, for tests and logs. Waiting counts the
+// requests waiting for a child.
 type Stats struct {
-	Children, Parked, Groups, InFlight int
+	Children, Parked, Groups, InFlight, Waiting int
 }
 
 // WaitIdle waits until no call is in flight on any child (parked calls
 // count as in flight), or ctx ends.
 func (p *Pool) WaitIdle(ctx context.Context) error {
+	return p.Await(ctx, func(s Stats) bool { return s.InFlight == 0 })
+}
+
+// Await waits until cond holds for the pool's Stats, or ctx ends: it
+// checks again whenever a child frees or ends, or a request starts or
+// stops waiting for one.
+func (p *Pool) Await(ctx context.Context, cond func(Stats) bool) error {
 	for {
 		p.mu.Lock()
-		n := 0
-		for _, g := range p.groups {
-			for _, ch := range g.children {
-				n += ch.inflight
-			}
-		}
-		wait := p.changed
+		s := p.statsLocked()
+		changed, noted := p.changed, p.noted
 		p.mu.Unlock()
-		if n == 0 {
+		if cond(s) {
 			return nil
 		}
 		select {
-		case <-wait:
+		case <-changed:
+		case <-noted:
 		case <-ctx.Done():
 			return ctx.Err()
 		}
@@ -781,7 +834,11 @@ func (p *Pool) WaitIdle(ctx context.Context) error {
 func (p *Pool) Stats() Stats {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	s := Stats{Parked: len(p.parked), Groups: len(p.groups)}
+	return p.statsLocked()
+}
+
+func (p *Pool) statsLocked() Stats {
+	s := Stats{Parked: len(p.parked), Groups: len(p.groups), Waiting: p.waiting}
 	for _, g := range p.groups {
 		s.Children += len(g.children)
 		for _, ch := range g.children {
@@ -806,6 +863,8 @@ type child struct {
 	inflight int
 	calls    map[*call]struct{}
 	holder   *call // the call that may ask the client, if any
+	alone    *call // the call that set a log level: nothing else runs here
+	listens  int   // subscriptions among the calls in flight
 	lastUsed time.Time
 	dead     bool
 }
@@ -860,23 +919,25 @@ func (ch *child) Route(m *peer.Message) {
 	case m.Env.Kind == jsonrpc.KindNotification:
 		switch m.Method {
 		case "notifications/message":
-			// "servers MUST NOT emit notifications/message for requests
-			// that did not include this field" (changelog): forward only
-			// what belongs to the one call in flight, if it asked.
+			// "The server MUST NOT emit notifications/message for a
+			// request that does not include this field ... the server MUST
+			// NOT deliver it on ... any stream other than the one carrying
+			// the response to the request that set the log level"
+			// (server/utilities/logging). A request that set one holds its
+			// child alone (see acquire), so the message is its own; any
+			// other message has no request to go to and is dropped.
 			p.mu.Lock()
-			var only *call
-			if len(ch.calls) == 1 {
-				for c := range ch.calls {
-					only = c
-				}
-			}
+			alone := ch.alone
 			p.mu.Unlock()
-			if only != nil && only.req.LogLevel != "" {
-				only.push(item{kind: itemNotify, msg: m.Message})
+			if alone != nil && alone.req.LogLevel != "" {
+				alone.push(item{kind: itemNotify, msg: m.Message})
 			}
 		default:
 			// List changes, resource updates, and a modern child's
 			// subscription notifications.
+			if m.Method == "notifications/tools/list_changed" {
+				p.tools.invalidate()
+			}
 			p.subs.route(ch, m)
 		}
 	}

@@ -117,7 +117,10 @@ func (p *Pool) Serve(ctx context.Context, req *Request, emit func([]byte) error)
 
 // serveModern passes a request through to a modern child.
 func (p *Pool) serveModern(ctx context.Context, req *Request, emit func([]byte) error) ([]byte, error) {
-	c := &call{pool: p, req: req, signal: make(chan struct{}, 1)}
+	c := &call{pool: p, req: req, solo: req.LogLevel != "", signal: make(chan struct{}, 1)}
+	if req.Msg.Env.Method == "tools/list" {
+		c.toolsGen = p.tools.generation()
+	}
 	ch, err := p.acquire(ctx, modernKey, "", nil, false, false, c)
 	if err != nil {
 		return nil, err
@@ -138,7 +141,10 @@ func (p *Pool) serveLegacy(ctx context.Context, req *Request, params []byte, emi
 	if err != nil {
 		return errorResponse(rawID, jsonrpc.CodeInvalidParams, "Invalid params: "+metaClientCapabilities+": "+err.Error(), nil), nil
 	}
-	c := &call{pool: p, req: req, legacy: true, signal: make(chan struct{}, 1)}
+	c := &call{pool: p, req: req, legacy: true, solo: req.LogLevel != "", signal: make(chan struct{}, 1)}
+	if req.Msg.Env.Method == "tools/list" {
+		c.toolsGen = p.tools.generation()
+	}
 	c.mayAsk = inputMethods[req.Msg.Env.Method]
 	// A call that may ask holds its child, so that the child's questions
 	// are attributed exactly; unless the client declared nothing the
@@ -169,6 +175,9 @@ type call struct {
 	ch        *child
 	legacy    bool
 	exclusive bool
+	solo      bool   // it set a log level: it holds its child alone
+	listen    bool   // a subscriptions/listen stream
+	toolsGen  uint64 // for tools/list: the tool cache's generation at the start
 	mayAsk    bool   // tools/call, prompts/get, resources/read
 	digest    string // params digest, for the requestState (computed when parked)
 
@@ -261,6 +270,11 @@ func (c *call) wait(ctx context.Context, rawID []byte, emit func([]byte) error) 
 			}
 		case itemFinal:
 			p.finish(c)
+			if c.req.Msg.Env.Method == "tools/list" {
+				params, _ := jsonrpc.Lookup(c.req.Msg.Data, "params")
+				_, cursor := jsonrpc.Lookup(params, "cursor")
+				p.tools.learnAnswer(c.toolsGen, !cursor, it.msg.Data)
+			}
 			return c.answer(it.msg, rawID), nil
 		case itemEnded:
 			p.finish(c)
@@ -297,8 +311,8 @@ func (p *Pool) finish(c *call) {
 // notifications/cancelled ("Closing the SSE response stream MUST be
 // treated by the server as cancellation of that request",
 // basic/transports/streamable-http). A child held by the call is stopped
-// rather than reused: it may still ask about the call, and attribution
-// must stay exact.
+// rather than reused: it may still ask or log about the call, and
+// attribution must stay exact.
 func (p *Pool) cancelCall(c *call, reason string) {
 	c.mu.Lock()
 	if c.over {
@@ -317,7 +331,7 @@ func (p *Pool) cancelCall(c *call, reason string) {
 		delete(p.parked, c.stateID)
 	}
 	c.stopTimer()
-	if c.exclusive {
+	if c.exclusive || c.solo {
 		p.retireLocked(c.ch)
 	}
 	p.mu.Unlock()

@@ -6,12 +6,29 @@ import { Client, StreamableHTTPClientTransport } from '@modelcontextprotocol/cli
 const [url, mode] = process.argv.slice(2);
 const client = new Client(
   { name: 'ts-stateless-test', version: '1.0.0' },
-  { capabilities: { elicitation: {}, sampling: {} }, versionNegotiation: { mode: 'auto' } },
+  { capabilities: { elicitation: {}, sampling: {}, roots: {} }, versionNegotiation: { mode: 'auto' } },
 );
-client.setRequestHandler('elicitation/create', async () => ({ action: 'accept', content: { name: 'Grace' } }));
-client.setRequestHandler('sampling/createMessage', async () => ({
-  model: 'm', role: 'assistant', content: { type: 'text', text: 'ts-sampled' },
-}));
+// An elicitation is accepted with every property the schema asks for: the
+// test child asks for name, the SDK's everything-server for name, username,
+// color or ok.
+const asked = [];
+client.setRequestHandler('elicitation/create', async (req) => {
+  asked.push('elicitation');
+  const props = req.params?.requestedSchema?.properties ?? { name: { type: 'string' } };
+  const content = {};
+  for (const [k, s] of Object.entries(props)) {
+    content[k] = s.type === 'boolean' ? true : k === 'name' && mode === 'test-child' ? 'Grace' : `ts-${k}`;
+  }
+  return { action: 'accept', content };
+});
+client.setRequestHandler('sampling/createMessage', async () => {
+  asked.push('sampling');
+  return { model: 'm', role: 'assistant', content: { type: 'text', text: 'ts-sampled' } };
+});
+client.setRequestHandler('roots/list', async () => {
+  asked.push('roots');
+  return { roots: [{ uri: 'file:///ts-root', name: 'ts' }] };
+});
 const out = {};
 try {
   await client.connect(new StreamableHTTPClientTransport(new URL(url)));
@@ -19,16 +36,37 @@ try {
   const tools = await client.listTools();
   out.tools = tools.tools.length;
   const text = (r) => r.content.filter((c) => c.type === 'text').map((c) => c.text).join(' ');
+  const call = async (name, args) => text(await client.callTool({ name, arguments: args ?? {} }));
   if (mode === 'test-child') {
-    out.echo = text(await client.callTool({ name: 'echo', arguments: { text: 'from-ts' } }));
-    out.elicit = text(await client.callTool({ name: 'elicit', arguments: { text: 'who?' } }));
-    out.sample = text(await client.callTool({ name: 'sample', arguments: { text: 'q' } }));
+    out.echo = await call('echo', { text: 'from-ts' });
+    out.elicit = await call('elicit', { text: 'who?' });
+    out.sample = await call('sample', { text: 'q' });
+  } else if (mode === 'go-everything-modern') {
+    // The SDK's everything-server speaking 2026-07-28: its own
+    // InputRequiredResults pass through the bridge.
+    out.simple = await call('test_simple_text');
+    out.elicit = await call('test_input_required_result_elicitation');
+    out.sample = await call('test_input_required_result_sampling');
+    out.roots = await call('test_input_required_result_list_roots');
+    out.multi = await call('test_input_required_result_multiple_inputs');
+    out.rounds = await call('test_input_required_result_multi_round');
+    out.header = await call('test_x_mcp_header', { region: 'eu-west 3 ü', level: 2 });
+  } else if (mode === 'go-everything-legacy') {
+    // The same server initialized by the bridge: its requests in the
+    // middle of a call reach this client as MRTR rounds.
+    out.simple = await call('test_simple_text');
+    out.elicit = await call('test_elicitation', { message: 'who?' });
+    out.sample = await call('test_sampling', { prompt: 'q' });
+    out.roots = await call('test_input_required_result_list_roots');
+    out.multi = await call('test_input_required_result_multiple_inputs');
+    out.header = await call('test_x_mcp_header', { region: 'eu-west 3 ü', level: 2 });
   } else {
-    out.echo = text(await client.callTool({ name: 'echo', arguments: { message: 'from-ts' } }));
+    out.echo = await call('echo', { message: 'from-ts' });
   }
+  out.asked = asked;
   await client.close();
   console.log(JSON.stringify(out));
 } catch (e) {
-  console.log(JSON.stringify({ ...out, error: String(e && e.stack || e) }));
+  console.log(JSON.stringify({ ...out, asked, error: String(e && e.stack || e) }));
   process.exit(1);
 }
