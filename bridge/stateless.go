@@ -18,6 +18,7 @@ import (
 	"net/http"
 	"strings"
 
+	"github.com/mcp-bridge/mcp-bridge/auth"
 	"github.com/mcp-bridge/mcp-bridge/jsonrpc"
 	"github.com/mcp-bridge/mcp-bridge/pool"
 )
@@ -141,6 +142,9 @@ func (h *Handler) serveStateless(w http.ResponseWriter, r *http.Request, owner a
 		return
 	}
 	req := &pool.Request{Principal: owner, Msg: jsonrpc.Message{Data: body, Env: env}, Caps: caps}
+	if p := auth.FromContext(r.Context()); p != nil {
+		req.Caller = p // never a typed nil: the interception point tests for nil
+	}
 	if lvl, ok := jsonrpc.Lookup(meta, "io.modelcontextprotocol/logLevel"); ok {
 		req.LogLevel, _ = jsonrpc.StringValue(lvl)
 	}

@@ -77,7 +77,7 @@ func BenchmarkGuards(b *testing.B) {
 		{"all", []string{"--policy", policyFile, "--pin-file", lockFile, "--audit-log", filepath.Join(dir, "audit-all.log")}},
 	} {
 		g := guardsFor(b, c.args...)
-		intercept, _ := g.forConn("bench", slog.New(slog.DiscardHandler), nil, nil)
+		intercept, _ := g.forConn("bench", nil, slog.New(slog.DiscardHandler), nil, nil)
 		end := func(*peer.Message) error { return nil }
 		h := end
 		if intercept != nil {
@@ -123,7 +123,7 @@ func TestGuardsChain(t *testing.T) {
 	}
 	auditFile := filepath.Join(dir, "audit.log")
 	g := guardsFor(t, "--policy", policyFile, "--pin-file", lockFile, "--audit-log", auditFile)
-	intercept, ended := g.forConn("s1", slog.New(slog.DiscardHandler), nil, nil)
+	intercept, ended := g.forConn("s1", nil, slog.New(slog.DiscardHandler), nil, nil)
 	h := intercept(func(*peer.Message) error { return nil })
 	for _, c := range []struct{ tool, want string }{
 		{"delete_all", "policy: tools.deny delete_*"},
