@@ -223,7 +223,8 @@ func (c *conn) ended(reason string) {
 	slices.SortFunc(left, func(a, b *pending) int { return a.start.Compare(b.start) })
 	for _, p := range left {
 		rec := p.rec
-		rec.Time, rec.DurationMS, rec.Outcome, rec.DeniedBy = time.Now().UTC(), ms(time.Since(p.start)), "unanswered", ""
+		p.answered(&rec)
+		rec.Outcome, rec.DeniedBy = "unanswered", ""
 		if reason != "" {
 			rec.Reason = reason
 		}
@@ -285,8 +286,7 @@ func (c *conn) clientRequest(next peer.Handler, m *peer.Message) error {
 		}
 	}
 	rec := &p.rec
-	rec.Time = time.Now().UTC()
-	rec.DurationMS = ms(time.Since(p.start))
+	p.answered(rec)
 	rec.Outcome = "error"
 	var denied interface{ DeniedBy() string }
 	if errors.As(err, &denied) {
@@ -369,8 +369,7 @@ func (c *conn) finish(m *peer.Message, k key, client bool) {
 		return
 	}
 	rec := p.rec
-	rec.Time = time.Now().UTC()
-	rec.DurationMS = ms(time.Since(p.start))
+	p.answered(&rec)
 	rec.BytesOut = len(m.Data)
 	if !client {
 		c.l.principal(m.Origin, &rec) // the client that answered
@@ -401,8 +400,16 @@ func (c *conn) cancelled(m *peer.Message) {
 		return
 	}
 	rec := p.rec
-	rec.Time, rec.DurationMS, rec.Outcome = time.Now().UTC(), ms(time.Since(p.start)), "cancelled"
+	p.answered(&rec)
+	rec.Outcome = "cancelled"
 	c.l.write(&rec)
+}
+
+// answered sets the time of rec, a copy of p's record, and the duration
+// since p's request: one reading of the clock.
+func (p *pending) answered(rec *Record) {
+	now := time.Now()
+	rec.Time, rec.DurationMS = now.UTC(), ms(now.Sub(p.start))
 }
 
 func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
