@@ -124,12 +124,17 @@ func TestPolicyScopesOfOAuthCallers(t *testing.T) {
 	if err := os.WriteFile(policyFile, []byte("tools:\n  scopes:\n    echo: [mail:send]\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	p := startBridgeBinary(t, bridgeBin, "--oauth-issuer", as.URL, "--resource-url", resource, "--policy", policyFile, "--", helloBin)
-	for _, c := range []struct{ name, version string }{
-		{"session", "2025-11-25"}, // a session: its principal carries the scopes
-		{"stateless", ""},         // the SDK's default: revision 2026-07-28, served by the pool
+	args := []string{"--oauth-issuer", as.URL, "--resource-url", resource, "--policy", policyFile}
+	p := startBridgeBinary(t, bridgeBin, append(args, "--", helloBin)...)
+	// The pool's children of a legacy server are per principal (its tag:
+	// the subject and client, whatever the token's scopes).
+	legacy := startBridgeBinary(t, bridgeBin, append(args, "--child-era", "legacy", "--", helloBin)...)
+	for _, c := range []struct{ name, url, version string }{
+		{"session", p.url, "2025-11-25"}, // a session: its principal carries the scopes
+		{"stateless", p.url, ""},         // the SDK's default: revision 2026-07-28, served by the pool
+		{"stateless-legacy", legacy.url, ""},
 	} {
-		t.Run(c.name, func(t *testing.T) { policyScopes(t, as, p.url, resource, c.version) })
+		t.Run(c.name, func(t *testing.T) { policyScopes(t, as, c.url, resource, c.version) })
 	}
 }
 
