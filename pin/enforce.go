@@ -223,6 +223,15 @@ func (e *Enforcer) Interceptor(h *Hooks) peer.Interceptor {
 				if k := kindOfChange(m.Method); k != nil && c.h.Call != nil {
 					c.relist(k)
 				}
+				if m.Method == "notifications/resources/updated" {
+					// A subscription the bridge made (the stateless pool's,
+					// for a legacy server) is not checked as a client's:
+					// what may not be read is not heard of either.
+					if uri := uriOf(m.Data); c.unreadable(uri) != nil {
+						c.h.Logger.Debug("an update of a resource the pin file does not cover is not forwarded", "uri", uri)
+						return nil
+					}
+				}
 			case m.Dir == peer.FromChild && m.Env.Kind == jsonrpc.KindResponse && !m.Env.IsError:
 				// Answers to the bridge's own lists too: relist's.
 				k := kindOfList(m.Method)

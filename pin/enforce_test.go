@@ -356,15 +356,20 @@ func TestReadsAgainstTheLock(t *testing.T) {
 	}
 }
 
-// RFC 6570 matching of reads against pinned templates, levels 1 to 3: a
-// URI is readable when the template can expand to it, whole.
+// RFC 6570 matching of reads against pinned templates: a URI is readable
+// when the template can expand to it, whole; the server's updates of it
+// are forwarded just as far.
 func TestReadsMatchTemplates(t *testing.T) {
 	lock := pin.NewLock()
 	for _, tmpl := range []string{"file:///docs/{name}", "git://{+path}", "api://items{?id,page}", "map://{x,y}/tile{/z}", "not a {template"} {
 		lock.ResourceTemplates[tmpl] = "sha256:" + strings.Repeat("0", 64)
 	}
 	lock.Resources["plain://exact?x=1"] = "sha256:" + strings.Repeat("0", 64)
-	h := pin.New(&pin.Options{Lock: lock, LockFile: "l.json"}).Interceptor(&pin.Hooks{Logger: quiet})(func(*peer.Message) error { return nil })
+	forwarded := false
+	h := pin.New(&pin.Options{Lock: lock, LockFile: "l.json"}).Interceptor(&pin.Hooks{Logger: quiet})(func(m *peer.Message) error {
+		forwarded = m.Dir == peer.FromChild
+		return nil
+	})
 	for uri, ok := range map[string]bool{
 		"file:///docs/readme.md":     true,
 		"file:///docs/a%2Fb":         true,
@@ -392,6 +397,17 @@ func TestReadsMatchTemplates(t *testing.T) {
 		err = h(&peer.Message{Message: jsonrpc.Message{Data: []byte(data), Env: env}, Dir: peer.ToChild, Origin: "a", Method: "resources/read"})
 		if (err == nil) != ok {
 			t.Errorf("%s: %v, want allowed %v", uri, err, ok)
+		}
+
+		// The server's updates of it are forwarded as its reads are
+		// allowed (a subscription the bridge made is not refused).
+		data = `{"jsonrpc":"2.0","method":"notifications/resources/updated","params":{"uri":` + strconv.Quote(uri) + `}}`
+		if env, err = jsonrpc.Parse([]byte(data)); err != nil {
+			t.Fatal(err)
+		}
+		forwarded = false
+		if err := h(&peer.Message{Message: jsonrpc.Message{Data: []byte(data), Env: env}, Dir: peer.FromChild, Method: env.Method}); err != nil || forwarded != ok {
+			t.Errorf("an update of %s: forwarded %v (%v), want %v", uri, forwarded, err, ok)
 		}
 	}
 }

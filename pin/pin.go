@@ -16,11 +16,12 @@
 // it so), or a URI that the uriTemplate of a pinned resource template can
 // produce (RFC 6570 matching, see matcher: the template, each expression
 // standing for what its operator may expand to, must match the whole URI),
-// and unless the last list that showed the resource,
-// or every template that matches, dropped it. A server's dynamic
-// resources are thereby readable through their templates only: pin a
-// server whose resources/list changes with its data (files, records) for
-// its templates, and expect its listed resources to be dropped.
+// and unless the last list that showed the resource, or every template
+// that matches, dropped it; the server's notifications/resources/updated
+// of other URIs are not forwarded. A server's dynamic resources are
+// thereby readable through their templates only: pin a server whose
+// resources/list changes with its data (files, records) for its
+// templates, and expect its listed resources to be dropped.
 //
 // A digest is "sha256:" and the hex SHA-256 of the RFC 8785 (JSON
 // Canonicalization Scheme) form of an object made of the members of the
