@@ -19,7 +19,6 @@ package audit
 import (
 	"bytes"
 	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -72,6 +71,11 @@ type Record struct {
 	DurationMS float64 `json:"duration_ms"`
 	BytesIn    int     `json:"bytes_in"`  // the request
 	BytesOut   int     `json:"bytes_out"` // its answer
+
+	// argsSum is the digest ArgsSHA256 is written from (when that is
+	// empty): hex-encoded only into the line.
+	argsSum [sha256.Size]byte
+	hasSum  bool
 }
 
 // Options configure a Log. Every zero value means the documented default.
@@ -154,25 +158,23 @@ func (l *Log) Close() error {
 // write appends one record as one line, in one write.
 func (l *Log) write(r *Record) {
 	r.Server = l.o.Server
-	line, err := json.Marshal(r)
-	if err != nil {
-		l.o.Logger.Error("cannot encode an audit record", "err", err)
-		return
-	}
-	line = append(line, '\n')
+	bp := bufs.Get().(*[]byte)
+	line := append(r.appendJSON((*bp)[:0]), '\n')
 	o := l.out
 	o.mu.Lock()
-	defer o.mu.Unlock()
-	if _, err := o.w.Write(line); err != nil {
-		if !o.broken {
-			l.o.Logger.Error("cannot write the audit log: records are lost until it works again", "err", err)
-		}
+	_, err := o.w.Write(line)
+	switch {
+	case err != nil && !o.broken:
+		l.o.Logger.Error("cannot write the audit log: records are lost until it works again", "err", err)
 		o.broken = true
-		return
-	}
-	if o.broken {
+	case err == nil && o.broken:
 		l.o.Logger.Info("the audit log is written again")
 		o.broken = false
+	}
+	o.mu.Unlock()
+	if cap(line) <= maxPooled {
+		*bp = line
+		bufs.Put(bp)
 	}
 }
 
@@ -246,7 +248,8 @@ func (c *conn) ended(reason string) {
 	slices.SortFunc(left, func(a, b *pending) int { return a.start.Compare(b.start) })
 	for _, p := range left {
 		rec := p.rec
-		rec.Time, rec.DurationMS, rec.Outcome, rec.DeniedBy = time.Now().UTC(), ms(time.Since(p.start)), "unanswered", ""
+		p.answered(&rec)
+		rec.Outcome, rec.DeniedBy = "unanswered", ""
 		if reason != "" {
 			rec.Reason = reason
 		}
@@ -263,7 +266,10 @@ func (c *conn) intercept(next peer.Handler) peer.Handler {
 		case m.Env.Kind == jsonrpc.KindRequest && m.Dir == peer.ToChild:
 			return c.clientRequest(next, m)
 		case m.Env.Kind == jsonrpc.KindRequest: // from the server
-			c.track(key{id: m.Env.ID}, time.Now(), c.record(m, "server"), false)
+			if p := c.record(m, "server"); !c.track(key{id: m.Env.ID}, p, false) {
+				p.rec.Time, p.rec.Outcome = time.Now().UTC(), "sent"
+				c.l.write(&p.rec)
+			}
 		case m.Env.Kind == jsonrpc.KindResponse && m.Dir == peer.FromChild:
 			err := next(m)
 			c.finish(m, key{m.Origin, m.Env.ID}, true)
@@ -280,52 +286,70 @@ func (c *conn) intercept(next peer.Handler) peer.Handler {
 }
 
 func (c *conn) clientRequest(next peer.Handler, m *peer.Message) error {
-	rec := c.record(m, "client")
-	start := time.Now()
+	p := c.record(m, "client")
+	// Tracked before it goes on: the server's answer may pass the chain,
+	// on the connection's reader, before next returns.
+	k := key{m.Origin, m.Env.ID}
+	tracked := c.track(k, p, true)
 	err := next(m)
-	if err != nil {
-		rec.Time = time.Now().UTC()
-		rec.DurationMS = ms(time.Since(start))
-		rec.Outcome = "error"
-		var denied interface{ DeniedBy() string }
-		if errors.As(err, &denied) {
-			rec.Outcome, rec.DeniedBy = "denied", denied.DeniedBy()
+	if err == nil {
+		if !tracked {
+			p.rec.Time, p.rec.Outcome = time.Now().UTC(), "sent"
+			c.l.write(&p.rec)
 		}
-		var rpcErr *jsonrpc.Error
-		if errors.As(err, &rpcErr) {
-			rec.ErrorCode = rpcErr.Code
-		}
-		c.l.write(rec)
-		return err
+		return nil
 	}
-	c.track(key{m.Origin, m.Env.ID}, start, rec, true)
-	return nil
-}
-
-func (c *conn) track(k key, start time.Time, rec *Record, client bool) {
-	c.mu.Lock()
-	n := len(c.server)
-	if client {
-		n = len(c.clients)
-	}
-	if n < MaxPending {
-		p := &pending{start: start, rec: *rec}
-		if client {
-			c.clients[k] = p
-		} else {
-			c.server[k.id] = p
+	if tracked {
+		c.mu.Lock()
+		mine := c.clients[k] == p
+		if mine {
+			delete(c.clients, k)
 		}
 		c.mu.Unlock()
-		return
+		if !mine {
+			return err // the connection ended meanwhile, and wrote it
+		}
 	}
-	c.mu.Unlock()
-	rec.Time, rec.Outcome = time.Now().UTC(), "sent"
+	rec := &p.rec
+	p.answered(rec)
+	rec.Outcome = "error"
+	var denied interface{ DeniedBy() string }
+	if errors.As(err, &denied) {
+		rec.Outcome, rec.DeniedBy = "denied", denied.DeniedBy()
+	}
+	var rpcErr *jsonrpc.Error
+	if errors.As(err, &rpcErr) {
+		rec.ErrorCode = rpcErr.Code
+	}
 	c.l.write(rec)
+	return err
 }
 
-// record describes a request.
-func (c *conn) record(m *peer.Message, from string) *Record {
-	r := &Record{Event: "request", Session: c.session, From: from, Method: m.Method, BytesIn: len(m.Data)}
+// track keeps a request until its answer, and reports whether it does: not
+// beyond MaxPending, nor a client's request whose id that client has in
+// flight already (which peer refuses).
+func (c *conn) track(k key, p *pending, client bool) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if client {
+		if _, dup := c.clients[k]; dup || len(c.clients) >= MaxPending {
+			return false
+		}
+		c.clients[k] = p
+		return true
+	}
+	if len(c.server) >= MaxPending {
+		return false
+	}
+	c.server[k.id] = p
+	return true
+}
+
+// record describes a request, from now: one allocation, kept until its
+// answer.
+func (c *conn) record(m *peer.Message, from string) *pending {
+	p := &pending{start: time.Now(), rec: Record{Event: "request", Session: c.session, From: from, Method: m.Method, BytesIn: len(m.Data)}}
+	r := &p.rec
 	if from == "client" {
 		c.l.principal(m.Origin, r)
 	}
@@ -345,14 +369,13 @@ func (c *conn) record(m *peer.Message, from string) *Record {
 		args = nil // the URI is the argument, and is recorded
 	}
 	if len(args) > 0 {
-		sum := sha256.Sum256(args)
-		r.ArgsSHA256 = hex.EncodeToString(sum[:])
+		r.argsSum, r.hasSum = sha256.Sum256(args), true
 		if c.l.o.Args {
 			// A copy: the message's bytes may be reused once it has passed.
 			r.Args = json.RawMessage(bytes.Clone(args))
 		}
 	}
-	return r
+	return p
 }
 
 // finish writes the line of an answered request.
@@ -371,8 +394,7 @@ func (c *conn) finish(m *peer.Message, k key, client bool) {
 		return
 	}
 	rec := p.rec
-	rec.Time = time.Now().UTC()
-	rec.DurationMS = ms(time.Since(p.start))
+	p.answered(&rec)
 	rec.BytesOut = len(m.Data)
 	if !client {
 		c.l.principal(m.Origin, &rec) // the client that answered
@@ -403,8 +425,16 @@ func (c *conn) cancelled(m *peer.Message) {
 		return
 	}
 	rec := p.rec
-	rec.Time, rec.DurationMS, rec.Outcome = time.Now().UTC(), ms(time.Since(p.start)), "cancelled"
+	p.answered(&rec)
+	rec.Outcome = "cancelled"
 	c.l.write(&rec)
+}
+
+// answered sets the time of rec, a copy of p's record, and the duration
+// since p's request: one reading of the clock.
+func (p *pending) answered(rec *Record) {
+	now := time.Now()
+	rec.Time, rec.DurationMS = now.UTC(), ms(now.Sub(p.start))
 }
 
 func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }

@@ -6,6 +6,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -94,7 +95,7 @@ func TestAuditChain(t *testing.T) {
 	rawArgs, _ := json.Marshal(args)
 	c.Call(t, "alice", "tools/call", map[string]any{"name": "test_image_content"}) // policy
 	c.Call(t, "bob", "tools/call", map[string]any{"name": "test_simple_text"})     // pin: not pinned
-	c.Call(t, "bob", "resources/read", map[string]any{"uri": "test://nowhere"})    // the server's error
+	c.Call(t, "bob", "no/such/method", nil)                                        // the server's error
 	c.Call(t, "bob", "tools/list", nil)                                            // every tool dropped
 
 	// The server asks the client (elicitation) in a call; the client
@@ -144,7 +145,7 @@ func TestAuditChain(t *testing.T) {
 		r.Outcome != "denied" || r.DeniedBy != "pin: not in the pin file empty.json" || r.Sub != "bob" {
 		t.Errorf("denied by pin: %+v", r)
 	}
-	if r := find(func(r audit.Record) bool { return r.Resource == "test://nowhere" }); r == nil || r.Outcome != "error" || r.ErrorCode == 0 {
+	if r := find(func(r audit.Record) bool { return r.Method == "no/such/method" }); r == nil || r.Outcome != "error" || r.ErrorCode != jsonrpc.CodeMethodNotFound {
 		t.Errorf("an error from the server: %+v", r)
 	}
 	if r := find(func(r audit.Record) bool { return r.Event == "pin_violation" && r.Tool == "test_simple_text" }); r == nil ||
@@ -259,5 +260,44 @@ func TestOpenAppends(t *testing.T) {
 	}
 	if _, err := audit.Open(filepath.Join(t.TempDir(), "no", "such", "dir"), nil); err == nil {
 		t.Fatal("a log in a missing directory opened")
+	}
+}
+
+// An answer may pass the chain, on the connection's reader, before the
+// Send of its request has returned: the request was tracked before it went
+// on, so it gets its line, once, with outcome ok. A request that fails to
+// go on gets its line at once, whether tracked or not.
+func TestAnswerBeforeSendReturns(t *testing.T) {
+	msg := func(dir peer.Direction, data string) *peer.Message {
+		env, err := jsonrpc.Parse([]byte(data))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return &peer.Message{Message: jsonrpc.Message{Data: []byte(data), Env: env}, Dir: dir, Origin: "alice", Method: "tools/call"}
+	}
+	w := &writes{}
+	intercept, ended := audit.New(w, &audit.Options{Principal: principal, Logger: quiet}).Interceptor("s")
+	var h peer.Handler
+	failing := errors.New("the server's stdin is closed")
+	h = intercept(func(m *peer.Message) error {
+		switch {
+		case m.Dir == peer.FromChild:
+			return nil
+		case m.Env.ID == jsonrpc.NumberID(1):
+			return h(msg(peer.FromChild, `{"jsonrpc":"2.0","id":1,"result":{}}`))
+		}
+		return failing
+	})
+	if err := h(msg(peer.ToChild, `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"quick"}}`)); err != nil {
+		t.Fatal(err)
+	}
+	if err := h(msg(peer.ToChild, `{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"lost"}}`)); err != failing {
+		t.Fatal(err)
+	}
+	ended("over")
+	recs := w.records(t)
+	if len(recs) != 2 || recs[0].Tool != "quick" || recs[0].Outcome != "ok" || recs[0].Sub != "alice" ||
+		recs[1].Tool != "lost" || recs[1].Outcome != "error" {
+		t.Fatalf("lines: %+v", recs)
 	}
 }

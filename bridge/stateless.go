@@ -21,6 +21,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/mcp-bridge/mcp-bridge/auth"
 	"github.com/mcp-bridge/mcp-bridge/jsonrpc"
 	"github.com/mcp-bridge/mcp-bridge/pool"
 )
@@ -148,6 +149,9 @@ func (h *Handler) serveStateless(w http.ResponseWriter, r *http.Request, owner a
 		return
 	}
 	req := &pool.Request{Principal: owner, Msg: jsonrpc.Message{Data: body, Env: env}, Caps: caps}
+	if p := auth.FromContext(r.Context()); p != nil {
+		req.Caller = p // never a typed nil: the interception point tests for nil
+	}
 	if lvl, ok := jsonrpc.Lookup(meta, "io.modelcontextprotocol/logLevel"); ok {
 		// "If the io.modelcontextprotocol/logLevel value carried in a
 		// request's _meta is not a recognized log level, the server SHOULD

@@ -23,9 +23,9 @@ type Problem struct {
 func (p Problem) String() string { return fmt.Sprintf("%s %q: %s", p.Kind, p.Name, p.Problem) }
 
 // Capture initializes a child that no client initialized, as the bridge,
-// and reads its tools, prompts and resource templates (every page), into a
-// lock. Items the inspection refuses are left out of the lock and
-// returned as problems. A list the server does not offer (no capability,
+// and reads its tools, prompts, resources and resource templates (every
+// page), into a lock. Items the inspection refuses are left out of the
+// lock and returned as problems. A list the server does not offer (no capability,
 // or method not found) pins nothing of its kind.
 func Capture(ctx context.Context, conn *peer.Conn, in Inspection) (*Lock, []Problem, error) {
 	res, err := conn.Initialize(ctx, map[string]any{
@@ -47,7 +47,7 @@ func Capture(ctx context.Context, conn *peer.Conn, in Inspection) (*Lock, []Prob
 	l.Server = init.ServerInfo
 	var problems []Problem
 	for _, k := range Kinds {
-		capability := map[string]string{"tool": "tools", "prompt": "prompts", "resource template": "resources"}[k.Name]
+		capability := map[string]string{"tool": "tools", "prompt": "prompts", "resource template": "resources", "resource": "resources"}[k.Name]
 		if _, ok := init.Capabilities[capability]; !ok {
 			continue
 		}

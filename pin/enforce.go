@@ -6,6 +6,9 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
+	"regexp"
+	"slices"
 	"sync"
 
 	"github.com/mcp-bridge/mcp-bridge/internal/mcplist"
@@ -51,6 +54,15 @@ type Enforcer struct {
 	// inspecting them costs some 30 µs each.
 	mu       sync.Mutex
 	verdicts map[[32]byte]string
+
+	// templates are the lock's resource templates, compiled for matching
+	// the URIs of reads; a template that does not parse matches nothing.
+	templates []template
+}
+
+type template struct {
+	raw string
+	re  *regexp.Regexp
 }
 
 // maxVerdicts bounds the cache of verdicts; it is emptied when full.
@@ -65,7 +77,15 @@ func New(opts *Options) *Enforcer {
 	if o.OnViolation == "" {
 		o.OnViolation = Drop
 	}
-	return &Enforcer{o: o, verdicts: map[[32]byte]string{}}
+	e := &Enforcer{o: o, verdicts: map[[32]byte]string{}}
+	if o.Lock != nil {
+		for _, raw := range slices.Sorted(maps.Keys(o.Lock.ResourceTemplates)) {
+			if re, err := matcher(raw); err == nil {
+				e.templates = append(e.templates, template{raw, re})
+			}
+		}
+	}
+	return e
 }
 
 // verdict returns the problem of an item a list shows, "" if none.
@@ -140,9 +160,15 @@ func (r *Refusal) Error() string {
 // DeniedBy says why, for the audit log.
 func (r *Refusal) DeniedBy() string { return "pin: " + r.Problem }
 
-// Unwrap returns the JSON-RPC error the client is answered with.
+// Unwrap returns the JSON-RPC error the client is answered with: for a
+// resource, MCP's "Resource not found" (-32002), as for one that does not
+// exist.
 func (r *Refusal) Unwrap() error {
-	return &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams,
+	code := jsonrpc.CodeInvalidParams
+	if r.Kind == kindResource.Name {
+		code = codeResourceNotFound
+	}
+	return &jsonrpc.Error{Code: code,
 		Message: fmt.Sprintf("%s %q is not available: the bridge refused it (%s)", r.Kind, r.Name, r.Problem)}
 }
 
@@ -187,10 +213,24 @@ func (e *Enforcer) Interceptor(h *Hooks) peer.Interceptor {
 							return &Refusal{*v}
 						}
 					}
+				} else if m.Method == "resources/read" || m.Method == "resources/subscribe" {
+					if v := c.unreadable(uriOf(m.Data)); v != nil {
+						c.violation(m.Origin, *v, false)
+						return &Refusal{*v}
+					}
 				}
 			case m.Dir == peer.FromChild && m.Env.Kind == jsonrpc.KindNotification:
 				if k := kindOfChange(m.Method); k != nil && c.h.Call != nil {
 					c.relist(k)
+				}
+				if m.Method == "notifications/resources/updated" {
+					// A subscription the bridge made (the stateless pool's,
+					// for a legacy server) is not checked as a client's:
+					// what may not be read is not heard of either.
+					if uri := uriOf(m.Data); c.unreadable(uri) != nil {
+						c.h.Logger.Debug("an update of a resource the pin file does not cover is not forwarded", "uri", uri)
+						return nil
+					}
 				}
 			case m.Dir == peer.FromChild && m.Env.Kind == jsonrpc.KindResponse && !m.Env.IsError:
 				// Answers to the bridge's own lists too: relist's.
@@ -254,6 +294,55 @@ func (c *conn) refused(k *Kind, name string) *Violation {
 	}
 	return nil
 }
+
+// unreadable returns why a read of (or a subscription to) uri is refused,
+// or nil: a list dropped the resource; or, with a lock, the URI is neither
+// a pinned resource nor one a pinned template produces (templates a list
+// dropped do not count).
+func (c *conn) unreadable(uri string) *Violation {
+	if uri == "" {
+		return nil // the server refuses a read of nothing
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if p, bad := c.bad[kindName{kindResource, uri}]; bad {
+		return &Violation{kindResource.Name, uri, p}
+	}
+	l := c.e.o.Lock
+	if l == nil {
+		return nil
+	}
+	if _, ok := l.Resources[uri]; ok {
+		return nil
+	}
+	dropped := ""
+	for _, t := range c.e.templates {
+		if !t.re.MatchString(uri) {
+			continue
+		}
+		p, bad := c.bad[kindName{kindTemplate, t.raw}]
+		if !bad {
+			return nil
+		}
+		dropped = fmt.Sprintf("its resource template %q was dropped: %s", t.raw, p)
+	}
+	if dropped != "" {
+		return &Violation{kindResource.Name, uri, dropped}
+	}
+	return &Violation{kindResource.Name, uri, "matches no resource or resource template in the pin file " + c.e.o.LockFile}
+}
+
+// uriOf returns params.uri of a request, or "".
+func uriOf(data []byte) string {
+	params, _ := jsonrpc.Lookup(data, "params")
+	v, _ := jsonrpc.Lookup(params, "uri")
+	s, _ := jsonrpc.StringValue(v)
+	return s
+}
+
+// codeResourceNotFound is MCP's "Resource not found"
+// (server/resources#error-handling).
+const codeResourceNotFound = -32002
 
 // violation alerts, and with EndSession ends the session (once).
 func (c *conn) violation(origin any, v Violation, listed bool) {

@@ -4,8 +4,10 @@ import (
 	"context"
 	"encoding/json"
 	"log/slog"
+	"maps"
 	"os"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -287,6 +289,125 @@ func TestRelistOnListChanged(t *testing.T) {
 		}
 		if rpcErr := add(); rpcErr == nil || !strings.Contains(rpcErr.Message, "changed since it was pinned in l.json") {
 			t.Fatalf("calling the changed tool: %v", rpcErr)
+		}
+	}
+}
+
+// With a lock, a read (or a subscription) of a URI is refused unless the
+// URI is a pinned resource or one a pinned template produces; a resource
+// or template a list dropped makes its URIs unreadable. Without a lock,
+// reads are free but for a resource a list dropped.
+func TestReadsAgainstTheLock(t *testing.T) {
+	server := childtest.EverythingServer(t)
+	lock, _ := capture(t, pin.Inspection{}, nil, server)
+	for _, uri := range []string{"test://static-text", "test://watched-resource"} {
+		if _, ok := lock.Resources[uri]; !ok {
+			t.Fatalf("the lock misses resource %s: %v", uri, lock.Resources)
+		}
+	}
+	read := func(c *childtest.Child, method, uri string) *jsonrpc.Error {
+		t.Helper()
+		return childtest.Error(t, c.Call(t, "a", method, map[string]any{"uri": uri}))
+	}
+	refused := func(rpcErr *jsonrpc.Error, problem string) bool {
+		return rpcErr != nil && rpcErr.Code == -32002 && strings.Contains(rpcErr.Message, problem)
+	}
+
+	c := childtest.Start(t, pin.New(&pin.Options{Lock: lock, LockFile: "l.json"}).Interceptor(newAlerts().hooks()), server)
+	for _, uri := range []string{"test://static-text", "test://template/42/data"} {
+		if rpcErr := read(c, "resources/read", uri); rpcErr != nil {
+			t.Errorf("reading %s: %v", uri, rpcErr)
+		}
+	}
+	for _, method := range []string{"resources/read", "resources/subscribe"} {
+		for _, uri := range []string{"test://elsewhere", "test://template/4/2/data", "test://template/42/data/more", "test://static-text/"} {
+			if rpcErr := read(c, method, uri); !refused(rpcErr, "matches no resource or resource template in the pin file l.json") {
+				t.Errorf("%s %s: %v", method, uri, rpcErr)
+			}
+		}
+	}
+
+	// The template and a resource changed since they were pinned: lists
+	// drop them, and their URIs are refused from then on.
+	changed := *lock
+	changed.ResourceTemplates = map[string]string{"test://template/{id}/data": "sha256:" + strings.Repeat("0", 64)}
+	changed.Resources = maps.Clone(lock.Resources)
+	changed.Resources["test://static-text"] = "sha256:" + strings.Repeat("0", 64)
+	c = childtest.Start(t, pin.New(&pin.Options{Lock: &changed, LockFile: "l.json"}).Interceptor(newAlerts().hooks()), server)
+	if got := childtest.Names(t, c.Call(t, "a", "resources/list", nil), "resources", "uri"); slices.Contains(got, "test://static-text") || !slices.Contains(got, "test://static-binary") {
+		t.Errorf("resources/list: %v", got)
+	}
+	if got := childtest.Names(t, c.Call(t, "a", "resources/templates/list", nil), "resourceTemplates", "uriTemplate"); len(got) != 0 {
+		t.Errorf("resources/templates/list: %v", got)
+	}
+	if rpcErr := read(c, "resources/read", "test://static-text"); !refused(rpcErr, "changed since it was pinned") {
+		t.Errorf("reading the changed resource: %v", rpcErr)
+	}
+	if rpcErr := read(c, "resources/read", "test://template/42/data"); !refused(rpcErr, `its resource template "test://template/{id}/data" was dropped`) {
+		t.Errorf("reading through the changed template: %v", rpcErr)
+	}
+	if rpcErr := read(c, "resources/read", "test://static-binary"); rpcErr != nil {
+		t.Errorf("reading a resource still pinned: %v", rpcErr)
+	}
+
+	free := childtest.Start(t, pin.New(nil).Interceptor(newAlerts().hooks()), server)
+	if rpcErr := read(free, "resources/read", "test://template/4/2/data"); rpcErr == nil || strings.Contains(rpcErr.Message, "the bridge refused it") {
+		t.Errorf("without a lock, the read reached the server: %v", rpcErr)
+	}
+}
+
+// RFC 6570 matching of reads against pinned templates: a URI is readable
+// when the template can expand to it, whole; the server's updates of it
+// are forwarded just as far.
+func TestReadsMatchTemplates(t *testing.T) {
+	lock := pin.NewLock()
+	for _, tmpl := range []string{"file:///docs/{name}", "git://{+path}", "api://items{?id,page}", "map://{x,y}/tile{/z}", "not a {template"} {
+		lock.ResourceTemplates[tmpl] = "sha256:" + strings.Repeat("0", 64)
+	}
+	lock.Resources["plain://exact?x=1"] = "sha256:" + strings.Repeat("0", 64)
+	forwarded := false
+	h := pin.New(&pin.Options{Lock: lock, LockFile: "l.json"}).Interceptor(&pin.Hooks{Logger: quiet})(func(m *peer.Message) error {
+		forwarded = m.Dir == peer.FromChild
+		return nil
+	})
+	for uri, ok := range map[string]bool{
+		"file:///docs/readme.md":     true,
+		"file:///docs/a%2Fb":         true,
+		"file:///docs/a/b":           false, // {name} does not expand to a slash
+		"file:///docs/":              true,  // an empty value
+		"file:///etc/passwd":         false,
+		"git://repo/src/main.go":     true, // {+path} keeps reserved characters
+		"api://items?id=3&page=2":    true,
+		"api://items?id=3":           true,
+		"api://items":                true,
+		"api://items?other=1":        false,
+		"map://1,2/tile/3":           true,
+		"map://1,2/tile":             true,
+		"plain://exact?x=1":          true,
+		"plain://exact?x=2":          false,
+		"not a {template":            false, // a template that does not parse matches nothing
+		"FILE:///docs/readme.md":     false, // compared as written
+		"file:///docs/readme.md#top": false,
+	} {
+		data := `{"jsonrpc":"2.0","id":1,"method":"resources/read","params":{"uri":` + strconv.Quote(uri) + `}}`
+		env, err := jsonrpc.Parse([]byte(data))
+		if err != nil {
+			t.Fatal(err)
+		}
+		err = h(&peer.Message{Message: jsonrpc.Message{Data: []byte(data), Env: env}, Dir: peer.ToChild, Origin: "a", Method: "resources/read"})
+		if (err == nil) != ok {
+			t.Errorf("%s: %v, want allowed %v", uri, err, ok)
+		}
+
+		// The server's updates of it are forwarded as its reads are
+		// allowed (a subscription the bridge made is not refused).
+		data = `{"jsonrpc":"2.0","method":"notifications/resources/updated","params":{"uri":` + strconv.Quote(uri) + `}}`
+		if env, err = jsonrpc.Parse([]byte(data)); err != nil {
+			t.Fatal(err)
+		}
+		forwarded = false
+		if err := h(&peer.Message{Message: jsonrpc.Message{Data: []byte(data), Env: env}, Dir: peer.FromChild, Method: env.Method}); err != nil || forwarded != ok {
+			t.Errorf("an update of %s: forwarded %v (%v), want %v", uri, forwarded, err, ok)
 		}
 	}
 }

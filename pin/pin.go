@@ -1,13 +1,27 @@
-// Package pin records what a server offers (its tools, prompts and
-// resource templates) in a lock file, and holds every later session to it.
+// Package pin records what a server offers (its tools, prompts, resources
+// and resource templates) in a lock file, and holds every later session to
+// it.
 //
 // A server that changes its tools after they were vetted (a "rug pull",
 // or dynamic capability injection: a new tool, or a changed description
 // that tells the model to do something else) is stopped here: a tool that
 // is not in the lock file, or whose digest differs, is dropped from
 // tools/list and a call to it is refused, with an alert. The same holds
-// for prompts; resource templates are dropped from resources/templates/list
-// (reads are not matched against templates).
+// for prompts, resources and resource templates (dropped from
+// resources/list and resources/templates/list).
+//
+// A lock file also bounds what may be read: resources/read and
+// resources/subscribe of a URI are refused unless the URI is the uri of a
+// pinned resource (compared as strings, byte for byte: the server listed
+// it so), or a URI that the uriTemplate of a pinned resource template can
+// produce (RFC 6570 matching, see matcher: the template, each expression
+// standing for what its operator may expand to, must match the whole URI),
+// and unless the last list that showed the resource, or every template
+// that matches, dropped it; the server's notifications/resources/updated
+// of other URIs are not forwarded. A server's dynamic resources are
+// thereby readable through their templates only: pin a server whose
+// resources/list changes with its data (files, records) for its
+// templates, and expect its listed resources to be dropped.
 //
 // A digest is "sha256:" and the hex SHA-256 of the RFC 8785 (JSON
 // Canonicalization Scheme) form of an object made of the members of the
@@ -16,9 +30,10 @@
 //
 //	tools:              name, title, description, inputSchema, outputSchema, annotations
 //	prompts:            name, title, description, arguments
+//	resources:          uri, name, title, description, mimeType, annotations
 //	resource templates: uriTemplate, name, title, description, mimeType, annotations
 //
-// _meta and icons are left out: servers put volatile data there, and a
+// _meta, icons and a resource's size are left out: servers put volatile data there, and a
 // model does not read them. RFC 8785 sorts members by their UTF-16 code
 // units, writes numbers as ECMAScript does and strings with the fewest
 // escapes, so two servers that describe a tool the same way get the same
@@ -44,8 +59,9 @@ import (
 )
 
 // LockVersion is the version of the lock file format this package writes
-// and reads.
-const LockVersion = 1
+// and reads. Version 2 added resources (version 1 files, which left them
+// out, would refuse every read of a listed resource).
+const LockVersion = 2
 
 // DefaultMaxDescriptionBytes is the longest description accepted by
 // default. Descriptions of real tools are a few hundred bytes; one of many
@@ -55,8 +71,9 @@ const DefaultMaxDescriptionBytes = 8192
 // Canonicalization names how digests are computed, in every lock file.
 const Canonicalization = "sha256 of RFC 8785 JSON of the members named in the mcp-bridge documentation (pin package)"
 
-// A Lock is the content of a lock file: the digest of each tool, prompt and
-// resource template, by name (by URI template for templates).
+// A Lock is the content of a lock file: the digest of each tool, prompt,
+// resource and resource template, by name (by URI for resources, by URI
+// template for templates).
 type Lock struct {
 	Version int `json:"version"`
 	// Server is what the server said it was at initialize: informative.
@@ -65,6 +82,7 @@ type Lock struct {
 	Canonicalization  string            `json:"canonicalization"`
 	Tools             map[string]string `json:"tools"`
 	Prompts           map[string]string `json:"prompts"`
+	Resources         map[string]string `json:"resources"`
 	ResourceTemplates map[string]string `json:"resourceTemplates"`
 }
 
@@ -96,7 +114,16 @@ var Kinds = []*Kind{
 	{Name: "resource template", Method: "resources/templates/list", Array: "resourceTemplates", Key: "uriTemplate",
 		Members: []string{"uriTemplate", "name", "title", "description", "mimeType", "annotations"},
 		lock:    func(l *Lock) map[string]string { return l.ResourceTemplates }},
+	{Name: "resource", Method: "resources/list", Array: "resources", Key: "uri",
+		Members: []string{"uri", "name", "title", "description", "mimeType", "annotations"},
+		lock:    func(l *Lock) map[string]string { return l.Resources }},
 }
+
+// The kinds a resource read is matched against.
+var (
+	kindTemplate = Kinds[2]
+	kindResource = Kinds[3]
+)
 
 func kindOfList(method string) *Kind {
 	for _, k := range Kinds {
@@ -125,7 +152,7 @@ func (l *Lock) pinned(k *Kind, name string) (string, bool) {
 // NewLock returns an empty lock.
 func NewLock() *Lock {
 	return &Lock{Version: LockVersion, Canonicalization: Canonicalization,
-		Tools: map[string]string{}, Prompts: map[string]string{}, ResourceTemplates: map[string]string{}}
+		Tools: map[string]string{}, Prompts: map[string]string{}, Resources: map[string]string{}, ResourceTemplates: map[string]string{}}
 }
 
 // Digest computes the digest of an item of kind k as the server listed it
@@ -185,8 +212,8 @@ func ReadLock(path string) (*Lock, error) {
 			}
 		}
 	}
-	if l.Tools == nil || l.Prompts == nil || l.ResourceTemplates == nil {
-		return nil, fmt.Errorf("pin file %s: tools, prompts and resourceTemplates must be objects (empty ones pin nothing of that kind)", path)
+	if l.Tools == nil || l.Prompts == nil || l.Resources == nil || l.ResourceTemplates == nil {
+		return nil, fmt.Errorf("pin file %s: tools, prompts, resources and resourceTemplates must be objects (empty ones pin nothing of that kind)", path)
 	}
 	return l, nil
 }
@@ -203,7 +230,7 @@ func (l *Lock) WriteFile(path string) error {
 
 // A Drift is a difference between a lock and what a server offers now.
 type Drift struct {
-	Kind   string // "tool", "prompt", "resource template"
+	Kind   string // "tool", "prompt", "resource template", "resource"
 	Name   string
 	Change string // "added", "removed" or "changed"
 }

@@ -122,9 +122,9 @@ func TestReadLockErrors(t *testing.T) {
 	dir := t.TempDir()
 	for name, c := range map[string]struct{ content, want string }{
 		"bad.json":     {"{", "not a lock file written by bridge pin"},
-		"version.json": {`{"version":2}`, "version 2, this bridge reads version 1"},
-		"canon.json":   {`{"version":1,"canonicalization":"x"}`, "write it again with bridge pin"},
-		"digest.json":  {fmt.Sprintf(`{"version":1,"canonicalization":%q,"tools":{"a":"md5:1"},"prompts":{},"resourceTemplates":{}}`, pin.Canonicalization), `tool "a": digest "md5:1"`},
+		"version.json": {`{"version":1}`, "version 1, this bridge reads version 2"},
+		"canon.json":   {`{"version":2,"canonicalization":"x"}`, "write it again with bridge pin"},
+		"digest.json":  {fmt.Sprintf(`{"version":2,"canonicalization":%q,"tools":{"a":"md5:1"},"prompts":{},"resources":{},"resourceTemplates":{}}`, pin.Canonicalization), `tool "a": digest "md5:1"`},
 	} {
 		path := filepath.Join(dir, name)
 		if err := os.WriteFile(path, []byte(c.content), 0o600); err != nil {

@@ -138,8 +138,12 @@ func member(obj []byte, name string) string {
 // Options configure a policy's interceptor.
 type Options struct {
 	// Caller says who sends a message: it gets peer.Message.Origin (the
-	// client a request comes from, or a response goes to). Nil, or a nil
-	// result, means a caller without scopes.
+	// client a request comes from, or a response goes to), or nil for the
+	// server's notifications (notifications/resources/updated, which the
+	// policy hides from a caller that may not read the resource: Caller
+	// then says whom the connection's notifications go to, or nil if they
+	// may go to several). Nil, or a nil result, means a caller without
+	// scopes.
 	Caller func(origin any) *Caller
 	// Logger gets the denials (at warn) and what the lists hid (at debug).
 	// Nil means slog.Default().
@@ -200,6 +204,17 @@ func (p *Policy) Interceptor(opts *Options) peer.Interceptor {
 					}
 					o.Logger.Warn("the policy refused a request", args...)
 					return d
+				}
+			case m.Dir == peer.FromChild && m.Env.Kind == jsonrpc.KindNotification && m.Method == "notifications/resources/updated":
+				// What a caller may not read it may not hear about: the
+				// URI alone tells that the resource exists and changed.
+				// The notification has no Origin: Caller says whom the
+				// connection's notifications go to, if it knows.
+				if uri := paramString(m.Data, "uri"); uri != "" {
+					if d := p.resources.decide(uri, caller(nil)); d != nil {
+						o.Logger.Debug("the policy hid a resource update", "uri", uri, "rule", d.Rule)
+						return nil
+					}
 				}
 			case m.Dir == peer.FromChild && m.Env.Kind == jsonrpc.KindResponse && !m.Env.IsError:
 				l, ok := lists[m.Method]

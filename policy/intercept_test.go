@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/mcp-bridge/mcp-bridge/internal/childtest"
 	"github.com/mcp-bridge/mcp-bridge/jsonrpc"
@@ -169,3 +170,65 @@ func TestCheckForTheEdge(t *testing.T) {
 }
 
 var _ peer.Interceptor = (&policy.Policy{}).Interceptor(nil)
+
+// notifications/resources/updated reaches a client only for a resource it
+// may read: the caller is what Options.Caller says of the connection's
+// notifications (Origin nil). Subscribed as alice, the everything-server's
+// watched resource, gated behind a scope, is updated for a connection
+// whose notifications go to alice, and not for one that cannot tell whom
+// they go to (a pool's child: fail closed).
+func TestResourceUpdatesHidden(t *testing.T) {
+	p, err := policy.Parse("test.yaml", []byte("resources:\n  scopes:\n    \"test://watched-*\": [watch]\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	server := childtest.EverythingServer(t)
+	for _, c := range []struct {
+		name      string
+		notified  *policy.Caller // whom the connection's notifications go to
+		forwarded bool
+	}{
+		{"watcher", &policy.Caller{Subject: "alice", Scopes: []string{"watch"}}, true},
+		{"other", &policy.Caller{Subject: "bob"}, false},
+		{"unknown", nil, false},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			caller := func(origin any) *policy.Caller {
+				if origin == nil {
+					return c.notified
+				}
+				return &policy.Caller{Subject: "alice", Scopes: []string{"watch"}}
+			}
+			// passed is told of each update once the policy has had it and
+			// the client would have: by then it is among Notes or dropped.
+			passed := make(chan struct{}, 100)
+			counter := func(next peer.Handler) peer.Handler {
+				return func(m *peer.Message) error {
+					err := next(m)
+					if m.Method == "notifications/resources/updated" {
+						passed <- struct{}{}
+					}
+					return err
+				}
+			}
+			ch := childtest.Start(t, peer.Chain(counter, p.Interceptor(&policy.Options{Caller: caller, Logger: slog.New(slog.DiscardHandler)})), server)
+			if rpcErr := childtest.Error(t, ch.Call(t, "alice", "resources/subscribe", map[string]any{"uri": "test://watched-resource"})); rpcErr != nil {
+				t.Fatal(rpcErr)
+			}
+			select {
+			case <-passed:
+			case <-time.After(time.Minute):
+				t.Fatal("the everything-server sent no update in a minute")
+			}
+			forwarded := false
+			for len(ch.Notes()) > 0 {
+				if m := <-ch.Notes(); m.Method == "notifications/resources/updated" {
+					forwarded = true
+				}
+			}
+			if forwarded != c.forwarded {
+				t.Errorf("the update was forwarded: %v, want %v", forwarded, c.forwarded)
+			}
+		})
+	}
+}

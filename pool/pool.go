@@ -159,8 +159,14 @@ type Options struct {
 	// interceptor of its own after Peer.Intercept: what keeps state per
 	// connection, such as tool pinning and the audit log. name names the
 	// child in logs; end stops it (it must not block); call sends a request
-	// of the bridge's own to it (peer.Conn.Call). Nil: none.
-	ChildIntercept func(name string, end func(error), call func(ctx context.Context, method string, params any) (json.RawMessage, error)) peer.Interceptor
+	// of the bridge's own to it (peer.Conn.Call). It returns the
+	// interceptor and what to call once the child has stopped (nil:
+	// nothing), with why it stopped: called once, after the last message
+	// from the child has passed the interceptor and before the calls in
+	// flight on it are answered, so that what keeps per-request state (the
+	// audit log) accounts for the requests left unanswered first. Nil:
+	// none.
+	ChildIntercept func(name string, end func(error), call func(ctx context.Context, method string, params any) (json.RawMessage, error)) (intercept peer.Interceptor, ended func(error))
 	// Logger receives the pool's logs. Nil means slog.Default().
 	Logger *slog.Logger
 }
@@ -696,7 +702,9 @@ func (p *Pool) spawn(ctx context.Context, g *group, legacy bool) (*child, error)
 			<-ch.ready
 			return ch.conn.Call(ctx, method, params)
 		}
-		popts.Intercept = peer.Chain(popts.Intercept, p.opts.ChildIntercept(name, end, call))
+		intercept, ended := p.opts.ChildIntercept(name, end, call)
+		popts.Intercept = peer.Chain(popts.Intercept, intercept)
+		ch.ended = ended
 	}
 	ch.conn = peer.New(proc, ch, &popts)
 	close(ch.ready)
@@ -857,7 +865,8 @@ type child struct {
 	init       json.RawMessage
 	serverInfo json.RawMessage
 	logMu      sync.Mutex
-	logLevel   string // set with logging/setLevel (legacy)
+	logLevel   string      // set with logging/setLevel (legacy)
+	ended      func(error) // from Options.ChildIntercept, or nil
 
 	// Under pool.mu:
 	inflight int
@@ -967,6 +976,11 @@ func (ch *child) Ended(err error) {
 		}
 	}
 	p.mu.Unlock()
+	if ch.ended != nil {
+		// Before the calls are answered: their audit lines are written
+		// by the time their clients learn that the child ended.
+		ch.ended(err)
+	}
 	for _, c := range calls {
 		c.push(item{kind: itemEnded, err: err})
 	}

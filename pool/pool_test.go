@@ -105,3 +105,64 @@ func TestExpiry(t *testing.T) {
 		t.Fatalf("after expiry: %+v, want the call gone and its child stopped", s)
 	}
 }
+
+// A call is the Origin of its messages on its child, and says the caller
+// of the request it serves: the first request's, then, once a retry
+// resumes it, the retry's (the same principal, whose token may carry other
+// scopes): the answer is filtered for the request it answers.
+func TestCallerOfMessages(t *testing.T) {
+	type seen struct {
+		dir    peer.Direction
+		method string
+		caller any
+	}
+	got := make(chan seen, 16)
+	p := testPool(t, Options{Era: EraLegacy, ChildIntercept: func(string, func(error), func(context.Context, string, any) (json.RawMessage, error)) (peer.Interceptor, func(error)) {
+		return func(next peer.Handler) peer.Handler {
+			return func(m *peer.Message) error {
+				if o, ok := m.Origin.(interface{ Principal() any }); ok && m.Env.Kind != jsonrpc.KindNotification {
+					got <- seen{m.Dir, m.Method, o.Principal()}
+				}
+				return next(m)
+			}
+		}, nil
+	}})
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	first := request(t, `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"elicit","arguments":{"text":"who?"}}}`)
+	first.Caller = "first token"
+	ans, err := p.Serve(ctx, first, func([]byte) error { return nil })
+	if err != nil || !strings.Contains(string(ans), `"resultType":"input_required"`) {
+		t.Fatalf("first round: %s %v", ans, err)
+	}
+	var ir struct {
+		Result struct {
+			RequestState  string                     `json:"requestState"`
+			InputRequests map[string]json.RawMessage `json:"inputRequests"`
+		} `json:"result"`
+	}
+	if err := json.Unmarshal(ans, &ir); err != nil || len(ir.Result.InputRequests) != 1 {
+		t.Fatalf("%s: %v", ans, err)
+	}
+	var key string
+	for k := range ir.Result.InputRequests {
+		key = k
+	}
+	retry := request(t, `{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"elicit","arguments":{"text":"who?"},"requestState":"`+
+		ir.Result.RequestState+`","inputResponses":{"`+key+`":{"action":"accept","content":{"name":"x"}}}}}`)
+	retry.Caller = "retry's token"
+	if ans, err := p.Serve(ctx, retry, func([]byte) error { return nil }); err != nil || strings.Contains(string(ans), `"error"`) {
+		t.Fatalf("retry: %s %v", ans, err)
+	}
+	want := []seen{{peer.ToChild, "tools/call", "first token"}, {peer.FromChild, "tools/call", "retry's token"}}
+	for _, w := range want {
+		select {
+		case s := <-got:
+			if s != w {
+				t.Errorf("got %+v, want %+v", s, w)
+			}
+		case <-ctx.Done():
+			t.Fatalf("no %+v", w)
+		}
+	}
+}

@@ -20,6 +20,13 @@ type Request struct {
 	// never shared across principals, and a requestState is good for its
 	// principal only.
 	Principal any
+	// Caller is who sends it as the front end established it, in full
+	// (an *auth.Principal: subject, client and scopes), for the
+	// interception point: the call's Principal method returns it, and a
+	// call is the Origin of its messages on the child's connection, so
+	// per-caller policy holds on children shared by every client. Opaque
+	// here, and no pool key (Principal is); nil without authentication.
+	Caller any
 	// Msg is the JSON-RPC request.
 	Msg jsonrpc.Message
 	// Caps is _meta's io.modelcontextprotocol/clientCapabilities, as written.
@@ -117,7 +124,8 @@ func (p *Pool) Serve(ctx context.Context, req *Request, emit func([]byte) error)
 
 // serveModern passes a request through to a modern child.
 func (p *Pool) serveModern(ctx context.Context, req *Request, emit func([]byte) error) ([]byte, error) {
-	c := &call{pool: p, req: req, solo: req.LogLevel != "", signal: make(chan struct{}, 1)}
+	c := newCall(p, req)
+	c.solo = req.LogLevel != ""
 	if req.Msg.Env.Method == "tools/list" {
 		c.toolsGen = p.tools.generation()
 	}
@@ -141,7 +149,9 @@ func (p *Pool) serveLegacy(ctx context.Context, req *Request, params []byte, emi
 	if err != nil {
 		return errorResponse(rawID, jsonrpc.CodeInvalidParams, "Invalid params: "+metaClientCapabilities+": "+err.Error(), nil), nil
 	}
-	c := &call{pool: p, req: req, legacy: true, solo: req.LogLevel != "", signal: make(chan struct{}, 1)}
+	c := newCall(p, req)
+	c.legacy = true
+	c.solo = req.LogLevel != ""
 	if req.Msg.Env.Method == "tools/list" {
 		c.toolsGen = p.tools.generation()
 	}
@@ -182,6 +192,7 @@ type call struct {
 	digest    string // params digest, for the requestState (computed when parked)
 
 	mu     sync.Mutex
+	caller any // the Caller of the request being served: the first, then each retry's
 	queue  []item
 	signal chan struct{} // cap 1: the queue grew
 	over   bool          // answered or cancelled
@@ -201,6 +212,21 @@ type pendingInput struct {
 	method string
 	rawID  []byte // the child's id for it
 	params json.RawMessage
+}
+
+// newCall returns the call of req.
+func newCall(p *Pool, req *Request) *call {
+	return &call{pool: p, req: req, caller: req.Caller, signal: make(chan struct{}, 1)}
+}
+
+// Principal is the Caller of the request the call serves now (a retry's
+// once one resumes it: the same principal, whose token may have gained
+// scopes), or nil. The interception point finds it through a message's
+// Origin: the answer it filters is the answer to that request.
+func (c *call) Principal() any {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.caller
 }
 
 func (c *call) push(it item) {
@@ -528,6 +554,9 @@ func (p *Pool) retry(ctx context.Context, req *Request, params []byte, raw strin
 	}
 	c.active = true
 	c.stopTimer()
+	c.mu.Lock()
+	c.caller = req.Caller // the same principal (Check): its token's scopes now
+	c.mu.Unlock()
 	var answered, missing []pendingInput
 	for _, in := range c.pending {
 		if _, ok := responses[in.key]; ok {
@@ -694,7 +723,7 @@ func (p *Pool) serveDiscover(ctx context.Context, req *Request) ([]byte, error) 
 		d := p.discover
 		p.mu.Unlock()
 		if d == nil {
-			c := &call{pool: p, req: req, signal: make(chan struct{}, 1)}
+			c := newCall(p, req)
 			ch, err := p.acquire(ctx, modernKey, "", nil, false, false, c)
 			if err != nil {
 				return nil, err
@@ -723,7 +752,7 @@ func (p *Pool) serveDiscover(ctx context.Context, req *Request) ([]byte, error) 
 			if err != nil {
 				return errorResponse(rawID, jsonrpc.CodeInvalidParams, "Invalid params: "+err.Error(), nil), nil
 			}
-			c := &call{pool: p, req: req, signal: make(chan struct{}, 1)}
+			c := newCall(p, req)
 			ch, err := p.acquire(ctx, key, req.Principal, caps, true, false, c)
 			if err != nil {
 				return nil, err

@@ -194,7 +194,9 @@ func (s *subscriptions) listen(ctx context.Context, req *Request, emit func([]by
 	if err != nil {
 		return nil, err
 	}
-	c := &call{pool: p, req: req, signal: make(chan struct{}, 1), legacy: era == EraLegacy, listen: true}
+	c := newCall(p, req)
+	c.legacy = era == EraLegacy
+	c.listen = true
 	sub := &subscription{c: c, rawID: rawID, legacy: era == EraLegacy}
 	if sub.legacy {
 		key, caps, err := legacyKey(req.Principal, req.Caps)

@@ -73,28 +73,42 @@ func (g *guards) close() error {
 	return g.audit.Close()
 }
 
-// forConn returns the interceptor chain of one session's connection (nil
-// when there is nothing to intercept), and what to call once that
-// connection has ended. end ends the session (--on-pin-violation
+// forConn returns the interceptor chain of one connection to a server
+// (nil when there is nothing to intercept), and what to call once that
+// connection has ended. self is who the server's messages without an
+// Origin (its notifications) concern: the session, for the policy to hide
+// resource updates from a caller it hides the resource from; nil for a
+// child of the pool, whose notifications may go to several callers (the
+// policy then fails closed: updates of a URI that needs a scope are not
+// forwarded to anyone). end ends the session (--on-pin-violation
 // end-session); it must not block. call sends a request of the bridge's
 // own on that connection (peer.Conn.Call), for the pin enforcer to list
 // tools again when the server says they changed; nil: it does not.
-func (g *guards) forConn(session string, logger *slog.Logger, end func(error), call pin.CallFunc) (peer.Interceptor, func(reason string)) {
+func (g *guards) forConn(name string, self any, logger *slog.Logger, end func(error), call pin.CallFunc) (peer.Interceptor, func(reason string)) {
 	var chain []peer.Interceptor
 	ended := func(string) {}
 	if g.audit != nil {
 		var i peer.Interceptor
-		i, ended = g.audit.Interceptor(session)
+		i, ended = g.audit.Interceptor(name)
 		chain = append(chain, i)
 	}
 	if g.policy != nil {
 		if g.counts != nil {
 			chain = append(chain, countDenials(g.counts))
 		}
-		chain = append(chain, g.policy.Interceptor(&policy.Options{Caller: g.caller, Logger: logger}))
+		caller := g.caller
+		if self != nil && caller != nil {
+			caller = func(origin any) *policy.Caller {
+				if origin == nil {
+					origin = self
+				}
+				return g.caller(origin)
+			}
+		}
+		chain = append(chain, g.policy.Interceptor(&policy.Options{Caller: caller, Logger: logger}))
 	}
 	if g.pins != nil {
-		hooks := &pin.Hooks{End: end, Logger: logger, Call: call, Alert: g.alert(session)}
+		hooks := &pin.Hooks{End: end, Logger: logger, Call: call, Alert: g.alert(name)}
 		chain = append(chain, g.pins.Interceptor(hooks))
 	}
 	if len(chain) == 0 {
@@ -105,11 +119,22 @@ func (g *guards) forConn(session string, logger *slog.Logger, end func(error), c
 
 // forChild is pool.Options.ChildIntercept: the chain of one child of the
 // stateless pool, named by the pool ("pool-3") in logs and audit lines.
-// Its requests' principals do not reach it: policy scopes then fail closed
-// (a scope-gated item is hidden and refused), deny and allow lists hold.
-func (g *guards) forChild(name string, end func(error), call func(context.Context, string, any) (json.RawMessage, error)) peer.Interceptor {
-	intercept, _ := g.forConn(name, g.logger.With("child", name), end, call)
-	return intercept
+// A child serves many callers: each message's Origin is the pool's call,
+// whose Principal is the caller of the request it serves (see
+// sessionCaller). Once the child has stopped, the requests it left
+// unanswered are audited.
+func (g *guards) forChild(name string, end func(error), call func(context.Context, string, any) (json.RawMessage, error)) (peer.Interceptor, func(error)) {
+	intercept, ended := g.forConn(name, nil, g.logger.With("child", name), end, call)
+	if g.audit == nil {
+		return intercept, nil
+	}
+	return intercept, func(err error) {
+		reason := ""
+		if err != nil {
+			reason = err.Error()
+		}
+		ended(reason)
+	}
 }
 
 // forSession is session.Options.InterceptSession: the chain of one
@@ -119,7 +144,7 @@ func (g *guards) forChild(name string, end func(error), call func(context.Contex
 // server has stopped, the requests it left unanswered are audited.
 func (g *guards) forSession(s *session.Session) peer.Interceptor {
 	logger := g.logger.With("session", s.LogID())
-	intercept, ended := g.forConn(s.LogID(), logger, s.Close, s.Call)
+	intercept, ended := g.forConn(s.LogID(), s, logger, s.Close, s.Call)
 	if g.audit != nil {
 		// Ends with the session: Stopped closes once its server has
 		// stopped and the last message has passed the chain.
@@ -135,17 +160,20 @@ func (g *guards) forSession(s *session.Session) peer.Interceptor {
 	return intercept
 }
 
-// sessionCaller is who sent a message to a 2025 session's server: the
-// principal of the session's latest POST (its token's subject, client and
-// scopes; a session is bound to one subject and client, and a refreshed or
-// stepped-up token brings its new scopes). A static token has no scopes;
-// without authentication there is no caller.
+// sessionCaller is who sent a message to a server, or who its answer
+// goes to: the principal of the request (its token's subject, client and
+// scopes). The Origin of a message says it: a 2025 session
+// (*session.Session, whose principal is that of its latest POST: a
+// session is bound to one subject and client, and a refreshed or
+// stepped-up token brings its new scopes), or a call of the stateless
+// pool (the request it serves, or the retry that resumed it). A static
+// token has no scopes; without authentication there is no caller.
 func sessionCaller(origin any) *policy.Caller {
-	s, ok := origin.(*session.Session)
+	o, ok := origin.(interface{ Principal() any })
 	if !ok {
 		return nil
 	}
-	p, _ := s.Principal().(*auth.Principal)
+	p, _ := o.Principal().(*auth.Principal)
 	if p == nil {
 		return nil
 	}

@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -91,6 +92,7 @@ func TestGuardsEndToEnd(t *testing.T) {
 	if _, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: added}); err == nil || !strings.Contains(err.Error(), "not in the pin file") {
 		t.Errorf("calling the added tool: %v", err)
 	}
+	reads(t, ctx, cs)
 	cs.Close()
 
 	// A revision 2026-07-28 client, served by the stateless pool, meets the
@@ -116,6 +118,7 @@ func TestGuardsEndToEnd(t *testing.T) {
 	if _, err := modern.CallTool(ctx, &mcp.CallToolParams{Name: "test_image_content"}); err == nil || !strings.Contains(err.Error(), "policy denies it") {
 		t.Errorf("a 2026-07-28 client calling a denied tool: %v", err)
 	}
+	reads(t, ctx, modern)
 	modern.Close()
 
 	// Each line was written before its answer went on (refusals), or
@@ -140,6 +143,9 @@ func TestGuardsEndToEnd(t *testing.T) {
 		return r.Tool == added && r.Outcome == "denied" && strings.HasPrefix(r.DeniedBy, "pin: not in the pin file")
 	})
 	has("initialize", func(r audit.Record) bool { return r.Method == "initialize" && r.Outcome == "ok" })
+	has("the read of an unpinned URI", func(r audit.Record) bool {
+		return r.Resource == "test://elsewhere" && r.Outcome == "denied" && strings.HasPrefix(r.DeniedBy, "pin: matches no resource")
+	})
 
 	// The guards count what they refuse, under the one-command form's
 	// label: three denials (two calls of the session, one of the
@@ -156,6 +162,20 @@ func TestGuardsEndToEnd(t *testing.T) {
 	}
 	if got, _ := metricValue(fams, "mcp_bridge_pin_violations_total", "server", "default"); got != float64(alerts) || alerts == 0 {
 		t.Errorf("pin violations = %v, want %d (the audit log's alerts)", got, alerts)
+	}
+}
+
+// reads: with a pin file, a pinned resource and a URI of a pinned template
+// are read; a URI that matches neither is refused.
+func reads(t *testing.T, ctx context.Context, cs *mcp.ClientSession) {
+	t.Helper()
+	for _, uri := range []string{"test://static-text", "test://template/1/data"} {
+		if _, err := cs.ReadResource(ctx, &mcp.ReadResourceParams{URI: uri}); err != nil {
+			t.Errorf("reading %s: %v", uri, err)
+		}
+	}
+	if _, err := cs.ReadResource(ctx, &mcp.ReadResourceParams{URI: "test://elsewhere"}); err == nil || !strings.Contains(err.Error(), "matches no resource or resource template in the pin file") {
+		t.Errorf("reading a URI the pin file does not cover: %v", err)
 	}
 }
 
@@ -177,4 +197,55 @@ func readAudit(t *testing.T, path string) []audit.Record {
 		out = append(out, r)
 	}
 	return out
+}
+
+// runDyingServer is the test binary as a Go SDK server whose tool "die"
+// kills its own process, with SIGKILL, in the middle of the call.
+func runDyingServer() {
+	server := mcp.NewServer(&mcp.Implementation{Name: "dies", Version: "1"}, nil)
+	mcp.AddTool(server, &mcp.Tool{Name: "die"},
+		func(ctx context.Context, _ *mcp.CallToolRequest, _ map[string]any) (*mcp.CallToolResult, any, error) {
+			_ = syscall.Kill(os.Getpid(), syscall.SIGKILL)
+			<-ctx.Done()
+			return nil, nil, ctx.Err()
+		})
+	_ = server.Run(context.Background(), &mcp.StdioTransport{})
+	os.Exit(0)
+}
+
+// A child of the stateless pool killed in the middle of a call leaves one
+// audit line for that call, written before its client learns of it, with
+// outcome "unanswered" and why.
+func TestAuditOfPoolChildKilledMidCall(t *testing.T) {
+	bin, _ := buildBinaries(t)
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	auditFile := filepath.Join(t.TempDir(), "audit.log")
+	b := startBridgeBinary(t, bin, "--audit-log", auditFile, "--env", e2eChildEnv+"=dies", "--", exe)
+	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
+	defer cancel()
+	cs, err := mcp.NewClient(&mcp.Implementation{Name: "e2e", Version: "1"}, nil).
+		Connect(ctx, &mcp.StreamableClientTransport{Endpoint: b.url}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cs.Close()
+	if v := cs.InitializeResult().ProtocolVersion; v != "2026-07-28" {
+		t.Fatalf("the SDK's default client negotiated %s, want 2026-07-28", v)
+	}
+	if _, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "die", Arguments: map[string]any{}}); err == nil {
+		t.Fatal("a call whose server was killed succeeded")
+	}
+	var lines []audit.Record
+	for _, r := range readAudit(t, auditFile) {
+		if r.Tool == "die" {
+			lines = append(lines, r)
+		}
+	}
+	if len(lines) != 1 || lines[0].Outcome != "unanswered" || lines[0].Reason == "" ||
+		!strings.HasPrefix(lines[0].Session, "pool-") || lines[0].ArgsSHA256 == "" {
+		t.Fatalf("the audit lines of the killed call: %+v", lines)
+	}
 }

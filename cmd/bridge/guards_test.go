@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/mcp-bridge/mcp-bridge/auth"
 	"github.com/mcp-bridge/mcp-bridge/jsonrpc"
 	"github.com/mcp-bridge/mcp-bridge/peer"
 	"github.com/mcp-bridge/mcp-bridge/pin"
@@ -77,7 +78,7 @@ func BenchmarkGuards(b *testing.B) {
 		{"all", []string{"--policy", policyFile, "--pin-file", lockFile, "--audit-log", filepath.Join(dir, "audit-all.log")}},
 	} {
 		g := guardsFor(b, c.args...)
-		intercept, _ := g.forConn("bench", slog.New(slog.DiscardHandler), nil, nil)
+		intercept, _ := g.forConn("bench", nil, slog.New(slog.DiscardHandler), nil, nil)
 		end := func(*peer.Message) error { return nil }
 		h := end
 		if intercept != nil {
@@ -123,7 +124,7 @@ func TestGuardsChain(t *testing.T) {
 	}
 	auditFile := filepath.Join(dir, "audit.log")
 	g := guardsFor(t, "--policy", policyFile, "--pin-file", lockFile, "--audit-log", auditFile)
-	intercept, ended := g.forConn("s1", slog.New(slog.DiscardHandler), nil, nil)
+	intercept, ended := g.forConn("s1", nil, slog.New(slog.DiscardHandler), nil, nil)
 	h := intercept(func(*peer.Message) error { return nil })
 	for _, c := range []struct{ tool, want string }{
 		{"delete_all", "policy: tools.deny delete_*"},
@@ -146,3 +147,58 @@ func TestGuardsChain(t *testing.T) {
 }
 
 func errorsAs(err error, target any) bool { return errors.As(err, target) }
+
+// principalOf is an Origin that says its principal, as a session and a
+// call of the stateless pool do.
+type principalOf struct{ p *auth.Principal }
+
+func (o principalOf) Principal() any { return o.p }
+
+// The caller of a message is the principal its Origin says (a session, or
+// a pool's call); the server's notifications, which have no Origin,
+// concern the connection's own (self): a resource update reaches a
+// session that may read the resource, and is dropped for one that may
+// not, and on a connection without one (a pool's child).
+func TestGuardsCallers(t *testing.T) {
+	policyFile := filepath.Join(t.TempDir(), "policy.yaml")
+	if err := os.WriteFile(policyFile, []byte("tools:\n  scopes:\n    send: [mail:send]\nresources:\n  scopes:\n    \"test://watched-*\": [watch]\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	g := guardsFor(t, "--policy", policyFile)
+	with := principalOf{&auth.Principal{Subject: "alice", Scopes: []string{"mail:send", "watch"}}}
+	without := principalOf{&auth.Principal{Subject: "bob"}}
+	const update = `{"jsonrpc":"2.0","method":"notifications/resources/updated","params":{"uri":"test://watched-resource"}}`
+	const call = `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"send"}}`
+	for _, c := range []struct {
+		name      string
+		self      any
+		forwarded bool
+	}{
+		{"a session with the scope", with, true},
+		{"a session without", without, false},
+		{"a pool's child", nil, false},
+	} {
+		intercept, _ := g.forConn("c", c.self, slog.New(slog.DiscardHandler), nil, nil)
+		forwarded := false
+		h := intercept(func(m *peer.Message) error {
+			forwarded = forwarded || m.Method == "notifications/resources/updated"
+			return nil
+		})
+		m := message(t, peer.FromChild, "notifications/resources/updated", update)
+		m.Origin = nil
+		if err := h(m); err != nil || forwarded != c.forwarded {
+			t.Errorf("%s: forwarded %v (%v), want %v", c.name, forwarded, err, c.forwarded)
+		}
+		// Requests are the caller's own, whatever the connection's.
+		for _, o := range []struct {
+			origin any
+			ok     bool
+		}{{with, true}, {without, false}, {"no principal", false}} {
+			m := message(t, peer.ToChild, "tools/call", call)
+			m.Origin = o.origin
+			if err := h(m); (err == nil) != o.ok {
+				t.Errorf("%s: a call from %v: %v, want allowed %v", c.name, o.origin, err, o.ok)
+			}
+		}
+	}
+}

@@ -52,6 +52,8 @@ func runE2EChild(mode string) {
 		fmt.Println("ready")
 	case "environ":
 		fmt.Fprintf(os.Stderr, "environ %s\n", strings.Join(os.Environ(), "\x1e"))
+	case "dies":
+		runDyingServer() // guards_e2e_test.go
 	default:
 		fmt.Fprintf(os.Stderr, "unknown mode %q\n", mode)
 		os.Exit(2)

@@ -110,10 +110,12 @@ func (b bearerTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 	return http.DefaultTransport.RoundTrip(r)
 }
 
-// A tool that the policy gates behind a scope is listed and callable in a
-// session whose token grants the scope, and hidden and refused, naming the
-// scope, in one whose token does not: the interception point sees each
-// caller's scopes.
+// A tool that the policy gates behind a scope is listed and callable by a
+// client whose token grants the scope, and hidden and refused, naming the
+// scope, for one whose token does not: the interception point sees each
+// caller's scopes, in a 2025 session (its latest POST's principal) and on
+// the stateless pool's children (the principal of each request, which the
+// children of one subject share whatever their tokens' scopes).
 func TestPolicyScopesOfOAuthCallers(t *testing.T) {
 	bridgeBin, helloBin := buildBinaries(t)
 	const resource = "http://localhost/mcp"
@@ -122,19 +124,39 @@ func TestPolicyScopesOfOAuthCallers(t *testing.T) {
 	if err := os.WriteFile(policyFile, []byte("tools:\n  scopes:\n    echo: [mail:send]\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	p := startBridgeBinary(t, bridgeBin, "--oauth-issuer", as.URL, "--resource-url", resource, "--policy", policyFile, "--", helloBin)
+	args := []string{"--oauth-issuer", as.URL, "--resource-url", resource, "--policy", policyFile}
+	p := startBridgeBinary(t, bridgeBin, append(args, "--", helloBin)...)
+	// The pool's children of a legacy server are per principal (its tag:
+	// the subject and client, whatever the token's scopes).
+	legacy := startBridgeBinary(t, bridgeBin, append(args, "--child-era", "legacy", "--", helloBin)...)
+	for _, c := range []struct{ name, url, version string }{
+		{"session", p.url, "2025-11-25"}, // a session: its principal carries the scopes
+		{"stateless", p.url, ""},         // the SDK's default: revision 2026-07-28, served by the pool
+		{"stateless-legacy", legacy.url, ""},
+	} {
+		t.Run(c.name, func(t *testing.T) { policyScopes(t, as, c.url, resource, c.version) })
+	}
+}
 
+func policyScopes(t *testing.T, as *oauthtest.Server, url, resource, version string) {
 	connect := func(scopes ...string) *mcp.ClientSession {
 		t.Helper()
 		tok := as.Sign(t, as.Claims("alice", resource, scopes...))
 		client := mcp.NewClient(&mcp.Implementation{Name: "e2e", Version: "1"}, nil)
+		var opts *mcp.ClientSessionOptions
+		if version != "" {
+			opts = &mcp.ClientSessionOptions{ProtocolVersion: version}
+		}
 		cs, err := client.Connect(t.Context(), &mcp.StreamableClientTransport{
-			Endpoint: p.url, HTTPClient: &http.Client{Transport: bearerTransport{tok}},
-		}, &mcp.ClientSessionOptions{ProtocolVersion: "2025-11-25"}) // a session: its principal carries the scopes
+			Endpoint: url, HTTPClient: &http.Client{Transport: bearerTransport{tok}},
+		}, opts)
 		if err != nil {
 			t.Fatalf("connecting with scopes %v: %v", scopes, err)
 		}
 		t.Cleanup(func() { cs.Close() })
+		if got := cs.InitializeResult().ProtocolVersion; version == "" && got != "2026-07-28" {
+			t.Fatalf("the SDK's default client negotiated %s, want 2026-07-28", got)
+		}
 		return cs
 	}
 	listsEcho := func(cs *mcp.ClientSession) bool {

@@ -106,8 +106,8 @@ func runPin(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 			fmt.Fprintf(stderr, "bridge pin: the MCP server drifted from %s: %d changes, %d refused items\n", cfg.PinFile, len(drift), len(problems))
 			return 1
 		}
-		fmt.Fprintf(stdout, "no drift: %d tools, %d prompts and %d resource templates match %s\n",
-			len(lock.Tools), len(lock.Prompts), len(lock.ResourceTemplates), cfg.PinFile)
+		fmt.Fprintf(stdout, "no drift: %d tools, %d prompts, %d resources and %d resource templates match %s\n",
+			len(lock.Tools), len(lock.Prompts), len(lock.Resources), len(lock.ResourceTemplates), cfg.PinFile)
 		return 0
 	}
 	if len(problems) > 0 {
@@ -118,8 +118,8 @@ func runPin(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "bridge pin: writing the lock file: %v\n", err)
 		return 1
 	}
-	fmt.Fprintf(stdout, "pinned %d tools, %d prompts and %d resource templates in %s\n",
-		len(lock.Tools), len(lock.Prompts), len(lock.ResourceTemplates), output)
+	fmt.Fprintf(stdout, "pinned %d tools, %d prompts, %d resources and %d resource templates in %s\n",
+		len(lock.Tools), len(lock.Prompts), len(lock.Resources), len(lock.ResourceTemplates), output)
 	return 0
 }
 

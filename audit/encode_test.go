@@ -1,0 +1,107 @@
+package audit
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"strings"
+	"testing"
+	"time"
+)
+
+// A line is the bytes json.Marshal writes for its Record, whatever the
+// strings hold (quotes, controls, HTML, JavaScript line terminators,
+// invalid UTF-8), the numbers and the arguments; and it is one line.
+func TestEncodeAsMarshal(t *testing.T) {
+	awkward := []string{
+		"", "plain", `quote " and \ backslash`, "\x00\x01\b\f\n\r\t\x1f\x7f", "<script>&amp;</script>",
+		"line\u2028para\u2029", "bad \xff utf-8 \xe2\x82", "ünïcödé ✓ 🙂", strings.Repeat("x", 5000),
+	}
+	args := []string{
+		`{"text":"hello"}`, "{\n  \"a\" : [1, 2,\t3],\n  \"b\": \"<&>\"\n}", `"\u2028 \u2029"`, "[\"\u2028\"]", `null`, `12.5e3`,
+	}
+	var recs []Record
+	for i, s := range awkward {
+		recs = append(recs, Record{
+			Time: time.Date(2026, 7, 28, 12, 0, i, i*1001, time.UTC), Event: "request", Server: s, Session: s, Sub: s, ClientID: s,
+			From: "client", Method: s, Tool: s, Prompt: s, Resource: s, ArgsSHA256: s, Outcome: s, ErrorCode: -32000 - i,
+			DeniedBy: s, Reason: s, BytesIn: i, BytesOut: i * 1000,
+		})
+	}
+	for i, a := range args {
+		recs = append(recs, Record{Event: "request", Outcome: "ok", Args: json.RawMessage(a), ErrorCode: i})
+	}
+	for _, d := range []float64{0, 0.001, 1.5, 1234.567, 1e-7, 3e-6, 123456789.125, 1e21, 2.5e22} {
+		recs = append(recs, Record{Time: time.Now().UTC(), Event: "pin_violation", Outcome: "dropped", DurationMS: d})
+	}
+	for _, r := range recs {
+		want, err := json.Marshal(&r)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := r.appendJSON(nil)
+		if !bytes.Equal(got, want) {
+			t.Errorf("appendJSON:\n got %s\nwant %s", got, want)
+		}
+		if bytes.ContainsAny(got, "\n\r") {
+			t.Errorf("a line break in a line: %q", got)
+		}
+	}
+
+	// The digest kept as bytes is written as its hex.
+	sum := sha256.Sum256([]byte(`{"a":1}`))
+	r := Record{Event: "request", Outcome: "ok", argsSum: sum, hasSum: true}
+	want := r
+	want.ArgsSHA256 = hex.EncodeToString(sum[:])
+	w, _ := json.Marshal(&want)
+	if got := r.appendJSON(nil); !bytes.Equal(got, w) {
+		t.Errorf("digest:\n got %s\nwant %s", got, w)
+	}
+}
+
+// Encoding a line allocates nothing but the buffer's growth.
+func TestEncodeAllocs(t *testing.T) {
+	r := Record{Time: time.Now().UTC(), Event: "request", Session: "s-1", Method: "tools/call", Tool: "echo",
+		Outcome: "ok", DurationMS: 1.25, BytesIn: 100, BytesOut: 600, argsSum: sha256.Sum256([]byte("x")), hasSum: true}
+	buf := make([]byte, 0, 1024)
+	if n := testing.AllocsPerRun(100, func() { buf = r.appendJSON(buf[:0]) }); n != 0 {
+		t.Errorf("%v allocations per line", n)
+	}
+}
+
+// BenchmarkLine: what a line costs, encoded (appendJSON, and json.Marshal
+// for comparison) and written to an O_APPEND file.
+func BenchmarkLine(b *testing.B) {
+	r := Record{Time: time.Now().UTC(), Event: "request", Session: "s-1f2e3d4c", Sub: "alice", ClientID: "desktop-app",
+		From: "client", Method: "tools/call", Tool: "send_email", Outcome: "ok", DurationMS: 12.345, BytesIn: 140, BytesOut: 612,
+		argsSum: sha256.Sum256([]byte(`{"text":"hello"}`)), hasSum: true}
+	b.Run("marshal", func(b *testing.B) {
+		b.ReportAllocs()
+		m := r
+		m.ArgsSHA256 = hex.EncodeToString(r.argsSum[:])
+		for b.Loop() {
+			if _, err := json.Marshal(&m); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("append", func(b *testing.B) {
+		b.ReportAllocs()
+		var buf []byte
+		for b.Loop() {
+			buf = r.appendJSON(buf[:0])
+		}
+	})
+	b.Run("write", func(b *testing.B) {
+		l, err := Open(b.TempDir()+"/audit.log", nil)
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer l.Close()
+		b.ReportAllocs()
+		for b.Loop() {
+			l.write(&r)
+		}
+	})
+}
