@@ -98,28 +98,44 @@ func (r *flushRecorder) take() string {
 	return s
 }
 
+// legacyStream opens a legacy SSE stream on a handler with keepAlive, in
+// memory, and returns the handler, the stream's recorder (what was
+// flushed before is its endpoint URL, returned too) and a function that
+// closes the stream and shuts the registry down. Call it in a synctest
+// bubble.
+func legacyStream(t *testing.T, keepAlive time.Duration) (h *Handler, rec *flushRecorder, endpoint string, end func()) {
+	t.Helper()
+	logger := slog.New(slog.DiscardHandler)
+	reg := session.NewRegistry(&session.Options{Launcher: memLauncher{}, Logger: logger})
+	h = NewHandler(reg, &Options{SSEKeepAlive: keepAlive, Logger: logger})
+	ctx, cancel := context.WithCancel(context.Background())
+	rec = &flushRecorder{header: http.Header{}}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		h.ServeHTTP(rec, httptest.NewRequestWithContext(ctx, http.MethodGet, "/sse", nil))
+	}()
+	synctest.Wait()
+	first := rec.take()
+	endpoint, ok := strings.CutPrefix(first, "event: endpoint\ndata: ")
+	if !ok || !strings.HasSuffix(endpoint, "\n\n") {
+		t.Fatalf("the stream began with %q; want the endpoint event", first)
+	}
+	return h, rec, strings.TrimSuffix(endpoint, "\n\n"), func() {
+		cancel()
+		<-done
+		if err := reg.Shutdown(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
 // A quiet legacy SSE stream gets a comment every SSEKeepAlive, counted
 // from its last write: not before, and not while events flow.
 func TestLegacySSEKeepAlive(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		const every = 25 * time.Second
-		logger := slog.New(slog.DiscardHandler)
-		reg := session.NewRegistry(&session.Options{Launcher: memLauncher{}, Logger: logger})
-		h := NewHandler(reg, &Options{SSEKeepAlive: every, Logger: logger})
-		ctx, cancel := context.WithCancel(context.Background())
-		rec := &flushRecorder{header: http.Header{}}
-		done := make(chan struct{})
-		go func() {
-			defer close(done)
-			h.ServeHTTP(rec, httptest.NewRequestWithContext(ctx, http.MethodGet, "/sse", nil))
-		}()
-		synctest.Wait()
-		first := rec.take()
-		endpoint, ok := strings.CutPrefix(first, "event: endpoint\ndata: ")
-		if !ok || !strings.HasSuffix(endpoint, "\n\n") {
-			t.Fatalf("the stream began with %q; want the endpoint event", first)
-		}
-		endpoint = strings.TrimSuffix(endpoint, "\n\n")
+		h, rec, endpoint, end := legacyStream(t, every)
 
 		quiet := func(what string) {
 			t.Helper()
@@ -140,7 +156,7 @@ func TestLegacySSEKeepAlive(t *testing.T) {
 		// A message and its answer, 10 s into the quiet: the next comment
 		// comes SSEKeepAlive after the answer, not after the last comment.
 		time.Sleep(10 * time.Second)
-		req := httptest.NewRequestWithContext(ctx, http.MethodPost, endpoint, strings.NewReader(`{"jsonrpc":"2.0","id":7,"method":"ping"}`))
+		req := httptest.NewRequestWithContext(context.Background(), http.MethodPost, endpoint, strings.NewReader(`{"jsonrpc":"2.0","id":7,"method":"ping"}`))
 		req.Header.Set("Content-Type", "application/json")
 		post := httptest.NewRecorder()
 		h.ServeHTTP(post, req)
@@ -152,41 +168,19 @@ func TestLegacySSEKeepAlive(t *testing.T) {
 			t.Fatalf("the answer on the stream: %q; want %q", got, want)
 		}
 		quiet("after an event")
-
-		cancel()
-		<-done
-		if err := reg.Shutdown(context.Background()); err != nil {
-			t.Fatal(err)
-		}
+		end()
 	})
 }
 
 // With SSEKeepAlive negative, a quiet stream stays silent.
 func TestLegacySSEKeepAliveOff(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		logger := slog.New(slog.DiscardHandler)
-		reg := session.NewRegistry(&session.Options{Launcher: memLauncher{}, Logger: logger})
-		h := NewHandler(reg, &Options{SSEKeepAlive: -1, Logger: logger})
-		ctx, cancel := context.WithCancel(context.Background())
-		rec := &flushRecorder{header: http.Header{}}
-		done := make(chan struct{})
-		go func() {
-			defer close(done)
-			h.ServeHTTP(rec, httptest.NewRequestWithContext(ctx, http.MethodGet, "/sse", nil))
-		}()
-		synctest.Wait()
-		if got := rec.take(); !strings.HasPrefix(got, "event: endpoint\n") {
-			t.Fatalf("the stream began with %q", got)
-		}
+		_, rec, _, end := legacyStream(t, -1)
 		time.Sleep(10 * DefaultSSEKeepAlive)
 		synctest.Wait()
 		if got := rec.take(); got != "" {
 			t.Fatalf("keep-alives off, the quiet stream got %q", got)
 		}
-		cancel()
-		<-done
-		if err := reg.Shutdown(context.Background()); err != nil {
-			t.Fatal(err)
-		}
+		end()
 	})
 }
