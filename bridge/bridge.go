@@ -56,6 +56,13 @@ const (
 	// DefaultIdleTimeout is how long a keep-alive connection may wait for
 	// its next request (http.Server.IdleTimeout, set by the command).
 	DefaultIdleTimeout = 90 * time.Second
+	// DefaultSSEKeepAlive is how long an SSE stream may stay quiet before
+	// it gets a comment line: below the idle timeouts of the usual proxies
+	// and load balancers (60 s for an AWS ALB and nginx's
+	// proxy_read_timeout, 30 s for some), which otherwise cut a stream
+	// that waits for a slow tool or for the server's next notification.
+	// The same as the stateless front end's (pool.DefaultKeepAlive).
+	DefaultSSEKeepAlive = 25 * time.Second
 )
 
 // Options configure a Handler. Every zero value means the documented default.
@@ -91,6 +98,12 @@ type Options struct {
 	// SSERetry is the reconnection delay announced with the retry field
 	// when SSEPollAfter is set. Zero means DefaultSSERetry.
 	SSERetry time.Duration
+	// SSEKeepAlive is how long an SSE stream (of a session, or of the
+	// legacy transport) may stay quiet before the handler writes a comment
+	// line on it, so that proxies with an idle timeout leave it open. A
+	// comment carries no event ID: resumption is unaffected. Zero means
+	// DefaultSSEKeepAlive; negative means none.
+	SSEKeepAlive time.Duration
 	// BodyReadTimeout bounds the reading of a POST body, from the end of
 	// its headers; a body still incomplete then gets 408 and the connection
 	// closes. It applies to the body only, never to a stream. Zero means
@@ -114,7 +127,7 @@ type Options struct {
 	Stateless *pool.Pool
 	// Forward sends a stateless request to the instance that holds its
 	// parked call (a retry whose verified requestState names another
-	// instance): affinity.Router.Forward. Nil answers such retries 503.
+	// instance): Forwarder.Forward. Nil answers such retries 503.
 	Forward func(w http.ResponseWriter, r *http.Request, instance string)
 	// AcceptSessionID lets an initialize request carry Mcp-Session-Id: the
 	// session is created under that ID (session.Registry.CreateWithID)
@@ -167,6 +180,9 @@ func NewHandler(reg *session.Registry, opts *Options) *Handler {
 	}
 	if o.SSERetry <= 0 {
 		o.SSERetry = DefaultSSERetry
+	}
+	if o.SSEKeepAlive == 0 {
+		o.SSEKeepAlive = DefaultSSEKeepAlive
 	}
 	if o.BodyReadTimeout == 0 {
 		o.BodyReadTimeout = DefaultBodyReadTimeout
@@ -938,6 +954,8 @@ func (h *Handler) stream(w http.ResponseWriter, r *http.Request, sess *session.S
 	// event as long as it takes. The last renewal covers the end of the
 	// response, written by net/http after this returns.
 	defer dl.extend()
+	ka := keepAlive{h: h, w: w, rc: rc}
+	defer ka.stop()
 
 	ctx := r.Context()
 	poll := h.opts.SSEPollAfter > 0 && prime
@@ -988,7 +1006,7 @@ func (h *Handler) stream(w http.ResponseWriter, r *http.Request, sess *session.S
 			if err := rc.Flush(); err != nil {
 				return
 			}
-			seq, data, err = reader.NextBefore(ctx, nil)
+			seq, data, err = ka.next(ctx, reader)
 			continue
 		case err != nil:
 			if poll && r.Context().Err() == nil {
@@ -1014,8 +1032,61 @@ func (h *Handler) stream(w http.ResponseWriter, r *http.Request, sess *session.S
 			if err := rc.Flush(); err != nil {
 				return
 			}
-			seq, data, err = reader.NextBefore(ctx, nil)
+			seq, data, err = ka.next(ctx, reader)
 		}
+	}
+}
+
+// keepAliveComment is what a quiet SSE stream gets every SSEKeepAlive: a
+// comment, which clients ignore ("Lines starting with a colon are
+// comments", and a blank line after no data field dispatches no event).
+// It has no id field, so the client's last event ID stays where it was.
+const keepAliveComment = ": keep-alive\n\n"
+
+// keepAlive writes keepAliveComment on one SSE stream each time it has
+// been quiet for SSEKeepAlive. Its timer is made at the stream's first
+// wait for an event, not before: a quick answer, which never waits, costs
+// nothing. (Not a sync.Pool of timers: the wait may be long, and a pooled
+// timer would be held as long.)
+type keepAlive struct {
+	h  *Handler
+	w  io.Writer
+	rc *http.ResponseController
+	t  *time.Timer
+}
+
+// next waits for the reader's next event, writing keepAliveComment (with
+// its flush) whenever the stream has been quiet for SSEKeepAlive. A failed
+// write ends the wait with its error, as a client that left does.
+func (k *keepAlive) next(ctx context.Context, reader *session.Reader) (uint64, []byte, error) {
+	d := k.h.opts.SSEKeepAlive
+	if d <= 0 {
+		return reader.NextBefore(ctx, nil)
+	}
+	for {
+		if k.t == nil {
+			k.t = time.NewTimer(d)
+		} else {
+			k.t.Reset(d)
+		}
+		seq, data, err := reader.NextBefore(ctx, k.t.C)
+		if err != session.ErrNotYet {
+			return seq, data, err
+		}
+		k.h.extendWrite(k.rc)
+		if _, err := io.WriteString(k.w, keepAliveComment); err != nil {
+			return 0, nil, err
+		}
+		if err := k.rc.Flush(); err != nil {
+			return 0, nil, err
+		}
+	}
+}
+
+// stop releases the timer, at the end of the stream.
+func (k *keepAlive) stop() {
+	if k.t != nil {
+		k.t.Stop()
 	}
 }
 
@@ -1105,8 +1176,8 @@ func (h *Handler) serveDelete(w http.ResponseWriter, r *http.Request, owner any)
 }
 
 // WriteError writes a JSON-RPC error response with an HTTP status: the one
-// writer of error answers of the program's HTTP front (package affinity,
-// in front of the Handler, uses it too).
+// writer of error answers of the program's HTTP front (the Forwarder, in
+// front of the Handler, uses it too).
 func WriteError(w http.ResponseWriter, status int, rawID []byte, code int, msg string, data any) {
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(status)

@@ -51,6 +51,10 @@ type pidResult struct {
 	PID int `json:"pid"`
 }
 
+type instanceResult struct {
+	Instance string `json:"instance"`
+}
+
 // runChild serves MCP over stdio with tools that exercise every routing
 // path of the bridge. mode "server" is well behaved; "exit-early" exits
 // before answering initialize.
@@ -73,6 +77,11 @@ func runChild(mode string) {
 	})
 	mcp.AddTool(server, &mcp.Tool{Name: "pid"}, func(context.Context, *mcp.CallToolRequest, struct{}) (*mcp.CallToolResult, pidResult, error) {
 		return nil, pidResult{os.Getpid()}, nil
+	})
+	// instance names the bridge instance that started this server
+	// (forward_integration_test.go).
+	mcp.AddTool(server, &mcp.Tool{Name: "instance"}, func(context.Context, *mcp.CallToolRequest, struct{}) (*mcp.CallToolResult, instanceResult, error) {
+		return nil, instanceResult{os.Getenv(instanceEnv)}, nil
 	})
 	// progress sends n progress notifications, then answers.
 	mcp.AddTool(server, &mcp.Tool{Name: "progress"}, func(ctx context.Context, req *mcp.CallToolRequest, a nArgs) (*mcp.CallToolResult, any, error) {

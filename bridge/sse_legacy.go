@@ -122,8 +122,13 @@ func (h *Handler) serveLegacySSE(w http.ResponseWriter, r *http.Request, owner a
 		return
 	}
 	ctx := r.Context()
+	ka := keepAlive{h: h, w: w, rc: rc}
+	defer ka.stop()
 	for {
-		_, data, err := reader.Next(ctx)
+		// A quiet stream gets a comment every SSEKeepAlive: behind a proxy
+		// with an idle timeout, a cut stream would end the session (this
+		// transport cannot resume).
+		_, data, err := ka.next(ctx, reader)
 		switch {
 		case err == io.EOF:
 			return // the session ended; its last errors were written

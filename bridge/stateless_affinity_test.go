@@ -51,15 +51,16 @@ func startStatelessInstance(t *testing.T, secret []byte) *statelessInstance {
 	if err != nil {
 		t.Fatal(err)
 	}
-	router, err := affinity.New(&affinity.Options{Self: self, Secret: secret, Logger: logger})
+	inst, err := affinity.New(&affinity.Options{Self: self, Secret: secret})
 	if err != nil {
 		t.Fatal(err)
 	}
+	fwd := bridge.NewForwarder(inst, &bridge.ForwarderOptions{Logger: logger})
 	reg := session.NewRegistry(&session.Options{Launcher: session.LauncherOf(local), Logger: logger})
-	h := bridge.NewHandler(reg, &bridge.Options{Stateless: p, Forward: router.Forward, Logger: logger})
+	h := bridge.NewHandler(reg, &bridge.Options{Stateless: p, Forward: fwd.Forward, Logger: logger})
 	in := &statelessInstance{}
-	srv := httptest.NewUnstartedServer(router.Wrap(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.Header.Get(affinity.HopHeader) != "" {
+	srv := httptest.NewUnstartedServer(fwd.Wrap(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Header.Get(bridge.HopHeader) != "" {
 			in.forwarded.Add(1)
 		}
 		h.ServeHTTP(w, r)
@@ -71,7 +72,7 @@ func startStatelessInstance(t *testing.T, secret []byte) *statelessInstance {
 	t.Cleanup(func() {
 		srv.CloseClientConnections()
 		srv.Close()
-		router.Close()
+		fwd.Close()
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
 		_ = reg.Shutdown(ctx)

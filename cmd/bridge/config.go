@@ -64,6 +64,7 @@ type config struct {
 	JSONResponse    bool          `envconfig:"BRIDGE_JSON_RESPONSE"`
 	SSEPollAfter    time.Duration `envconfig:"BRIDGE_SSE_POLL_AFTER"`
 	SSERetry        time.Duration `envconfig:"BRIDGE_SSE_RETRY"`
+	SSEKeepAlive    time.Duration `envconfig:"BRIDGE_SSE_KEEPALIVE"`
 	LogMaxEvents    int           `envconfig:"BRIDGE_LOG_MAX_EVENTS"`
 	LogMaxBytes     int64         `envconfig:"BRIDGE_LOG_MAX_BYTES"`
 	StderrLineBytes int           `envconfig:"BRIDGE_STDERR_LINE_BYTES"`
@@ -177,6 +178,7 @@ func defaultConfig() *config {
 		StopGrace:          sandbox.DefaultStopGrace,
 		ShutdownGrace:      DefaultShutdownGrace,
 		SSERetry:           bridge.DefaultSSERetry,
+		SSEKeepAlive:       bridge.DefaultSSEKeepAlive,
 		LogMaxEvents:       session.DefaultLogMaxEvents,
 		LogMaxBytes:        session.DefaultLogMaxBytes,
 		LogMaxTotalBytes:   session.DefaultLogMaxTotalBytes,
@@ -217,6 +219,7 @@ var optionFlags = map[string]string{
 	"bridge.Options.AcceptSessionID":        "accept-session-id",
 	"bridge.Options.SSEPollAfter":           "sse-poll-after",
 	"bridge.Options.SSERetry":               "sse-retry",
+	"bridge.Options.SSEKeepAlive":           "sse-keepalive",
 	"session.Options.IdleTimeout":           "session-idle-timeout",
 	"session.Options.MaxSessions":           "max-sessions",
 	"session.Options.MaxMessageBytes":       "max-message-bytes",
@@ -351,6 +354,7 @@ func newFlagSet(c *config) *flag.FlagSet {
 	fs.BoolVar(&c.JSONResponse, "json-response", c.JSONResponse, "answer requests with one application/json body instead of an SSE stream (not resumable)")
 	fs.DurationVar(&c.SSEPollAfter, "sse-poll-after", c.SSEPollAfter, "close SSE connections after this long (sending retry:); clients resume with Last-Event-ID (0: never; 2025-11-25 clients only)")
 	fs.DurationVar(&c.SSERetry, "sse-retry", c.SSERetry, "reconnection delay announced in the SSE retry field with --sse-poll-after")
+	fs.DurationVar(&c.SSEKeepAlive, "sse-keepalive", c.SSEKeepAlive, "write an SSE comment on a stream quiet for this long, so that proxies with an idle timeout keep it open (0: never)")
 	fs.IntVar(&c.LogMaxEvents, "log-max-events", c.LogMaxEvents, "most events each session's resumption log holds")
 	fs.Int64Var(&c.LogMaxBytes, "log-max-bytes", c.LogMaxBytes, "most `bytes` each session's resumption log holds")
 	fs.Int64Var(&c.LogMaxTotalBytes, "log-max-total-bytes", c.LogMaxTotalBytes, "most `bytes` all sessions' resumption logs hold together; beyond it the largest logs lose their oldest already-delivered events")
@@ -613,6 +617,9 @@ func (c *config) finish() error {
 	}
 	if c.SSERetry < 0 {
 		return fmt.Errorf("--sse-retry %s: want 0 or more", c.SSERetry)
+	}
+	if c.SSEKeepAlive < 0 {
+		return fmt.Errorf("--sse-keepalive %s: want 0 (never) or more", c.SSEKeepAlive)
 	}
 	for _, o := range c.AllowedOrigins {
 		if err := checkOrigin(o); err != nil {

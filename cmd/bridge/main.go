@@ -157,16 +157,18 @@ func serve(ctx context.Context, cfg *config, logger *slog.Logger, ready chan<- n
 		return startError{err}
 	}
 	defer stopMetrics()
-	var router *affinity.Router
+	var router *affinity.Instance
+	var fwd *bridge.Forwarder
 	if len(cfg.affinitySecret) > 0 {
 		self, err := affinity.ResolveSelf(ctx, cfg.AffinityAddr, cfg.Listen, nil)
 		if err != nil {
 			return startError{fmt.Errorf("--affinity-addr: %w", err)}
 		}
-		if router, err = affinity.New(&affinity.Options{Self: self, Secret: cfg.affinitySecret, Tokens: cfg.tokens, Logger: logger}); err != nil {
+		if router, err = affinity.New(&affinity.Options{Self: self, Secret: cfg.affinitySecret}); err != nil {
 			return startError{fmt.Errorf("session affinity: %w", err)}
 		}
-		defer router.Close()
+		fwd = bridge.NewForwarder(router, &bridge.ForwarderOptions{Tokens: cfg.tokens, Logger: logger})
+		defer fwd.Close()
 		logger.Info("session affinity on: session IDs name this instance", "self", self)
 	}
 	var inflight func(int)
@@ -211,7 +213,7 @@ func serve(ctx context.Context, cfg *config, logger *slog.Logger, ready chan<- n
 			o.Inflight = inflight
 		},
 		handler: func(o *bridge.Options) {
-			o.Auth, o.Forward = authn, forwarder(router)
+			o.Auth, o.Forward = authn, forwarder(fwd)
 			o.Metrics, o.TraceContext = tel.handler(cfg), tel.traceContext()
 		},
 		tel:    tel,
@@ -287,8 +289,8 @@ func serve(ctx context.Context, cfg *config, logger *slog.Logger, ready chan<- n
 		ln, scheme = tls.NewListener(ln, tlsConf), "https://"
 	}
 	var handler http.Handler = fe
-	if router != nil {
-		handler = router.Wrap(fe)
+	if fwd != nil {
+		handler = fwd.Wrap(fe)
 	}
 	srv := &http.Server{
 		Handler:           handler,
@@ -360,7 +362,7 @@ func serve(ctx context.Context, cfg *config, logger *slog.Logger, ready chan<- n
 // session affinity, requestStates are signed with the affinity secret and
 // name this instance, so that any instance can verify a retry and forward
 // it to the one holding the parked call.
-func newPool(cfg *config, launcher sandbox.Launcher, router *affinity.Router, intercept peer.Interceptor, g *guards, logger *slog.Logger) (*pool.Pool, error) {
+func newPool(cfg *config, launcher sandbox.Launcher, router *affinity.Instance, intercept peer.Interceptor, g *guards, logger *slog.Logger) (*pool.Pool, error) {
 	era, err := pool.ParseEra(cfg.ChildEra)
 	if err != nil {
 		return nil, err
@@ -389,10 +391,10 @@ func newPool(cfg *config, launcher sandbox.Launcher, router *affinity.Router, in
 }
 
 // forwarder is how the stateless front end reaches the instance holding a
-// parked call: through the affinity router, when there is one.
-func forwarder(router *affinity.Router) func(http.ResponseWriter, *http.Request, string) {
-	if router == nil {
+// parked call: through the affinity forwarder, when there is one.
+func forwarder(fwd *bridge.Forwarder) func(http.ResponseWriter, *http.Request, string) {
+	if fwd == nil {
 		return nil
 	}
-	return router.Forward
+	return fwd.Forward
 }

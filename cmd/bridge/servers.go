@@ -14,6 +14,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"syscall"
+	"time"
 
 	"github.com/mcp-bridge/mcp-bridge/affinity"
 	"github.com/mcp-bridge/mcp-bridge/bridge"
@@ -77,12 +78,22 @@ func handlerOptions(cfg *config, path string, logger *slog.Logger) *bridge.Optio
 		JSONResponse:         cfg.JSONResponse,
 		SSEPollAfter:         cfg.SSEPollAfter,
 		SSERetry:             cfg.SSERetry,
+		SSEKeepAlive:         keepAlive(cfg.SSEKeepAlive),
 		BodyReadTimeout:      cfg.BodyReadTimeout,
 		WriteTimeout:         cfg.WriteTimeout,
 		MaxBodyBytesInFlight: cfg.MaxBodyBytesInFlight,
 		NoLegacySSE:          cfg.NoLegacySSE,
 		Logger:               logger,
 	}
+}
+
+// keepAlive is bridge.Options.SSEKeepAlive for --sse-keepalive, whose 0
+// turns keep-alives off (the option's 0 is its default).
+func keepAlive(d time.Duration) time.Duration {
+	if d == 0 {
+		return -1
+	}
+	return d
 }
 
 // frontendHooks set what every registry and handler gets from serve, in
@@ -95,7 +106,7 @@ type frontendHooks struct {
 	handler func(*bridge.Options)
 	tel     *telemetry // the global telemetry; a server's is tel.forServer
 	guards  *guards    // the global guards; a server's are serverGuards
-	router  *affinity.Router
+	router  *affinity.Instance
 	scopes  func(...string) // advertises the scopes of a server's policy
 }
 

@@ -1,9 +1,9 @@
-package affinity_test
+package bridge_test
 
 // Two real bridges (bridge.NewHandler over session.NewRegistry over
-// sandbox.NewLocal) behind a round-robin proxy, with the official Go SDK as
-// client and the test binary as the stdio MCP server: TestMain re-runs it as
-// an SDK server when childEnv is set.
+// sandbox.NewLocal, behind bridge.Forwarder as cmd/bridge wires them) behind
+// a load balancer without affinity, with the official Go SDK as client and
+// the test binary as the stdio MCP server.
 
 import (
 	"context"
@@ -24,7 +24,6 @@ import (
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
-	"go.uber.org/goleak"
 
 	"github.com/mcp-bridge/mcp-bridge/affinity"
 	"github.com/mcp-bridge/mcp-bridge/bridge"
@@ -33,68 +32,22 @@ import (
 )
 
 const (
-	childEnv    = "AFFINITY_TEST_CHILD"
-	instanceEnv = "AFFINITY_TEST_INSTANCE"
-	token       = "test-token-0123456789"
+	// instanceEnv names, to the child, the instance that started it.
+	instanceEnv   = "MCP_BRIDGE_TEST_INSTANCE"
+	affinityToken = "test-token-0123456789"
 )
-
-func TestMain(m *testing.M) {
-	if os.Getenv(childEnv) != "" {
-		runChild()
-		os.Exit(0)
-	}
-	goleak.VerifyTestMain(m)
-}
-
-type whoami struct {
-	Instance string `json:"instance"`
-	PID      int    `json:"pid"`
-}
-
-type counted struct {
-	Count int `json:"count"`
-}
-
-// runChild is a stdio MCP server. "count" counts the calls it has served:
-// a session whose calls all reach its own child counts 1, 2, 3...
-func runChild() {
-	server := mcp.NewServer(&mcp.Implementation{Name: "affinity-test-child", Version: "1.0.0"}, nil)
-	n := 0
-	mcp.AddTool(server, &mcp.Tool{Name: "count"}, func(context.Context, *mcp.CallToolRequest, struct{}) (*mcp.CallToolResult, counted, error) {
-		n++
-		return nil, counted{n}, nil
-	})
-	mcp.AddTool(server, &mcp.Tool{Name: "whoami"}, func(context.Context, *mcp.CallToolRequest, struct{}) (*mcp.CallToolResult, whoami, error) {
-		return nil, whoami{os.Getenv(instanceEnv), os.Getpid()}, nil
-	})
-	// progress streams n progress notifications on the call's SSE stream
-	// before answering.
-	mcp.AddTool(server, &mcp.Tool{Name: "progress"}, func(ctx context.Context, req *mcp.CallToolRequest, a struct{ N int }) (*mcp.CallToolResult, counted, error) {
-		for i := range a.N {
-			if err := req.Session.NotifyProgress(ctx, &mcp.ProgressNotificationParams{
-				ProgressToken: req.Params.GetProgressToken(), Progress: float64(i + 1), Total: float64(a.N),
-			}); err != nil {
-				return nil, counted{}, err
-			}
-		}
-		return nil, counted{a.N}, nil
-	})
-	if err := server.Run(context.Background(), &mcp.StdioTransport{}); err != nil {
-		fmt.Fprintln(os.Stderr, "child:", err)
-		os.Exit(1)
-	}
-}
 
 // instance is one bridge process's worth of objects, as cmd/bridge wires
 // them, on a loopback port.
 type instance struct {
-	name   string
-	addr   string
-	router *affinity.Router // nil without affinity
-	reg    *session.Registry
-	srv    *http.Server
-	served chan error
+	name string
+	addr string
+	inst *affinity.Instance // nil without affinity
+	fwd  *bridge.Forwarder  // nil without affinity
+	reg  *session.Registry
+	srv  *http.Server
 
+	served            chan error
 	direct, forwarded atomic.Int64
 	stopOnce          sync.Once
 }
@@ -114,26 +67,27 @@ func startInstance(t *testing.T, name string, secret []byte) *instance {
 	so := &session.Options{
 		Launcher: session.LauncherOf(sandbox.NewLocal(&sandbox.LocalOptions{
 			Command:   exe,
-			Env:       append(os.Environ(), childEnv+"=1", instanceEnv+"="+name),
+			Env:       append(os.Environ(), childEnv+"=server", instanceEnv+"="+name),
 			StopGrace: 2 * time.Second,
 			Logger:    logger,
 		})),
 		Logger: logger,
 	}
 	if secret != nil {
-		in.router, err = affinity.New(&affinity.Options{Self: in.addr, Secret: secret, Tokens: []string{token}, Logger: logger})
+		in.inst, err = affinity.New(&affinity.Options{Self: in.addr, Secret: secret})
 		if err != nil {
 			t.Fatal(err)
 		}
-		so.NewID = in.router.NewID
+		in.fwd = bridge.NewForwarder(in.inst, &bridge.ForwarderOptions{Tokens: []string{affinityToken}, Logger: logger})
+		so.NewID = in.inst.NewID
 	}
 	in.reg = session.NewRegistry(so)
-	var h http.Handler = bridge.NewHandler(in.reg, &bridge.Options{AuthTokens: []string{token}, Logger: logger})
-	if in.router != nil {
-		h = in.router.Wrap(h)
+	var h http.Handler = bridge.NewHandler(in.reg, &bridge.Options{AuthTokens: []string{affinityToken}, Logger: logger})
+	if in.fwd != nil {
+		h = in.fwd.Wrap(h)
 	}
 	in.srv = &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.Header.Get(affinity.HopHeader) != "" {
+		if r.Header.Get(bridge.HopHeader) != "" {
 			in.forwarded.Add(1)
 		} else {
 			in.direct.Add(1)
@@ -157,8 +111,8 @@ func (in *instance) stop(t *testing.T) {
 		}
 		in.srv.Close()
 		<-in.served
-		if in.router != nil {
-			in.router.Close()
+		if in.fwd != nil {
+			in.fwd.Close()
 		}
 	})
 }
@@ -167,9 +121,11 @@ func (in *instance) stop(t *testing.T) {
 // plain round robin: it sends each session's requests to the instances in
 // turn (A, B, A, B...), so that every second request of every session
 // lands away from the session's child, however requests of different
-// sessions interleave. Requests without a session ID (the SDK's
-// server/discover probe, initialize) go to the instance the test chose with
-// place, so that the test knows where each session starts.
+// sessions interleave. A session is named by Mcp-Session-Id, or by the
+// legacy transport's sessionId query parameter. Requests without a session
+// ID (the SDK's server/discover probe, initialize, GET /sse) go to the
+// instance the test chose with place, so that the test knows where each
+// session starts.
 type alternatingProxy struct {
 	srv      *httptest.Server
 	backends []*url.URL
@@ -186,7 +142,11 @@ func startProxy(t *testing.T, ins ...*instance) *alternatingProxy {
 	rp := &httputil.ReverseProxy{
 		Rewrite: func(pr *httputil.ProxyRequest) {
 			i := int(p.place.Load())
-			if key := pr.In.Header.Get(affinity.SessionHeader); key != "" {
+			key := pr.In.Header.Get("Mcp-Session-Id")
+			if key == "" {
+				key = pr.In.URL.Query().Get("sessionId")
+			}
+			if key != "" {
 				p.mu.Lock()
 				i = p.next[key]
 				p.next[key] = (i + 1) % len(p.backends)
@@ -199,8 +159,8 @@ func startProxy(t *testing.T, ins ...*instance) *alternatingProxy {
 		FlushInterval: -1,
 		ErrorLog:      slog.NewLogLogger(slog.New(slog.NewTextHandler(testWriter{t}, nil)).Handler(), slog.LevelWarn),
 	}
-	// Full duplex for the same reason as in Router.Wrap: this proxy is a
-	// Go ReverseProxy too.
+	// Full duplex for the same reason as in Forwarder.Wrap: this proxy is
+	// a Go ReverseProxy too.
 	p.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		_ = http.NewResponseController(w).EnableFullDuplex()
 		rp.ServeHTTP(w, r)
@@ -212,34 +172,46 @@ func startProxy(t *testing.T, ins ...*instance) *alternatingProxy {
 	return p
 }
 
-// bearer adds the token to every request of the SDK client.
-type bearer struct{ base http.RoundTripper }
+// withToken adds the token to every request of the SDK client.
+type withToken struct{ base http.RoundTripper }
 
-func (b bearer) RoundTrip(r *http.Request) (*http.Response, error) {
+func (b withToken) RoundTrip(r *http.Request) (*http.Response, error) {
 	r = r.Clone(r.Context())
-	r.Header.Set("Authorization", "Bearer "+token)
+	r.Header.Set("Authorization", "Bearer "+affinityToken)
 	return b.base.RoundTrip(r)
 }
 
-func connect(t *testing.T, endpoint string, opts *mcp.ClientOptions) (*mcp.ClientSession, error) {
-	t.Helper()
+func affinityClient(t *testing.T) *http.Client {
 	tr := &http.Transport{}
 	t.Cleanup(tr.CloseIdleConnections)
+	return &http.Client{Transport: withToken{tr}}
+}
+
+// connectAffine connects the SDK client with the token over Streamable HTTP,
+// or over the legacy HTTP+SSE transport when endpoint ends in /sse.
+func connectAffine(t *testing.T, endpoint string, opts *mcp.ClientOptions) (*mcp.ClientSession, error) {
+	t.Helper()
 	c := mcp.NewClient(&mcp.Implementation{Name: "affinity-test-client", Version: "1.0.0"}, opts)
 	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
 	defer cancel()
-	cs, err := c.Connect(ctx, &mcp.StreamableClientTransport{
+	var tr mcp.Transport = &mcp.StreamableClientTransport{
 		Endpoint:   endpoint,
-		HTTPClient: &http.Client{Transport: bearer{tr}},
+		HTTPClient: affinityClient(t),
 		MaxRetries: -1, // a misrouted request must fail, not be retried until it lands well
-	}, nil)
+	}
+	if strings.HasSuffix(endpoint, "/sse") {
+		tr = &mcp.SSEClientTransport{Endpoint: endpoint, HTTPClient: affinityClient(t)}
+		// The stream lives as long as the context its GET was made with.
+		ctx = t.Context()
+	}
+	cs, err := c.Connect(ctx, tr, nil)
 	if err == nil {
 		t.Cleanup(func() { cs.Close() })
 	}
 	return cs, err
 }
 
-func call[T any](t *testing.T, cs *mcp.ClientSession, params *mcp.CallToolParams) (T, error) {
+func callAs[T any](t *testing.T, cs *mcp.ClientSession, params *mcp.CallToolParams) (T, error) {
 	t.Helper()
 	var out T
 	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
@@ -255,11 +227,15 @@ func call[T any](t *testing.T, cs *mcp.ClientSession, params *mcp.CallToolParams
 	return out, json.Unmarshal(b, &out)
 }
 
-var secret = []byte("affinity integration test secret, 32+ bytes")
+var affinitySecret = []byte("affinity integration test secret, 32+ bytes")
 
-func TestSessionsStayWithTheirChildAcrossInstances(t *testing.T) {
-	a := startInstance(t, "A", secret)
-	b := startInstance(t, "B", secret)
+// sessionsAcrossInstances starts one session on each instance through the
+// proxy, interleaves their calls (every second one lands on the other
+// instance), and checks that each reached its own child. endpoint is the
+// path the client connects to: /mcp, or /sse for the legacy transport.
+func sessionsAcrossInstances(t *testing.T, endpoint string) {
+	a := startInstance(t, "A", affinitySecret)
+	b := startInstance(t, "B", affinitySecret)
 	proxy := startProxy(t, a, b)
 
 	// The SDK may handle notifications after the call returns: count them
@@ -268,16 +244,15 @@ func TestSessionsStayWithTheirChildAcrossInstances(t *testing.T) {
 	opts := &mcp.ClientOptions{ProgressNotificationHandler: func(context.Context, *mcp.ProgressNotificationClientRequest) {
 		progress <- struct{}{}
 	}}
-	// One session starts on each instance.
 	var sessions []*mcp.ClientSession
 	for i, want := range []string{"A", "B"} {
 		proxy.place.Store(int64(i))
-		cs, err := connect(t, proxy.srv.URL+"/mcp", opts)
+		cs, err := connectAffine(t, proxy.srv.URL+endpoint, opts)
 		if err != nil {
 			t.Fatalf("connecting through the proxy: %v", err)
 		}
 		sessions = append(sessions, cs)
-		w, err := call[whoami](t, cs, &mcp.CallToolParams{Name: "whoami"})
+		w, err := callAs[instanceResult](t, cs, &mcp.CallToolParams{Name: "instance"})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -290,7 +265,7 @@ func TestSessionsStayWithTheirChildAcrossInstances(t *testing.T) {
 	// that session's child, wherever the proxy sends it.
 	for i := 1; i <= 6; i++ {
 		for j, cs := range sessions {
-			got, err := call[counted](t, cs, &mcp.CallToolParams{Name: "count"})
+			got, err := callAs[countResult](t, cs, &mcp.CallToolParams{Name: "count"})
 			if err != nil {
 				t.Fatalf("session %d, call %d: %v", j, i, err)
 			}
@@ -299,12 +274,14 @@ func TestSessionsStayWithTheirChildAcrossInstances(t *testing.T) {
 			}
 		}
 	}
-	// SSE responses stream through a forwarding instance too.
+	// Notifications during a call stream back through a forwarding
+	// instance too (Streamable HTTP), or arrive on the session's one
+	// stream (legacy).
 	for j, cs := range sessions {
 		for range 2 { // one of the two lands away from the owner
-			params := &mcp.CallToolParams{Name: "progress", Arguments: map[string]any{"N": 3}}
+			params := &mcp.CallToolParams{Name: "progress", Arguments: map[string]any{"n": 3}}
 			params.SetProgressToken(fmt.Sprintf("p%d", j))
-			if _, err := call[counted](t, cs, params); err != nil {
+			if _, err := cs.CallTool(ctxT(t), params); err != nil {
 				t.Fatalf("session %d: progress: %v", j, err)
 			}
 		}
@@ -326,7 +303,8 @@ func TestSessionsStayWithTheirChildAcrossInstances(t *testing.T) {
 		}
 	}
 
-	// DELETE reaches the owner wherever it lands: the session ends there.
+	// DELETE (or, legacy, closing the stream) reaches the owner wherever
+	// it lands: the session ends there.
 	for _, cs := range sessions {
 		if err := cs.Close(); err != nil {
 			t.Errorf("closing a session: %v", err)
@@ -334,49 +312,76 @@ func TestSessionsStayWithTheirChildAcrossInstances(t *testing.T) {
 	}
 }
 
+func TestSessionsStayWithTheirChildAcrossInstances(t *testing.T) {
+	sessionsAcrossInstances(t, "/mcp")
+}
+
+// The legacy HTTP+SSE transport needs no sticky load balancer either: the
+// stream stays where its GET landed, every POST of the session reaches that
+// instance, and the answers arrive on the stream (issue 17).
+func TestLegacySSESessionsAcrossInstances(t *testing.T) {
+	sessionsAcrossInstances(t, "/sse")
+}
+
 // TestWithoutAffinitySessionsBreak is the control: the same two bridges
-// and proxy, without the router. A session's requests reach an instance
-// that does not know it, so the test above would fail without affinity.
+// and proxy, without the forwarder. A session's requests reach an instance
+// that does not know it, so the tests above would fail without affinity.
 func TestWithoutAffinitySessionsBreak(t *testing.T) {
-	a := startInstance(t, "A", nil)
-	b := startInstance(t, "B", nil)
-	proxy := startProxy(t, a, b)
-	cs, err := connect(t, proxy.srv.URL+"/mcp", nil)
+	for _, endpoint := range []string{"/mcp", "/sse"} {
+		a := startInstance(t, "A", nil)
+		b := startInstance(t, "B", nil)
+		proxy := startProxy(t, a, b)
+		if !sessionBreaks(t, proxy.srv.URL+endpoint) {
+			t.Fatalf("%s: four calls all reached the session's child without affinity: the proxy does not spread requests", endpoint)
+		}
+	}
+}
+
+func sessionBreaks(t *testing.T, endpoint string) bool {
+	cs, err := connectAffine(t, endpoint, nil)
 	if err != nil {
-		return // already the initialized notification went astray
+		return true // already the initialized notification went astray
 	}
+	defer cs.Close()
 	for i := 1; i <= 4; i++ {
-		got, err := call[counted](t, cs, &mcp.CallToolParams{Name: "count"})
-		if err != nil {
-			return
+		// A legacy client learns of a misrouted POST only from its status,
+		// or never (a POST that got 404 has no answer on the stream): a
+		// short deadline ends the wait.
+		ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+		res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "count"})
+		cancel()
+		if err != nil || res.IsError {
+			return true
 		}
-		if got.Count != i {
-			return
+		var got countResult
+		b, _ := json.Marshal(res.StructuredContent)
+		if json.Unmarshal(b, &got) != nil || got.Count != i {
+			return true
 		}
 	}
-	t.Fatalf("four calls all reached the session's child without affinity: the proxy does not spread requests")
+	return false
 }
 
 // TestOwnerGoneIs404 stops the instance holding a session: the other
 // instance answers the session's requests 404, the MCP signal to start a
 // new session, which then works.
 func TestOwnerGoneIs404(t *testing.T) {
-	a := startInstance(t, "A", secret)
-	b := startInstance(t, "B", secret)
+	a := startInstance(t, "A", affinitySecret)
+	b := startInstance(t, "B", affinitySecret)
 
-	cs, err := connect(t, "http://"+a.addr+"/mcp", nil)
+	cs, err := connectAffine(t, "http://"+a.addr+"/mcp", nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	id := cs.ID()
-	if owner, ok := b.router.Owner(id); !ok || owner != a.addr {
+	if owner, ok := b.inst.Owner(id); !ok || owner != a.addr {
 		t.Fatalf("B reads the owner of %q as %q, %v; want %s", id, owner, ok, a.addr)
 	}
 	a.stop(t)
 
 	body := `{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"count","arguments":{}}}`
 	req, _ := http.NewRequest(http.MethodPost, "http://"+b.addr+"/mcp", strings.NewReader(body))
-	req.Header.Set("Authorization", "Bearer "+token)
+	req.Header.Set("Authorization", "Bearer "+affinityToken)
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("Accept", "application/json, text/event-stream")
 	req.Header.Set("Mcp-Session-Id", id)
@@ -393,20 +398,11 @@ func TestOwnerGoneIs404(t *testing.T) {
 		t.Fatalf("status %d (%s); want 404", resp.StatusCode, got)
 	}
 
-	cs2, err := connect(t, "http://"+b.addr+"/mcp", nil)
+	cs2, err := connectAffine(t, "http://"+b.addr+"/mcp", nil)
 	if err != nil {
 		t.Fatalf("a new session on the surviving instance: %v", err)
 	}
-	if w, err := call[whoami](t, cs2, &mcp.CallToolParams{Name: "whoami"}); err != nil || w.Instance != "B" {
+	if w, err := callAs[instanceResult](t, cs2, &mcp.CallToolParams{Name: "instance"}); err != nil || w.Instance != "B" {
 		t.Fatalf("new session: %+v, %v", w, err)
 	}
-}
-
-// testWriter sends logs to t.Log, and drops them once the test is over.
-type testWriter struct{ t testing.TB }
-
-func (w testWriter) Write(p []byte) (int, error) {
-	defer func() { _ = recover() }() // a log line after the test ended
-	w.t.Log(strings.TrimRight(string(p), "\n"))
-	return len(p), nil
 }
