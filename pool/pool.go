@@ -53,7 +53,7 @@
 // rather than queue behind the slow call. Calls that need a child of their
 // own (those that may ask the client, those that set a log level) start
 // one whenever none is free, up to Max. Children idle for
-// Options.IdleTimeout stop.
+// Options.IdleTimeout stop (the modern pool keeps Options.Min).
 package pool
 
 import (
