@@ -39,6 +39,21 @@
 // duration: no other request runs there meanwhile, and every log message
 // the child sends during it is the request's. Requests without a log level
 // never get a log message.
+//
+// How many children a group (the modern children, or one legacy key's)
+// runs follows what its children do. While they are busy it grows to one
+// per CPU (Options.Cores): more children of a fast server only compete for
+// the same CPUs, and each answer costs more (more process wake-ups, fewer
+// messages per read). Beyond that it grows, up to Options.Max across the
+// pool, only when every child a request could use is stalled: it has
+// requests in flight and has answered none of them for StallAfter, as a
+// server that handles one request at a time does during a slow call (one
+// that interleaves quick calls with a slow one keeps answering, and takes
+// more). The request then waits for the new child, or for an answer,
+// rather than queue behind the slow call. Calls that need a child of their
+// own (those that may ask the client, those that set a log level) start
+// one whenever none is free, up to Max. Children idle for
+// Options.IdleTimeout stop (the modern pool keeps Options.Min).
 package pool
 
 import (
@@ -47,6 +62,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"runtime"
 	"slices"
 	"strconv"
 	"sync"
@@ -81,6 +97,23 @@ const (
 	// gets an SSE comment, so that proxies and clients do not close it.
 	DefaultKeepAlive = 25 * time.Second
 )
+
+// StallAfter is how long a child with requests in flight must have
+// answered nothing to count as stalled: a reason to start another child
+// once its group has one per core (see acquire). A fast tool answers in
+// microseconds; a runnable child on a loaded machine can wait a few
+// scheduler slices (milliseconds) for a CPU, and is not stalled for it: a
+// child started then would compete for the same CPUs, and each child more
+// costs CPU per call (more wake-ups, fewer messages per read). A server
+// that handles one request at a time and is in a slow call is stalled
+// after this long, and 10 ms is little beside a slow call, or beside the
+// child that starts for the requests behind it.
+const StallAfter = 10 * time.Millisecond
+
+// startProcs is GOMAXPROCS as Go set it at start: cmd/bridge lowers it to
+// one while it serves one request at a time (internal/procs), which says
+// nothing of the CPUs the children can use.
+var startProcs = runtime.GOMAXPROCS(0)
 
 // Era is the era of the children's protocol.
 type Era uint8
@@ -129,6 +162,11 @@ type Options struct {
 	Min int
 	// Max children in all, across every principal. Zero means DefaultMax.
 	Max int
+	// Cores is how many children a group (the modern children, or a
+	// legacy key's) grows to because they are busy: one per CPU. Beyond
+	// it, a group grows only when its children are stalled (StallAfter).
+	// Zero means GOMAXPROCS (as Go set it at start, or now if higher).
+	Cores int
 	// ProbeTimeout bounds the era probe. Zero means DefaultProbeTimeout.
 	ProbeTimeout time.Duration
 	// StateTTL is how long a parked call waits for the client's retry.
@@ -214,6 +252,10 @@ type Pool struct {
 	closed   bool
 	subs     *subscriptions
 	tools    toolCache // the tools' x-mcp-header annotations
+	lastRead time.Time // the latest reading of the clock (clockLocked)
+
+	cores int              // Options.Cores
+	now   func() time.Time // the clock; tests set their own
 }
 
 // New returns a pool. Children start on demand (the modern pool's Min once
@@ -234,6 +276,9 @@ func New(opts *Options) (*Pool, error) {
 	}
 	if o.Min > o.Max {
 		o.Min = o.Max
+	}
+	if o.Cores <= 0 {
+		o.Cores = max(startProcs, runtime.GOMAXPROCS(0))
 	}
 	if o.ProbeTimeout <= 0 {
 		o.ProbeTimeout = DefaultProbeTimeout
@@ -269,6 +314,8 @@ func New(opts *Options) (*Pool, error) {
 		changed: make(chan struct{}),
 		noted:   make(chan struct{}),
 		parked:  make(map[string]*call),
+		cores:   o.Cores,
+		now:     time.Now,
 	}
 	p.subs = newSubscriptions(p)
 	p.ctx, p.cancel = context.WithCancel(context.Background())
@@ -491,10 +538,22 @@ const modernKey = "M"
 // acquire finds a child for a request: for one that may ask the client
 // (exclusive), a child no other such call holds; for one that set a log
 // level (c.solo), a child with nothing in flight, which it then holds
-// alone; for the others, the least loaded child no solo call holds. It
-// starts a child when none fits and Max allows, stopping an idle child of
-// another key if it must, and otherwise waits.
+// alone; for the others (shared), an idle child, else the least loaded
+// child that is answering (not stalled, see StallAfter). It starts a
+// child when none fits and Max allows, stopping an idle child of another
+// key if it must, and otherwise waits.
+//
+// A busy child is reason enough to start another while the group has
+// fewer children than cores (Options.Cores): the request runs on the
+// least loaded child meanwhile. Beyond that a shared request starts a
+// child only when every child it could use is stalled, and then waits
+// for it (or for a child to answer) rather than queue behind a call that
+// may take minutes; at Max it takes the least loaded child, as before.
+// Exclusive and solo calls need a free child: they start one whenever
+// none is free, up to Max.
 func (p *Pool) acquire(ctx context.Context, key string, principal any, caps json.RawMessage, legacy, exclusive bool, c *call) (*child, error) {
+	shared := !exclusive && !c.solo
+	spawnFailed := false // a child started for stalled ones failed: queue instead
 	for {
 		p.mu.Lock()
 		if p.closed {
@@ -503,44 +562,73 @@ func (p *Pool) acquire(ctx context.Context, key string, principal any, caps json
 		}
 		g := p.groupLocked(key, principal, caps)
 		var best *child
+		usable := g.starting // children the call could use, those starting included
 		for _, ch := range g.children {
 			if ch.dead || (exclusive && ch.holder != nil) || !fits(ch, c) {
 				continue
 			}
+			usable++
 			if best == nil || ch.inflight < best.inflight {
 				best = ch
 			}
 		}
-		if best != nil && (best.inflight == 0 || exclusive || g.starting > 0) {
+		if best != nil && (best.inflight == 0 || exclusive) {
 			p.takeLocked(best, exclusive, c)
 			p.mu.Unlock()
 			return best, nil
 		}
 		room := p.total < p.opts.Max
-		if best != nil {
-			// Every child is busy: use the least loaded now, and start
-			// another for the next requests if Max allows.
+		grow := false // start a child for this request and take it
+		switch {
+		case shared && (best != nil || usable >= p.cores):
+			if ch := p.answeringLocked(g, c); ch != nil {
+				p.takeLocked(ch, false, c)
+				if usable < p.cores && g.starting == 0 && room {
+					// Below one child per core, busy is reason enough:
+					// another child for the next requests.
+					p.spawnLocked(g, legacy)
+				}
+				p.mu.Unlock()
+				return ch, nil
+			}
+			// Every child the call could use is stalled, or starting.
+			switch {
+			case g.starting > 0:
+				// One is starting: wait for it, or for an answer.
+			case !spawnFailed && (room || p.evictLocked(g)):
+				grow = true
+			default:
+				// At Max (or no child could start): queue on the least
+				// loaded, as a busy pool does.
+				p.takeLocked(best, false, c)
+				p.mu.Unlock()
+				return best, nil
+			}
+		case best != nil:
+			// A solo call (an exclusive one took best above): best runs
+			// subscriptions only, which do not count against it.
 			p.takeLocked(best, exclusive, c)
-			if room {
-				p.total++
-				g.starting++
-				p.wg.Add(1)
-				go func() {
-					defer p.wg.Done()
-					if _, err := p.spawn(p.ctx, g, legacy); err != nil && !errors.Is(err, ErrClosed) {
-						p.logger.Warn("could not start another MCP server for the pool", "err", err)
-					}
-				}()
+			if g.starting == 0 && room {
+				p.spawnLocked(g, legacy)
 			}
 			p.mu.Unlock()
 			return best, nil
+		default:
+			grow = room || p.evictLocked(g)
 		}
-		if room || p.evictLocked(g) {
+		if grow {
 			p.total++
 			g.starting++
 			p.mu.Unlock()
 			ch, err := p.spawn(ctx, g, legacy)
 			if err != nil {
+				if shared && best != nil && ctx.Err() == nil && !errors.Is(err, ErrClosed) {
+					// The stalled children may still answer: better a
+					// queue on one of them than an error.
+					p.logger.Warn("could not start another MCP server for the pool: the request waits for a busy one", "err", err)
+					spawnFailed = true
+					continue
+				}
 				return nil, err
 			}
 			p.mu.Lock()
@@ -589,6 +677,10 @@ func fits(ch *child, c *call) bool {
 }
 
 func (p *Pool) takeLocked(ch *child, exclusive bool, c *call) {
+	if !c.listen && ch.inflight == ch.listens {
+		// It becomes busy: its quiet time starts now.
+		ch.quiet = p.clockLocked()
+	}
 	ch.inflight++
 	ch.calls[c] = struct{}{}
 	if exclusive {
@@ -600,11 +692,11 @@ func (p *Pool) takeLocked(ch *child, exclusive bool, c *call) {
 	if c.listen {
 		ch.listens++
 	}
-	ch.lastUsed = time.Now()
 }
 
-// release gives a child back after a call ended.
-func (p *Pool) release(ch *child, c *call) {
+// release gives a child back after a call ended; answered says the child
+// answered it (not so for a cancelled call, or one never sent).
+func (p *Pool) release(ch *child, c *call, answered bool) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if _, ok := ch.calls[c]; !ok {
@@ -621,8 +713,56 @@ func (p *Pool) release(ch *child, c *call) {
 	if c.listen {
 		ch.listens--
 	}
-	ch.lastUsed = time.Now()
+	if ch.inflight == 0 {
+		ch.lastUsed = p.clockLocked()
+	}
+	if answered && !c.listen && p.lastRead.After(ch.quiet) {
+		// The time of the answer, without reading the clock on every
+		// answer: the pool's latest reading, taken no later than the
+		// answer (when a child became busy or idle, or a request found
+		// every child busy). Under load readings are microseconds apart;
+		// when the pool was quiet, the child looks quiet since earlier
+		// than it is, so it may be found stalled early, never late: an
+		// error toward starting a child, as the pool did on busy alone.
+		ch.quiet = p.lastRead
+	}
 	p.signalLocked()
+}
+
+// clockLocked reads the clock, and keeps the reading for release.
+func (p *Pool) clockLocked() time.Time {
+	p.lastRead = p.now()
+	return p.lastRead
+}
+
+// spawnLocked starts a child for g in the background, for the next
+// requests.
+func (p *Pool) spawnLocked(g *group, legacy bool) {
+	p.total++
+	g.starting++
+	p.wg.Add(1)
+	go func() {
+		defer p.wg.Done()
+		if _, err := p.spawn(p.ctx, g, legacy); err != nil && !errors.Is(err, ErrClosed) {
+			p.logger.Warn("could not start another MCP server for the pool", "err", err)
+		}
+	}()
+}
+
+// answeringLocked returns the least loaded child of g that c could run on
+// and that is not stalled, or nil.
+func (p *Pool) answeringLocked(g *group, c *call) *child {
+	now := p.clockLocked()
+	var best *child
+	for _, ch := range g.children {
+		if ch.dead || !fits(ch, c) || ch.stalled(now) {
+			continue
+		}
+		if best == nil || ch.inflight < best.inflight {
+			best = ch
+		}
+	}
+	return best
 }
 
 // evictLocked makes room for g by stopping the longest idle child of
@@ -686,7 +826,7 @@ func (p *Pool) spawn(ctx context.Context, g *group, legacy bool) (*child, error)
 	if err != nil {
 		return fail(fmt.Errorf("%w: %w", ErrLaunch, err))
 	}
-	ch := &child{pool: p, group: g, calls: make(map[*call]struct{}), lastUsed: time.Now(), ready: make(chan struct{})}
+	ch := &child{pool: p, group: g, calls: make(map[*call]struct{}), ready: make(chan struct{})}
 	popts := p.opts.Peer
 	if p.opts.ChildIntercept != nil {
 		end := func(error) {
@@ -746,6 +886,7 @@ func (p *Pool) spawn(ctx context.Context, g *group, legacy bool) (*child, error)
 		}
 		return nil, fmt.Errorf("%w: it exited right after starting", ErrLaunch)
 	}
+	ch.lastUsed = p.clockLocked()
 	g.children = append(g.children, ch)
 	p.signalLocked()
 	p.mu.Unlock()
@@ -809,6 +950,8 @@ func (p *Pool) janitor() {
 // requests waiting for a child.
 type Stats struct {
 	Children, Parked, Groups, InFlight, Waiting int
+	// Starting counts the children being started.
+	Starting int
 }
 
 // WaitIdle waits until no call is in flight on any child (parked calls
@@ -849,6 +992,7 @@ func (p *Pool) statsLocked() Stats {
 	s := Stats{Parked: len(p.parked), Groups: len(p.groups), Waiting: p.waiting}
 	for _, g := range p.groups {
 		s.Children += len(g.children)
+		s.Starting += g.starting
 		for _, ch := range g.children {
 			s.InFlight += ch.inflight
 		}
@@ -871,11 +1015,21 @@ type child struct {
 	// Under pool.mu:
 	inflight int
 	calls    map[*call]struct{}
-	holder   *call // the call that may ask the client, if any
-	alone    *call // the call that set a log level: nothing else runs here
-	listens  int   // subscriptions among the calls in flight
-	lastUsed time.Time
+	holder   *call     // the call that may ask the client, if any
+	alone    *call     // the call that set a log level: nothing else runs here
+	listens  int       // subscriptions among the calls in flight
+	lastUsed time.Time // when it last became idle
+	quiet    time.Time // while busy: when it last answered, or became busy
 	dead     bool
+}
+
+// stalled reports whether the child has requests in flight (subscriptions
+// aside: they are answered only at their end) and has answered none of
+// them for StallAfter: a server that interleaves a slow call with quick
+// ones keeps answering and is not stalled; one that handles a request at
+// a time and is in a slow call is.
+func (ch *child) stalled(now time.Time) bool {
+	return ch.inflight > ch.listens && now.Sub(ch.quiet) >= StallAfter
 }
 
 // Route gets the child's messages: the answers and progress of calls go to

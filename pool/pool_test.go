@@ -21,10 +21,23 @@ import (
 const childEnv = "POOL_TEST_CHILD"
 
 func runChild() {
+	if os.Getenv(childEnv) == "sequential" {
+		runSequentialChild()
+		return
+	}
 	server := mcp.NewServer(&mcp.Implementation{Name: "pool-test-child", Version: "1"}, nil)
 	type args struct {
 		Text string `json:"text"`
 	}
+	mcp.AddTool(server, &mcp.Tool{Name: "echo"}, func(ctx context.Context, req *mcp.CallToolRequest, a args) (*mcp.CallToolResult, any, error) {
+		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: a.Text}}}, nil, nil
+	})
+	type blockArgs struct {
+		Addr string `json:"addr"`
+	}
+	mcp.AddTool(server, &mcp.Tool{Name: "block"}, func(ctx context.Context, req *mcp.CallToolRequest, a blockArgs) (*mcp.CallToolResult, any, error) {
+		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: block(a.Addr)}}}, nil, nil
+	})
 	mcp.AddTool(server, &mcp.Tool{Name: "elicit"}, func(ctx context.Context, req *mcp.CallToolRequest, a args) (*mcp.CallToolResult, any, error) {
 		res, err := req.Session.Elicit(ctx, &mcp.ElicitParams{Message: a.Text,
 			RequestedSchema: map[string]any{"type": "object", "properties": map[string]any{"name": map[string]any{"type": "string"}}}})
@@ -40,11 +53,18 @@ func runChild() {
 
 func testPool(t *testing.T, opts Options) *Pool {
 	t.Helper()
+	return testPoolOf(t, "1", opts)
+}
+
+// testPoolOf is testPool with children of the kind child names: "1" the Go
+// SDK server, "sequential" a server that handles one request at a time.
+func testPoolOf(t *testing.T, child string, opts Options) *Pool {
+	t.Helper()
 	exe, err := os.Executable()
 	if err != nil {
 		t.Fatal(err)
 	}
-	local := sandbox.NewLocal(&sandbox.LocalOptions{Command: exe, Env: append(os.Environ(), childEnv+"=1"), StopGrace: 2 * time.Second})
+	local := sandbox.NewLocal(&sandbox.LocalOptions{Command: exe, Env: append(os.Environ(), childEnv+"="+child), StopGrace: 2 * time.Second})
 	opts.Launch = func(ctx context.Context, name string) (peer.Process, error) { return local.Launch(ctx, name) }
 	p, err := New(&opts)
 	if err != nil {

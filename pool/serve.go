@@ -135,7 +135,7 @@ func (p *Pool) serveModern(ctx context.Context, req *Request, emit func([]byte) 
 	}
 	c.ch = ch
 	if err := ch.conn.Send(c, req.Msg); err != nil {
-		p.release(ch, c)
+		p.release(ch, c, false)
 		return nil, fmt.Errorf("%w: %w", ErrLaunch, err)
 	}
 	return c.wait(ctx, req.Msg.Env.IDAt.In(req.Msg.Data), emit)
@@ -170,7 +170,7 @@ func (p *Pool) serveLegacy(ctx context.Context, req *Request, params []byte, emi
 		ch.setLogLevel(ctx, req.LogLevel)
 	}
 	if err := ch.conn.Send(c, req.Msg); err != nil {
-		p.release(ch, c)
+		p.release(ch, c, false)
 		return nil, fmt.Errorf("%w: %w", ErrLaunch, err)
 	}
 	return c.wait(ctx, rawID, emit)
@@ -330,7 +330,7 @@ func (p *Pool) finish(c *call) {
 	}
 	c.stopTimer()
 	p.mu.Unlock()
-	p.release(c.ch, c)
+	p.release(c.ch, c, true)
 }
 
 // cancelCall ends a call the client gave up: the child gets
@@ -361,7 +361,7 @@ func (p *Pool) cancelCall(c *call, reason string) {
 		p.retireLocked(c.ch)
 	}
 	p.mu.Unlock()
-	p.release(c.ch, c)
+	p.release(c.ch, c, false)
 }
 
 // capabilityFor is the client capability an input request needs.
@@ -730,7 +730,7 @@ func (p *Pool) serveDiscover(ctx context.Context, req *Request) ([]byte, error) 
 			}
 			d, err = ch.conn.Call(ctx, "server/discover", map[string]any{"_meta": map[string]any{
 				metaProtocolVersion: Version, metaClientCapabilities: map[string]any{}, metaClientInfo: bridgeInfo}})
-			p.release(ch, c)
+			p.release(ch, c, err == nil)
 			if err != nil {
 				var rpcErr *jsonrpc.Error
 				if errors.As(err, &rpcErr) {
@@ -757,7 +757,7 @@ func (p *Pool) serveDiscover(ctx context.Context, req *Request) ([]byte, error) 
 			if err != nil {
 				return nil, err
 			}
-			p.release(ch, c)
+			p.release(ch, c, false) // nothing was sent: its initialize result is known
 			init = ch.init
 		}
 		var r struct {

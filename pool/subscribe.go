@@ -213,7 +213,7 @@ func (s *subscriptions) listen(ctx context.Context, req *Request, emit func([]by
 	s.add(sub)
 	defer func() {
 		s.remove(sub)
-		p.release(sub.ch, c)
+		p.release(sub.ch, c, false)
 	}()
 
 	if sub.legacy {
