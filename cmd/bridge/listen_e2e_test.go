@@ -5,8 +5,6 @@ import (
 	"context"
 	"encoding/json"
 	"net/http"
-	"os"
-	"path/filepath"
 	"slices"
 	"strings"
 	"syscall"
@@ -30,15 +28,7 @@ import (
 func TestListenGuards(t *testing.T) {
 	bin, _ := buildBinaries(t)
 	server := childtest.EverythingServer(t)
-	dir := t.TempDir()
-	lockFile := filepath.Join(dir, "mcp-lock.json")
-	if _, stderr, code := runBinary(t, bin, nil, "pin", "--output", lockFile, "--", server); code != 0 {
-		t.Fatalf("bridge pin: %d %s", code, stderr)
-	}
-	policyFile := filepath.Join(dir, "policy.yaml")
-	if err := os.WriteFile(policyFile, []byte("resources:\n  deny: [\"test://static-binary\"]\n  scopes:\n    \"test://watched-*\": [watch]\n"), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	lockFile, policyFile := guardFiles(t, bin, server, "resources:\n  deny: [\"test://static-binary\"]\n  scopes:\n    \"test://watched-*\": [watch]\n")
 	const resource = "http://localhost/mcp"
 	as := oauthtest.New(t, oauthtest.Options{Audience: []string{resource}, Scopes: []string{"watch"}})
 	args := []string{"--oauth-issuer", as.URL, "--resource-url", resource, "--policy", policyFile, "--pin-file", lockFile}

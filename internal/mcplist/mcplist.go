@@ -53,16 +53,7 @@ func Filter(data []byte, array, key string, keep func(name string, item []byte) 
 	if err := json.Unmarshal(result, &members); err != nil {
 		return nil, nil, fmt.Errorf("result is not an object: %w", err)
 	}
-	var buf bytes.Buffer
-	buf.WriteByte('[')
-	for i, it := range kept {
-		if i > 0 {
-			buf.WriteByte(',')
-		}
-		buf.Write(it)
-	}
-	buf.WriteByte(']')
-	members[array] = buf.Bytes()
+	members[array] = jsonArray(kept)
 	out := bytes.NewBuffer(make([]byte, 0, len(data)))
 	out.WriteString(`{"jsonrpc":"2.0","id":`)
 	out.Write(jsonrpc.RawID(data))
@@ -123,16 +114,7 @@ func FilterSubscriptions(data []byte, keep func(uri string) bool) ([]byte, []str
 	if len(dropped) == 0 {
 		return data, nil, nil
 	}
-	var buf bytes.Buffer
-	buf.WriteByte('[')
-	for i, it := range kept {
-		if i > 0 {
-			buf.WriteByte(',')
-		}
-		buf.Write(it)
-	}
-	buf.WriteByte(']')
-	out, err := replace(data, buf.Bytes(), "params", "notifications", "resourceSubscriptions")
+	out, err := replace(data, jsonArray(kept), "params", "notifications", "resourceSubscriptions")
 	if err != nil {
 		return nil, nil, err
 	}
@@ -162,4 +144,18 @@ func replace(data, value []byte, path ...string) ([]byte, error) {
 		return nil, err
 	}
 	return bytes.TrimSuffix(out.Bytes(), []byte("\n")), nil
+}
+
+// jsonArray writes a JSON array of items as written.
+func jsonArray(items []json.RawMessage) []byte {
+	var buf bytes.Buffer
+	buf.WriteByte('[')
+	for i, it := range items {
+		if i > 0 {
+			buf.WriteByte(',')
+		}
+		buf.Write(it)
+	}
+	buf.WriteByte(']')
+	return buf.Bytes()
 }
