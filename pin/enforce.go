@@ -193,7 +193,11 @@ type kindName struct {
 // Interceptor returns the interceptor of one connection: it filters the
 // answers to tools/list, prompts/list and resources/templates/list, and
 // refuses tools/call and prompts/get of an item that is not pinned or that
-// a list dropped. Lists are checked whoever asked, the bridge included.
+// a list dropped, and reads and subscriptions of resources that may not be
+// read (see unreadable): resources/read, resources/subscribe (the bridge's
+// own too: the stateless pool's, for its clients), and the URIs of a
+// subscriptions/listen request, which are taken out of it. Lists are
+// checked whoever asked, the bridge included.
 func (e *Enforcer) Interceptor(h *Hooks) peer.Interceptor {
 	c := &conn{e: e, bad: map[kindName]string{}, relisting: map[*Kind]bool{}, again: map[*Kind]bool{}}
 	if h != nil {
@@ -205,6 +209,33 @@ func (e *Enforcer) Interceptor(h *Hooks) peer.Interceptor {
 	return func(next peer.Handler) peer.Handler {
 		return func(m *peer.Message) error {
 			switch {
+			case m.Dir == peer.ToChild && m.Own && m.Method == "resources/subscribe":
+				// The stateless pool subscribes a legacy server to what its
+				// clients listen to: only to what they may read.
+				if v := c.unreadable(uriOf(m.Data)); v != nil {
+					c.violation(m.Origin, *v, false)
+					return &Refusal{*v}
+				}
+			case m.Dir == peer.ToChild && !m.Own && m.Env.Kind == jsonrpc.KindRequest && m.Method == "subscriptions/listen":
+				// What may not be read may not be listened to either: it
+				// is left out of the request, and so of the server's
+				// acknowledgment, "the subset the server agreed to honor"
+				// (basic/patterns/subscriptions).
+				out, dropped, err := mcplist.FilterSubscriptions(m.Data, func(uri string) bool {
+					v := c.unreadable(uri)
+					if v != nil {
+						c.violation(m.Origin, *v, false)
+					}
+					return v == nil
+				})
+				if err != nil {
+					return &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: "Invalid params: " + err.Error()}
+				}
+				if len(dropped) > 0 {
+					if err := m.Replace(out); err != nil {
+						return err
+					}
+				}
 			case m.Dir == peer.ToChild && !m.Own && m.Env.Kind == jsonrpc.KindRequest:
 				if k := kindOfCall(m.Method); k != nil {
 					if name := m.Env.Name(m.Data); name != "" {
@@ -224,9 +255,9 @@ func (e *Enforcer) Interceptor(h *Hooks) peer.Interceptor {
 					c.relist(k)
 				}
 				if m.Method == "notifications/resources/updated" {
-					// A subscription the bridge made (the stateless pool's,
-					// for a legacy server) is not checked as a client's:
-					// what may not be read is not heard of either.
+					// What may not be read is not heard of either (a server
+					// may send updates nobody subscribed to, or of a
+					// resource a list dropped since).
 					if uri := uriOf(m.Data); c.unreadable(uri) != nil {
 						c.h.Logger.Debug("an update of a resource the pin file does not cover is not forwarded", "uri", uri)
 						return nil

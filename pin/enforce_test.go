@@ -3,6 +3,7 @@ package pin_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"log/slog"
 	"maps"
 	"os"
@@ -408,6 +409,55 @@ func TestReadsMatchTemplates(t *testing.T) {
 		forwarded = false
 		if err := h(&peer.Message{Message: jsonrpc.Message{Data: []byte(data), Env: env}, Dir: peer.FromChild, Method: env.Method}); err != nil || forwarded != ok {
 			t.Errorf("an update of %s: forwarded %v (%v), want %v", uri, forwarded, err, ok)
+		}
+	}
+}
+
+// With a lock, what may not be read may not be subscribed to either: a
+// subscriptions/listen request reaches the server without the URIs the
+// lock does not cover (its acknowledgment then leaves them out), and the
+// bridge's own resources/subscribe (the stateless pool's, for a legacy
+// server) of such a URI is refused.
+func TestSubscriptionsAgainstTheLock(t *testing.T) {
+	lock := pin.NewLock()
+	lock.ResourceTemplates["file:///docs/{name}"] = "sha256:" + strings.Repeat("0", 64)
+	lock.Resources["plain://exact"] = "sha256:" + strings.Repeat("0", 64)
+	var passed *peer.Message
+	h := pin.New(&pin.Options{Lock: lock, LockFile: "l.json"}).Interceptor(&pin.Hooks{Logger: quiet})(func(m *peer.Message) error {
+		passed = m
+		return nil
+	})
+	msg := func(data string, own bool) *peer.Message {
+		env, err := jsonrpc.Parse([]byte(data))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return &peer.Message{Message: jsonrpc.Message{Data: []byte(data), Env: env}, Dir: peer.ToChild, Own: own, Origin: "a", Method: env.Method}
+	}
+	if err := h(msg(`{"jsonrpc":"2.0","id":7,"method":"subscriptions/listen","params":{"notifications":{"resourcesListChanged":true,`+
+		`"resourceSubscriptions":["plain://exact","file:///etc/passwd","file:///docs/a.md"]}}}`, false)); err != nil || passed == nil {
+		t.Fatalf("listen: %v", err)
+	}
+	var got struct {
+		Params struct {
+			Notifications struct {
+				ResourcesListChanged  bool
+				ResourceSubscriptions []string
+			}
+		}
+	}
+	if err := json.Unmarshal(passed.Data, &got); err != nil {
+		t.Fatal(err)
+	}
+	if n := got.Params.Notifications; !n.ResourcesListChanged || !slices.Equal(n.ResourceSubscriptions, []string{"plain://exact", "file:///docs/a.md"}) {
+		t.Errorf("the server got %s", passed.Data)
+	}
+	for uri, ok := range map[string]bool{"plain://exact": true, "file:///docs/b.md": true, "file:///etc/passwd": false} {
+		passed = nil
+		err := h(msg(`{"jsonrpc":"2.0","id":8,"method":"resources/subscribe","params":{"uri":`+strconv.Quote(uri)+`}}`, true))
+		var refusal *pin.Refusal
+		if ok && (err != nil || passed == nil) || !ok && (!errors.As(err, &refusal) || passed != nil) {
+			t.Errorf("the bridge's own subscription to %s: %v, want allowed %v", uri, err, ok)
 		}
 	}
 }

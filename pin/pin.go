@@ -17,7 +17,10 @@
 // produce (RFC 6570 matching, see matcher: the template, each expression
 // standing for what its operator may expand to, must match the whole URI),
 // and unless the last list that showed the resource, or every template
-// that matches, dropped it; the server's notifications/resources/updated
+// that matches, dropped it; such a URI is taken out of the
+// resourceSubscriptions of a subscriptions/listen request (revision
+// 2026-07-28), whose acknowledgment then leaves it out; the server's
+// notifications/resources/updated
 // of other URIs are not forwarded. A server's dynamic resources are
 // thereby readable through their templates only: pin a server whose
 // resources/list changes with its data (files, records) for its

@@ -84,7 +84,9 @@ func singular(kind string) string { return strings.TrimSuffix(kind, "s") }
 // it may go on, else why not. Requests that name no tool, prompt or
 // resource (initialize, the lists, ping, ...) always may; so do responses
 // and notifications. The interceptor calls it for every request; the HTTP
-// edge may call it first, to answer a missing scope with 403.
+// edge may call it first, to answer a missing scope with 403. A
+// subscriptions/listen request is not refused: the interceptor takes the
+// resources its caller may not read out of it (see Interceptor).
 func (p *Policy) Check(caller *Caller, msg jsonrpc.Message) *Denial {
 	if msg.Env.Kind != jsonrpc.KindRequest {
 		return nil
@@ -121,6 +123,14 @@ func (p *Policy) Check(caller *Caller, msg jsonrpc.Message) *Denial {
 	return nil
 }
 
+// Readable decides whether caller may read the resource uri, subscribe to
+// it and hear of its updates: nil, or why not. It is what Check decides
+// for resources/read; the stateless pool asks it for each caller a
+// resource update would go to (see Options.UpdatesPerCaller).
+func (p *Policy) Readable(caller *Caller, uri string) *Denial {
+	return p.resources.decide(uri, caller)
+}
+
 func paramString(data []byte, name string) string {
 	params, _ := jsonrpc.Lookup(data, "params")
 	return member(params, name)
@@ -145,6 +155,14 @@ type Options struct {
 	// may go to several). Nil, or a nil result, means a caller without
 	// scopes.
 	Caller func(origin any) *Caller
+	// UpdatesPerCaller says that the connection's notifications go to
+	// several callers and that whoever delivers them asks Readable for
+	// each (the stateless pool's children, pool.Options.Readable): the
+	// interceptor then passes the updates of a resource that a scope
+	// gates, and still drops those that no caller may read (denied, or not
+	// allowed). Without it, an update goes on only if Caller(nil) may
+	// read its resource.
+	UpdatesPerCaller bool
 	// Logger gets the denials (at warn) and what the lists hid (at debug).
 	// Nil means slog.Default().
 	Logger *slog.Logger
@@ -192,6 +210,18 @@ func (p *Policy) Interceptor(opts *Options) peer.Interceptor {
 				return next(m)
 			}
 			switch {
+			case m.Dir == peer.ToChild && m.Env.Kind == jsonrpc.KindRequest && m.Method == "subscriptions/listen":
+				// "The notifications field in the acknowledgment reflects
+				// the subset the server agreed to honor"
+				// (basic/patterns/subscriptions): a resource the caller
+				// may not read is taken out of the request, so the server
+				// acknowledges the others without it, as if it did not
+				// honor that one. Refusing the whole stream would cost the
+				// caller its other notifications and tell it that the
+				// resource is there.
+				if err := p.filterListen(m, caller(m.Origin), o.Logger); err != nil {
+					return err
+				}
 			case m.Dir == peer.ToChild && m.Env.Kind == jsonrpc.KindRequest:
 				c := caller(m.Origin)
 				if d := p.Check(c, m.Message); d != nil {
@@ -210,8 +240,11 @@ func (p *Policy) Interceptor(opts *Options) peer.Interceptor {
 				// URI alone tells that the resource exists and changed.
 				// The notification has no Origin: Caller says whom the
 				// connection's notifications go to, if it knows.
+				// With UpdatesPerCaller, whoever delivers the update asks
+				// for each caller; here only what nobody may read is
+				// dropped.
 				if uri := paramString(m.Data, "uri"); uri != "" {
-					if d := p.resources.decide(uri, caller(nil)); d != nil {
+					if d := p.resources.decide(uri, caller(nil)); d != nil && !(o.UpdatesPerCaller && d.InsufficientScope()) {
 						o.Logger.Debug("the policy hid a resource update", "uri", uri, "rule", d.Rule)
 						return nil
 					}
@@ -241,4 +274,31 @@ func (p *Policy) Interceptor(opts *Options) peer.Interceptor {
 			return next(m)
 		}
 	}
+}
+
+// filterListen takes out of a subscriptions/listen request the resources
+// caller may not read, logging each as a denial.
+func (p *Policy) filterListen(m *peer.Message, c *Caller, logger *slog.Logger) error {
+	out, dropped, err := mcplist.FilterSubscriptions(m.Data, func(uri string) bool {
+		d := p.resources.decide(uri, c)
+		if d == nil {
+			return true
+		}
+		args := []any{"kind", "resource", "name", uri, "rule", d.Rule}
+		if len(d.Missing) > 0 {
+			args = append(args, "missing_scopes", strings.Join(d.Missing, " "))
+		}
+		if c != nil {
+			args = append(args, "sub", c.Subject, "client_id", c.ClientID)
+		}
+		logger.Warn("the policy left a resource out of a subscription", args...)
+		return false
+	})
+	if err != nil {
+		return &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: "Invalid params: " + err.Error()}
+	}
+	if len(dropped) == 0 {
+		return nil
+	}
+	return m.Replace(out)
 }

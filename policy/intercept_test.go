@@ -232,3 +232,94 @@ func TestResourceUpdatesHidden(t *testing.T) {
 		})
 	}
 }
+
+// message parses data as a message going dir, from or to origin.
+func message(t *testing.T, data string, dir peer.Direction, origin any) *peer.Message {
+	t.Helper()
+	env, err := jsonrpc.Parse([]byte(data))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &peer.Message{Message: jsonrpc.Message{Data: []byte(data), Env: env}, Dir: dir, Origin: origin, Method: env.Method}
+}
+
+// A subscriptions/listen request reaches the server without the resources
+// its caller may not read ("the acknowledgment reflects the subset the
+// server agreed to honor"), and the rest of the request as it was; the
+// edge's Check does not refuse it.
+func TestListenFiltered(t *testing.T) {
+	p, err := policy.Parse("test.yaml", []byte(testPolicy))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var passed *peer.Message
+	h := p.Interceptor(&policy.Options{Caller: callers, Logger: slog.New(slog.DiscardHandler)})(func(m *peer.Message) error {
+		passed = m
+		return nil
+	})
+	const listen = `{"jsonrpc":"2.0","id":"L","method":"subscriptions/listen","params":{"notifications":{"toolsListChanged":true,` +
+		`"resourceSubscriptions":["test://static-text","test://static-binary","test://template/7/data"]},"_meta":{"x":1}}}`
+	for who, want := range map[string][]string{
+		"alice":  {"test://static-text", "test://template/7/data"},
+		"bob":    {"test://static-text"},
+		"nobody": {"test://static-text"},
+	} {
+		passed = nil
+		m := message(t, listen, peer.ToChild, who)
+		if err := h(m); err != nil || passed == nil {
+			t.Fatalf("%s: %v", who, err)
+		}
+		var got struct {
+			ID     string
+			Params struct {
+				Notifications struct {
+					ToolsListChanged      bool
+					ResourceSubscriptions []string
+				}
+				Meta map[string]int `json:"_meta"`
+			}
+		}
+		if err := json.Unmarshal(passed.Data, &got); err != nil {
+			t.Fatal(err)
+		}
+		if n := got.Params.Notifications; !slices.Equal(n.ResourceSubscriptions, want) || !n.ToolsListChanged || got.ID != "L" || got.Params.Meta["x"] != 1 {
+			t.Errorf("%s: the server got %s, want the resources %v", who, passed.Data, want)
+		}
+		if d := p.Check(callers(who), m.Message); d != nil {
+			t.Errorf("%s: Check refused the listen request: %v", who, d)
+		}
+	}
+	bad := message(t, `{"jsonrpc":"2.0","id":"L","method":"subscriptions/listen","params":{"notifications":{"resourceSubscriptions":"test://static-binary"}}}`, peer.ToChild, "alice")
+	var rpcErr *jsonrpc.Error
+	if err := h(bad); !errors.As(err, &rpcErr) || rpcErr.Code != jsonrpc.CodeInvalidParams {
+		t.Errorf("resourceSubscriptions not an array: %v", err)
+	}
+}
+
+// With UpdatesPerCaller (a pool's child, whose updates go to several
+// callers and whose pool asks Readable for each), the interceptor passes
+// the updates of a resource a scope gates, and drops those of a resource
+// nobody may read; Readable decides for each caller.
+func TestUpdatesPerCaller(t *testing.T) {
+	p, err := policy.Parse("test.yaml", []byte(testPolicy))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, perCaller := range []bool{false, true} {
+		passed := false
+		h := p.Interceptor(&policy.Options{Caller: callers, UpdatesPerCaller: perCaller, Logger: slog.New(slog.DiscardHandler)})(func(m *peer.Message) error {
+			passed = true
+			return nil
+		})
+		for uri, want := range map[string]bool{"test://template/7/data": perCaller, "test://static-binary": false, "test://static-text": true} {
+			passed = false
+			if err := h(message(t, `{"jsonrpc":"2.0","method":"notifications/resources/updated","params":{"uri":"`+uri+`"}}`, peer.FromChild, nil)); err != nil || passed != want {
+				t.Errorf("UpdatesPerCaller %v: the update of %s passed: %v (%v), want %v", perCaller, uri, passed, err, want)
+			}
+		}
+	}
+	if p.Readable(callers("alice"), "test://template/7/data") != nil || p.Readable(callers("bob"), "test://template/7/data") == nil ||
+		p.Readable(callers("alice"), "test://static-binary") == nil {
+		t.Error("Readable does not decide as resources/read")
+	}
+}

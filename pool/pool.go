@@ -205,6 +205,18 @@ type Options struct {
 	// audit log) accounts for the requests left unanswered first. Nil:
 	// none.
 	ChildIntercept func(name string, end func(error), call func(ctx context.Context, method string, params any) (json.RawMessage, error)) (intercept peer.Interceptor, ended func(error))
+	// Readable, if set, says whether the caller of a subscription may hear
+	// of the resource uri: origin is the subscription's call, whose
+	// Principal method says its caller, as for the messages it sends
+	// through the interception point. The updates of a resource it may
+	// not read do not reach the subscription, from a child of either era
+	// (a child's notifications go to several callers, so the interception
+	// point cannot decide for each); a legacy child is not subscribed to
+	// that resource for it, and the acknowledgment leaves it out. (A
+	// modern child gets the client's subscriptions/listen request through
+	// the interception point, which may take resources out of it.) Nil:
+	// every resource.
+	Readable func(origin any, uri string) bool
 	// Logger receives the pool's logs. Nil means slog.Default().
 	Logger *slog.Logger
 }

@@ -25,7 +25,22 @@ func runChild() {
 		runSequentialChild()
 		return
 	}
-	server := mcp.NewServer(&mcp.Implementation{Name: "pool-test-child", Version: "1"}, nil)
+	server := mcp.NewServer(&mcp.Implementation{Name: "pool-test-child", Version: "1"}, &mcp.ServerOptions{
+		SubscribeHandler:   func(context.Context, *mcp.SubscribeRequest) error { return nil },
+		UnsubscribeHandler: func(context.Context, *mcp.UnsubscribeRequest) error { return nil },
+	})
+	for _, uri := range []string{"test://a", "test://secret"} {
+		server.AddResource(&mcp.Resource{URI: uri, Name: uri}, func(_ context.Context, req *mcp.ReadResourceRequest) (*mcp.ReadResourceResult, error) {
+			return &mcp.ReadResourceResult{Contents: []*mcp.ResourceContents{{URI: req.Params.URI, Text: "x"}}}, nil
+		})
+	}
+	// touch says that a resource changed: its update is written before
+	// the call's answer.
+	mcp.AddTool(server, &mcp.Tool{Name: "touch"}, func(ctx context.Context, req *mcp.CallToolRequest, a struct {
+		URI string `json:"uri"`
+	}) (*mcp.CallToolResult, any, error) {
+		return &mcp.CallToolResult{}, nil, server.ResourceUpdated(ctx, &mcp.ResourceUpdatedNotificationParams{URI: a.URI})
+	})
 	type args struct {
 		Text string `json:"text"`
 	}

@@ -44,7 +44,7 @@ type subscription struct {
 	rawID   []byte // the client's id: the subscriptionId it sees
 	childID string // the id the child knows it by (modern), as JSON
 	legacy  bool
-	filter  filter // what the subscription gets (legacy: the acknowledged part)
+	filter  filter // legacy: the acknowledged part of the filter; under subscriptions.mu
 }
 
 // filter is the notifications filter of subscriptions/listen.
@@ -89,6 +89,10 @@ func (s *subscriptions) remove(sub *subscription) {
 func (s *subscriptions) route(ch *child, m *peer.Message) {
 	s.mu.Lock()
 	subs := slices.Clone(s.byChild[ch])
+	filters := make([]filter, len(subs))
+	for i, sub := range subs {
+		filters[i] = sub.filter
+	}
 	s.mu.Unlock()
 	var uri string
 	if m.Method == "notifications/resources/updated" {
@@ -104,7 +108,12 @@ func (s *subscriptions) route(ch *child, m *peer.Message) {
 			}
 		}
 	}
-	for _, sub := range subs {
+	for i, sub := range subs {
+		if uri != "" && s.p.opts.Readable != nil && !s.p.opts.Readable(sub.c, uri) {
+			// Its caller may not read the resource: the one place that
+			// knows whom each update goes to decides for each.
+			continue
+		}
 		if !sub.legacy {
 			// "All notifications delivered on the stream carry
 			// io.modelcontextprotocol/subscriptionId": the child's own
@@ -114,7 +123,7 @@ func (s *subscriptions) route(ch *child, m *peer.Message) {
 			}
 			continue
 		}
-		f := sub.filter
+		f := filters[i]
 		want := false
 		switch m.Method {
 		case "notifications/tools/list_changed":
@@ -330,6 +339,13 @@ func (s *subscriptions) subscribeLegacy(ctx context.Context, sub *subscription, 
 			if slices.Contains(acked.ResourceSubscriptions, uri) {
 				continue
 			}
+			// Checked for each subscription: the child's subscription
+			// is shared (counted), its callers are not. The interception
+			// point checks the child's subscription itself (pinning).
+			if s.p.opts.Readable != nil && !s.p.opts.Readable(sub.c, uri) {
+				s.p.logger.Warn("a resource was left out of a subscription: its caller may not read it", "uri", uri)
+				continue
+			}
 			s.mu.Lock()
 			counts := s.uris[sub.ch]
 			if counts == nil {
@@ -341,7 +357,7 @@ func (s *subscriptions) subscribeLegacy(ctx context.Context, sub *subscription, 
 			s.mu.Unlock()
 			if first {
 				if _, err := sub.ch.conn.Call(ctx, "resources/subscribe", map[string]string{"uri": uri}); err != nil {
-					s.p.logger.Info("the MCP server refused a resource subscription", "uri", uri, "err", err)
+					s.p.logger.Info("a resource subscription was refused (by the MCP server, or the bridge's pin file)", "uri", uri, "err", err)
 					s.mu.Lock()
 					counts[uri]--
 					s.mu.Unlock()
@@ -351,7 +367,9 @@ func (s *subscriptions) subscribeLegacy(ctx context.Context, sub *subscription, 
 			acked.ResourceSubscriptions = append(acked.ResourceSubscriptions, uri)
 		}
 	}
+	s.mu.Lock()
 	sub.filter = acked
+	s.mu.Unlock()
 	return acked
 }
 

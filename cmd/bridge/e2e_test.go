@@ -364,6 +364,12 @@ func TestStatelessBinary(t *testing.T) {
 // requires; params are the members before _meta ("" or ending in a comma).
 func statelessPost(t *testing.T, ctx context.Context, url, id, method, params string) *http.Response {
 	t.Helper()
+	return statelessPostAs(t, ctx, url, "", id, method, params)
+}
+
+// statelessPostAs is statelessPost with a bearer token ("": none).
+func statelessPostAs(t *testing.T, ctx context.Context, url, token, id, method, params string) *http.Response {
+	t.Helper()
 	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, url, strings.NewReader(
 		`{"jsonrpc":"2.0","id":`+id+`,"method":"`+method+`","params":{`+params+
 			`"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}}}}`))
@@ -371,6 +377,9 @@ func statelessPost(t *testing.T, ctx context.Context, url, id, method, params st
 	req.Header.Set("Accept", "application/json, text/event-stream")
 	req.Header.Set("MCP-Protocol-Version", "2026-07-28")
 	req.Header.Set("Mcp-Method", method)
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		t.Fatal(err)

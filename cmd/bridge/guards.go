@@ -78,9 +78,9 @@ func (g *guards) close() error {
 // connection has ended. self is who the server's messages without an
 // Origin (its notifications) concern: the session, for the policy to hide
 // resource updates from a caller it hides the resource from; nil for a
-// child of the pool, whose notifications may go to several callers (the
-// policy then fails closed: updates of a URI that needs a scope are not
-// forwarded to anyone). end ends the session (--on-pin-violation
+// child of the pool, whose notifications may go to several callers: the
+// policy then drops only the updates of what nobody may read, and the
+// pool asks readable for each subscription's caller. end ends the session (--on-pin-violation
 // end-session); it must not block. call sends a request of the bridge's
 // own on that connection (peer.Conn.Call), for the pin enforcer to list
 // tools again when the server says they changed; nil: it does not.
@@ -105,7 +105,7 @@ func (g *guards) forConn(name string, self any, logger *slog.Logger, end func(er
 				return g.caller(origin)
 			}
 		}
-		chain = append(chain, g.policy.Interceptor(&policy.Options{Caller: caller, Logger: logger}))
+		chain = append(chain, g.policy.Interceptor(&policy.Options{Caller: caller, UpdatesPerCaller: self == nil, Logger: logger}))
 	}
 	if g.pins != nil {
 		hooks := &pin.Hooks{End: end, Logger: logger, Call: call, Alert: g.alert(name)}
@@ -115,6 +115,27 @@ func (g *guards) forConn(name string, self any, logger *slog.Logger, end func(er
 		return nil, ended
 	}
 	return peer.Chain(chain...), ended
+}
+
+// readable is pool.Options.Readable: whether the caller of a
+// subscription (origin, the pool's call) may hear of the resource uri.
+func (g *guards) readable(origin any, uri string) bool {
+	if g.policy == nil {
+		return true
+	}
+	var c *policy.Caller
+	if g.caller != nil {
+		c = g.caller(origin)
+	}
+	if d := g.policy.Readable(c, uri); d != nil {
+		args := []any{"uri", uri, "rule", d.Rule}
+		if c != nil {
+			args = append(args, "sub", c.Subject, "client_id", c.ClientID)
+		}
+		g.logger.Debug("the policy hid a resource from a subscription", args...)
+		return false
+	}
+	return true
 }
 
 // forChild is pool.Options.ChildIntercept: the chain of one child of the

@@ -26,16 +26,8 @@ import (
 func TestGuardsEndToEnd(t *testing.T) {
 	bin, _ := buildBinaries(t)
 	server := childtest.EverythingServer(t)
-	dir := t.TempDir()
-	lockFile := filepath.Join(dir, "mcp-lock.json")
-	if _, stderr, code := runBinary(t, bin, nil, "pin", "--output", lockFile, "--", server); code != 0 {
-		t.Fatalf("bridge pin: %d %s", code, stderr)
-	}
-	policyFile := filepath.Join(dir, "policy.yaml")
-	if err := os.WriteFile(policyFile, []byte("tools:\n  deny: [test_image_content]\n  scopes:\n    test_audio_content: [audio]\n"), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	auditFile := filepath.Join(dir, "audit.log")
+	lockFile, policyFile := guardFiles(t, bin, server, "tools:\n  deny: [test_image_content]\n  scopes:\n    test_audio_content: [audio]\n")
+	auditFile := filepath.Join(t.TempDir(), "audit.log")
 	b := startBridgeBinary(t, bin, "--pin-file", lockFile, "--policy", policyFile, "--audit-log", auditFile, "--", server)
 
 	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
@@ -163,6 +155,22 @@ func TestGuardsEndToEnd(t *testing.T) {
 	if got, _ := metricValue(fams, "mcp_bridge_pin_violations_total", "server", "default"); got != float64(alerts) || alerts == 0 {
 		t.Errorf("pin violations = %v, want %d (the audit log's alerts)", got, alerts)
 	}
+}
+
+// guardFiles pins server with bridge pin and writes policy: the files of
+// --pin-file and --policy.
+func guardFiles(t *testing.T, bin, server, policy string) (lockFile, policyFile string) {
+	t.Helper()
+	dir := t.TempDir()
+	lockFile = filepath.Join(dir, "mcp-lock.json")
+	if _, stderr, code := runBinary(t, bin, nil, "pin", "--output", lockFile, "--", server); code != 0 {
+		t.Fatalf("bridge pin: %d %s", code, stderr)
+	}
+	policyFile = filepath.Join(dir, "policy.yaml")
+	if err := os.WriteFile(policyFile, []byte(policy), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return lockFile, policyFile
 }
 
 // reads: with a pin file, a pinned resource and a URI of a pinned template

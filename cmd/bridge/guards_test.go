@@ -158,10 +158,12 @@ func (o principalOf) Principal() any { return o.p }
 // a pool's call); the server's notifications, which have no Origin,
 // concern the connection's own (self): a resource update reaches a
 // session that may read the resource, and is dropped for one that may
-// not, and on a connection without one (a pool's child).
+// not; on a connection without one (a pool's child) it goes on to the
+// pool, which asks readable for each subscription's caller, unless nobody
+// may read the resource.
 func TestGuardsCallers(t *testing.T) {
 	policyFile := filepath.Join(t.TempDir(), "policy.yaml")
-	if err := os.WriteFile(policyFile, []byte("tools:\n  scopes:\n    send: [mail:send]\nresources:\n  scopes:\n    \"test://watched-*\": [watch]\n"), 0o600); err != nil {
+	if err := os.WriteFile(policyFile, []byte("tools:\n  scopes:\n    send: [mail:send]\nresources:\n  deny: [\"test://hidden\"]\n  scopes:\n    \"test://watched-*\": [watch]\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	g := guardsFor(t, "--policy", policyFile)
@@ -176,7 +178,7 @@ func TestGuardsCallers(t *testing.T) {
 	}{
 		{"a session with the scope", with, true},
 		{"a session without", without, false},
-		{"a pool's child", nil, false},
+		{"a pool's child", nil, true},
 	} {
 		intercept, _ := g.forConn("c", c.self, slog.New(slog.DiscardHandler), nil, nil)
 		forwarded := false
@@ -189,6 +191,12 @@ func TestGuardsCallers(t *testing.T) {
 		if err := h(m); err != nil || forwarded != c.forwarded {
 			t.Errorf("%s: forwarded %v (%v), want %v", c.name, forwarded, err, c.forwarded)
 		}
+		forwarded = false
+		m = message(t, peer.FromChild, "notifications/resources/updated", `{"jsonrpc":"2.0","method":"notifications/resources/updated","params":{"uri":"test://hidden"}}`)
+		m.Origin = nil
+		if err := h(m); err != nil || forwarded {
+			t.Errorf("%s: an update of a denied resource was forwarded (%v)", c.name, err)
+		}
 		// Requests are the caller's own, whatever the connection's.
 		for _, o := range []struct {
 			origin any
@@ -199,6 +207,17 @@ func TestGuardsCallers(t *testing.T) {
 			if err := h(m); (err == nil) != o.ok {
 				t.Errorf("%s: a call from %v: %v, want allowed %v", c.name, o.origin, err, o.ok)
 			}
+		}
+	}
+	// The pool's question, for each subscription: its call's caller.
+	for _, r := range []struct {
+		origin any
+		uri    string
+		ok     bool
+	}{{with, "test://watched-resource", true}, {without, "test://watched-resource", false}, {nil, "test://watched-resource", false},
+		{without, "test://static-text", true}, {with, "test://hidden", false}} {
+		if got := g.readable(r.origin, r.uri); got != r.ok {
+			t.Errorf("readable(%v, %s) = %v, want %v", r.origin, r.uri, got, r.ok)
 		}
 	}
 }

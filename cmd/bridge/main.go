@@ -381,7 +381,10 @@ func newPool(cfg *config, launcher sandbox.Launcher, router *affinity.Instance, 
 		// The guards hold for revision 2026-07-28 clients too: each child
 		// of the pool gets the chain a session's server gets.
 		ChildIntercept: g.forChild,
-		Logger:         logger,
+		// A child's resource updates go to several callers: the pool asks
+		// the policy for each subscription's.
+		Readable: g.readable,
+		Logger:   logger,
 	}
 	if router != nil {
 		opts.Secret = cfg.affinitySecret

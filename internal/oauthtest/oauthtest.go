@@ -89,9 +89,12 @@ type Server struct {
 func New(t testing.TB, opts Options) *Server {
 	t.Helper()
 	s := &Server{opts: opts, user: "alice"}
-	s.srv = httptest.NewServer(http.HandlerFunc(s.serve))
+	// Started once set up: its handlers read what New writes, and the
+	// race detector sees no order between New and a request from another
+	// process (a bridge binary) otherwise.
+	s.srv = httptest.NewUnstartedServer(http.HandlerFunc(s.serve))
 	t.Cleanup(s.srv.Close)
-	s.URL = s.srv.URL
+	s.URL = "http://" + s.srv.Listener.Addr().String()
 	s.Rotate()
 
 	cfg := &fosite.Config{
@@ -142,6 +145,7 @@ func New(t testing.TB, opts Options) *Server {
 		compose.OAuth2ClientCredentialsGrantFactory,
 		compose.OAuth2TokenIntrospectionFactory,
 	)
+	s.srv.Start()
 	return s
 }
 
