@@ -154,13 +154,16 @@ func serveHop(addr string) error {
 	if err != nil {
 		return err
 	}
-	defer h.closeAll()
-	err = serveUntilStdinEnds(addr, h)
-	if errors.Is(err, http.ErrServerClosed) {
-		return nil
-	}
-	if err != nil {
-		return fmt.Errorf("hop floor: %w", err)
+	return serveFloor("hop floor", addr, h, h.closeAll)
+}
+
+// serveFloor serves a floor's handler on addr until stdin ends, then
+// closes what it started.
+func serveFloor(name, addr string, h http.Handler, closeAll func()) error {
+	defer closeAll()
+	err := serveUntilStdinEnds(addr, h)
+	if err != nil && !errors.Is(err, http.ErrServerClosed) {
+		return fmt.Errorf("%s: %w", name, err)
 	}
 	return nil
 }

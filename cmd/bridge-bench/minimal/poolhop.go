@@ -204,13 +204,5 @@ func servePoolHop(addr string) error {
 	if err != nil {
 		return fmt.Errorf("pool hop floor: %w", err)
 	}
-	defer p.close()
-	err = serveUntilStdinEnds(addr, p)
-	if errors.Is(err, http.ErrServerClosed) {
-		return nil
-	}
-	if err != nil {
-		return fmt.Errorf("pool hop floor: %w", err)
-	}
-	return nil
+	return serveFloor("pool hop floor", addr, p, p.close)
 }
