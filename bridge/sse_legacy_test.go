@@ -230,13 +230,10 @@ func TestLegacySSEGuarded(t *testing.T) {
 // with a token (the bridge checks it on the GET and on each POST). Skipped
 // when the npm peers are not installed.
 func TestLegacySSEWithTSClient(t *testing.T) {
-	peers := os.Getenv("MCP_PEERS")
-	if peers == "" {
-		peers = "/tmp/mcp-peers"
-	}
+	peers := npmPeers(t)
 	node := filepath.Join(peers, "node22")
 	if _, err := os.Stat(filepath.Join(peers, "node_modules", "@modelcontextprotocol", "sdk")); err != nil {
-		t.Skipf("the TypeScript SDK is not installed in %s (MCP_PEERS): run ../shared/npm-peers/install %s", peers, peers)
+		t.Skipf("the TypeScript SDK is not installed in %s (MCP_PEERS_DIR): run ../shared/npm-peers/install %s", peers, peers)
 	}
 	if _, err := exec.LookPath(node); err != nil {
 		t.Skipf("no Node binary at %s: run ../shared/npm-peers/install %s", node, peers)

@@ -170,7 +170,7 @@ func npmPeers(t *testing.T) string {
 	}
 	dir := os.Getenv("MCP_PEERS_DIR")
 	if dir == "" {
-		dir = "/tmp/mcp-peers"
+		t.Skip("MCP_PEERS_DIR is not set: install the npm peers with ../shared/npm-peers/install DIR and set MCP_PEERS_DIR=DIR (.ci/run does)")
 	}
 	if _, err := os.Stat(dir + "/node22"); err != nil {
 		t.Skipf("no npm peers in %s (install them with ../shared/npm-peers/install %s)", dir, dir)
