@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"math"
 	"math/rand/v2"
 	"strings"
 	"testing"
@@ -33,7 +34,13 @@ func TestEncodeAsMarshal(t *testing.T) {
 	for i, a := range args {
 		recs = append(recs, Record{Event: "request", Outcome: "ok", Args: json.RawMessage(a), ErrorCode: i})
 	}
-	for _, d := range []float64{0, 0.001, 1.5, 1234.567, 1e-7, 3e-6, 123456789.125, 1e21, 2.5e22} {
+	durations := []float64{0, math.Copysign(0, -1), 0.001, 0.01, 0.1, 0.12, 1.5, 1234.567, 1e-7, 3e-6, 0.1 + 0.2, 123456789.125, 1e21, 2.5e22,
+		-1.5, 999999999999.999, 1e12, 1e15 + 0.5, math.MaxInt64, math.Nextafter(0.001, 1), ms(time.Duration(math.MaxInt64))}
+	for range 10000 {
+		// As ms writes them: whole microseconds, of a duration up to days.
+		durations = append(durations, ms(time.Duration(rand.Int64N(int64(1000*time.Hour)))))
+	}
+	for _, d := range durations {
 		recs = append(recs, Record{Time: time.Now().UTC(), Event: "pin_violation", Outcome: "dropped", DurationMS: d})
 	}
 	// Times as MarshalJSON writes them: UTC by hand (leap days, the ends
