@@ -200,10 +200,48 @@ func (l *Log) Alert(session string, origin any, kind, name, problem string) {
 	l.write(r)
 }
 
-// pending is a request waiting for its answer.
+// pending is a request waiting for its answer: what its line will say
+// of it, without the members the answer sets, in under half a Record's
+// size (it is allocated for every request: issue 16).
 type pending struct {
-	start time.Time
-	rec   Record
+	start         time.Time
+	method        string
+	name          string // the tool, prompt or resource: what says which
+	sub, clientID string
+	args          json.RawMessage // only with Options.Args
+	argsSum       [sha256.Size]byte
+	bytesIn       int
+	what          named
+	hasSum        bool
+	fromServer    bool
+}
+
+// named says what pending.name is.
+type named uint8
+
+const (
+	namesNothing named = iota
+	namesTool
+	namesPrompt
+	namesResource
+)
+
+// line is p's record, of the connection of session, before its answer.
+func (p *pending) line(session string) Record {
+	r := Record{Event: "request", Session: session, From: "client", Method: p.method, Sub: p.sub, ClientID: p.clientID,
+		Args: p.args, BytesIn: p.bytesIn, argsSum: p.argsSum, hasSum: p.hasSum}
+	if p.fromServer {
+		r.From = "server"
+	}
+	switch p.what {
+	case namesTool:
+		r.Tool = p.name
+	case namesPrompt:
+		r.Prompt = p.name
+	case namesResource:
+		r.Resource = p.name
+	}
+	return r
 }
 
 type key struct {
@@ -247,9 +285,9 @@ func (c *conn) ended(reason string) {
 	c.mu.Unlock()
 	slices.SortFunc(left, func(a, b *pending) int { return a.start.Compare(b.start) })
 	for _, p := range left {
-		rec := p.rec
+		rec := p.line(c.session)
 		p.answered(&rec)
-		rec.Outcome, rec.DeniedBy = "unanswered", ""
+		rec.Outcome = "unanswered"
 		if reason != "" {
 			rec.Reason = reason
 		}
@@ -266,9 +304,10 @@ func (c *conn) intercept(next peer.Handler) peer.Handler {
 		case m.Env.Kind == jsonrpc.KindRequest && m.Dir == peer.ToChild:
 			return c.clientRequest(next, m)
 		case m.Env.Kind == jsonrpc.KindRequest: // from the server
-			if p := c.record(m, "server"); !c.track(key{id: m.Env.ID}, p, false) {
-				p.rec.Time, p.rec.Outcome = time.Now().UTC(), "sent"
-				c.l.write(&p.rec)
+			if p := c.record(m, true); !c.track(key{id: m.Env.ID}, p, false) {
+				rec := p.line(c.session)
+				rec.Time, rec.Outcome = time.Now().UTC(), "sent"
+				c.l.write(&rec)
 			}
 		case m.Env.Kind == jsonrpc.KindResponse && m.Dir == peer.FromChild:
 			err := next(m)
@@ -286,7 +325,7 @@ func (c *conn) intercept(next peer.Handler) peer.Handler {
 }
 
 func (c *conn) clientRequest(next peer.Handler, m *peer.Message) error {
-	p := c.record(m, "client")
+	p := c.record(m, false)
 	// Tracked before it goes on: the server's answer may pass the chain,
 	// on the connection's reader, before next returns.
 	k := key{m.Origin, m.Env.ID}
@@ -294,8 +333,9 @@ func (c *conn) clientRequest(next peer.Handler, m *peer.Message) error {
 	err := next(m)
 	if err == nil {
 		if !tracked {
-			p.rec.Time, p.rec.Outcome = time.Now().UTC(), "sent"
-			c.l.write(&p.rec)
+			rec := p.line(c.session)
+			rec.Time, rec.Outcome = time.Now().UTC(), "sent"
+			c.l.write(&rec)
 		}
 		return nil
 	}
@@ -310,7 +350,8 @@ func (c *conn) clientRequest(next peer.Handler, m *peer.Message) error {
 			return err // the connection ended meanwhile, and wrote it
 		}
 	}
-	rec := &p.rec
+	line := p.line(c.session)
+	rec := &line
 	p.answered(rec)
 	rec.Outcome = "error"
 	var denied interface{ DeniedBy() string }
@@ -347,32 +388,32 @@ func (c *conn) track(k key, p *pending, client bool) bool {
 
 // record describes a request, from now: one allocation, kept until its
 // answer.
-func (c *conn) record(m *peer.Message, from string) *pending {
-	p := &pending{start: time.Now(), rec: Record{Event: "request", Session: c.session, From: from, Method: m.Method, BytesIn: len(m.Data)}}
-	r := &p.rec
-	if from == "client" {
-		c.l.principal(m.Origin, r)
+func (c *conn) record(m *peer.Message, fromServer bool) *pending {
+	p := &pending{start: time.Now(), method: m.Method, bytesIn: len(m.Data), fromServer: fromServer}
+	if !fromServer && c.l.o.Principal != nil && m.Origin != nil {
+		p.sub, p.clientID = c.l.o.Principal(m.Origin)
 	}
 	params, _ := jsonrpc.Lookup(m.Data, "params")
 	args := params
 	switch m.Method {
 	case "tools/call":
-		r.Tool = m.Env.Name(m.Data)
+		p.what, p.name = namesTool, m.Env.Name(m.Data)
 		args, _ = jsonrpc.Lookup(params, "arguments")
 	case "prompts/get":
-		r.Prompt = m.Env.Name(m.Data)
+		p.what, p.name = namesPrompt, m.Env.Name(m.Data)
 		args, _ = jsonrpc.Lookup(params, "arguments")
 	case "resources/read", "resources/subscribe", "resources/unsubscribe":
+		p.what = namesResource
 		if v, ok := jsonrpc.Lookup(params, "uri"); ok {
-			r.Resource, _ = jsonrpc.StringValue(v)
+			p.name, _ = jsonrpc.StringValue(v)
 		}
 		args = nil // the URI is the argument, and is recorded
 	}
 	if len(args) > 0 {
-		r.argsSum, r.hasSum = sha256.Sum256(args), true
+		p.argsSum, p.hasSum = sha256.Sum256(args), true
 		if c.l.o.Args {
 			// A copy: the message's bytes may be reused once it has passed.
-			r.Args = json.RawMessage(bytes.Clone(args))
+			p.args = json.RawMessage(bytes.Clone(args))
 		}
 	}
 	return p
@@ -393,7 +434,7 @@ func (c *conn) finish(m *peer.Message, k key, client bool) {
 	if p == nil {
 		return
 	}
-	rec := p.rec
+	rec := p.line(c.session)
 	p.answered(&rec)
 	rec.BytesOut = len(m.Data)
 	if !client {
@@ -424,13 +465,13 @@ func (c *conn) cancelled(m *peer.Message) {
 	if p == nil {
 		return
 	}
-	rec := p.rec
+	rec := p.line(c.session)
 	p.answered(&rec)
 	rec.Outcome = "cancelled"
 	c.l.write(&rec)
 }
 
-// answered sets the time of rec, a copy of p's record, and the duration
+// answered sets the time of rec, p's line, and the duration
 // since p's request: one reading of the clock.
 func (p *pending) answered(rec *Record) {
 	now := time.Now()

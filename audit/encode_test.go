@@ -5,6 +5,8 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"math"
+	"math/rand/v2"
 	"strings"
 	"testing"
 	"time"
@@ -32,8 +34,37 @@ func TestEncodeAsMarshal(t *testing.T) {
 	for i, a := range args {
 		recs = append(recs, Record{Event: "request", Outcome: "ok", Args: json.RawMessage(a), ErrorCode: i})
 	}
-	for _, d := range []float64{0, 0.001, 1.5, 1234.567, 1e-7, 3e-6, 123456789.125, 1e21, 2.5e22} {
+	durations := []float64{0, math.Copysign(0, -1), 0.001, 0.01, 0.1, 0.12, 1.5, 1234.567, 1e-7, 3e-6, 0.1 + 0.2, 123456789.125, 1e21, 2.5e22,
+		-1.5, 999999999999.999, 1e12, 1e15 + 0.5, math.MaxInt64, math.Nextafter(0.001, 1), ms(time.Duration(math.MaxInt64))}
+	for range 10000 {
+		// As ms writes them: whole microseconds, of a duration up to days.
+		durations = append(durations, ms(time.Duration(rand.Int64N(int64(1000*time.Hour)))))
+	}
+	for _, d := range durations {
 		recs = append(recs, Record{Time: time.Now().UTC(), Event: "pin_violation", Outcome: "dropped", DurationMS: d})
+	}
+	// Times as MarshalJSON writes them: UTC by hand (leap days, the ends
+	// of the years it writes, fractions with trailing zeros), other zones
+	// by AppendFormat.
+	for _, tm := range []time.Time{
+		{}, time.Date(0, 1, 1, 0, 0, 0, 0, time.UTC), time.Date(0, 2, 29, 23, 59, 59, 1, time.UTC),
+		time.Date(0, 3, 1, 0, 0, 0, 0, time.UTC), time.Date(1, 1, 1, 0, 0, 0, 1, time.UTC),
+		time.Date(1969, 12, 31, 23, 59, 59, 999999999, time.UTC), time.Date(1970, 1, 1, 0, 0, 0, 0, time.UTC),
+		time.Date(1900, 2, 28, 1, 2, 3, 0, time.UTC), time.Date(1900, 3, 1, 1, 2, 3, 0, time.UTC),
+		time.Date(2000, 2, 29, 12, 0, 0, 500000000, time.UTC), time.Date(2024, 2, 29, 0, 0, 0, 0, time.UTC),
+		time.Date(2026, 2, 3, 4, 5, 6, 100000000, time.UTC), time.Date(2026, 10, 11, 12, 13, 14, 120000, time.UTC),
+		time.Date(2026, 7, 28, 9, 8, 7, 123456780, time.UTC), time.Date(9999, 12, 31, 23, 59, 59, 999999999, time.UTC),
+		time.Date(2026, 7, 28, 9, 8, 7, 5000, time.FixedZone("", -3*3600-30*60)),
+		time.Date(2026, 7, 28, 9, 8, 7, 5000, time.FixedZone("UTC", 0)),
+		time.Now(), time.Now().UTC(), time.Unix(1<<37, 999).UTC(),
+	} {
+		recs = append(recs, Record{Time: tm, Event: "request", Outcome: "ok"})
+	}
+	for range 10000 {
+		sec := rand.Int64N(253402300800+62167219200) - 62167219200 // years 0 to 9999
+		nsec := rand.Int64N(1e9)
+		nsec -= nsec % []int64{1, 10, 1000, 1e6, 1e8, 1e9}[rand.IntN(6)] // trailing zeros
+		recs = append(recs, Record{Time: time.Unix(sec, nsec).UTC(), Event: "request", Outcome: "ok"})
 	}
 	for _, r := range recs {
 		want, err := json.Marshal(&r)
