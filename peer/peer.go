@@ -188,7 +188,9 @@ type Handler func(m *Message) error
 //
 // Interceptors run on the sender's goroutine (ToChild) or the connection's
 // reader (FromChild), for every message: they must be quick and safe for
-// concurrent use. Any other error from a ToChild chain fails the Send.
+// concurrent use. Any other error from a ToChild chain fails the Send. m
+// itself is valid only during the call, in both directions: the Conn
+// reuses it.
 type Interceptor func(next Handler) Handler
 
 // Chain composes interceptors: the first sees messages first, in both
@@ -413,11 +415,15 @@ func (c *Conn) Send(origin any, msgs ...jsonrpc.Message) error {
 //
 // It allocates only where it must (the profile of a short call counted
 // three objects per message here): msgs itself is returned while every
-// message passes unchanged, and one Message carries them all through the
-// chain.
+// message passes unchanged, and one Message, from a pool, carries them all
+// through the chain.
 func (c *Conn) filter(origin any, msgs []jsonrpc.Message) ([]jsonrpc.Message, error) {
 	var out []jsonrpc.Message // nil while msgs[:i] all passed unchanged
-	m := new(Message)
+	m := chainMessages.Get().(*Message)
+	defer func() {
+		*m = Message{} // keeps no client's bytes alive in the pool
+		chainMessages.Put(m)
+	}()
 	for i, msg := range msgs {
 		*m = Message{Message: msg, Dir: ToChild, Origin: origin, Method: msg.Env.Method}
 		err := c.toChild(m)
@@ -447,6 +453,13 @@ func (c *Conn) filter(origin any, msgs []jsonrpc.Message) ([]jsonrpc.Message, er
 	}
 	return out, nil
 }
+
+// chainMessages are the Messages that carry client messages through the
+// ToChild chain. The Message escapes (the chain is a func value), and at
+// a few hundred bytes it was the Conn's largest allocation for a short
+// call (the allocs profile of bridge-bench); an Interceptor keeps none
+// beyond its call (see Interceptor).
+var chainMessages = sync.Pool{New: func() any { return new(Message) }}
 
 // sameData reports whether an interceptor passed a message's own bytes on
 // (an interceptor that changes a message passes new ones).
@@ -495,7 +508,8 @@ func (c *Conn) register(origin any, m *jsonrpc.Message) ([]byte, bool, error) {
 	if c.ended {
 		return nil, false, ErrClosed
 	}
-	e := &entry{origin: origin, method: env.Method, clientID: env.ID}
+	e := entries.Get().(*entry)
+	*e = entry{origin: origin, method: env.Method, clientID: env.ID}
 	var edits [2]jsonrpc.Edit
 	childID := env.ID
 	if _, taken := c.inflight[childID]; taken {
@@ -518,6 +532,20 @@ func (c *Conn) register(origin any, m *jsonrpc.Message) ([]byte, bool, error) {
 		return m.Data, true, nil
 	}
 	return jsonrpc.Rewrite(m.Data, edits[:]...), true, nil
+}
+
+// entries are the entries of clients' requests: allocated one per
+// request, they were the Conn's second largest allocation for a short
+// call. An entry is recycled once receive has used the answer to it: from then on it is
+// neither in the table nor referenced elsewhere (the bridge's own entries,
+// which Call keeps comparing, and entries pushed out as tombstones are
+// left to the collector).
+var entries = sync.Pool{New: func() any { return new(entry) }}
+
+// recycle returns the entry of an answered client request to entries.
+func recycle(e *entry) {
+	*e = entry{} // keeps no client alive in the pool
+	entries.Put(e)
 }
 
 // cancelled passes on a client's notifications/cancelled: its requestId
@@ -890,6 +918,9 @@ func (c *Conn) receive(data []byte, env jsonrpc.Envelope) {
 		switch {
 		case e.cancelled:
 			c.logger.Debug("dropping the MCP server's late answer to a cancelled request", "id", string(env.ID))
+			if e.own == nil {
+				recycle(e)
+			}
 			return
 		case e.own != nil:
 			m.Own = true
@@ -897,6 +928,9 @@ func (c *Conn) receive(data []byte, env jsonrpc.Envelope) {
 			m.Data = m.Env.Rewrite(data, jsonrpc.Edit{At: env.IDAt, Raw: e.rawID})
 		}
 		m.Origin, m.Method, m.reply = e.origin, e.method, e.own
+		if e.own == nil {
+			recycle(e)
+		}
 	case env.Method == "notifications/progress" && env.ProgressToken != "":
 		c.mu.Lock()
 		e := c.tokens[env.ProgressToken]

@@ -143,3 +143,27 @@ func BenchmarkAnswer(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkShortCall is the Conn's own work for a short call through an
+// interception point that passes everything: the request out (the chain,
+// the table, the write), the answer back (the table, the chain, the
+// Router). allocs/op counts what a call costs the collector.
+func BenchmarkShortCall(b *testing.B) {
+	proc := newMemProcess()
+	go func() {
+		for range proc.lines {
+		}
+	}()
+	pass := func(next peer.Handler) peer.Handler { return next }
+	conn := peer.New(proc, discardRouter{}, &peer.Options{Intercept: pass, Logger: slog.New(slog.DiscardHandler)})
+	defer func() { proc.exit(nil); <-conn.Done() }()
+	req := message(b, `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"echo","arguments":{"text":"hello"}}}`)
+	answer := []byte(`{"jsonrpc":"2.0","id":1,"result":{"content":[{"type":"text","text":"hello"}]}}`)
+	b.ReportAllocs()
+	for b.Loop() {
+		if err := conn.Send("a", req); err != nil {
+			b.Fatal(err)
+		}
+		conn.Receive(answer)
+	}
+}
