@@ -82,10 +82,12 @@ func (p *dockerProcess) Stdout() io.Reader { return dockerStdout{p.stdoutR} }
 
 // oomSettle bounds how long a container that died of SIGKILL is watched
 // for the engine's late record of an out-of-memory kill, in oomSettleTries
-// inspections.
+// inspections. A second was not always enough while a whole test suite ran
+// beside the engine (CI here, twice in one day); only a SIGKILL that Stop
+// did not send waits this long, and only until the record appears.
 const (
-	oomSettle      = time.Second
-	oomSettleTries = 5
+	oomSettle      = 3 * time.Second
+	oomSettleTries = 15
 )
 
 // Wait returns once the container has exited and its output is drained.
