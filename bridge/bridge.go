@@ -247,11 +247,19 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	h.mux.ServeHTTP(w, r)
 }
 
-// extendWrite gives the next write to the client WriteTimeout to complete.
-func (h *Handler) extendWrite(rc *http.ResponseController) {
-	if h.opts.WriteTimeout > 0 {
-		rc.SetWriteDeadline(time.Now().Add(h.opts.WriteTimeout))
-	}
+// deadline is the write deadline of one response (WriteTimeout), for each
+// front end's writes to renew.
+func (h *Handler) deadline(w http.ResponseWriter) writeDeadline {
+	return writeDeadline{rc: http.NewResponseController(w), timeout: h.opts.WriteTimeout}
+}
+
+// startSSE sends the headers of an SSE response.
+func startSSE(w http.ResponseWriter) {
+	hd := w.Header()
+	hd["Content-Type"] = sseContentType
+	hd["Cache-Control"] = sseCacheControl
+	hd["X-Accel-Buffering"] = sseNoBuffering
+	w.WriteHeader(http.StatusOK)
 }
 
 // writeDeadline renews one response's write deadline (WriteTimeout) before
@@ -849,7 +857,8 @@ func (h *Handler) answer(w http.ResponseWriter, r *http.Request, sess *session.S
 		out = append(out, data)
 	}
 	w.Header()["Content-Type"] = jsonContentType
-	h.extendWrite(http.NewResponseController(w))
+	dl := h.deadline(w)
+	dl.extend()
 	switch {
 	case len(out) == 0:
 		WriteError(w, http.StatusInternalServerError, nil, jsonrpc.CodeInternalError, "the request was cancelled or the session ended", nil)
@@ -940,13 +949,9 @@ func putFrameBuf(bp *[]byte) {
 // or the poll interval closes the connection.
 func (h *Handler) stream(w http.ResponseWriter, r *http.Request, sess *session.Session, reader *session.Reader, prime bool) {
 	defer reader.Detach()
-	hd := w.Header()
-	hd["Content-Type"] = sseContentType
-	hd["Cache-Control"] = sseCacheControl
-	hd["X-Accel-Buffering"] = sseNoBuffering
-	w.WriteHeader(http.StatusOK)
-	rc := http.NewResponseController(w)
-	dl := writeDeadline{rc: rc, timeout: h.opts.WriteTimeout}
+	startSSE(w)
+	dl := h.deadline(w)
+	rc := dl.rc
 	// Each event gets WriteTimeout to reach the client (issue 13): a client
 	// that stops reading loses its connection instead of holding it and
 	// this goroutine forever, also after its session ended. The deadline
@@ -954,7 +959,7 @@ func (h *Handler) stream(w http.ResponseWriter, r *http.Request, sess *session.S
 	// event as long as it takes. The last renewal covers the end of the
 	// response, written by net/http after this returns.
 	defer dl.extend()
-	ka := keepAlive{h: h, w: w, rc: rc}
+	ka := keepAlive{every: h.opts.SSEKeepAlive, w: w}
 	defer ka.stop()
 
 	ctx := r.Context()
@@ -1006,7 +1011,7 @@ func (h *Handler) stream(w http.ResponseWriter, r *http.Request, sess *session.S
 			if err := rc.Flush(); err != nil {
 				return
 			}
-			seq, data, err = ka.next(ctx, reader)
+			seq, data, err = ka.next(ctx, reader, &dl)
 			continue
 		case err != nil:
 			if poll && r.Context().Err() == nil {
@@ -1032,7 +1037,7 @@ func (h *Handler) stream(w http.ResponseWriter, r *http.Request, sess *session.S
 			if err := rc.Flush(); err != nil {
 				return
 			}
-			seq, data, err = ka.next(ctx, reader)
+			seq, data, err = ka.next(ctx, reader, &dl)
 		}
 	}
 }
@@ -1049,17 +1054,17 @@ const keepAliveComment = ": keep-alive\n\n"
 // nothing. (Not a sync.Pool of timers: the wait may be long, and a pooled
 // timer would be held as long.)
 type keepAlive struct {
-	h  *Handler
-	w  io.Writer
-	rc *http.ResponseController
-	t  *time.Timer
+	every time.Duration // SSEKeepAlive; <= 0: never
+	w     io.Writer
+	t     *time.Timer
 }
 
 // next waits for the reader's next event, writing keepAliveComment (with
-// its flush) whenever the stream has been quiet for SSEKeepAlive. A failed
-// write ends the wait with its error, as a client that left does.
-func (k *keepAlive) next(ctx context.Context, reader *session.Reader) (uint64, []byte, error) {
-	d := k.h.opts.SSEKeepAlive
+// its flush, under the stream's write deadline dl) whenever the stream has
+// been quiet for SSEKeepAlive. A failed write ends the wait with its
+// error, as a client that left does.
+func (k *keepAlive) next(ctx context.Context, reader *session.Reader, dl *writeDeadline) (uint64, []byte, error) {
+	d := k.every
 	if d <= 0 {
 		return reader.NextBefore(ctx, nil)
 	}
@@ -1073,11 +1078,11 @@ func (k *keepAlive) next(ctx context.Context, reader *session.Reader) (uint64, [
 		if err != session.ErrNotYet {
 			return seq, data, err
 		}
-		k.h.extendWrite(k.rc)
+		dl.extend()
 		if _, err := io.WriteString(k.w, keepAliveComment); err != nil {
 			return 0, nil, err
 		}
-		if err := k.rc.Flush(); err != nil {
+		if err := dl.rc.Flush(); err != nil {
 			return 0, nil, err
 		}
 	}

@@ -104,17 +104,14 @@ func (h *Handler) serveLegacySSE(w http.ResponseWriter, r *http.Request, owner a
 	}
 	defer reader.Detach()
 
-	hd := w.Header()
-	hd["Content-Type"] = sseContentType
-	hd["Cache-Control"] = sseCacheControl
-	hd["X-Accel-Buffering"] = sseNoBuffering
-	w.WriteHeader(http.StatusOK)
-	rc := http.NewResponseController(w)
-	defer h.extendWrite(rc)
+	startSSE(w)
+	dl := h.deadline(w)
+	rc := dl.rc
+	defer dl.extend()
 	// "When a client connects, the server MUST send an endpoint event
 	// containing a URI for the client to use for sending messages."
 	endpoint := h.msgPath + "?" + legacySessionParam + "=" + url.QueryEscape(sess.ID())
-	h.extendWrite(rc)
+	dl.extend()
 	if _, err := io.WriteString(w, "event: endpoint\ndata: "+endpoint+"\n\n"); err != nil {
 		return
 	}
@@ -122,13 +119,13 @@ func (h *Handler) serveLegacySSE(w http.ResponseWriter, r *http.Request, owner a
 		return
 	}
 	ctx := r.Context()
-	ka := keepAlive{h: h, w: w, rc: rc}
+	ka := keepAlive{every: h.opts.SSEKeepAlive, w: w}
 	defer ka.stop()
 	for {
 		// A quiet stream gets a comment every SSEKeepAlive: behind a proxy
 		// with an idle timeout, a cut stream would end the session (this
 		// transport cannot resume).
-		_, data, err := ka.next(ctx, reader)
+		_, data, err := ka.next(ctx, reader, &dl)
 		switch {
 		case err == io.EOF:
 			return // the session ended; its last errors were written
@@ -142,7 +139,7 @@ func (h *Handler) serveLegacySSE(w http.ResponseWriter, r *http.Request, owner a
 		// "Server messages are sent as SSE message events, with the
 		// message content encoded as JSON in the event data." One line of
 		// JSON, as the server wrote it: one data field.
-		h.extendWrite(rc)
+		dl.extend()
 		if _, err := io.WriteString(w, "event: message\ndata: "); err != nil {
 			return
 		}

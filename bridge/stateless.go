@@ -183,20 +183,16 @@ func (h *Handler) serveStateless(w http.ResponseWriter, r *http.Request, owner a
 	// (progress, logs, a subscription's notifications): then an SSE stream
 	// scoped to this request, without event IDs ("Resumable SSE streams via
 	// Last-Event-ID are not supported").
-	rc := http.NewResponseController(w)
+	dl := h.deadline(w)
 	// Each write gets WriteTimeout to reach the client, as on the session
 	// streams; the last renewal covers the end of the response.
-	defer h.extendWrite(rc)
+	defer dl.extend()
 	streaming := false
 	emit := func(data []byte) error {
-		h.extendWrite(rc)
+		dl.extend()
 		if !streaming {
 			streaming = true
-			hd := w.Header()
-			hd["Content-Type"] = sseContentType
-			hd["Cache-Control"] = sseCacheControl
-			hd["X-Accel-Buffering"] = sseNoBuffering
-			w.WriteHeader(http.StatusOK)
+			startSSE(w)
 		}
 		if data == nil {
 			if _, err := io.WriteString(w, ":\n\n"); err != nil {
@@ -205,7 +201,7 @@ func (h *Handler) serveStateless(w http.ResponseWriter, r *http.Request, owner a
 		} else if err := writeData(w, data); err != nil {
 			return err
 		}
-		return rc.Flush()
+		return dl.rc.Flush()
 	}
 	final, err := h.opts.Stateless.Serve(r.Context(), req, emit)
 	var fwd *pool.ForwardError
@@ -225,7 +221,7 @@ func (h *Handler) serveStateless(w http.ResponseWriter, r *http.Request, owner a
 		h.statelessFailed(w, r, rawID, err)
 		return
 	}
-	h.extendWrite(rc)
+	dl.extend()
 	if streaming {
 		_ = writeData(w, final)
 		return
