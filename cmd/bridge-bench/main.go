@@ -27,6 +27,7 @@
 //	go run ./cmd/bridge-bench
 //	go run ./cmd/bridge-bench -supergateway PATH -node PATH
 //	go run ./cmd/bridge-bench -profile /tmp/prof   # CPU and heap profiles of the bridge
+//	go run ./cmd/bridge-bench -only instr -baseline OLD  # instructions per call (valgrind)
 package main
 
 import (
@@ -85,7 +86,7 @@ func main() {
 	flag.StringVar(&c.sg, "supergateway", "", "supergateway `script` to measure side by side (optional)")
 	flag.StringVar(&c.node, "node", "node", "`node` binary that runs -supergateway")
 	flag.StringVar(&c.profileDir, "profile", "", "build the bridge with a pprof hook and write CPU and heap profiles to `dir`")
-	flag.StringVar(&c.only, "only", "", "comma-separated phases to run: floor,hop,poolhop,bridge,json,stateless,guards,sg,start,idle,big,replay (default: all)")
+	flag.StringVar(&c.only, "only", "", "comma-separated phases to run: floor,hop,poolhop,bridge,json,stateless,guards,sg,start,idle,big,replay, and instr (instructions per call under valgrind: only when named) (default: all but instr)")
 	flag.DurationVar(&c.timeout, "timeout", 20*time.Minute, "stop the whole run after this long")
 	flag.Parse()
 
@@ -174,6 +175,9 @@ func run(ctx context.Context, c *config) error {
 	}
 	if c.phase("replay") {
 		replayRows(ctx, c, prof, add, fail)
+	}
+	if c.wantInstr() {
+		instrRows(ctx, c, add, fail)
 	}
 
 	loadEnd := loadavg()

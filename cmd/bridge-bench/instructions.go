@@ -1,0 +1,259 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"os/exec"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+)
+
+// The instr phase counts the instructions the bridge executes per call,
+// with valgrind's cachegrind: unlike calls per second, the count is the
+// same for the same binary and the same requests whatever else the machine
+// is doing, so a change of a few percent shows on a noisy machine. It counts
+// user-space instructions only: a syscall counts as the instructions that
+// issue it, however long the kernel takes.
+//
+// A count covers the bridge's start and stop as well as the calls, so each
+// figure is the difference between two runs, of n and of 3n calls per
+// client, divided by the 2n calls per client between them. Under valgrind
+// the process runs one thread at a time, so with many clients the calls
+// overlap less than they do natively: the figures compare builds and
+// options, not the machine's capacity.
+
+// instrCase is one configuration counted.
+type instrCase struct {
+	what      string
+	clients   int
+	calls     int // n: per client, the first run
+	stateless bool
+	guards    bool
+	extra     []string
+}
+
+var instrCases = []instrCase{
+	{what: "2025 session, SSE answers, 1 session", clients: 1, calls: 1000},
+	{what: "2025 sessions, SSE answers, 50 sessions", clients: 50, calls: 40},
+	{what: "SSE answers, --policy --pin-file --audit-log, 1 session", clients: 1, calls: 1000, guards: true},
+	{what: "SSE answers, --policy --pin-file --audit-log, 50 sessions", clients: 50, calls: 40, guards: true},
+	{what: "2026-07-28 stateless, 1 session", clients: 1, calls: 1000, stateless: true},
+	{what: "2026-07-28 stateless, --pool-max 2, 50 sessions", clients: 50, calls: 40, stateless: true, extra: []string{"--pool-max", "2"}},
+}
+
+// wantInstr reports whether -only names the instr phase: it is never part
+// of a run of every phase (it needs valgrind and takes minutes).
+func (c *config) wantInstr() bool {
+	return slices.Contains(strings.Split(c.only, ","), "instr")
+}
+
+func instrRows(ctx context.Context, c *config, add func(what, result, target, met string), fail func(string, error)) {
+	if _, err := exec.LookPath("valgrind"); err != nil {
+		fail("instructions per call", errors.New("valgrind not found (Debian: apt-get install valgrind)"))
+		return
+	}
+	var guards []string
+	for _, ic := range instrCases {
+		if ic.guards && guards == nil {
+			g, cleanup, err := guardFlags(ctx, c)
+			if err != nil {
+				fail("instructions per call, guards", err)
+				return
+			}
+			defer cleanup()
+			guards = g
+		}
+	}
+	plain := map[int]float64{} // the bridge without guards, by clients
+	for _, ic := range instrCases {
+		if ctx.Err() != nil {
+			return
+		}
+		extra := ic.extra
+		if ic.guards {
+			extra = append(slices.Clone(extra), guards...)
+		}
+		logf("instructions: %s", ic.what)
+		n, err := perCall(ctx, c, c.bridge, ic, extra)
+		if err != nil {
+			fail("instructions per call, "+ic.what, err)
+			continue
+		}
+		result := fmt.Sprintf("%s instructions per call", thousands(n))
+		switch {
+		case ic.guards && plain[ic.clients] > 0:
+			result += fmt.Sprintf(" = %.3f x without them", n/plain[ic.clients])
+		case !ic.guards && !ic.stateless:
+			plain[ic.clients] = n
+		}
+		if c.baseline != "" && !ic.guards && !ic.stateless {
+			if b, err := perCall(ctx, c, c.baseline, ic, ic.extra); err != nil {
+				fail("instructions per call, baseline, "+ic.what, err)
+			} else {
+				result += fmt.Sprintf(" = %.3f x baseline (%s)", n/b, thousands(b))
+			}
+		}
+		if ic.stateless && ic.clients > 1 {
+			if f, err := perCallFloor(ctx, c, ic); err != nil {
+				fail("instructions per call, pool hop floor", err)
+			} else {
+				result += fmt.Sprintf(" = %.2f x the pool hop floor (%s)", n/f, thousands(f))
+			}
+		}
+		add("instructions, "+ic.what, result, "", "")
+	}
+}
+
+// perCall is the bridge's instructions per call in case ic.
+func perCall(ctx context.Context, c *config, bin string, ic instrCase, extra []string) (float64, error) {
+	args := append([]string{"--listen", "127.0.0.1:0", "--log-format", "json", "--log-level", "info", "--max-sessions", "5000"}, extra...)
+	args = append(args, "--", c.minimal)
+	return countDifference(ic, func(calls int) (int64, error) {
+		return countRun(ctx, bin, args, ic, calls, false)
+	})
+}
+
+// perCallFloor is the pool hop floor's instructions per call in case ic.
+func perCallFloor(ctx context.Context, c *config, ic instrCase) (float64, error) {
+	return countDifference(ic, func(calls int) (int64, error) {
+		return countRun(ctx, c.minimal, []string{"-poolhop", "127.0.0.1:0"}, ic, calls, true)
+	})
+}
+
+func countDifference(ic instrCase, count func(calls int) (int64, error)) (float64, error) {
+	small, err := count(ic.calls)
+	if err != nil {
+		return 0, err
+	}
+	big, err := count(3 * ic.calls)
+	if err != nil {
+		return 0, err
+	}
+	return float64(big-small) / float64(2*ic.calls*ic.clients), nil
+}
+
+var instrRefs = regexp.MustCompile(`I\s+refs:\s+([\d,]+)`)
+
+// countRun runs bin under cachegrind, makes calls per client, stops it and
+// returns the instructions it executed. A floor prints its URL on stdout;
+// a bridge logs it.
+func countRun(ctx context.Context, bin string, args []string, ic instrCase, calls int, floor bool) (int64, error) {
+	vargs := append([]string{"--tool=cachegrind", "--cache-sim=no", "--cachegrind-out-file=/dev/null", "--trace-children=no", bin}, args...)
+	urls := make(chan string, 1)
+	var mu sync.Mutex
+	refs := ""
+	onLine := func(line string) {
+		if m := instrRefs.FindStringSubmatch(line); m != nil {
+			mu.Lock()
+			refs = m[1]
+			mu.Unlock()
+		}
+		if !floor && strings.Contains(line, `"msg":"bridge listening"`) {
+			if i := strings.Index(line, `"url":"`); i >= 0 {
+				u := line[i+len(`"url":"`):]
+				if j := strings.IndexByte(u, '"'); j >= 0 {
+					select {
+					case urls <- u[:j]:
+					default:
+					}
+				}
+			}
+		}
+	}
+	// Go's asynchronous preemption signals trip valgrind; the count does
+	// not need them.
+	p, stdout, stdin, err := startProcess("cachegrind "+bin, "valgrind", vargs, []string{"GODEBUG=asyncpreemptoff=1"}, onLine)
+	if err != nil {
+		return 0, err
+	}
+	defer p.stop(30 * time.Second)
+	go func() {
+		r := bufio.NewReader(stdout)
+		if floor {
+			if line, err := r.ReadString('\n'); err == nil {
+				urls <- strings.TrimSpace(line)
+			}
+		}
+		_, _ = io.Copy(io.Discard, r)
+	}()
+	var url string
+	t := time.NewTimer(2 * time.Minute)
+	defer t.Stop()
+	select {
+	case url = <-urls:
+	case <-p.done:
+		return 0, fmt.Errorf("%s exited at start under valgrind: %v\n%s", bin, p.err, p.diagnosis())
+	case <-t.C:
+		return 0, fmt.Errorf("%s did not start under valgrind within 2m\n%s", bin, p.diagnosis())
+	case <-ctx.Done():
+		return 0, ctx.Err()
+	}
+	if err := driveCalls(ctx, url, ic, calls); err != nil {
+		return 0, err
+	}
+	stdin.Close() // a floor stops when its stdin ends
+	if !floor {
+		if err := p.stop(2 * time.Minute); err != nil {
+			return 0, err
+		}
+	}
+	select {
+	case <-p.done:
+	case <-time.After(2 * time.Minute):
+		return 0, fmt.Errorf("%s did not stop under valgrind within 2m", bin)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if refs == "" {
+		return 0, fmt.Errorf("no instruction count from valgrind for %s\n%s", bin, p.diagnosis())
+	}
+	return strconv.ParseInt(strings.ReplaceAll(refs, ",", ""), 10, 64)
+}
+
+// driveCalls makes calls echo calls on each of ic.clients clients at once:
+// sessions opened first and closed after (2025), or stateless calls.
+func driveCalls(ctx context.Context, url string, ic instrCase, calls int) error {
+	tr := newTransport(ic.clients)
+	defer tr.CloseIdleConnections()
+	hc := &http.Client{Transport: tr}
+	clients := make([]*mcpClient, ic.clients)
+	if ic.stateless {
+		for i := range clients {
+			clients[i] = &mcpClient{hc: hc, url: url, stateless: true}
+		}
+	} else {
+		cs, closeAll, err := openSessions(ctx, hc, url, ic.clients)
+		defer closeAll()
+		if err != nil {
+			return err
+		}
+		clients = cs
+	}
+	errs := make(chan error, len(clients))
+	for _, cl := range clients {
+		go func() {
+			for range calls {
+				if err := cl.echo(ctx); err != nil {
+					errs <- err
+					return
+				}
+			}
+			errs <- nil
+		}()
+	}
+	var first error
+	for range clients {
+		if err := <-errs; err != nil && first == nil {
+			first = err
+		}
+	}
+	return first
+}
