@@ -90,7 +90,7 @@ func TestCheckHeadersName(t *testing.T) {
 		r.Header.Set(hdrMethod, "tools/call")
 		r.Header[hdrName] = []string{tc.header}
 		env := parseEnvelope(t, body)
-		got := checkHeaders(r, body, &env)
+		got := checkHeaders(r, body, &env, env.Name(body))
 		if (tc.want == "") != (got == "") || !strings.Contains(got, tc.want) {
 			t.Errorf("Mcp-Name %q for %q: %q, want %q", tc.header, tc.name, got, tc.want)
 		}

@@ -99,7 +99,7 @@ func (e *Envelope) Rewrite(data []byte, edits ...Edit) []byte {
 			e.RequestID, _ = canonicalID(ed.Raw)
 		}
 	}
-	for _, sp := range []*Span{&e.IDAt, &e.ProgressTokenAt, &e.RequestIDAt, &e.NameAt, &e.MetaAt} {
+	for _, sp := range []*Span{&e.IDAt, &e.ProgressTokenAt, &e.RequestIDAt, &e.NameAt, &e.MetaAt, &e.ResultAt} {
 		if !sp.IsZero() {
 			*sp = Span{move(sp.Start), move(sp.End)}
 		}
@@ -113,29 +113,68 @@ func (e *Envelope) Rewrite(data []byte, edits ...Edit) []byte {
 // twice counts as given last, as in Parse. It reads obj up to its end, and
 // costs no allocation unless a member name contains escapes.
 func Lookup(obj []byte, name string) (value []byte, ok bool) {
+	var v [1][]byte
+	if !LookupEach(obj, []string{name}, v[:]) || v[0] == nil {
+		return nil, false
+	}
+	return v[0], true
+}
+
+// LookupEach is Lookup of several names in one reading of obj: values[i]
+// is set to the value of names[i] as written, or nil when obj has no such
+// member (a value as written is never empty). It reports false, with every
+// value nil, when obj is not an object. values must be as long as names.
+// Reading the _meta of every stateless request once, rather than once per
+// member, was worth about 1k instructions a request (issue 15).
+func LookupEach(obj []byte, names []string, values [][]byte) bool {
+	clear(values[:len(names)])
+	// A name of ASCII only is a member's name as written unescaped exactly
+	// when the bytes are equal: no need to check the member's UTF-8 (an
+	// invalid byte decodes to U+FFFD, which no ASCII name holds).
+	ascii := true
+	for _, n := range names {
+		ascii = ascii && isASCII(n)
+	}
 	s := scanner{data: obj}
 	if s.peek() != '{' {
-		return nil, false
+		return false
 	}
 	more, valid := s.openObject()
 	for valid && more {
 		key, escaped, good := s.key()
 		if !good {
-			return nil, false
+			valid = false
+			break
 		}
 		var v []byte
 		if !s.valueInto(&v) {
-			return nil, false
+			valid = false
+			break
 		}
-		if keyIs(key, escaped, name) {
-			value, ok = v, true
+		for i, n := range names {
+			if ascii && !escaped {
+				if string(key) == n {
+					values[i] = v
+				}
+			} else if keyIs(key, escaped, n) {
+				values[i] = v
+			}
 		}
 		more, valid = s.nextMember()
 	}
 	if !valid {
-		return nil, false
+		clear(values[:len(names)])
 	}
-	return value, ok
+	return valid
+}
+
+func isASCII(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if s[i] >= utf8.RuneSelf {
+			return false
+		}
+	}
+	return true
 }
 
 // keyIs reports whether a member name as written (escaped or not) is name.

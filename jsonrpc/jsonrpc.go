@@ -91,6 +91,8 @@ type Envelope struct {
 	// string (the tool of a tools/call, the prompt of a prompts/get): see
 	// Name. MetaAt is params._meta when it is an object: see Lookup.
 	NameAt, MetaAt Span
+	// ResultAt is the result of a response that has one (not an error).
+	ResultAt Span
 }
 
 // Message is one JSON-RPC message with its envelope.
@@ -138,8 +140,8 @@ type members struct {
 	ambiguous           bool
 	// From params, if it is an object; from params._meta for metaToken.
 	metaToken, progressToken, requestID, name, meta []byte
-	// Where id and the members of params are in the input.
-	idAt, metaTokenAt, progressTokenAt, requestIDAt, nameAt, metaAt Span
+	// Where id, result and the members of params are in the input.
+	idAt, resultAt, metaTokenAt, progressTokenAt, requestIDAt, nameAt, metaAt Span
 }
 
 // scanMessage validates data as exactly one JSON value and, if it is an
@@ -199,7 +201,8 @@ func (m *members) member(s *scanner, n name) bool {
 		return s.valueInto(&m.method)
 	case nameResult:
 		m.result = true
-		return s.skipValue()
+		var v []byte
+		return s.valueAt(&v, &m.resultAt)
 	case nameError:
 		m.error = true
 		return s.skipValue()
@@ -462,11 +465,19 @@ func (m *members) envelope() (Envelope, error) {
 		}
 		env.Kind = KindResponse
 		env.IsError = m.error
+		if m.result {
+			env.ResultAt = m.resultAt
+		}
 	default:
 		return Envelope{}, &parseError{`a message needs "method", "result" or "error"`}
 	}
 	return env, nil
 }
+
+// IsString reports whether the JSON value raw (a value Lookup returned, or
+// the bytes of a Span) is the string want, as encoding/json would decode
+// it; without allocating unless raw has escapes.
+func IsString(raw []byte, want string) bool { return isString(raw, want) }
 
 // isString reports whether the JSON value raw is the string want.
 func isString(raw []byte, want string) bool {
@@ -474,7 +485,9 @@ func isString(raw []byte, want string) bool {
 		return false
 	}
 	if string(raw[1:len(raw)-1]) == want {
-		return true
+		// Bytes as written decode to themselves if valid UTF-8; invalid
+		// ones become U+FFFD, and so differ from want.
+		return utf8.ValidString(want)
 	}
 	return bytes.IndexByte(raw, '\\') >= 0 && stringValue(raw) == want
 }

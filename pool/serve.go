@@ -609,47 +609,95 @@ func declaresInputs(caps json.RawMessage) bool {
 // inserted after its '{', in one copy of the answer.
 func (p *Pool) decorateMsg(m jsonrpc.Message, rawID []byte, method string, serverInfo json.RawMessage) []byte {
 	data := m.Data
-	if m.Env.IsError {
+	// The Envelope located the result as it parsed the answer: no need to
+	// read the answer again.
+	at := m.Env.ResultAt
+	if m.Env.IsError || at.IsZero() || int(at.End) > len(data) || data[at.Start] != '{' || data[at.End-1] != '}' {
 		return p.decorate(data, rawID, method, serverInfo)
 	}
-	res, ok := jsonrpc.Lookup(data, "result")
-	off := cap(data) - cap(res)
-	if !ok || len(res) < 2 || res[0] != '{' || off < 0 || off+len(res) > len(data) || !bytes.Equal(data[off:off+len(res)], res) {
-		return p.decorate(data, rawID, method, serverInfo)
-	}
+	res := data[at.Start:at.End]
 	// A member of these names anywhere in the result (a false alarm
 	// inside a string is possible) takes the slow path, which is right
 	// for every result.
-	for _, k := range []string{`"_meta"`, `"resultType"`, `"ttlMs"`, `"cacheScope"`} {
-		if bytes.Contains(res, []byte(k)) {
-			return p.decorate(data, rawID, method, serverInfo)
-		}
+	if mentionsDecoration(res) {
+		return p.decorate(data, rawID, method, serverInfo)
 	}
-	ins := make([]byte, 0, 128+len(serverInfo))
-	ins = append(ins, `"resultType":"complete"`...)
+	// What goes after the result's '{', and the id, written straight into
+	// the answer: one allocation of its exact size.
+	var scope json.RawMessage
+	cacheable := cacheableMethods[method]
+	if cacheable {
+		scope = p.cacheScope()
+	}
+	comma := len(bytes.TrimSpace(res[1:len(res)-1])) > 0
+	idAt := m.Env.IDAt
+	sameID := idAt.IsZero() || bytes.Equal(idAt.In(data), rawID)
+	n := len(data) + len(`"resultType":"complete"`) + 1
 	if serverInfo != nil {
-		ins = append(ins, `,"_meta":{"`+metaServerInfo+`":`...)
-		ins = append(ins, serverInfo...)
-		ins = append(ins, '}')
+		n += len(`,"_meta":{"`+metaServerInfo+`":}`) + len(serverInfo)
 	}
-	if cacheableMethods[method] {
-		ins = append(ins, `,"ttlMs":0,"cacheScope":`...)
-		ins = append(ins, p.cacheScope()...)
+	if cacheable {
+		n += len(`,"ttlMs":0,"cacheScope":`) + len(scope)
 	}
-	if len(bytes.TrimSpace(res[1:len(res)-1])) > 0 {
-		ins = append(ins, ',')
+	if !sameID {
+		n += len(rawID) - int(idAt.End-idAt.Start)
 	}
-	at := int32(off + 1)
-	edits := []jsonrpc.Edit{{At: jsonrpc.Span{Start: at, End: at}, Raw: ins}}
-	if idAt := m.Env.IDAt; !bytes.Equal(idAt.In(data), rawID) {
-		id := jsonrpc.Edit{At: idAt, Raw: rawID}
-		if idAt.Start < at {
-			edits = []jsonrpc.Edit{id, edits[0]}
-		} else {
-			edits = append(edits, id)
+	out := make([]byte, 0, n)
+	ins := int(at.Start) + 1
+	prev := 0
+	if !sameID && idAt.Start < at.Start {
+		out = append(append(out, data[:idAt.Start]...), rawID...)
+		prev = int(idAt.End)
+	}
+	out = append(out, data[prev:ins]...)
+	out = append(out, `"resultType":"complete"`...)
+	if serverInfo != nil {
+		out = append(out, `,"_meta":{"`+metaServerInfo+`":`...)
+		out = append(out, serverInfo...)
+		out = append(out, '}')
+	}
+	if cacheable {
+		out = append(out, `,"ttlMs":0,"cacheScope":`...)
+		out = append(out, scope...)
+	}
+	if comma {
+		out = append(out, ',')
+	}
+	prev = ins
+	if !sameID && idAt.Start > at.Start {
+		out = append(append(out, data[prev:idAt.Start]...), rawID...)
+		prev = int(idAt.End)
+	}
+	return append(out, data[prev:]...)
+}
+
+// mentionsDecoration reports whether res holds "_meta", "resultType",
+// "ttlMs" or "cacheScope" (quotes included) anywhere: bytes.Contains of
+// each, in one pass over res rather than four. Results are short: a byte
+// loop beats a call per quote.
+func mentionsDecoration(res []byte) bool {
+	for i := 0; i+1 < len(res); i++ {
+		if res[i] != '"' {
+			continue
+		}
+		var k string
+		switch res[i+1] {
+		case '_':
+			k = `_meta"`
+		case 'r':
+			k = `resultType"`
+		case 't':
+			k = `ttlMs"`
+		case 'c':
+			k = `cacheScope"`
+		default:
+			continue
+		}
+		if rest := res[i+1:]; len(rest) >= len(k) && string(rest[:len(k)]) == k {
+			return true
 		}
 	}
-	return jsonrpc.Rewrite(data, edits...)
+	return false
 }
 
 // decorate turns a legacy child's answer into one of revision 2026-07-28:
