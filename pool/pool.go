@@ -257,7 +257,8 @@ type Pool struct {
 	init     json.RawMessage // a legacy child's initialize result
 	groups   map[string]*group
 	total    int           // children running or starting
-	changed  chan struct{} // closed and replaced when a child frees or ends
+	changed  chan struct{} // closed and replaced when a child frees or ends, if watched
+	watched  bool          // changed was handed to a waiter (see changedLocked)
 	waiting  int           // requests waiting for a child
 	noted    chan struct{} // closed and replaced when waiting changes (Await)
 	parked   map[string]*call
@@ -482,10 +483,22 @@ func (p *Pool) dropEmptyLocked(g *group) {
 	}
 }
 
-// signalLocked wakes the requests waiting for a child.
+// signalLocked wakes the requests waiting for a child. A channel no one
+// took is not replaced: a request freeing its child on every answer would
+// allocate one per call, with nobody to wake (issue 15).
 func (p *Pool) signalLocked() {
+	if !p.watched {
+		return
+	}
 	close(p.changed)
 	p.changed = make(chan struct{})
+	p.watched = false
+}
+
+// changedLocked returns the channel signalLocked closes next, for a waiter.
+func (p *Pool) changedLocked() chan struct{} {
+	p.watched = true
+	return p.changed
 }
 
 // canonCaps caches pool keys by principal and capabilities as written:
@@ -652,7 +665,7 @@ func (p *Pool) acquire(ctx context.Context, key string, principal any, caps json
 			p.mu.Unlock()
 			return ch, nil
 		}
-		wait := p.changed
+		wait := p.changedLocked()
 		p.noteWaitingLocked(+1)
 		p.mu.Unlock()
 		select {
@@ -979,7 +992,7 @@ func (p *Pool) Await(ctx context.Context, cond func(Stats) bool) error {
 	for {
 		p.mu.Lock()
 		s := p.statsLocked()
-		changed, noted := p.changed, p.noted
+		changed, noted := p.changedLocked(), p.noted
 		p.mu.Unlock()
 		if cond(s) {
 			return nil

@@ -194,6 +194,7 @@ type call struct {
 	mu     sync.Mutex
 	caller any // the Caller of the request being served: the first, then each retry's
 	queue  []item
+	first  [1]item       // queue's first backing array: most calls get one item, the answer
 	signal chan struct{} // cap 1: the queue grew
 	over   bool          // answered or cancelled
 
@@ -216,7 +217,9 @@ type pendingInput struct {
 
 // newCall returns the call of req.
 func newCall(p *Pool, req *Request) *call {
-	return &call{pool: p, req: req, caller: req.Caller, signal: make(chan struct{}, 1)}
+	c := &call{pool: p, req: req, caller: req.Caller, signal: make(chan struct{}, 1)}
+	c.queue = c.first[:0]
+	return c
 }
 
 // Principal is the Caller of the request the call serves now (a retry's
