@@ -128,16 +128,16 @@ func Lookup(obj []byte, name string) (value []byte, ok bool) {
 // member, was worth about 1k instructions a request (issue 15).
 func LookupEach(obj []byte, names []string, values [][]byte) bool {
 	clear(values[:len(names)])
+	s := scanner{data: obj}
+	if s.peek() != '{' {
+		return false
+	}
 	// A name of ASCII only is a member's name as written unescaped exactly
 	// when the bytes are equal: no need to check the member's UTF-8 (an
 	// invalid byte decodes to U+FFFD, which no ASCII name holds).
 	ascii := true
 	for _, n := range names {
 		ascii = ascii && isASCII(n)
-	}
-	s := scanner{data: obj}
-	if s.peek() != '{' {
-		return false
 	}
 	more, valid := s.openObject()
 	for valid && more {
@@ -168,7 +168,17 @@ func LookupEach(obj []byte, names []string, values [][]byte) bool {
 	return valid
 }
 
+// isASCII reports whether s has no byte from 0x80 up, 8 bytes at a time
+// as utf8.ValidString looks for them.
 func isASCII(s string) bool {
+	for len(s) >= 8 {
+		w := uint64(s[0]) | uint64(s[1])<<8 | uint64(s[2])<<16 | uint64(s[3])<<24 |
+			uint64(s[4])<<32 | uint64(s[5])<<40 | uint64(s[6])<<48 | uint64(s[7])<<56
+		if w&msbs != 0 {
+			return false
+		}
+		s = s[8:]
+	}
 	for i := 0; i < len(s); i++ {
 		if s[i] >= utf8.RuneSelf {
 			return false

@@ -489,7 +489,8 @@ func isString(raw []byte, want string) bool {
 		// ones become U+FFFD, and so differ from want.
 		return utf8.ValidString(want)
 	}
-	return bytes.IndexByte(raw, '\\') >= 0 && stringValue(raw) == want
+	// Escapes, or invalid UTF-8 that decodes to U+FFFD, may still make want.
+	return (bytes.IndexByte(raw, '\\') >= 0 || !utf8.Valid(raw)) && stringValue(raw) == want
 }
 
 // stringValue decodes a valid JSON string token as encoding/json does,

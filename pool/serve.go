@@ -35,31 +35,56 @@ type Request struct {
 	LogLevel string
 }
 
-// Methods of revision 2026-07-28 a legacy child can serve, mapped one to one.
-var legacyMethods = map[string]bool{
-	"tools/list": true, "tools/call": true,
-	"prompts/list": true, "prompts/get": true,
-	"resources/list": true, "resources/read": true, "resources/templates/list": true,
-	"completion/complete": true,
+// The sets of methods below are switches rather than maps: each request
+// asks four or five of them, and a switch on a string costs a few
+// comparisons where a map lookup costs a call and a probe (issue 15).
+
+// legacyMethod reports whether method is one of revision 2026-07-28 a
+// legacy child can serve, mapped one to one.
+func legacyMethod(method string) bool {
+	switch method {
+	case "tools/list", "tools/call",
+		"prompts/list", "prompts/get",
+		"resources/list", "resources/read", "resources/templates/list",
+		"completion/complete":
+		return true
+	}
+	return false
 }
 
-// Methods that may answer with an InputRequiredResult: "Servers MUST NOT
-// send InputRequiredResult responses on any other client requests"
-// (basic/patterns/mrtr).
-var inputMethods = map[string]bool{"tools/call": true, "prompts/get": true, "resources/read": true}
-
-// Results that are CacheableResults: "Require ttlMs and cacheScope fields
-// on results returned by tools/list, prompts/list, resources/list,
-// resources/read, and resources/templates/list" (changelog).
-var cacheableMethods = map[string]bool{
-	"tools/list": true, "prompts/list": true, "resources/list": true,
-	"resources/read": true, "resources/templates/list": true,
+// inputMethod reports whether method may answer with an
+// InputRequiredResult: "Servers MUST NOT send InputRequiredResult
+// responses on any other client requests" (basic/patterns/mrtr).
+func inputMethod(method string) bool {
+	switch method {
+	case "tools/call", "prompts/get", "resources/read":
+		return true
+	}
+	return false
 }
 
-// Methods revision 2026-07-28 removed: never passed to a child.
-var removedMethods = map[string]bool{
-	"initialize": true, "ping": true, "logging/setLevel": true,
-	"resources/subscribe": true, "resources/unsubscribe": true,
+// cacheableMethod reports whether method's results are CacheableResults:
+// "Require ttlMs and cacheScope fields on results returned by tools/list,
+// prompts/list, resources/list, resources/read, and
+// resources/templates/list" (changelog).
+func cacheableMethod(method string) bool {
+	switch method {
+	case "tools/list", "prompts/list", "resources/list",
+		"resources/read", "resources/templates/list":
+		return true
+	}
+	return false
+}
+
+// removedMethod reports whether revision 2026-07-28 removed method: it is
+// never passed to a child.
+func removedMethod(method string) bool {
+	switch method {
+	case "initialize", "ping", "logging/setLevel",
+		"resources/subscribe", "resources/unsubscribe":
+		return true
+	}
+	return false
 }
 
 // IsKnown reports whether a legacy child can be asked method (the front
@@ -69,14 +94,14 @@ func (p *Pool) IsKnown(ctx context.Context, method string) (bool, error) {
 	if method == "server/discover" || method == "subscriptions/listen" {
 		return true, nil
 	}
-	if removedMethods[method] {
+	if removedMethod(method) {
 		return false, nil
 	}
 	era, err := p.Era(ctx)
 	if err != nil {
 		return false, err
 	}
-	return era == EraModern || legacyMethods[method], nil
+	return era == EraModern || legacyMethod(method), nil
 }
 
 // Serve answers one request. Messages the child sends for it before the
@@ -100,12 +125,12 @@ func (p *Pool) Serve(ctx context.Context, req *Request, emit func([]byte) error)
 		return nil, err
 	}
 	if era == EraModern {
-		if removedMethods[method] {
+		if removedMethod(method) {
 			return errorResponse(rawID, jsonrpc.CodeMethodNotFound, "Method not found: "+method+" is not part of revision "+Version, nil), nil
 		}
 		return p.serveModern(ctx, req, emit)
 	}
-	if !legacyMethods[method] {
+	if !legacyMethod(method) {
 		return errorResponse(rawID, jsonrpc.CodeMethodNotFound, "Method not found: "+method, nil), nil
 	}
 	var params []byte
@@ -114,7 +139,7 @@ func (p *Pool) Serve(ctx context.Context, req *Request, emit func([]byte) error)
 	}
 	if rs, ok := jsonrpc.Lookup(params, "requestState"); ok {
 		state, ok := jsonrpc.StringValue(rs)
-		if !ok || !inputMethods[method] {
+		if !ok || !inputMethod(method) {
 			return errorResponse(rawID, jsonrpc.CodeInvalidParams, "Invalid params: requestState must be the string of an InputRequiredResult of "+method, nil), nil
 		}
 		return p.retry(ctx, req, params, state, emit)
@@ -155,7 +180,7 @@ func (p *Pool) serveLegacy(ctx context.Context, req *Request, params []byte, emi
 	if req.Msg.Env.Method == "tools/list" {
 		c.toolsGen = p.tools.generation()
 	}
-	c.mayAsk = inputMethods[req.Msg.Env.Method]
+	c.mayAsk = inputMethod(req.Msg.Env.Method)
 	// A call that may ask holds its child, so that the child's questions
 	// are attributed exactly; unless the client declared nothing the
 	// child could ask for (then it is initialized without those
@@ -599,13 +624,14 @@ func (p *Pool) retry(ctx context.Context, req *Request, params []byte, raw strin
 // declaresInputs reports whether canonical client capabilities declare
 // anything a legacy child may ask for mid-call.
 func declaresInputs(caps json.RawMessage) bool {
-	for _, name := range []string{"elicitation", "sampling", "roots"} {
-		if _, ok := jsonrpc.Lookup(caps, name); ok {
-			return true
-		}
-	}
-	return false
+	var found [len(inputCapabilities)][]byte
+	jsonrpc.LookupEach(caps, inputCapabilities[:], found[:])
+	return found[0] != nil || found[1] != nil || found[2] != nil
 }
+
+// inputCapabilities are the client capabilities a legacy child may use
+// mid-call.
+var inputCapabilities = [...]string{"elicitation", "sampling", "roots"}
 
 // decorateMsg is decorate without decoding the result, in the common case:
 // a result object without _meta, resultType, ttlMs or cacheScope gets them
@@ -628,7 +654,7 @@ func (p *Pool) decorateMsg(m jsonrpc.Message, rawID []byte, method string, serve
 	// What goes after the result's '{', and the id, written straight into
 	// the answer: one allocation of its exact size.
 	var scope json.RawMessage
-	cacheable := cacheableMethods[method]
+	cacheable := cacheableMethod(method)
 	if cacheable {
 		scope = p.cacheScope()
 	}
@@ -737,7 +763,7 @@ func (p *Pool) decorate(data, rawID []byte, method string, serverInfo json.RawMe
 		meta[metaServerInfo] = serverInfo
 		m["_meta"], _ = json.Marshal(meta)
 	}
-	if cacheableMethods[method] {
+	if cacheableMethod(method) {
 		// A legacy server says nothing of freshness: its list_changed
 		// notifications are the only signal, so nothing is fresh.
 		if _, ok := m["ttlMs"]; !ok {
