@@ -224,13 +224,17 @@ func (h *Handler) serveStateless(w http.ResponseWriter, r *http.Request, owner a
 		return dl.rc.Flush()
 	}
 	final, err := h.opts.Stateless.Serve(r.Context(), req, emit)
-	if fwd := (*pool.ForwardError)(nil); err != nil && errors.As(err, &fwd) && h.opts.Forward != nil && !streaming {
-		// The requestState verified under the shared secret: forward the
-		// retry, body and all, to the instance holding the parked call.
-		r.Body = io.NopCloser(bytes.NewReader(body))
-		r.ContentLength = int64(len(body))
-		h.opts.Forward(w, r, fwd.Instance)
-		return
+	if err != nil && h.opts.Forward != nil && !streaming {
+		// Only here: errors.As would put fwd on the heap on every request.
+		if fwd := (*pool.ForwardError)(nil); errors.As(err, &fwd) {
+			// The requestState verified under the shared secret: forward
+			// the retry, body and all, to the instance holding the parked
+			// call.
+			r.Body = io.NopCloser(bytes.NewReader(body))
+			r.ContentLength = int64(len(body))
+			h.opts.Forward(w, r, fwd.Instance)
+			return
+		}
 	}
 	switch {
 	case err == nil:

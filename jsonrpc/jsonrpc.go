@@ -487,7 +487,7 @@ func isString(raw []byte, want string) bool {
 	if string(raw[1:len(raw)-1]) == want {
 		// Bytes as written decode to themselves if valid UTF-8; invalid
 		// ones become U+FFFD, and so differ from want.
-		return utf8.ValidString(want)
+		return isASCII(want) || utf8.ValidString(want)
 	}
 	// Escapes, or invalid UTF-8 that decodes to U+FFFD, may still make want.
 	return (bytes.IndexByte(raw, '\\') >= 0 || !utf8.Valid(raw)) && stringValue(raw) == want

@@ -703,30 +703,38 @@ func (p *Pool) decorateMsg(m jsonrpc.Message, rawID []byte, method string, serve
 // mentionsDecoration reports whether res holds "_meta", "resultType",
 // "ttlMs" or "cacheScope" (quotes included) anywhere: bytes.Contains of
 // each, in one pass over res rather than four. Results are short: a byte
-// loop beats a call per quote.
+// loop beats a call per quote, and each comparison is with a constant,
+// which the compiler inlines.
 func mentionsDecoration(res []byte) bool {
-	for i := 0; i+1 < len(res); i++ {
-		if res[i] != '"' {
+	for i, c := range res {
+		if c != '"' || i+1 == len(res) {
 			continue
 		}
-		var k string
-		switch res[i+1] {
+		rest := res[i+1:]
+		switch rest[0] {
 		case '_':
-			k = `_meta"`
+			if hasPrefix(rest, `_meta"`) {
+				return true
+			}
 		case 'r':
-			k = `resultType"`
+			if hasPrefix(rest, `resultType"`) {
+				return true
+			}
 		case 't':
-			k = `ttlMs"`
+			if hasPrefix(rest, `ttlMs"`) {
+				return true
+			}
 		case 'c':
-			k = `cacheScope"`
-		default:
-			continue
-		}
-		if rest := res[i+1:]; len(rest) >= len(k) && string(rest[:len(k)]) == k {
-			return true
+			if hasPrefix(rest, `cacheScope"`) {
+				return true
+			}
 		}
 	}
 	return false
+}
+
+func hasPrefix(b []byte, prefix string) bool {
+	return len(b) >= len(prefix) && string(b[:len(prefix)]) == prefix
 }
 
 // decorate turns a legacy child's answer into one of revision 2026-07-28:
