@@ -207,6 +207,7 @@ func (p *Pool) serveLegacy(ctx context.Context, req *Request, params []byte, emi
 type call struct {
 	pool      *Pool
 	req       *Request // the first request: its id is the one the child knows
+	reqv      Request  // what req points to: a copy, so that no Request escapes to the heap for its call
 	ch        *child
 	legacy    bool
 	exclusive bool
@@ -222,6 +223,10 @@ type call struct {
 	first  [1]item       // queue's first backing array: most calls get one item, the answer
 	signal chan struct{} // cap 1: the queue grew
 	over   bool          // answered or cancelled
+
+	// Under pool.mu: the child whose calls list holds it (see takeLocked).
+	on             *child
+	prevOn, nextOn *call
 
 	// Under pool.mu, while parked:
 	stateID string
@@ -242,8 +247,8 @@ type pendingInput struct {
 
 // newCall returns the call of req.
 func newCall(p *Pool, req *Request) *call {
-	c := &call{pool: p, req: req, caller: req.Caller, signal: make(chan struct{}, 1)}
-	c.queue = c.first[:0]
+	c := &call{pool: p, reqv: *req, caller: req.Caller, signal: make(chan struct{}, 1)}
+	c.req, c.queue = &c.reqv, c.first[:0]
 	return c
 }
 
