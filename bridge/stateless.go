@@ -33,7 +33,7 @@ const (
 )
 
 // metaNames are the members of a request's _meta this front end reads,
-// found in one reading of it.
+// found as the request is parsed (jsonrpc.ParseMeta).
 var metaNames = [...]string{
 	"io.modelcontextprotocol/protocolVersion",
 	"io.modelcontextprotocol/clientCapabilities",
@@ -98,7 +98,10 @@ func (h *Handler) serveStateless(w http.ResponseWriter, r *http.Request, owner a
 		h.bodyFailed(w, err)
 		return
 	}
-	env, err := jsonrpc.Parse(body)
+	// The members of _meta this front end reads are found as the body is
+	// parsed, in the same reading.
+	var found [len(metaNames)][]byte
+	env, err := jsonrpc.ParseMeta(body, metaNames[:], found[:])
 	if err != nil {
 		code := jsonrpc.CodeInvalidRequest
 		if jsonrpc.IsParseError(err) {
@@ -141,12 +144,9 @@ func (h *Handler) serveStateless(w http.ResponseWriter, r *http.Request, owner a
 	// "A request missing any required field is malformed; the server MUST
 	// reject it with JSON-RPC error code -32602 (Invalid params). On HTTP,
 	// the response status MUST be 400 Bad Request." (basic/index, _meta)
-	meta := env.MetaAt.In(body)
-	var found [len(metaNames)][]byte
-	jsonrpc.LookupEach(meta, metaNames[:], found[:])
 	v, caps, lvl := found[0], found[1], found[2]
 	switch {
-	case meta == nil || v == nil || caps == nil || v[0] != '"' || caps[0] != '{':
+	case env.MetaAt.IsZero() || v == nil || caps == nil || v[0] != '"' || caps[0] != '{':
 		WriteError(w, http.StatusBadRequest, rawID, jsonrpc.CodeInvalidParams,
 			"Invalid params: _meta must carry io.modelcontextprotocol/protocolVersion (a string) and io.modelcontextprotocol/clientCapabilities (an object) on every request", nil)
 		return

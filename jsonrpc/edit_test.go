@@ -147,7 +147,7 @@ func TestLookupEach(t *testing.T) {
 
 func TestIsASCII(t *testing.T) {
 	for s, want := range map[string]bool{"": true, "abc": true, "io.modelcontextprotocol/x": true, "io.modelcontextprotocol/\xff": false, "é": false, "abcdefgh\x80": false, "\x80bcdefghi": false} {
-		if isASCII(s) != want {
+		if isASCII([]byte(s)) != want {
 			t.Errorf("isASCII(%q) = %v", s, !want)
 		}
 	}
@@ -168,5 +168,41 @@ func TestIsString(t *testing.T) {
 		if got := IsString([]byte(tc.raw), tc.want); got != tc.is {
 			t.Errorf("IsString(%s, %q) = %v", tc.raw, tc.want, got)
 		}
+	}
+}
+
+// ParseMeta finds the members of params._meta as LookupEach of MetaAt,
+// the last of duplicates, and none where the Envelope has no MetaAt.
+func TestParseMeta(t *testing.T) {
+	names := []string{"io.modelcontextprotocol/protocolVersion", "a", "progressToken"}
+	for _, tc := range []struct {
+		in   string
+		want []string
+	}{
+		{`{"jsonrpc":"2.0","id":1,"method":"m","params":{"_meta":{"io.modelcontextprotocol/protocolVersion":"v","a":[1],"progressToken":7}}}`, []string{`"v"`, `[1]`, `7`}},
+		{`{"jsonrpc":"2.0","id":1,"method":"m","params":{"_meta":{"a":1,"\u0061":2}}}`, []string{"", `2`, ""}},
+		{`{"jsonrpc":"2.0","id":1,"method":"m","params":{"_meta":{"a":1},"_meta":{"b":2}}}`, []string{"", "", ""}},
+		{`{"jsonrpc":"2.0","id":1,"method":"m","params":{"_meta":{"a":1},"_meta":null}}`, []string{"", "", ""}},
+		{`{"jsonrpc":"2.0","id":1,"result":{},"params":{"_meta":{"a":1}}}`, []string{"", "", ""}},
+		{`{"jsonrpc":"2.0","id":1,"method":"m","params":{"_meta":{"a":1}},"params":{}}`, []string{"", "", ""}}, // ambiguous
+		{`{"jsonrpc":"2.0","id":1,"method":"m","params":{"_meta":{"a":1}}`, []string{"", "", ""}},              // not JSON
+	} {
+		values := [][]byte{[]byte("x"), []byte("x"), []byte("x")}
+		env, err := ParseMeta([]byte(tc.in), names, values)
+		for i, w := range tc.want {
+			if string(values[i]) != w || (values[i] == nil) != (w == "") {
+				t.Errorf("%s: %s = %q (err %v), want %q", tc.in, names[i], values[i], err, w)
+			}
+		}
+		if env2, err2 := Parse([]byte(tc.in)); env2 != env || (err2 == nil) != (err == nil) {
+			t.Errorf("%s: ParseMeta = %+v, %v; Parse = %+v, %v", tc.in, env, err, env2, err2)
+		}
+	}
+	msg := []byte(`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28"}}}`)
+	if n := testing.AllocsPerRun(10, func() {
+		var v [3][]byte
+		ParseMeta(msg, names, v[:])
+	}); n != 0 {
+		t.Errorf("ParseMeta allocates %v times", n)
 	}
 }
