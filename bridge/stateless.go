@@ -267,7 +267,7 @@ func writeData(w http.ResponseWriter, data []byte) error {
 // statusOf is the HTTP status of an answer sent as one JSON body: the
 // errors revision 2026-07-28 gives a status of their own get it.
 func statusOf(answer []byte) int {
-	if !bytes.Contains(answer, []byte(`"error"`)) {
+	if resultFirst(answer) || !bytes.Contains(answer, []byte(`"error"`)) {
 		return http.StatusOK
 	}
 	env, err := jsonrpc.Parse(answer)
@@ -285,6 +285,33 @@ func statusOf(answer []byte) int {
 		return http.StatusBadRequest
 	}
 	return http.StatusOK
+}
+
+// resultFirst reports whether an answer starts with a "result" member,
+// first or after "jsonrpc" and "id" as most servers write them: then it is
+// no error response (the bridge's parsing refuses a response with both),
+// which bytes.Contains would have to read all of it to say.
+func resultFirst(answer []byte) bool {
+	if bytes.HasPrefix(answer, []byte(`{"result":`)) {
+		return true
+	}
+	rest, ok := bytes.CutPrefix(answer, []byte(`{"jsonrpc":"2.0","id":`))
+	if !ok || len(rest) == 0 {
+		return false
+	}
+	i := 0
+	if rest[0] == '"' { // a string id, if it has no escapes
+		end := bytes.IndexByte(rest[1:], '"')
+		if end < 0 || bytes.IndexByte(rest[1:1+end], '\\') >= 0 {
+			return false
+		}
+		i = end + 2
+	} else {
+		for i < len(rest) && strings.IndexByte("0123456789-+.eE", rest[i]) >= 0 {
+			i++
+		}
+	}
+	return bytes.HasPrefix(rest[i:], []byte(`,"result":`))
 }
 
 // statelessFailed answers a request the pool could not serve.

@@ -79,3 +79,16 @@ func TestMentionsDecoration(t *testing.T) {
 		}
 	}
 }
+
+// mentionsRequestState is bytes.Contains of the quoted name.
+func TestMentionsRequestState(t *testing.T) {
+	for _, data := range []string{
+		``, `S`, `"requestState"`, `{"params":{"requestState":"x"}}`, `{"a":"requestState"}`, `requestState"`,
+		`"requestState`, `"requeststate"`, `SSS"requestSSState"S`, `"requestS"requestState"`, `x"requestState"`,
+		`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"S","arguments":{"State":"requestS"}}}`,
+	} {
+		if got, want := mentionsRequestState([]byte(data)), strings.Contains(data, `"requestState"`); got != want {
+			t.Errorf("mentionsRequestState(%s) = %v, want %v", data, got, want)
+		}
+	}
+}
