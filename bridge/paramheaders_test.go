@@ -90,7 +90,7 @@ func TestCheckHeadersName(t *testing.T) {
 		r.Header.Set(hdrMethod, "tools/call")
 		r.Header[hdrName] = []string{tc.header}
 		env := parseEnvelope(t, body)
-		got := checkHeaders(r, body, &env)
+		got := checkHeaders(r, body, &env, env.Name(body))
 		if (tc.want == "") != (got == "") || !strings.Contains(got, tc.want) {
 			t.Errorf("Mcp-Name %q for %q: %q, want %q", tc.header, tc.name, got, tc.want)
 		}
@@ -104,4 +104,32 @@ func parseEnvelope(t *testing.T, body []byte) jsonrpc.Envelope {
 		t.Fatal(err)
 	}
 	return env
+}
+
+// statusOf gives an answer's HTTP status whether or not resultFirst
+// spares it the search for "error"; resultFirst says true only for
+// answers that lead with their result.
+func TestStatusOf(t *testing.T) {
+	for _, tc := range []struct {
+		answer      string
+		status      int
+		resultFirst bool
+	}{
+		{`{"jsonrpc":"2.0","id":1,"result":{"content":[{"type":"text","text":"error"}]}}`, http.StatusOK, true},
+		{`{"jsonrpc":"2.0","id":"a-1","result":{"error":1}}`, http.StatusOK, true},
+		{`{"jsonrpc":"2.0","id":-1.5e3,"result":{}}`, http.StatusOK, true},
+		{`{"result":{},"jsonrpc":"2.0","id":1}`, http.StatusOK, true},
+		{`{"jsonrpc":"2.0","id":"a\",\"result\":","error":{"code":-32601,"message":"m"}}`, http.StatusNotFound, false},
+		{`{"jsonrpc":"2.0","id":1,"error":{"code":-32601,"message":"m"}}`, http.StatusNotFound, false},
+		{`{"jsonrpc":"2.0","id":1,"error":{"code":-32020,"message":"result"}}`, http.StatusBadRequest, false},
+		{`{"jsonrpc":"2.0","id":1,"error":{"code":-32603,"message":"m"}}`, http.StatusOK, false},
+		{`{"id":1,"jsonrpc":"2.0","result":{}}`, http.StatusOK, false},
+	} {
+		if got := resultFirst([]byte(tc.answer)); got != tc.resultFirst {
+			t.Errorf("resultFirst(%s) = %v", tc.answer, got)
+		}
+		if got := statusOf([]byte(tc.answer)); got != tc.status {
+			t.Errorf("statusOf(%s) = %d, want %d", tc.answer, got, tc.status)
+		}
+	}
 }

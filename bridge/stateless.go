@@ -32,6 +32,14 @@ const (
 	hdrName   = "Mcp-Name"
 )
 
+// metaNames are the members of a request's _meta this front end reads,
+// found as the request is parsed (jsonrpc.ParseMeta).
+var metaNames = [...]string{
+	"io.modelcontextprotocol/protocolVersion",
+	"io.modelcontextprotocol/clientCapabilities",
+	"io.modelcontextprotocol/logLevel",
+}
+
 // logLevels are the log levels of revision 2026-07-28 (RFC 5424 severities,
 // server/utilities/logging).
 var logLevels = []string{"debug", "info", "notice", "warning", "error", "critical", "alert", "emergency"}
@@ -40,11 +48,11 @@ var logLevels = []string{"debug", "info", "notice", "warning", "error", "critica
 // session, and a protocol version the sessions do not serve. An absent
 // header means 2025-03-26; initialize always starts a session.
 func (h *Handler) isStateless(r *http.Request) bool {
-	if h.opts.Stateless == nil || r.Header.Get("Mcp-Session-Id") != "" {
+	if h.opts.Stateless == nil || headerValue(r.Header, hdrSessionID) != "" {
 		return false
 	}
-	v := r.Header.Get(hdrProtocolVersion)
-	if v == "" || r.Header.Get(hdrMethod) == "initialize" {
+	v := headerValue(r.Header, hdrProtocolVersion)
+	if v == "" || headerValue(r.Header, hdrMethod) == "initialize" {
 		return false
 	}
 	for _, s := range supportedVersions {
@@ -53,6 +61,16 @@ func (h *Handler) isStateless(r *http.Request) bool {
 		}
 	}
 	return true
+}
+
+// headerValue is Header.Get of a key in canonical form: the first value,
+// or "". Header.Get canonicalizes its key on every call, which the keys of
+// this front end, written canonical, do not need (issue 15).
+func headerValue(hd http.Header, canonicalKey string) string {
+	if v := hd[canonicalKey]; len(v) > 0 {
+		return v[0]
+	}
+	return ""
 }
 
 // SessionVersions are the revisions served with sessions, newest first:
@@ -80,7 +98,10 @@ func (h *Handler) serveStateless(w http.ResponseWriter, r *http.Request, owner a
 		h.bodyFailed(w, err)
 		return
 	}
-	env, err := jsonrpc.Parse(body)
+	// The members of _meta this front end reads are found as the body is
+	// parsed, in the same reading.
+	var found [len(metaNames)][]byte
+	env, err := jsonrpc.ParseMeta(body, metaNames[:], found[:])
 	if err != nil {
 		code := jsonrpc.CodeInvalidRequest
 		if jsonrpc.IsParseError(err) {
@@ -109,31 +130,30 @@ func (h *Handler) serveStateless(w http.ResponseWriter, r *http.Request, owner a
 	// "If the server does not implement the requested protocol version ...
 	// it MUST respond with 400 Bad Request and an
 	// UnsupportedProtocolVersionError listing its supported versions."
-	if v := r.Header.Get(hdrProtocolVersion); v != pool.Version {
+	if v := headerValue(r.Header, hdrProtocolVersion); v != pool.Version {
 		WriteError(w, http.StatusBadRequest, rawID, pool.CodeUnsupportedProtocolVersion,
 			"Unsupported protocol version "+quote(v)+"; this bridge serves "+strings.Join(statelessVersions(), ", "),
 			map[string]any{"supported": statelessVersions(), "requested": v})
 		return
 	}
-	if msg := checkHeaders(r, body, &env); msg != "" {
+	name := env.Name(body) // params.name, decoded once for every use below
+	if msg := checkHeaders(r, body, &env, name); msg != "" {
 		WriteError(w, http.StatusBadRequest, rawID, pool.CodeHeaderMismatch, "Header mismatch: "+msg, nil)
 		return
 	}
 	// "A request missing any required field is malformed; the server MUST
 	// reject it with JSON-RPC error code -32602 (Invalid params). On HTTP,
 	// the response status MUST be 400 Bad Request." (basic/index, _meta)
-	meta := env.MetaAt.In(body)
-	v, okV := jsonrpc.Lookup(meta, "io.modelcontextprotocol/protocolVersion")
-	caps, okC := jsonrpc.Lookup(meta, "io.modelcontextprotocol/clientCapabilities")
-	version, isString := jsonrpc.StringValue(v)
+	v, caps, lvl := found[0], found[1], found[2]
 	switch {
-	case meta == nil || !okV || !okC || !isString || len(caps) == 0 || caps[0] != '{':
+	case env.MetaAt.IsZero() || v == nil || caps == nil || v[0] != '"' || caps[0] != '{':
 		WriteError(w, http.StatusBadRequest, rawID, jsonrpc.CodeInvalidParams,
 			"Invalid params: _meta must carry io.modelcontextprotocol/protocolVersion (a string) and io.modelcontextprotocol/clientCapabilities (an object) on every request", nil)
 		return
-	case version != pool.Version:
+	case !jsonrpc.IsString(v, pool.Version):
+		version, _ := jsonrpc.StringValue(v)
 		WriteError(w, http.StatusBadRequest, rawID, pool.CodeHeaderMismatch,
-			"Header mismatch: MCP-Protocol-Version "+quote(r.Header.Get(hdrProtocolVersion))+" does not match _meta's io.modelcontextprotocol/protocolVersion "+quote(version), nil)
+			"Header mismatch: MCP-Protocol-Version "+quote(headerValue(r.Header, hdrProtocolVersion))+" does not match _meta's io.modelcontextprotocol/protocolVersion "+quote(version), nil)
 		return
 	}
 	known, err := h.opts.Stateless.IsKnown(r.Context(), env.Method)
@@ -152,7 +172,7 @@ func (h *Handler) serveStateless(w http.ResponseWriter, r *http.Request, owner a
 	if p := auth.FromContext(r.Context()); p != nil {
 		req.Caller = p // never a typed nil: the interception point tests for nil
 	}
-	if lvl, ok := jsonrpc.Lookup(meta, "io.modelcontextprotocol/logLevel"); ok {
+	if lvl != nil {
 		// "If the io.modelcontextprotocol/logLevel value carried in a
 		// request's _meta is not a recognized log level, the server SHOULD
 		// reject that request with ... -32602 (Invalid params)"
@@ -168,7 +188,7 @@ func (h *Handler) serveStateless(w http.ResponseWriter, r *http.Request, owner a
 	if env.Method == "tools/call" {
 		// The tool's x-mcp-header annotations: known from the tools/list
 		// answers the pool saw, or listed now.
-		annotated, err := h.opts.Stateless.ParamHeaders(r.Context(), req, env.Name(body))
+		annotated, err := h.opts.Stateless.ParamHeaders(r.Context(), req, name)
 		if err != nil {
 			h.statelessFailed(w, r, rawID, err)
 			return
@@ -204,14 +224,17 @@ func (h *Handler) serveStateless(w http.ResponseWriter, r *http.Request, owner a
 		return dl.rc.Flush()
 	}
 	final, err := h.opts.Stateless.Serve(r.Context(), req, emit)
-	var fwd *pool.ForwardError
-	if errors.As(err, &fwd) && h.opts.Forward != nil && !streaming {
-		// The requestState verified under the shared secret: forward the
-		// retry, body and all, to the instance holding the parked call.
-		r.Body = io.NopCloser(bytes.NewReader(body))
-		r.ContentLength = int64(len(body))
-		h.opts.Forward(w, r, fwd.Instance)
-		return
+	if err != nil && h.opts.Forward != nil && !streaming {
+		// Only here: errors.As would put fwd on the heap on every request.
+		if fwd := (*pool.ForwardError)(nil); errors.As(err, &fwd) {
+			// The requestState verified under the shared secret: forward
+			// the retry, body and all, to the instance holding the parked
+			// call.
+			r.Body = io.NopCloser(bytes.NewReader(body))
+			r.ContentLength = int64(len(body))
+			h.opts.Forward(w, r, fwd.Instance)
+			return
+		}
 	}
 	switch {
 	case err == nil:
@@ -244,7 +267,7 @@ func writeData(w http.ResponseWriter, data []byte) error {
 // statusOf is the HTTP status of an answer sent as one JSON body: the
 // errors revision 2026-07-28 gives a status of their own get it.
 func statusOf(answer []byte) int {
-	if !bytes.Contains(answer, []byte(`"error"`)) {
+	if resultFirst(answer) || !bytes.Contains(answer, []byte(`"error"`)) {
 		return http.StatusOK
 	}
 	env, err := jsonrpc.Parse(answer)
@@ -262,6 +285,33 @@ func statusOf(answer []byte) int {
 		return http.StatusBadRequest
 	}
 	return http.StatusOK
+}
+
+// resultFirst reports whether an answer starts with a "result" member,
+// first or after "jsonrpc" and "id" as most servers write them: then it is
+// no error response (the bridge's parsing refuses a response with both),
+// which bytes.Contains would have to read all of it to say.
+func resultFirst(answer []byte) bool {
+	if bytes.HasPrefix(answer, []byte(`{"result":`)) {
+		return true
+	}
+	rest, ok := bytes.CutPrefix(answer, []byte(`{"jsonrpc":"2.0","id":`))
+	if !ok || len(rest) == 0 {
+		return false
+	}
+	i := 0
+	if rest[0] == '"' { // a string id, if it has no escapes
+		end := bytes.IndexByte(rest[1:], '"')
+		if end < 0 || bytes.IndexByte(rest[1:1+end], '\\') >= 0 {
+			return false
+		}
+		i = end + 2
+	} else {
+		for i < len(rest) && strings.IndexByte("0123456789-+.eE", rest[i]) >= 0 {
+			i++
+		}
+	}
+	return bytes.HasPrefix(rest[i:], []byte(`,"result":`))
 }
 
 // statelessFailed answers a request the pool could not serve.
@@ -290,9 +340,9 @@ func (h *Handler) statelessFailed(w http.ResponseWriter, r *http.Request, rawID 
 // that process the request body MUST reject requests where the values
 // specified in the headers do not match the corresponding values in the
 // request body" (basic/transports/streamable-http, Server Validation). It
-// returns what is wrong, or "".
-func checkHeaders(r *http.Request, body []byte, env *jsonrpc.Envelope) string {
-	m := r.Header.Get(hdrMethod)
+// returns what is wrong, or "". name is env.Name(body).
+func checkHeaders(r *http.Request, body []byte, env *jsonrpc.Envelope, name string) string {
+	m := headerValue(r.Header, hdrMethod)
 	switch {
 	case m == "":
 		return "the Mcp-Method header is required"
@@ -315,21 +365,21 @@ func checkHeaders(r *http.Request, body []byte, env *jsonrpc.Envelope) string {
 	if !validHeaderValue(vals[0]) {
 		return "the Mcp-Name header contains characters other than visible ASCII, space and tab (send such a name in the =?base64?...?= form)"
 	}
-	name, ok := decodeHeaderValue(vals[0])
+	inHeader, ok := decodeHeaderValue(vals[0])
 	if !ok {
 		return "the Mcp-Name header is not valid base64 in its =?base64?...?= form"
 	}
 	var inBody string
 	isString := !env.NameAt.IsZero()
 	if member == "name" {
-		inBody = env.Name(body) // params.name, found by Parse already
+		inBody = name // params.name, found by Parse already
 	} else {
 		params, _ := jsonrpc.Lookup(body, "params")
 		raw, _ := jsonrpc.Lookup(params, member)
 		inBody, isString = jsonrpc.StringValue(raw)
 	}
-	if !isString || name != inBody {
-		return "Mcp-Name header value " + quote(name) + " does not match body value params." + member + " " + quote(inBody)
+	if !isString || inHeader != inBody {
+		return "Mcp-Name header value " + quote(inHeader) + " does not match body value params." + member + " " + quote(inBody)
 	}
 	return ""
 }

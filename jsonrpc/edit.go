@@ -1,6 +1,7 @@
 package jsonrpc
 
 import (
+	"encoding/binary"
 	"encoding/json"
 	"strconv"
 	"unicode/utf8"
@@ -99,7 +100,7 @@ func (e *Envelope) Rewrite(data []byte, edits ...Edit) []byte {
 			e.RequestID, _ = canonicalID(ed.Raw)
 		}
 	}
-	for _, sp := range []*Span{&e.IDAt, &e.ProgressTokenAt, &e.RequestIDAt, &e.NameAt, &e.MetaAt} {
+	for _, sp := range []*Span{&e.IDAt, &e.ProgressTokenAt, &e.RequestIDAt, &e.NameAt, &e.MetaAt, &e.ResultAt} {
 		if !sp.IsZero() {
 			*sp = Span{move(sp.Start), move(sp.End)}
 		}
@@ -113,29 +114,81 @@ func (e *Envelope) Rewrite(data []byte, edits ...Edit) []byte {
 // twice counts as given last, as in Parse. It reads obj up to its end, and
 // costs no allocation unless a member name contains escapes.
 func Lookup(obj []byte, name string) (value []byte, ok bool) {
+	var v [1][]byte
+	if !LookupEach(obj, []string{name}, v[:]) || v[0] == nil {
+		return nil, false
+	}
+	return v[0], true
+}
+
+// LookupEach is Lookup of several names in one reading of obj: values[i]
+// is set to the value of names[i] as written, or nil when obj has no such
+// member (a value as written is never empty). It reports false, with every
+// value nil, when obj is not an object. values must be as long as names.
+// Reading the _meta of every stateless request once, rather than once per
+// member, was worth about 1k instructions a request (issue 15).
+func LookupEach(obj []byte, names []string, values [][]byte) bool {
+	values = values[:len(names)]
+	clear(values)
 	s := scanner{data: obj}
 	if s.peek() != '{' {
-		return nil, false
+		return false
 	}
 	more, valid := s.openObject()
 	for valid && more {
 		key, escaped, good := s.key()
 		if !good {
-			return nil, false
+			valid = false
+			break
 		}
 		var v []byte
 		if !s.valueInto(&v) {
-			return nil, false
+			valid = false
+			break
 		}
-		if keyIs(key, escaped, name) {
-			value, ok = v, true
-		}
+		matchNames(key, escaped, v, names, values)
 		more, valid = s.nextMember()
 	}
 	if !valid {
-		return nil, false
+		clear(values)
 	}
-	return value, ok
+	return valid
+}
+
+// matchNames sets values[i] to v where the member name key (as written,
+// escaped or not) is names[i].
+func matchNames(key []byte, escaped bool, v []byte, names []string, values [][]byte) {
+	if !escaped && isASCII(key) {
+		// ASCII as written is the name itself: compare the bytes, without
+		// decoding.
+		for i, n := range names {
+			if string(key) == n {
+				values[i] = v
+			}
+		}
+		return
+	}
+	for i, n := range names {
+		if keyIs(key, escaped, n) {
+			values[i] = v
+		}
+	}
+}
+
+// isASCII reports whether b has no byte from 0x80 up, 8 bytes at a time.
+func isASCII(b []byte) bool {
+	for len(b) >= 8 {
+		if binary.LittleEndian.Uint64(b)&msbs != 0 {
+			return false
+		}
+		b = b[8:]
+	}
+	for _, c := range b {
+		if c >= utf8.RuneSelf {
+			return false
+		}
+	}
+	return true
 }
 
 // keyIs reports whether a member name as written (escaped or not) is name.

@@ -1,6 +1,7 @@
 package jsonrpc
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"testing"
@@ -109,5 +110,99 @@ func TestDecodeResponse(t *testing.T) {
 	}
 	if string((&Error{Code: -1, Message: "m"}).Response([]byte(`"q"`))) != `{"jsonrpc":"2.0","id":"q","error":{"code":-1,"message":"m"}}` {
 		t.Fatal("Error.Response")
+	}
+}
+
+// LookupEach agrees with Lookup of each name, in one reading.
+func TestLookupEach(t *testing.T) {
+	data := []byte(`{"a":1, "b" : {"c":[1,2]}, "\u0064":"x", "a":"again", "para\ufffds":3, "` + "\xff" + `":4}`)
+	names := []string{"a", "b", "c", "d", "para\ufffds", "\ufffd", "aaaaaaaaaaaaaaaaaaaa"}
+	values := make([][]byte, len(names))
+	if !LookupEach(data, names, values) {
+		t.Fatal("LookupEach refused a valid object")
+	}
+	for i, n := range names {
+		want, ok := Lookup(data, n)
+		if !bytes.Equal(values[i], want) || (values[i] != nil) != ok {
+			t.Errorf("LookupEach %q = %q, Lookup = %q, %v", n, values[i], want, ok)
+		}
+	}
+	if string(values[5]) != "4" || string(values[0]) != `"again"` || values[2] != nil {
+		t.Errorf("LookupEach = %q", values)
+	}
+	for _, bad := range []string{`[1]`, `{"a":1`, ``} {
+		values[0] = []byte("x")
+		if LookupEach([]byte(bad), names[:1], values[:1]) || values[0] != nil {
+			t.Errorf("LookupEach(%s) = %q", bad, values[0])
+		}
+	}
+	meta := []byte(`{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}}`)
+	if n := testing.AllocsPerRun(10, func() {
+		var v [2][]byte
+		LookupEach(meta, []string{"io.modelcontextprotocol/protocolVersion", "io.modelcontextprotocol/clientCapabilities"}, v[:])
+	}); n != 0 {
+		t.Errorf("LookupEach allocates %v times", n)
+	}
+}
+
+func TestIsASCII(t *testing.T) {
+	for s, want := range map[string]bool{"": true, "abc": true, "io.modelcontextprotocol/x": true, "io.modelcontextprotocol/\xff": false, "é": false, "abcdefgh\x80": false, "\x80bcdefghi": false} {
+		if isASCII([]byte(s)) != want {
+			t.Errorf("isASCII(%q) = %v", s, !want)
+		}
+	}
+}
+
+func TestIsString(t *testing.T) {
+	for _, tc := range []struct {
+		raw, want string
+		is        bool
+	}{
+		{`"2026-07-28"`, "2026-07-28", true},
+		{`"2026-07-2\u0038"`, "2026-07-28", true},
+		{`"2026-07-29"`, "2026-07-28", false},
+		{`2026`, "2026", false},
+		{"\"\xff\"", "\xff", false}, // decodes to U+FFFD
+		{"\"\xff\"", "\ufffd", true},
+	} {
+		if got := IsString([]byte(tc.raw), tc.want); got != tc.is {
+			t.Errorf("IsString(%s, %q) = %v", tc.raw, tc.want, got)
+		}
+	}
+}
+
+// ParseMeta finds the members of params._meta as LookupEach of MetaAt,
+// the last of duplicates, and none where the Envelope has no MetaAt.
+func TestParseMeta(t *testing.T) {
+	names := []string{"io.modelcontextprotocol/protocolVersion", "a", "progressToken"}
+	for _, tc := range []struct {
+		in   string
+		want []string
+	}{
+		{`{"jsonrpc":"2.0","id":1,"method":"m","params":{"_meta":{"io.modelcontextprotocol/protocolVersion":"v","a":[1],"progressToken":7}}}`, []string{`"v"`, `[1]`, `7`}},
+		{`{"jsonrpc":"2.0","id":1,"method":"m","params":{"_meta":{"a":1,"\u0061":2}}}`, []string{"", `2`, ""}},
+		{`{"jsonrpc":"2.0","id":1,"method":"m","params":{"_meta":{"a":1},"_meta":{"b":2}}}`, []string{"", "", ""}},
+		{`{"jsonrpc":"2.0","id":1,"method":"m","params":{"_meta":{"a":1},"_meta":null}}`, []string{"", "", ""}},
+		{`{"jsonrpc":"2.0","id":1,"result":{},"params":{"_meta":{"a":1}}}`, []string{"", "", ""}},
+		{`{"jsonrpc":"2.0","id":1,"method":"m","params":{"_meta":{"a":1}},"params":{}}`, []string{"", "", ""}}, // ambiguous
+		{`{"jsonrpc":"2.0","id":1,"method":"m","params":{"_meta":{"a":1}}`, []string{"", "", ""}},              // not JSON
+	} {
+		values := [][]byte{[]byte("x"), []byte("x"), []byte("x")}
+		env, err := ParseMeta([]byte(tc.in), names, values)
+		for i, w := range tc.want {
+			if string(values[i]) != w || (values[i] == nil) != (w == "") {
+				t.Errorf("%s: %s = %q (err %v), want %q", tc.in, names[i], values[i], err, w)
+			}
+		}
+		if env2, err2 := Parse([]byte(tc.in)); env2 != env || (err2 == nil) != (err == nil) {
+			t.Errorf("%s: ParseMeta = %+v, %v; Parse = %+v, %v", tc.in, env, err, env2, err2)
+		}
+	}
+	msg := []byte(`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28"}}}`)
+	if n := testing.AllocsPerRun(10, func() {
+		var v [3][]byte
+		ParseMeta(msg, names, v[:])
+	}); n != 0 {
+		t.Errorf("ParseMeta allocates %v times", n)
 	}
 }

@@ -91,6 +91,8 @@ type Envelope struct {
 	// string (the tool of a tools/call, the prompt of a prompts/get): see
 	// Name. MetaAt is params._meta when it is an object: see Lookup.
 	NameAt, MetaAt Span
+	// ResultAt is the result of a response that has one (not an error).
+	ResultAt Span
 }
 
 // Message is one JSON-RPC message with its envelope.
@@ -138,17 +140,19 @@ type members struct {
 	ambiguous           bool
 	// From params, if it is an object; from params._meta for metaToken.
 	metaToken, progressToken, requestID, name, meta []byte
-	// Where id and the members of params are in the input.
-	idAt, metaTokenAt, progressTokenAt, requestIDAt, nameAt, metaAt Span
+	// Where id, result and the members of params are in the input.
+	idAt, resultAt, metaTokenAt, progressTokenAt, requestIDAt, nameAt, metaAt Span
 }
 
 // scanMessage validates data as exactly one JSON value and, if it is an
-// object, fills m from its members.
-func (m *members) scanMessage(data []byte) (valid, object bool) {
+// object, fills m from its members, and values from the members of
+// params._meta named names (ParseMeta; they are parameters rather than
+// members of m, which would put the caller's values on the heap).
+func (m *members) scanMessage(data []byte, names []string, values [][]byte) (valid, object bool) {
 	s := scanner{data: data}
 	if s.peek() == '{' {
 		object = true
-		valid = m.scanObject(&s)
+		valid = m.scanObject(&s, names, values)
 	} else {
 		valid = s.skipValue()
 	}
@@ -161,7 +165,7 @@ func (m *members) scanMessage(data []byte) (valid, object bool) {
 // differs from it only in case: a server that decodes names
 // case-insensitively, or keeps the first of duplicates, would read another
 // message than the bridge routed (issue 13, item 6).
-func (m *members) scanObject(s *scanner) bool {
+func (m *members) scanObject(s *scanner, names []string, values [][]byte) bool {
 	var seen uint8 // bit n: the envelope member n was given
 	more, ok := s.openObject()
 	for ok && more {
@@ -181,7 +185,7 @@ func (m *members) scanObject(s *scanner) bool {
 			}
 			seen |= 1 << n
 		}
-		if ok = m.member(s, n); ok {
+		if ok = m.member(s, n, names, values); ok {
 			more, ok = s.nextMember()
 		}
 	}
@@ -189,7 +193,7 @@ func (m *members) scanObject(s *scanner) bool {
 }
 
 // member reads the value of the message's member n at s.pos.
-func (m *members) member(s *scanner, n name) bool {
+func (m *members) member(s *scanner, n name, names []string, values [][]byte) bool {
 	switch n {
 	case nameJSONRPC:
 		return s.valueInto(&m.jsonrpc)
@@ -199,12 +203,14 @@ func (m *members) member(s *scanner, n name) bool {
 		return s.valueInto(&m.method)
 	case nameResult:
 		m.result = true
-		return s.skipValue()
+		var v []byte
+		return s.valueAt(&v, &m.resultAt)
 	case nameError:
 		m.error = true
 		return s.skipValue()
 	case nameParams:
 		m.metaToken, m.progressToken, m.requestID, m.name, m.meta = nil, nil, nil, nil, nil
+		clear(values)
 		if s.peek() != '{' {
 			return s.skipValue() // by-position params: nothing to route on
 		}
@@ -218,16 +224,12 @@ func (m *members) member(s *scanner, n name) bool {
 				return s.valueAt(&m.name, &m.nameAt)
 			case nameMeta:
 				m.metaToken, m.meta = nil, nil
+				clear(values)
 				if s.peek() != '{' {
 					return s.skipValue()
 				}
 				start := s.pos
-				ok := s.eachMember(func(n name) bool {
-					if n == nameProgressToken {
-						return s.valueAt(&m.metaToken, &m.metaTokenAt)
-					}
-					return s.skipValue()
-				})
+				ok := m.metaMembers(s, names, values)
 				m.meta, m.metaAt = s.data[start:s.pos], Span{int32(start), int32(s.pos)}
 				return ok
 			}
@@ -235,6 +237,33 @@ func (m *members) member(s *scanner, n name) bool {
 		})
 	}
 	return s.skipValue()
+}
+
+// metaMembers walks the _meta object whose '{' is at pos, for its
+// progressToken and ParseMeta's names.
+func (m *members) metaMembers(s *scanner, names []string, values [][]byte) bool {
+	more, ok := s.openObject()
+	for ok && more {
+		key, escaped, valid := s.key()
+		if !valid {
+			return false
+		}
+		switch {
+		case memberName(key, escaped) == nameProgressToken:
+			ok = s.valueAt(&m.metaToken, &m.metaTokenAt)
+			matchNames(key, escaped, m.metaToken, names, values)
+		case len(names) == 0:
+			ok = s.skipValue()
+		default:
+			var v []byte
+			ok = s.valueInto(&v)
+			matchNames(key, escaped, v, names, values)
+		}
+		if ok {
+			more, ok = s.nextMember()
+		}
+	}
+	return ok
 }
 
 // eachMember walks the object whose '{' is at pos, calling f for each
@@ -380,11 +409,32 @@ func hexValue(c byte) rune {
 // nothing of it but the strings of the Envelope; it neither keeps nor
 // modifies data.
 func Parse(data []byte) (Envelope, error) {
+	var m members
+	return m.parse(data, nil, nil)
+}
+
+// ParseMeta is Parse that also looks up members of params._meta in the
+// same reading of data: values[i] is set to the value of names[i] as
+// LookupEach of the Envelope's MetaAt would set it, or nil (always, when
+// the Envelope has no MetaAt, or on error). values must be as long as
+// names. A request's _meta is otherwise read twice, by Parse and by
+// LookupEach (issue 15).
+func ParseMeta(data []byte, names []string, values [][]byte) (Envelope, error) {
+	values = values[:len(names)]
+	clear(values)
+	var m members
+	env, err := m.parse(data, names, values)
+	if err != nil || env.MetaAt.IsZero() {
+		clear(values)
+	}
+	return env, err
+}
+
+func (m *members) parse(data []byte, names []string, values [][]byte) (Envelope, error) {
 	if len(data) > MaxMessageBytes {
 		return Envelope{}, &parseError{"a message must be smaller than 2 GiB"}
 	}
-	var m members
-	switch valid, object := m.scanMessage(data); {
+	switch valid, object := m.scanMessage(data, names, values); {
 	case !valid:
 		return Envelope{}, errParse
 	case !object:
@@ -462,21 +512,32 @@ func (m *members) envelope() (Envelope, error) {
 		}
 		env.Kind = KindResponse
 		env.IsError = m.error
+		if m.result {
+			env.ResultAt = m.resultAt
+		}
 	default:
 		return Envelope{}, &parseError{`a message needs "method", "result" or "error"`}
 	}
 	return env, nil
 }
 
+// IsString reports whether the JSON value raw (a value Lookup returned, or
+// the bytes of a Span) is the string want, as encoding/json would decode
+// it; without allocating unless raw has escapes.
+func IsString(raw []byte, want string) bool { return isString(raw, want) }
+
 // isString reports whether the JSON value raw is the string want.
 func isString(raw []byte, want string) bool {
 	if len(raw) == 0 || raw[0] != '"' {
 		return false
 	}
-	if string(raw[1:len(raw)-1]) == want {
-		return true
+	if inner := raw[1 : len(raw)-1]; string(inner) == want {
+		// Bytes as written decode to themselves if valid UTF-8; invalid
+		// ones become U+FFFD, and so differ from want.
+		return isASCII(inner) || utf8.Valid(inner)
 	}
-	return bytes.IndexByte(raw, '\\') >= 0 && stringValue(raw) == want
+	// Escapes, or invalid UTF-8 that decodes to U+FFFD, may still make want.
+	return (bytes.IndexByte(raw, '\\') >= 0 || !utf8.Valid(raw)) && stringValue(raw) == want
 }
 
 // stringValue decodes a valid JSON string token as encoding/json does,
@@ -751,7 +812,7 @@ func RawID(data []byte) []byte {
 // wrote it, for messages to that peer.
 func WrittenID(data []byte) []byte {
 	var m members
-	if valid, object := m.scanMessage(data); !valid || !object || m.ambiguous {
+	if valid, object := m.scanMessage(data, nil, nil); !valid || !object || m.ambiguous {
 		return nil
 	}
 	return bytes.Clone(m.id)

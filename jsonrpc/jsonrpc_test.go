@@ -508,7 +508,7 @@ func referenceParse(data []byte) (env Envelope, verdict string) {
 
 // routing is e without its Spans, which checkSpans checks.
 func routing(e Envelope) Envelope {
-	e.IDAt, e.ProgressTokenAt, e.RequestIDAt, e.NameAt, e.MetaAt = Span{}, Span{}, Span{}, Span{}, Span{}
+	e.IDAt, e.ProgressTokenAt, e.RequestIDAt, e.NameAt, e.MetaAt, e.ResultAt = Span{}, Span{}, Span{}, Span{}, Span{}, Span{}
 	return e
 }
 
@@ -542,10 +542,13 @@ func checkSpans(t *testing.T, data []byte, env Envelope) {
 	if raw := params["_meta"]; env.Kind != KindResponse && len(raw) > 0 && raw[0] == '{' {
 		want["_meta"] = raw
 	}
+	if raw, ok := m["result"]; ok && env.Kind == KindResponse {
+		want["result"] = raw // null too
+	}
 	for _, c := range []struct {
 		name string
 		at   Span
-	}{{"id", env.IDAt}, {"progressToken", env.ProgressTokenAt}, {"requestId", env.RequestIDAt}, {"name", env.NameAt}, {"_meta", env.MetaAt}} {
+	}{{"id", env.IDAt}, {"progressToken", env.ProgressTokenAt}, {"requestId", env.RequestIDAt}, {"name", env.NameAt}, {"_meta", env.MetaAt}, {"result", env.ResultAt}} {
 		got, ok := c.at.In(data), !c.at.IsZero()
 		w, wok := want[c.name]
 		if ok != wok || !bytes.Equal(got, w) {
@@ -655,6 +658,8 @@ func FuzzParse(f *testing.F) {
 		`{"jsonrpc":"2.0","id":1,"id":2,"method":5,"method":"x","params":[],"params":{"progressToken":3}}`,
 		`{"JSONRPC":"2.0","Id":1,"Method":"a"}`,
 		`{"params":{"_meta":{"progressToken":"tok"},"name":"n"},"method":"tools/call","id":"late","jsonrpc":"2.0"}`,
+		`{"jsonrpc":"2.0","id":1,"method":"m","params":{"_meta":{"a":1,"\u0061":2,"é":3},"_meta":{"io.modelcontextprotocol/protocolVersion":"v"}}}`,
+		"{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"m\",\"params\":{\"_meta\":{\"\xff\":1,\"progressToken\":2,\"\\u00e9\":3}}}",
 		" \t\r\n{ \"jsonrpc\" : \"2.0\" , \"id\" : 1 , \"result\" : null } \n",
 		"{\"jsonrpc\":\"2.0\",\"id\":\"\xff\xfe\",\"method\":\"\xc3\"}",
 		`{"jsonrpc":"2.0","id":01,"method":"a"}`,
@@ -687,6 +692,26 @@ func FuzzParse(f *testing.F) {
 			t.Fatalf("Parse(%q) = %+v, want %+v", orig, env, want)
 		case err == nil:
 			checkSpans(t, orig, env)
+		}
+
+		// ParseMeta: Parse, and LookupEach of its MetaAt.
+		metaNames := []string{"progressToken", "io.modelcontextprotocol/protocolVersion", "a", "\ufffd", "é"}
+		got := make([][]byte, len(metaNames))
+		for i := range got {
+			got[i] = []byte("stale")
+		}
+		env2, err2 := ParseMeta(data, metaNames, got)
+		if env2 != env || (err2 == nil) != (err == nil) {
+			t.Fatalf("ParseMeta(%q) = %+v, %v; Parse = %+v, %v", orig, env2, err2, env, err)
+		}
+		wantMeta := make([][]byte, len(metaNames))
+		if err == nil {
+			LookupEach(env.MetaAt.In(orig), metaNames, wantMeta)
+		}
+		for i := range metaNames {
+			if !bytes.Equal(got[i], wantMeta[i]) || (got[i] == nil) != (wantMeta[i] == nil) {
+				t.Fatalf("ParseMeta(%q): %q = %q, LookupEach of MetaAt = %q", orig, metaNames[i], got[i], wantMeta[i])
+			}
 		}
 
 		// RawID: the id of a JSON object, copied.

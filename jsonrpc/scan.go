@@ -49,9 +49,13 @@ func (s *scanner) skipSpace() {
 // a NUL is no more valid than the end outside a string, so callers need no
 // test of their own for the end.
 func (s *scanner) peek() byte {
-	s.skipSpace()
-	if s.pos < len(s.data) {
-		return s.data[s.pos]
+	// skipSpace and a load in one loop: a token at pos, the usual case,
+	// is found with one load and one comparison.
+	for s.pos < len(s.data) {
+		if c := s.data[s.pos]; c > ' ' || !isSpace(c) {
+			return c
+		}
+		s.pos++
 	}
 	return 0
 }
@@ -113,10 +117,30 @@ func (s *scanner) nextMember() (more, ok bool) {
 }
 
 // skipValue scans one value, after optional white space, validating it.
-// Arrays and objects are walked without recursion, so the depth limit costs
+// Most values are strings, numbers and literals: they need none of the
+// state of skipNested.
+func (s *scanner) skipValue() bool {
+	switch s.peek() {
+	case '{', '[':
+		return s.skipNested()
+	case '"':
+		_, ok := s.skipString()
+		return ok
+	case 't':
+		return s.literal("true")
+	case 'f':
+		return s.literal("false")
+	case 'n':
+		return s.literal("null")
+	}
+	return s.skipNumber()
+}
+
+// skipNested scans one value as skipValue does, arrays and objects
+// included. They are walked without recursion, so the depth limit costs
 // no stack: kinds holds one bit per open container (1 for an object) and
 // lives on the stack up to 256 levels.
-func (s *scanner) skipValue() bool {
+func (s *scanner) skipNested() bool {
 	var inline [4]uint64
 	kinds := inline[:]
 	base := s.depth

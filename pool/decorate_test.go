@@ -3,6 +3,7 @@ package pool
 import (
 	"encoding/json"
 	"reflect"
+	"strings"
 	"testing"
 
 	"github.com/mcp-bridge/mcp-bridge/jsonrpc"
@@ -59,6 +60,35 @@ func TestDecorateMsg(t *testing.T) {
 					t.Errorf("%s %s id %s:\nfast %s\nslow %s", in, method, id, fast, slow)
 				}
 			}
+		}
+	}
+}
+
+// mentionsDecoration is bytes.Contains of each quoted name.
+func TestMentionsDecoration(t *testing.T) {
+	for _, res := range []string{
+		`{}`, `{"content":[]}`, `{"_meta":{}}`, `{"a":"_meta"}`, `{"a":"x_meta"}`, `{"a":"\"ttlMs\""}`,
+		`{"cacheScope`, `{"resultTyp":1}`, `"`, ``, `{"a":{"b":{"resultType":"x"}}}`, `{"ttlMs"`,
+	} {
+		want := false
+		for _, k := range []string{`"_meta"`, `"resultType"`, `"ttlMs"`, `"cacheScope"`} {
+			want = want || strings.Contains(res, k)
+		}
+		if got := mentionsDecoration([]byte(res)); got != want {
+			t.Errorf("mentionsDecoration(%s) = %v, want %v", res, got, want)
+		}
+	}
+}
+
+// mentionsRequestState is bytes.Contains of the quoted name.
+func TestMentionsRequestState(t *testing.T) {
+	for _, data := range []string{
+		``, `S`, `"requestState"`, `{"params":{"requestState":"x"}}`, `{"a":"requestState"}`, `requestState"`,
+		`"requestState`, `"requeststate"`, `SSS"requestSSState"S`, `"requestS"requestState"`, `x"requestState"`,
+		`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"S","arguments":{"State":"requestS"}}}`,
+	} {
+		if got, want := mentionsRequestState([]byte(data)), strings.Contains(data, `"requestState"`); got != want {
+			t.Errorf("mentionsRequestState(%s) = %v, want %v", data, got, want)
 		}
 	}
 }

@@ -257,7 +257,8 @@ type Pool struct {
 	init     json.RawMessage // a legacy child's initialize result
 	groups   map[string]*group
 	total    int           // children running or starting
-	changed  chan struct{} // closed and replaced when a child frees or ends
+	changed  chan struct{} // closed and replaced when a child frees or ends, if watched
+	watched  bool          // changed was handed to a waiter (see changedLocked)
 	waiting  int           // requests waiting for a child
 	noted    chan struct{} // closed and replaced when waiting changes (Await)
 	parked   map[string]*call
@@ -482,10 +483,22 @@ func (p *Pool) dropEmptyLocked(g *group) {
 	}
 }
 
-// signalLocked wakes the requests waiting for a child.
+// signalLocked wakes the requests waiting for a child. A channel no one
+// took is not replaced: a request freeing its child on every answer would
+// allocate one per call, with nobody to wake (issue 15).
 func (p *Pool) signalLocked() {
+	if !p.watched {
+		return
+	}
 	close(p.changed)
 	p.changed = make(chan struct{})
+	p.watched = false
+}
+
+// changedLocked returns the channel signalLocked closes next, for a waiter.
+func (p *Pool) changedLocked() chan struct{} {
+	p.watched = true
+	return p.changed
 }
 
 // canonCaps caches pool keys by principal and capabilities as written:
@@ -508,13 +521,27 @@ type canonical struct {
 
 const maxCanonCaps = 1024
 
+// lastCaps is the entry of canonCaps used last.
+var lastCaps atomic.Pointer[lastCanonical]
+
+type lastCanonical struct {
+	capsKey
+	c canonical
+}
+
 // legacyKey is the pool key of a legacy request: its principal and its
 // capabilities, canonicalized.
 func legacyKey(principal any, caps json.RawMessage) (string, json.RawMessage, error) {
+	// Most requests repeat the last one's principal and capabilities: a
+	// comparison spares hashing an interface and a string under the lock.
+	if l := lastCaps.Load(); l != nil && l.principal == principal && l.caps == string(caps) {
+		return l.c.key, l.c.caps, nil
+	}
 	canonCaps.Lock()
 	c, ok := canonCaps.m[capsKey{principal, string(caps)}]
 	canonCaps.Unlock()
 	if ok {
+		lastCaps.Store(&lastCanonical{capsKey{principal, string(caps)}, c})
 		return c.key, c.caps, nil
 	}
 	canon, err := canonicalCaps(caps)
@@ -528,6 +555,7 @@ func legacyKey(principal any, caps json.RawMessage) (string, json.RawMessage, er
 	}
 	canonCaps.m[capsKey{principal, string(caps)}] = c
 	canonCaps.Unlock()
+	lastCaps.Store(&lastCanonical{capsKey{principal, string(caps)}, c})
 	return c.key, c.caps, nil
 }
 
@@ -652,7 +680,7 @@ func (p *Pool) acquire(ctx context.Context, key string, principal any, caps json
 			p.mu.Unlock()
 			return ch, nil
 		}
-		wait := p.changed
+		wait := p.changedLocked()
 		p.noteWaitingLocked(+1)
 		p.mu.Unlock()
 		select {
@@ -694,7 +722,11 @@ func (p *Pool) takeLocked(ch *child, exclusive bool, c *call) {
 		ch.quiet = p.clockLocked()
 	}
 	ch.inflight++
-	ch.calls[c] = struct{}{}
+	c.on, c.prevOn, c.nextOn = ch, nil, ch.calls
+	if ch.calls != nil {
+		ch.calls.prevOn = c
+	}
+	ch.calls = c
 	if exclusive {
 		ch.holder = c
 	}
@@ -711,10 +743,18 @@ func (p *Pool) takeLocked(ch *child, exclusive bool, c *call) {
 func (p *Pool) release(ch *child, c *call, answered bool) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if _, ok := ch.calls[c]; !ok {
+	if c.on != ch {
 		return
 	}
-	delete(ch.calls, c)
+	if c.prevOn != nil {
+		c.prevOn.nextOn = c.nextOn
+	} else {
+		ch.calls = c.nextOn
+	}
+	if c.nextOn != nil {
+		c.nextOn.prevOn = c.prevOn
+	}
+	c.on, c.prevOn, c.nextOn = nil, nil, nil
 	ch.inflight--
 	if ch.holder == c {
 		ch.holder = nil
@@ -838,7 +878,7 @@ func (p *Pool) spawn(ctx context.Context, g *group, legacy bool) (*child, error)
 	if err != nil {
 		return fail(fmt.Errorf("%w: %w", ErrLaunch, err))
 	}
-	ch := &child{pool: p, group: g, calls: make(map[*call]struct{}), ready: make(chan struct{})}
+	ch := &child{pool: p, group: g, ready: make(chan struct{})}
 	popts := p.opts.Peer
 	if p.opts.ChildIntercept != nil {
 		end := func(error) {
@@ -979,7 +1019,7 @@ func (p *Pool) Await(ctx context.Context, cond func(Stats) bool) error {
 	for {
 		p.mu.Lock()
 		s := p.statsLocked()
-		changed, noted := p.changed, p.noted
+		changed, noted := p.changedLocked(), p.noted
 		p.mu.Unlock()
 		if cond(s) {
 			return nil
@@ -1026,7 +1066,9 @@ type child struct {
 
 	// Under pool.mu:
 	inflight int
-	calls    map[*call]struct{}
+	// calls are the inflight calls, linked through call.nextOn: a list,
+	// not a map, so that a call costs no map insertion and deletion.
+	calls    *call
 	holder   *call     // the call that may ask the client, if any
 	alone    *call     // the call that set a log level: nothing else runs here
 	listens  int       // subscriptions among the calls in flight
@@ -1069,7 +1111,7 @@ func (ch *child) Route(m *peer.Message) {
 				// could ask for): exact only if one call that may ask is in
 				// flight; it then gets -32021.
 				n := 0
-				for c := range ch.calls {
+				for c := ch.calls; c != nil; c = c.nextOn {
 					if c.mayAsk {
 						holder = c
 						n++
@@ -1124,8 +1166,8 @@ func (ch *child) Ended(err error) {
 	<-ch.ready
 	p := ch.pool
 	p.mu.Lock()
-	calls := make([]*call, 0, len(ch.calls))
-	for c := range ch.calls {
+	calls := make([]*call, 0, ch.inflight)
+	for c := ch.calls; c != nil; c = c.nextOn {
 		calls = append(calls, c)
 	}
 	if !ch.dead {

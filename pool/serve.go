@@ -35,31 +35,56 @@ type Request struct {
 	LogLevel string
 }
 
-// Methods of revision 2026-07-28 a legacy child can serve, mapped one to one.
-var legacyMethods = map[string]bool{
-	"tools/list": true, "tools/call": true,
-	"prompts/list": true, "prompts/get": true,
-	"resources/list": true, "resources/read": true, "resources/templates/list": true,
-	"completion/complete": true,
+// The sets of methods below are switches rather than maps: each request
+// asks four or five of them, and a switch on a string costs a few
+// comparisons where a map lookup costs a call and a probe (issue 15).
+
+// legacyMethod reports whether method is one of revision 2026-07-28 a
+// legacy child can serve, mapped one to one.
+func legacyMethod(method string) bool {
+	switch method {
+	case "tools/list", "tools/call",
+		"prompts/list", "prompts/get",
+		"resources/list", "resources/read", "resources/templates/list",
+		"completion/complete":
+		return true
+	}
+	return false
 }
 
-// Methods that may answer with an InputRequiredResult: "Servers MUST NOT
-// send InputRequiredResult responses on any other client requests"
-// (basic/patterns/mrtr).
-var inputMethods = map[string]bool{"tools/call": true, "prompts/get": true, "resources/read": true}
-
-// Results that are CacheableResults: "Require ttlMs and cacheScope fields
-// on results returned by tools/list, prompts/list, resources/list,
-// resources/read, and resources/templates/list" (changelog).
-var cacheableMethods = map[string]bool{
-	"tools/list": true, "prompts/list": true, "resources/list": true,
-	"resources/read": true, "resources/templates/list": true,
+// inputMethod reports whether method may answer with an
+// InputRequiredResult: "Servers MUST NOT send InputRequiredResult
+// responses on any other client requests" (basic/patterns/mrtr).
+func inputMethod(method string) bool {
+	switch method {
+	case "tools/call", "prompts/get", "resources/read":
+		return true
+	}
+	return false
 }
 
-// Methods revision 2026-07-28 removed: never passed to a child.
-var removedMethods = map[string]bool{
-	"initialize": true, "ping": true, "logging/setLevel": true,
-	"resources/subscribe": true, "resources/unsubscribe": true,
+// cacheableMethod reports whether method's results are CacheableResults:
+// "Require ttlMs and cacheScope fields on results returned by tools/list,
+// prompts/list, resources/list, resources/read, and
+// resources/templates/list" (changelog).
+func cacheableMethod(method string) bool {
+	switch method {
+	case "tools/list", "prompts/list", "resources/list",
+		"resources/read", "resources/templates/list":
+		return true
+	}
+	return false
+}
+
+// removedMethod reports whether revision 2026-07-28 removed method: it is
+// never passed to a child.
+func removedMethod(method string) bool {
+	switch method {
+	case "initialize", "ping", "logging/setLevel",
+		"resources/subscribe", "resources/unsubscribe":
+		return true
+	}
+	return false
 }
 
 // IsKnown reports whether a legacy child can be asked method (the front
@@ -69,14 +94,14 @@ func (p *Pool) IsKnown(ctx context.Context, method string) (bool, error) {
 	if method == "server/discover" || method == "subscriptions/listen" {
 		return true, nil
 	}
-	if removedMethods[method] {
+	if removedMethod(method) {
 		return false, nil
 	}
 	era, err := p.Era(ctx)
 	if err != nil {
 		return false, err
 	}
-	return era == EraModern || legacyMethods[method], nil
+	return era == EraModern || legacyMethod(method), nil
 }
 
 // Serve answers one request. Messages the child sends for it before the
@@ -100,21 +125,21 @@ func (p *Pool) Serve(ctx context.Context, req *Request, emit func([]byte) error)
 		return nil, err
 	}
 	if era == EraModern {
-		if removedMethods[method] {
+		if removedMethod(method) {
 			return errorResponse(rawID, jsonrpc.CodeMethodNotFound, "Method not found: "+method+" is not part of revision "+Version, nil), nil
 		}
 		return p.serveModern(ctx, req, emit)
 	}
-	if !legacyMethods[method] {
+	if !legacyMethod(method) {
 		return errorResponse(rawID, jsonrpc.CodeMethodNotFound, "Method not found: "+method, nil), nil
 	}
 	var params []byte
-	if bytes.Contains(req.Msg.Data, []byte(`"requestState"`)) { // one fast scan spares two
+	if mentionsRequestState(req.Msg.Data) { // one fast scan spares two
 		params, _ = jsonrpc.Lookup(req.Msg.Data, "params")
 	}
 	if rs, ok := jsonrpc.Lookup(params, "requestState"); ok {
 		state, ok := jsonrpc.StringValue(rs)
-		if !ok || !inputMethods[method] {
+		if !ok || !inputMethod(method) {
 			return errorResponse(rawID, jsonrpc.CodeInvalidParams, "Invalid params: requestState must be the string of an InputRequiredResult of "+method, nil), nil
 		}
 		return p.retry(ctx, req, params, state, emit)
@@ -155,7 +180,7 @@ func (p *Pool) serveLegacy(ctx context.Context, req *Request, params []byte, emi
 	if req.Msg.Env.Method == "tools/list" {
 		c.toolsGen = p.tools.generation()
 	}
-	c.mayAsk = inputMethods[req.Msg.Env.Method]
+	c.mayAsk = inputMethod(req.Msg.Env.Method)
 	// A call that may ask holds its child, so that the child's questions
 	// are attributed exactly; unless the client declared nothing the
 	// child could ask for (then it is initialized without those
@@ -182,6 +207,7 @@ func (p *Pool) serveLegacy(ctx context.Context, req *Request, params []byte, emi
 type call struct {
 	pool      *Pool
 	req       *Request // the first request: its id is the one the child knows
+	reqv      Request  // what req points to: a copy, so that no Request escapes to the heap for its call
 	ch        *child
 	legacy    bool
 	exclusive bool
@@ -194,8 +220,13 @@ type call struct {
 	mu     sync.Mutex
 	caller any // the Caller of the request being served: the first, then each retry's
 	queue  []item
+	first  [1]item       // queue's first backing array: most calls get one item, the answer
 	signal chan struct{} // cap 1: the queue grew
 	over   bool          // answered or cancelled
+
+	// Under pool.mu: the child whose calls list holds it (see takeLocked).
+	on             *child
+	prevOn, nextOn *call
 
 	// Under pool.mu, while parked:
 	stateID string
@@ -216,7 +247,9 @@ type pendingInput struct {
 
 // newCall returns the call of req.
 func newCall(p *Pool, req *Request) *call {
-	return &call{pool: p, req: req, caller: req.Caller, signal: make(chan struct{}, 1)}
+	c := &call{pool: p, reqv: *req, caller: req.Caller, signal: make(chan struct{}, 1)}
+	c.req, c.queue = &c.reqv, c.first[:0]
+	return c
 }
 
 // Principal is the Caller of the request the call serves now (a retry's
@@ -596,60 +629,136 @@ func (p *Pool) retry(ctx context.Context, req *Request, params []byte, raw strin
 // declaresInputs reports whether canonical client capabilities declare
 // anything a legacy child may ask for mid-call.
 func declaresInputs(caps json.RawMessage) bool {
-	for _, name := range []string{"elicitation", "sampling", "roots"} {
-		if _, ok := jsonrpc.Lookup(caps, name); ok {
-			return true
-		}
-	}
-	return false
+	var found [len(inputCapabilities)][]byte
+	jsonrpc.LookupEach(caps, inputCapabilities[:], found[:])
+	return found[0] != nil || found[1] != nil || found[2] != nil
 }
+
+// inputCapabilities are the client capabilities a legacy child may use
+// mid-call.
+var inputCapabilities = [...]string{"elicitation", "sampling", "roots"}
 
 // decorateMsg is decorate without decoding the result, in the common case:
 // a result object without _meta, resultType, ttlMs or cacheScope gets them
 // inserted after its '{', in one copy of the answer.
 func (p *Pool) decorateMsg(m jsonrpc.Message, rawID []byte, method string, serverInfo json.RawMessage) []byte {
 	data := m.Data
-	if m.Env.IsError {
+	// The Envelope located the result as it parsed the answer: no need to
+	// read the answer again.
+	at := m.Env.ResultAt
+	if m.Env.IsError || at.IsZero() || int(at.End) > len(data) || data[at.Start] != '{' || data[at.End-1] != '}' {
 		return p.decorate(data, rawID, method, serverInfo)
 	}
-	res, ok := jsonrpc.Lookup(data, "result")
-	off := cap(data) - cap(res)
-	if !ok || len(res) < 2 || res[0] != '{' || off < 0 || off+len(res) > len(data) || !bytes.Equal(data[off:off+len(res)], res) {
-		return p.decorate(data, rawID, method, serverInfo)
-	}
+	res := data[at.Start:at.End]
 	// A member of these names anywhere in the result (a false alarm
 	// inside a string is possible) takes the slow path, which is right
 	// for every result.
-	for _, k := range []string{`"_meta"`, `"resultType"`, `"ttlMs"`, `"cacheScope"`} {
-		if bytes.Contains(res, []byte(k)) {
-			return p.decorate(data, rawID, method, serverInfo)
-		}
+	if mentionsDecoration(res) {
+		return p.decorate(data, rawID, method, serverInfo)
 	}
-	ins := make([]byte, 0, 128+len(serverInfo))
-	ins = append(ins, `"resultType":"complete"`...)
+	// What goes after the result's '{', and the id, written straight into
+	// the answer: one allocation of its exact size.
+	var scope json.RawMessage
+	cacheable := cacheableMethod(method)
+	if cacheable {
+		scope = p.cacheScope()
+	}
+	comma := len(bytes.TrimSpace(res[1:len(res)-1])) > 0
+	idAt := m.Env.IDAt
+	sameID := idAt.IsZero() || bytes.Equal(idAt.In(data), rawID)
+	n := len(data) + len(`"resultType":"complete"`) + 1
 	if serverInfo != nil {
-		ins = append(ins, `,"_meta":{"`+metaServerInfo+`":`...)
-		ins = append(ins, serverInfo...)
-		ins = append(ins, '}')
+		n += len(`,"_meta":{"`+metaServerInfo+`":}`) + len(serverInfo)
 	}
-	if cacheableMethods[method] {
-		ins = append(ins, `,"ttlMs":0,"cacheScope":`...)
-		ins = append(ins, p.cacheScope()...)
+	if cacheable {
+		n += len(`,"ttlMs":0,"cacheScope":`) + len(scope)
 	}
-	if len(bytes.TrimSpace(res[1:len(res)-1])) > 0 {
-		ins = append(ins, ',')
+	if !sameID {
+		n += len(rawID) - int(idAt.End-idAt.Start)
 	}
-	at := int32(off + 1)
-	edits := []jsonrpc.Edit{{At: jsonrpc.Span{Start: at, End: at}, Raw: ins}}
-	if idAt := m.Env.IDAt; !bytes.Equal(idAt.In(data), rawID) {
-		id := jsonrpc.Edit{At: idAt, Raw: rawID}
-		if idAt.Start < at {
-			edits = []jsonrpc.Edit{id, edits[0]}
-		} else {
-			edits = append(edits, id)
+	out := make([]byte, 0, n)
+	ins := int(at.Start) + 1
+	prev := 0
+	if !sameID && idAt.Start < at.Start {
+		out = append(append(out, data[:idAt.Start]...), rawID...)
+		prev = int(idAt.End)
+	}
+	out = append(out, data[prev:ins]...)
+	out = append(out, `"resultType":"complete"`...)
+	if serverInfo != nil {
+		out = append(out, `,"_meta":{"`+metaServerInfo+`":`...)
+		out = append(out, serverInfo...)
+		out = append(out, '}')
+	}
+	if cacheable {
+		out = append(out, `,"ttlMs":0,"cacheScope":`...)
+		out = append(out, scope...)
+	}
+	if comma {
+		out = append(out, ',')
+	}
+	prev = ins
+	if !sameID && idAt.Start > at.Start {
+		out = append(append(out, data[prev:idAt.Start]...), rawID...)
+		prev = int(idAt.End)
+	}
+	return append(out, data[prev:]...)
+}
+
+// mentionsDecoration reports whether res holds "_meta", "resultType",
+// "ttlMs" or "cacheScope" (quotes included) anywhere: bytes.Contains of
+// each, in one pass over res rather than four. Results are short: a byte
+// loop beats a call per quote, and each comparison is with a constant,
+// which the compiler inlines.
+func mentionsDecoration(res []byte) bool {
+	for i, c := range res {
+		if c != '"' || i+1 == len(res) {
+			continue
+		}
+		rest := res[i+1:]
+		switch rest[0] {
+		case '_':
+			if hasPrefix(rest, `_meta"`) {
+				return true
+			}
+		case 'r':
+			if hasPrefix(rest, `resultType"`) {
+				return true
+			}
+		case 't':
+			if hasPrefix(rest, `ttlMs"`) {
+				return true
+			}
+		case 'c':
+			if hasPrefix(rest, `cacheScope"`) {
+				return true
+			}
 		}
 	}
-	return jsonrpc.Rewrite(data, edits...)
+	return false
+}
+
+// mentionsRequestState is bytes.Contains(data, []byte(`"requestState"`)),
+// anchored on the rare capital S rather than on the quote that every
+// JSON string starts with: bytes.Index, finding a quote every few bytes,
+// falls back to comparing at every position (2k instructions for a short
+// request, issue 15).
+func mentionsRequestState(data []byte) bool {
+	const before, after = `"request`, `tate"`
+	for i := 0; ; i++ {
+		j := bytes.IndexByte(data[i:], 'S')
+		if j < 0 {
+			return false
+		}
+		i += j
+		if i >= len(before) && string(data[i-len(before):i]) == before && hasPrefix(data[i+1:], after) {
+			return true
+		}
+	}
+}
+
+func hasPrefix(b []byte, prefix string) bool {
+	return len(b) >= len(prefix) && string(b[:len(prefix)]) == prefix
 }
 
 // decorate turns a legacy child's answer into one of revision 2026-07-28:
@@ -686,7 +795,7 @@ func (p *Pool) decorate(data, rawID []byte, method string, serverInfo json.RawMe
 		meta[metaServerInfo] = serverInfo
 		m["_meta"], _ = json.Marshal(meta)
 	}
-	if cacheableMethods[method] {
+	if cacheableMethod(method) {
 		// A legacy server says nothing of freshness: its list_changed
 		// notifications are the only signal, so nothing is fresh.
 		if _, ok := m["ttlMs"]; !ok {
