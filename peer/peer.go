@@ -661,7 +661,10 @@ var newline = []byte{'\n'}
 
 // writeLine puts one message on stdin as one line. Called under wmu.
 func (c *Conn) writeLine(data []byte) error {
-	if bytes.ContainsAny(data, "\r\n") {
+	// Two IndexByte scans (vectorized) rather than ContainsAny, which
+	// tests each byte against a set: about 0.1k instructions a call
+	// instead of 2.9k (bridge-bench -only instr).
+	if bytes.IndexByte(data, '\n') >= 0 || bytes.IndexByte(data, '\r') >= 0 {
 		// Pretty-printed JSON: stdio framing needs one message per line.
 		var buf bytes.Buffer
 		if err := json.Compact(&buf, data); err != nil {
