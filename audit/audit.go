@@ -19,6 +19,7 @@ package audit
 import (
 	"bytes"
 	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -72,9 +73,10 @@ type Record struct {
 	BytesIn    int     `json:"bytes_in"`  // the request
 	BytesOut   int     `json:"bytes_out"` // its answer
 
-	// argsSum is the digest ArgsSHA256 is written from (when that is
-	// empty): hex-encoded only into the line.
-	argsSum [sha256.Size]byte
+	// argsHex is the hex digest ArgsSHA256 is written from (when that is
+	// empty), if hasSum: kept as bytes, not a string, to spare an
+	// allocation per line.
+	argsHex [2 * sha256.Size]byte
 	hasSum  bool
 }
 
@@ -209,7 +211,7 @@ type pending struct {
 	name          string // the tool, prompt or resource: what says which
 	sub, clientID string
 	args          json.RawMessage // only with Options.Args
-	argsSum       [sha256.Size]byte
+	argsHex       [2 * sha256.Size]byte
 	bytesIn       int
 	what          named
 	hasSum        bool
@@ -229,7 +231,7 @@ const (
 // line is p's record, of the connection of session, before its answer.
 func (p *pending) line(session string) Record {
 	r := Record{Event: "request", Session: session, From: "client", Method: p.method, Sub: p.sub, ClientID: p.clientID,
-		Args: p.args, BytesIn: p.bytesIn, argsSum: p.argsSum, hasSum: p.hasSum}
+		Args: p.args, BytesIn: p.bytesIn, argsHex: p.argsHex, hasSum: p.hasSum}
 	if p.fromServer {
 		r.From = "server"
 	}
@@ -256,7 +258,32 @@ type conn struct {
 	mu      sync.Mutex
 	clients map[key]*pending        // clients' requests, by client and id
 	server  map[jsonrpc.ID]*pending // the server's requests, by id
+	last    lastArgs                // under mu
 }
+
+// lastArgs is what the connection's latest tools/call or prompts/get
+// with arguments after its name had there: a client calling a tool again
+// with the same arguments (a poll, a retry, a tool without parameters
+// called with {}) sends the same bytes after params.name, and its line
+// then takes their digest from here, without reading the message again
+// for the arguments nor hashing them (about 8,000 instructions of a
+// call's line: issue 16).
+//
+// The bytes after params.name (tail) decide what params.arguments is when
+// they hold it: the envelope located params.name in the message's only
+// params object (the JSON-RPC envelope's members are unique); scanning
+// JSON from the same place in the same state, the same bytes find the
+// same members; and the last arguments member counts, as in
+// jsonrpc.Lookup, so one in the tail overrides any before params.name. A
+// tail is kept only when the arguments were found in it.
+type lastArgs struct {
+	tail    []byte          // nil: nothing kept
+	args    json.RawMessage // with Options.Args: a copy, shared by the lines (never written to)
+	argsHex [2 * sha256.Size]byte
+}
+
+// maxLastTail bounds the tail a connection keeps (and compares).
+const maxLastTail = 512
 
 // Interceptor returns the interceptor of one connection, whose lines name
 // session, and the function to call when the connection has ended: it
@@ -393,15 +420,19 @@ func (c *conn) record(m *peer.Message, fromServer bool) *pending {
 	if !fromServer && c.l.o.Principal != nil && m.Origin != nil {
 		p.sub, p.clientID = c.l.o.Principal(m.Origin)
 	}
-	params, _ := jsonrpc.Lookup(m.Data, "params")
-	args := params
 	switch m.Method {
 	case "tools/call":
 		p.what, p.name = namesTool, m.Env.Name(m.Data)
-		args, _ = jsonrpc.Lookup(params, "arguments")
+		c.arguments(m, p)
+		return p
 	case "prompts/get":
 		p.what, p.name = namesPrompt, m.Env.Name(m.Data)
-		args, _ = jsonrpc.Lookup(params, "arguments")
+		c.arguments(m, p)
+		return p
+	}
+	params, _ := jsonrpc.Lookup(m.Data, "params")
+	args := params
+	switch m.Method {
 	case "resources/read", "resources/subscribe", "resources/unsubscribe":
 		p.what = namesResource
 		if v, ok := jsonrpc.Lookup(params, "uri"); ok {
@@ -409,14 +440,60 @@ func (c *conn) record(m *peer.Message, fromServer bool) *pending {
 		}
 		args = nil // the URI is the argument, and is recorded
 	}
-	if len(args) > 0 {
-		p.argsSum, p.hasSum = sha256.Sum256(args), true
-		if c.l.o.Args {
-			// A copy: the message's bytes may be reused once it has passed.
-			p.args = json.RawMessage(bytes.Clone(args))
+	c.digest(p, args)
+	return p
+}
+
+// digest sets the digest of a request's arguments (and with Options.Args
+// their copy) in p.
+func (c *conn) digest(p *pending, args []byte) {
+	if len(args) == 0 {
+		return
+	}
+	sum := sha256.Sum256(args)
+	hex.Encode(p.argsHex[:], sum[:])
+	p.hasSum = true
+	if c.l.o.Args {
+		// A copy: the message's bytes may be reused once it has passed.
+		p.args = json.RawMessage(bytes.Clone(args))
+	}
+}
+
+// arguments sets the digest of params.arguments of a tools/call or
+// prompts/get in p: the connection's last one if the message ends as
+// its last did after params.name (see lastArgs).
+func (c *conn) arguments(m *peer.Message, p *pending) {
+	var tail []byte
+	if at := m.Env.NameAt; !at.IsZero() && len(m.Data)-int(at.End) <= maxLastTail {
+		tail = m.Data[at.End:]
+		c.mu.Lock()
+		same := c.last.tail != nil && bytes.Equal(c.last.tail, tail)
+		if same {
+			p.argsHex, p.hasSum, p.args = c.last.argsHex, true, c.last.args
+		}
+		c.mu.Unlock()
+		if same {
+			return
 		}
 	}
-	return p
+	params, _ := jsonrpc.Lookup(m.Data, "params")
+	args, _ := jsonrpc.Lookup(params, "arguments")
+	c.digest(p, args)
+	if tail == nil || len(args) == 0 || !within(args, tail) {
+		return
+	}
+	c.mu.Lock()
+	c.last.tail = append(c.last.tail[:0], tail...)
+	c.last.args, c.last.argsHex = p.args, p.argsHex
+	c.mu.Unlock()
+}
+
+// within reports whether sub, a value jsonrpc.Lookup found in a message,
+// lies in the part of it that is s, a sub-slice of the message that runs
+// to its end (Lookup returns sub-slices of what it is given).
+func within(sub, s []byte) bool {
+	off := cap(s) - cap(sub) // where sub starts in s, if it is in s
+	return off >= 0 && off+len(sub) <= len(s) && &s[off] == &sub[0]
 }
 
 // finish writes the line of an answered request.

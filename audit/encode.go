@@ -2,7 +2,6 @@ package audit
 
 import (
 	"bytes"
-	"encoding/hex"
 	"encoding/json"
 	"math"
 	"strconv"
@@ -42,7 +41,7 @@ func (r *Record) appendJSON(b []byte) []byte {
 		b = appendMember(b, `,"args_sha256":`, r.ArgsSHA256)
 	case r.hasSum:
 		b = append(b, `,"args_sha256":"`...)
-		b = hex.AppendEncode(b, r.argsSum[:])
+		b = append(b, r.argsHex[:]...)
 		b = append(b, '"')
 	}
 	if len(r.Args) > 0 {
