@@ -216,6 +216,7 @@ type pending struct {
 	what          named
 	hasSum        bool
 	fromServer    bool
+	origin        any // the client of a client's request in flight
 }
 
 // named says what pending.name is.
@@ -246,17 +247,12 @@ func (p *pending) line(session string) Record {
 	return r
 }
 
-type key struct {
-	origin any
-	id     jsonrpc.ID
-}
-
 // conn is the state of one connection's interceptor.
 type conn struct {
 	l       *Log
 	session string
 	mu      sync.Mutex
-	clients map[key]*pending        // clients' requests, by client and id
+	clients inFlight                // clients' requests
 	server  map[jsonrpc.ID]*pending // the server's requests, by id
 	last    lastArgs                // under mu
 }
@@ -282,6 +278,74 @@ type lastArgs struct {
 	argsHex [2 * sha256.Size]byte
 }
 
+// inFlight holds the requests of a connection's clients until their
+// answers. Most are in byID, by id alone: those of one client, or of
+// clients whose ids differ; hashing an interface (the client) for every
+// request cost some 400 instructions a call (issue 16). A request whose
+// id another client's request in flight has (the callers a pool's child
+// serves may all start at 1) is in others, by client and id.
+type inFlight struct {
+	byID   map[jsonrpc.ID]*pending
+	others map[key]*pending
+}
+
+type key struct {
+	origin any
+	id     jsonrpc.ID
+}
+
+func newInFlight() inFlight {
+	return inFlight{byID: map[jsonrpc.ID]*pending{}, others: map[key]*pending{}}
+}
+
+// add keeps p, the request id of origin, unless there are MaxPending
+// already or origin has a request id in flight (which peer refuses); it
+// reports whether it does.
+func (f *inFlight) add(origin any, id jsonrpc.ID, p *pending) bool {
+	if len(f.byID)+len(f.others) >= MaxPending {
+		return false
+	}
+	p.origin = origin
+	first := f.byID[id]
+	if first != nil && first.origin == origin {
+		return false
+	}
+	if len(f.others) > 0 || first != nil {
+		k := key{origin, id}
+		if _, dup := f.others[k]; dup {
+			return false
+		}
+		if first != nil {
+			f.others[k] = p
+			return true
+		}
+	}
+	f.byID[id] = p
+	return true
+}
+
+// take removes and returns the request id of origin, or nil. With p
+// not nil, it removes only p.
+func (f *inFlight) take(origin any, id jsonrpc.ID, p *pending) *pending {
+	if q := f.byID[id]; q != nil && q.origin == origin {
+		if p != nil && q != p {
+			return nil
+		}
+		delete(f.byID, id)
+		return q
+	}
+	if len(f.others) == 0 {
+		return nil
+	}
+	k := key{origin, id}
+	q := f.others[k]
+	if q == nil || p != nil && q != p {
+		return nil
+	}
+	delete(f.others, k)
+	return q
+}
+
 // maxLastTail bounds the tail a connection keeps (and compares).
 const maxLastTail = 512
 
@@ -293,7 +357,7 @@ const maxLastTail = 512
 // interceptors after it (errors with a DeniedBy method, such as policy's
 // and pin's), and answers as their clients get them.
 func (l *Log) Interceptor(session string) (intercept peer.Interceptor, ended func(reason string)) {
-	c := &conn{l: l, session: session, clients: map[key]*pending{}, server: map[jsonrpc.ID]*pending{}}
+	c := &conn{l: l, session: session, clients: newInFlight(), server: map[jsonrpc.ID]*pending{}}
 	return c.intercept, c.ended
 }
 
@@ -301,13 +365,16 @@ func (l *Log) Interceptor(session string) (intercept peer.Interceptor, ended fun
 func (c *conn) ended(reason string) {
 	c.mu.Lock()
 	var left []*pending
-	for _, p := range c.clients {
+	for _, p := range c.clients.byID {
+		left = append(left, p)
+	}
+	for _, p := range c.clients.others {
 		left = append(left, p)
 	}
 	for _, p := range c.server {
 		left = append(left, p)
 	}
-	clear(c.clients)
+	c.clients = newInFlight()
 	clear(c.server)
 	c.mu.Unlock()
 	slices.SortFunc(left, func(a, b *pending) int { return a.start.Compare(b.start) })
@@ -331,18 +398,18 @@ func (c *conn) intercept(next peer.Handler) peer.Handler {
 		case m.Env.Kind == jsonrpc.KindRequest && m.Dir == peer.ToChild:
 			return c.clientRequest(next, m)
 		case m.Env.Kind == jsonrpc.KindRequest: // from the server
-			if p := c.record(m, true); !c.track(key{id: m.Env.ID}, p, false) {
+			if p := c.record(m, true); !c.trackServer(m.Env.ID, p) {
 				rec := p.line(c.session)
 				rec.Time, rec.Outcome = time.Now().UTC(), "sent"
 				c.l.write(&rec)
 			}
 		case m.Env.Kind == jsonrpc.KindResponse && m.Dir == peer.FromChild:
 			err := next(m)
-			c.finish(m, key{m.Origin, m.Env.ID}, true)
+			c.finish(m, true)
 			return err
 		case m.Env.Kind == jsonrpc.KindResponse: // a client answers the server
 			err := next(m)
-			c.finish(m, key{id: m.Env.ID}, false)
+			c.finish(m, false)
 			return err
 		case m.Dir == peer.ToChild && m.Method == "notifications/cancelled":
 			c.cancelled(m)
@@ -355,8 +422,9 @@ func (c *conn) clientRequest(next peer.Handler, m *peer.Message) error {
 	p := c.record(m, false)
 	// Tracked before it goes on: the server's answer may pass the chain,
 	// on the connection's reader, before next returns.
-	k := key{m.Origin, m.Env.ID}
-	tracked := c.track(k, p, true)
+	c.mu.Lock()
+	tracked := c.clients.add(m.Origin, m.Env.ID, p)
+	c.mu.Unlock()
 	err := next(m)
 	if err == nil {
 		if !tracked {
@@ -368,10 +436,7 @@ func (c *conn) clientRequest(next peer.Handler, m *peer.Message) error {
 	}
 	if tracked {
 		c.mu.Lock()
-		mine := c.clients[k] == p
-		if mine {
-			delete(c.clients, k)
-		}
+		mine := c.clients.take(m.Origin, m.Env.ID, p) != nil
 		c.mu.Unlock()
 		if !mine {
 			return err // the connection ended meanwhile, and wrote it
@@ -393,23 +458,15 @@ func (c *conn) clientRequest(next peer.Handler, m *peer.Message) error {
 	return err
 }
 
-// track keeps a request until its answer, and reports whether it does: not
-// beyond MaxPending, nor a client's request whose id that client has in
-// flight already (which peer refuses).
-func (c *conn) track(k key, p *pending, client bool) bool {
+// trackServer keeps a request of the server until its answer, and reports
+// whether it does: not beyond MaxPending.
+func (c *conn) trackServer(id jsonrpc.ID, p *pending) bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if client {
-		if _, dup := c.clients[k]; dup || len(c.clients) >= MaxPending {
-			return false
-		}
-		c.clients[k] = p
-		return true
-	}
 	if len(c.server) >= MaxPending {
 		return false
 	}
-	c.server[k.id] = p
+	c.server[id] = p
 	return true
 }
 
@@ -496,16 +553,16 @@ func within(sub, s []byte) bool {
 	return off >= 0 && off+len(sub) <= len(s) && &s[off] == &sub[0]
 }
 
-// finish writes the line of an answered request.
-func (c *conn) finish(m *peer.Message, k key, client bool) {
+// finish writes the line of an answered request: a client's (answered
+// by the server), or the server's.
+func (c *conn) finish(m *peer.Message, client bool) {
 	c.mu.Lock()
 	var p *pending
 	if client {
-		p = c.clients[k]
-		delete(c.clients, k)
+		p = c.clients.take(m.Origin, m.Env.ID, nil)
 	} else {
-		p = c.server[k.id]
-		delete(c.server, k.id)
+		p = c.server[m.Env.ID]
+		delete(c.server, m.Env.ID)
 	}
 	c.mu.Unlock()
 	if p == nil {
@@ -534,10 +591,8 @@ func (c *conn) cancelled(m *peer.Message) {
 	if m.Env.RequestID == "" {
 		return
 	}
-	k := key{m.Origin, m.Env.RequestID}
 	c.mu.Lock()
-	p := c.clients[k]
-	delete(c.clients, k)
+	p := c.clients.take(m.Origin, m.Env.RequestID, nil)
 	c.mu.Unlock()
 	if p == nil {
 		return
