@@ -123,6 +123,25 @@ func (p *Policy) Check(caller *Caller, msg jsonrpc.Message) *Denial {
 	return nil
 }
 
+// openToAll reports whether msg is a tools/call or prompts/get of what
+// every caller may use (see openNames): Check then allows it whoever the
+// caller. False says nothing.
+func (p *Policy) openToAll(msg *peer.Message) bool {
+	var r *rules
+	switch msg.Env.Method {
+	case "tools/call":
+		r = &p.tools
+	case "prompts/get":
+		r = &p.prompts
+	default:
+		return false
+	}
+	if msg.Env.NameAt.IsZero() {
+		return false
+	}
+	return r.open.openToAll(r, msg.Env.NameAt.In(msg.Data))
+}
+
 // Readable decides whether caller may read the resource uri, subscribe to
 // it and hear of its updates: nil, or why not. It is what Check decides
 // for resources/read; the stateless pool asks it for each caller a
@@ -223,6 +242,9 @@ func (p *Policy) Interceptor(opts *Options) peer.Interceptor {
 					return err
 				}
 			case m.Dir == peer.ToChild && m.Env.Kind == jsonrpc.KindRequest:
+				if p.openToAll(m) {
+					break // Check would allow it, whoever the caller
+				}
 				c := caller(m.Origin)
 				if d := p.Check(c, m.Message); d != nil {
 					args := []any{"kind", singular(d.Kind), "name", d.Name, "rule", d.Rule}
