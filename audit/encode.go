@@ -6,6 +6,7 @@ import (
 	"math"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 	"unicode/utf8"
 )
@@ -77,8 +78,9 @@ func appendMember(b []byte, name, v string) []byte {
 // fraction of the second without its trailing zeros. A record's time is
 // UTC, written here from the Unix time with a few divisions (civil from
 // days, as in H. Hinnant's "chrono-Compatible Low-Level Date Algorithms"):
-// a quarter of AppendFormat's instructions. Other zones, and years
-// MarshalJSON refuses, take AppendFormat.
+// a quarter of AppendFormat's instructions, and the lines of one second
+// share that (lastStamp). Other zones, and years MarshalJSON refuses,
+// take AppendFormat.
 func appendTime(b []byte, t time.Time) []byte {
 	b = append(b, '"')
 	sec := t.Unix()
@@ -86,6 +88,47 @@ func appendTime(b []byte, t time.Time) []byte {
 		b = t.AppendFormat(b, time.RFC3339Nano)
 		return append(b, '"')
 	}
+	if st := lastStamp.Load(); st != nil && st.sec == sec {
+		b = append(b, st.text[:]...)
+	} else {
+		start := len(b)
+		b = appendStamp(b, sec)
+		st := &stamp{sec: sec}
+		copy(st.text[:], b[start:])
+		lastStamp.Store(st)
+	}
+	if ns := t.Nanosecond(); ns != 0 {
+		n := 9 // digits, less the trailing zeros
+		for ns%10 == 0 {
+			ns /= 10
+			n--
+		}
+		var frac [10]byte
+		frac[0] = '.'
+		for i := n; i > 0; i-- {
+			frac[i] = byte('0' + ns%10)
+			ns /= 10
+		}
+		b = append(b, frac[:n+1]...)
+	}
+	return append(b, 'Z', '"')
+}
+
+// stamp is the text of a UTC time stamp up to its seconds, of the Unix
+// time sec.
+type stamp struct {
+	sec  int64
+	text [len("2006-01-02T15:04:05")]byte
+}
+
+// lastStamp is the stamp of the latest line's second, which the lines of
+// the same second share: a load and a compare instead of the date's
+// divisions (about 350 instructions a line: issue 16).
+var lastStamp atomic.Pointer[stamp]
+
+// appendStamp appends the date and time of day of the Unix time sec, UTC,
+// as RFC 3339 writes them, from 0000-01-01 to 9999-12-31.
+func appendStamp(b []byte, sec int64) []byte {
 	// Days from -0400-03-01, where a 400-year era starts (0000 is a leap
 	// year: its March 1 is day 60): never negative, so that plain
 	// division floors.
@@ -107,20 +150,7 @@ func appendTime(b []byte, t time.Time) []byte {
 	b = append2(append(b, 'T'), tod/3600)
 	b = append2(append(b, ':'), tod/60%60)
 	b = append2(append(b, ':'), tod%60)
-	if ns := t.Nanosecond(); ns != 0 {
-		var frac [10]byte
-		frac[0] = '.'
-		n := 10
-		for i := 9; i > 0; i-- {
-			frac[i] = byte('0' + ns%10)
-			if ns%10 == 0 && n == i+1 {
-				n = i // a trailing zero
-			}
-			ns /= 10
-		}
-		b = append(b, frac[:n]...)
-	}
-	return append(b, 'Z', '"')
+	return b
 }
 
 // The Unix times of 0000-01-01 and 10000-01-01, UTC: MarshalJSON writes

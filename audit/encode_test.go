@@ -91,6 +91,23 @@ func TestEncodeAsMarshal(t *testing.T) {
 	}
 }
 
+// Lines of the same second share its stamp, and only those: a sequence of
+// times that goes back and forth between seconds, and across a day, is
+// written as json.Marshal writes it.
+func TestStampsShared(t *testing.T) {
+	base := time.Date(2026, 12, 31, 23, 59, 58, 0, time.UTC)
+	for _, off := range []time.Duration{0, 1, 999999999, 1e9, 1e9 + 5, 0, 2e9, 2e9 + 1e3, 1e9 + 7, 1e9 + 7, 0, 86400e9} {
+		r := Record{Time: base.Add(off), Event: "request", Outcome: "ok"}
+		want, err := json.Marshal(&r)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := r.appendJSON(nil); !bytes.Equal(got, want) {
+			t.Errorf("%v:\n got %s\nwant %s", r.Time, got, want)
+		}
+	}
+}
+
 // withDigest is r with the digest of args kept as a request's line keeps it.
 func withDigest(r Record, args string) Record {
 	sum := sha256.Sum256([]byte(args))
