@@ -280,12 +280,17 @@ type lastArgs struct {
 }
 
 // inFlight holds the requests of a connection's clients until their
-// answers. Most are in byID, by id alone: those of one client, or of
-// clients whose ids differ; hashing an interface (the client) for every
-// request cost some 400 instructions a call (issue 16). A request whose
-// id another client's request in flight has (the callers a pool's child
-// serves may all start at 1) is in others, by client and id.
+// answers. The first is kept in one (a session's client usually waits for
+// each answer, and a map's insertion and deletion were some 300
+// instructions a call: issue 16); the others in byID, by id alone: those
+// of one client, or of clients whose ids differ (hashing an interface,
+// the client, for every request cost some 400 more). A request whose id
+// another client's request in flight has (the callers a pool's child
+// serves may all start at 1) is in others, by client and id. An id is in
+// one or in byID, not both.
 type inFlight struct {
+	one    *pending
+	oneID  jsonrpc.ID
 	byID   map[jsonrpc.ID]*pending
 	others map[key]*pending
 }
@@ -299,15 +304,34 @@ func newInFlight() inFlight {
 	return inFlight{byID: map[jsonrpc.ID]*pending{}, others: map[key]*pending{}}
 }
 
+func (f *inFlight) len() int {
+	n := len(f.byID) + len(f.others)
+	if f.one != nil {
+		n++
+	}
+	return n
+}
+
+// first returns the request in one or byID with the given id, or nil.
+func (f *inFlight) first(id jsonrpc.ID) *pending {
+	if f.one != nil && f.oneID == id {
+		return f.one
+	}
+	if len(f.byID) == 0 {
+		return nil
+	}
+	return f.byID[id]
+}
+
 // add keeps p, the request id of origin, unless there are MaxPending
 // already or origin has a request id in flight (which peer refuses); it
 // reports whether it does.
 func (f *inFlight) add(origin any, id jsonrpc.ID, p *pending) bool {
-	if len(f.byID)+len(f.others) >= MaxPending {
+	if f.len() >= MaxPending {
 		return false
 	}
 	p.origin = origin
-	first := f.byID[id]
+	first := f.first(id)
 	if first != nil && first.origin == origin {
 		return false
 	}
@@ -321,18 +345,26 @@ func (f *inFlight) add(origin any, id jsonrpc.ID, p *pending) bool {
 			return true
 		}
 	}
-	f.byID[id] = p
+	if f.one == nil {
+		f.one, f.oneID = p, id
+	} else {
+		f.byID[id] = p
+	}
 	return true
 }
 
 // take removes and returns the request id of origin, or nil. With p
 // not nil, it removes only p.
 func (f *inFlight) take(origin any, id jsonrpc.ID, p *pending) *pending {
-	if q := f.byID[id]; q != nil && q.origin == origin {
+	if q := f.first(id); q != nil && q.origin == origin {
 		if p != nil && q != p {
 			return nil
 		}
-		delete(f.byID, id)
+		if q == f.one {
+			f.one, f.oneID = nil, ""
+		} else {
+			delete(f.byID, id)
+		}
 		return q
 	}
 	if len(f.others) == 0 {
@@ -366,6 +398,9 @@ func (l *Log) Interceptor(session string) (intercept peer.Interceptor, ended fun
 func (c *conn) ended(reason string) {
 	c.mu.Lock()
 	var left []*pending
+	if c.clients.one != nil {
+		left = append(left, c.clients.one)
+	}
 	for _, p := range c.clients.byID {
 		left = append(left, p)
 	}

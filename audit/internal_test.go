@@ -1,6 +1,7 @@
 package audit
 
 import (
+	"math/rand/v2"
 	"testing"
 
 	"github.com/mcp-bridge/mcp-bridge/jsonrpc"
@@ -87,5 +88,51 @@ func TestInFlight(t *testing.T) {
 	}
 	if f.take(MaxPending-1, id, nil) == nil || !f.add(MaxPending, id, &pending{}) {
 		t.Fatal("no room after an answer")
+	}
+}
+
+// inFlight keeps and gives back what a map by client and id would, over
+// random additions and removals by few clients and ids.
+func TestInFlightAsMap(t *testing.T) {
+	f, model := newInFlight(), map[key]*pending{}
+	rng := rand.New(rand.NewPCG(1, 2))
+	for i := range 100000 {
+		origin, id := rng.IntN(4), jsonrpc.NumberID(int64(rng.IntN(3)))
+		k := key{origin, id}
+		switch rng.IntN(3) {
+		case 0:
+			p := &pending{bytesIn: i}
+			_, dup := model[k]
+			if got := f.add(origin, id, p); got != !dup {
+				t.Fatalf("op %d: add %v: %v", i, k, got)
+			}
+			if !dup {
+				model[k] = p
+			}
+		case 1:
+			if got, want := f.take(origin, id, nil), model[k]; got != want {
+				t.Fatalf("op %d: take %v: %v, want %v", i, k, got, want)
+			}
+			delete(model, k)
+		case 2:
+			// Only the request given: another one stays.
+			p := &pending{}
+			if rng.IntN(2) == 0 {
+				p = model[k]
+			}
+			got := f.take(origin, id, p)
+			if want := model[k]; (want != nil && want == p) != (got != nil) || got != nil && got != want {
+				t.Fatalf("op %d: take %v of %v: %v, want %v", i, k, p, got, want)
+			}
+			if got != nil {
+				delete(model, k)
+			}
+		}
+		if f.len() != len(model) {
+			t.Fatalf("op %d: %d kept, want %d", i, f.len(), len(model))
+		}
+		if f.one != nil && f.byID[f.oneID] != nil {
+			t.Fatalf("op %d: id %s in one and in byID", i, f.oneID)
+		}
 	}
 }
