@@ -78,6 +78,9 @@ type Record struct {
 	// allocation per line.
 	argsHex [2 * sha256.Size]byte
 	hasSum  bool
+	// quotedSession, if not empty, is Session as a JSON string: what a
+	// connection's lines write without escaping its session every time.
+	quotedSession string
 }
 
 // Options configure a Log. Every zero value means the documented default.
@@ -229,9 +232,9 @@ const (
 	namesResource
 )
 
-// line is p's record, of the connection of session, before its answer.
-func (p *pending) line(session string) Record {
-	r := Record{Event: "request", Session: session, From: "client", Method: p.method, Sub: p.sub, ClientID: p.clientID,
+// line is p's record, of the connection c, before its answer.
+func (p *pending) line(c *conn) Record {
+	r := Record{Event: "request", Session: c.session, quotedSession: c.quotedSession, From: "client", Method: p.method, Sub: p.sub, ClientID: p.clientID,
 		Args: p.args, BytesIn: p.bytesIn, argsHex: p.argsHex, hasSum: p.hasSum}
 	if p.fromServer {
 		r.From = "server"
@@ -251,10 +254,12 @@ func (p *pending) line(session string) Record {
 type conn struct {
 	l       *Log
 	session string
-	mu      sync.Mutex
-	clients inFlight                // clients' requests
-	server  map[jsonrpc.ID]*pending // the server's requests, by id
-	last    lastArgs                // under mu
+	// quotedSession is session as a JSON string, written once (see quoted).
+	quotedSession string
+	mu            sync.Mutex
+	clients       inFlight                // clients' requests
+	server        map[jsonrpc.ID]*pending // the server's requests, by id
+	last          lastArgs                // under mu
 }
 
 // lastArgs is what the connection's latest tools/call or prompts/get
@@ -390,7 +395,7 @@ const maxLastTail = 512
 // interceptors after it (errors with a DeniedBy method, such as policy's
 // and pin's), and answers as their clients get them.
 func (l *Log) Interceptor(session string) (intercept peer.Interceptor, ended func(reason string)) {
-	c := &conn{l: l, session: session, clients: newInFlight(), server: map[jsonrpc.ID]*pending{}}
+	c := &conn{l: l, session: session, quotedSession: quoted(session), clients: newInFlight(), server: map[jsonrpc.ID]*pending{}}
 	return c.intercept, c.ended
 }
 
@@ -415,7 +420,7 @@ func (c *conn) ended(reason string) {
 	c.mu.Unlock()
 	slices.SortFunc(left, func(a, b *pending) int { return a.start.Compare(b.start) })
 	for _, p := range left {
-		rec := p.line(c.session)
+		rec := p.line(c)
 		p.answered(&rec)
 		rec.Outcome = "unanswered"
 		if reason != "" {
@@ -435,7 +440,7 @@ func (c *conn) intercept(next peer.Handler) peer.Handler {
 			return c.clientRequest(next, m)
 		case m.Env.Kind == jsonrpc.KindRequest: // from the server
 			if p := c.record(m, true); !c.trackServer(m.Env.ID, p) {
-				rec := p.line(c.session)
+				rec := p.line(c)
 				rec.Time, rec.Outcome = time.Now().UTC(), "sent"
 				c.l.write(&rec)
 			}
@@ -464,7 +469,7 @@ func (c *conn) clientRequest(next peer.Handler, m *peer.Message) error {
 	err := next(m)
 	if err == nil {
 		if !tracked {
-			rec := p.line(c.session)
+			rec := p.line(c)
 			rec.Time, rec.Outcome = time.Now().UTC(), "sent"
 			c.l.write(&rec)
 		}
@@ -478,7 +483,7 @@ func (c *conn) clientRequest(next peer.Handler, m *peer.Message) error {
 			return err // the connection ended meanwhile, and wrote it
 		}
 	}
-	line := p.line(c.session)
+	line := p.line(c)
 	rec := &line
 	p.answered(rec)
 	rec.Outcome = "error"
@@ -605,7 +610,7 @@ func (c *conn) finish(m *peer.Message, client bool) {
 	if p == nil {
 		return
 	}
-	rec := p.line(c.session)
+	rec := p.line(c)
 	p.answered(&rec)
 	rec.BytesOut = len(m.Data)
 	if !client {
@@ -634,7 +639,7 @@ func (c *conn) cancelled(m *peer.Message) {
 	if p == nil {
 		return
 	}
-	rec := p.line(c.session)
+	rec := p.line(c)
 	p.answered(&rec)
 	rec.Outcome = "cancelled"
 	c.l.write(&rec)

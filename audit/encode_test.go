@@ -31,6 +31,10 @@ func TestEncodeAsMarshal(t *testing.T) {
 			DeniedBy: s, Reason: s, BytesIn: i, BytesOut: i * 1000,
 		})
 	}
+	for _, s := range awkward {
+		// As a connection's lines have it: quoted once.
+		recs = append(recs, Record{Event: "request", Session: s, quotedSession: quoted(s), Outcome: "ok"})
+	}
 	for i, a := range args {
 		recs = append(recs, Record{Event: "request", Outcome: "ok", Args: json.RawMessage(a), ErrorCode: i})
 	}
@@ -104,6 +108,16 @@ func TestStampsShared(t *testing.T) {
 		}
 		if got := r.appendJSON(nil); !bytes.Equal(got, want) {
 			t.Errorf("%v:\n got %s\nwant %s", r.Time, got, want)
+		}
+	}
+}
+
+// appendWord writes what appendString writes, for its words and others.
+func TestWords(t *testing.T) {
+	for _, s := range []string{"request", "pin_violation", "client", "server", "tools/call", "prompts/get", "resources/read",
+		"initialize", "ok", "error", "denied", "cancelled", "sent", "unanswered", "dropped", "", "o<k", "tools/call\n"} {
+		if got, want := appendWord([]byte("x"), s), appendString([]byte("x"), s); !bytes.Equal(got, want) {
+			t.Errorf("%q: %s, want %s", s, got, want)
 		}
 	}
 }
