@@ -233,9 +233,12 @@ const (
 )
 
 // line is p's record, of the connection c, before its answer.
-func (p *pending) line(c *conn) Record {
-	r := Record{Event: "request", Session: c.session, quotedSession: c.quotedSession, From: "client", Method: p.method, Sub: p.sub, ClientID: p.clientID,
-		Args: p.args, BytesIn: p.bytesIn, argsHex: p.argsHex, hasSum: p.hasSum}
+// (Its members are set one by one in the result, not through a literal,
+// which the compiler builds aside and copies.)
+func (p *pending) line(c *conn) (r Record) {
+	r.Event, r.Session, r.quotedSession, r.From = "request", c.session, c.quotedSession, "client"
+	r.Method, r.Sub, r.ClientID = p.method, p.sub, p.clientID
+	r.Args, r.BytesIn, r.argsHex, r.hasSum = p.args, p.bytesIn, p.argsHex, p.hasSum
 	if p.fromServer {
 		r.From = "server"
 	}
