@@ -187,13 +187,24 @@ type Options struct {
 	Logger *slog.Logger
 }
 
-// lists are the list results the policy filters: the array member of the
+// list is a list result the policy filters: the array member of the
 // result and the member of each item that names it.
-var lists = map[string]struct{ array, key, kind string }{
-	"tools/list":               {"tools", "name", "tools"},
-	"prompts/list":             {"prompts", "name", "prompts"},
-	"resources/list":           {"resources", "uri", "resources"},
-	"resources/templates/list": {"resourceTemplates", "uriTemplate", "resources"},
+type list struct{ array, key, kind string }
+
+// listOf returns the list result of method, if the policy filters it (a
+// switch, not a map: every answer asks, issue 16).
+func listOf(method string) (list, bool) {
+	switch method {
+	case "tools/list":
+		return list{"tools", "name", "tools"}, true
+	case "prompts/list":
+		return list{"prompts", "name", "prompts"}, true
+	case "resources/list":
+		return list{"resources", "uri", "resources"}, true
+	case "resources/templates/list":
+		return list{"resourceTemplates", "uriTemplate", "resources"}, true
+	}
+	return list{}, false
 }
 
 func (p *Policy) rulesOf(kind string) *rules {
@@ -272,7 +283,7 @@ func (p *Policy) Interceptor(opts *Options) peer.Interceptor {
 					}
 				}
 			case m.Dir == peer.FromChild && m.Env.Kind == jsonrpc.KindResponse && !m.Env.IsError:
-				l, ok := lists[m.Method]
+				l, ok := listOf(m.Method)
 				if !ok {
 					break
 				}
