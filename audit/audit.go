@@ -206,7 +206,7 @@ func (l *Log) Alert(session string, origin any, kind, name, problem string) {
 }
 
 // pending is a request waiting for its answer: what its line will say
-// of it, without the members the answer sets, in under half a Record's
+// of it, without the members the answer sets, in about half a Record's
 // size (it is allocated for every request: issue 16).
 type pending struct {
 	start         time.Time
