@@ -268,21 +268,20 @@ type conn struct {
 // lastArgs is what the connection's latest tools/call or prompts/get
 // with arguments after its name had there: a client calling a tool again
 // with the same arguments (a poll, a retry, a tool without parameters
-// called with {}) sends the same bytes from params.name on, and its line
-// then takes the name and the arguments' digest from here, without
-// decoding the name, reading the message again for the arguments nor
-// hashing them (about 8,000 instructions of a call's line: issue 16).
+// called with {}) sends the same bytes after params.name, and its line
+// then takes their digest from here, without reading the message again
+// for the arguments nor hashing them (about 8,000 instructions of a
+// call's line: issue 16).
 //
-// The bytes from the value of params.name on (tail) decide what
-// params.arguments is when they hold it: the envelope located params.name
-// in the message's only params object (the JSON-RPC envelope's members
-// are unique); scanning JSON from the same place in the same state, the
-// same bytes find the same members; and the last arguments member counts,
-// as in jsonrpc.Lookup, so one in the tail overrides any before
-// params.name. A tail is kept only when the arguments were found in it.
+// The bytes after params.name (tail) decide what params.arguments is when
+// they hold it: the envelope located params.name in the message's only
+// params object (the JSON-RPC envelope's members are unique); scanning
+// JSON from the same place in the same state, the same bytes find the
+// same members; and the last arguments member counts, as in
+// jsonrpc.Lookup, so one in the tail overrides any before params.name. A
+// tail is kept only when the arguments were found in it.
 type lastArgs struct {
 	tail    []byte          // nil: nothing kept
-	name    string          // params.name, decoded
 	args    json.RawMessage // with Options.Args: a copy, shared by the lines (never written to)
 	argsHex [2 * sha256.Size]byte
 }
@@ -523,12 +522,12 @@ func (c *conn) record(m *peer.Message, fromServer bool) *pending {
 	}
 	switch m.Method {
 	case "tools/call":
-		p.what = namesTool
-		c.named(m, p)
+		p.what, p.name = namesTool, m.Env.Name(m.Data)
+		c.arguments(m, p)
 		return p
 	case "prompts/get":
-		p.what = namesPrompt
-		c.named(m, p)
+		p.what, p.name = namesPrompt, m.Env.Name(m.Data)
+		c.arguments(m, p)
 		return p
 	}
 	params, _ := jsonrpc.Lookup(m.Data, "params")
@@ -560,24 +559,23 @@ func (c *conn) digest(p *pending, args []byte) {
 	}
 }
 
-// named sets the name (params.name) of a tools/call or prompts/get in p,
-// and the digest of its params.arguments: the connection's last call's if
-// the message ends as that one did from params.name on (see lastArgs).
-func (c *conn) named(m *peer.Message, p *pending) {
+// arguments sets the digest of params.arguments of a tools/call or
+// prompts/get in p: the connection's last one if the message ends as
+// its last did after params.name (see lastArgs).
+func (c *conn) arguments(m *peer.Message, p *pending) {
 	var tail []byte
-	if at := m.Env.NameAt; !at.IsZero() && len(m.Data)-int(at.Start) <= maxLastTail {
-		tail = m.Data[at.Start:]
+	if at := m.Env.NameAt; !at.IsZero() && len(m.Data)-int(at.End) <= maxLastTail {
+		tail = m.Data[at.End:]
 		c.mu.Lock()
 		same := c.last.tail != nil && bytes.Equal(c.last.tail, tail)
 		if same {
-			p.name, p.argsHex, p.hasSum, p.args = c.last.name, c.last.argsHex, true, c.last.args
+			p.argsHex, p.hasSum, p.args = c.last.argsHex, true, c.last.args
 		}
 		c.mu.Unlock()
 		if same {
 			return
 		}
 	}
-	p.name = m.Env.Name(m.Data)
 	params, _ := jsonrpc.Lookup(m.Data, "params")
 	args, _ := jsonrpc.Lookup(params, "arguments")
 	c.digest(p, args)
@@ -586,7 +584,7 @@ func (c *conn) named(m *peer.Message, p *pending) {
 	}
 	c.mu.Lock()
 	c.last.tail = append(c.last.tail[:0], tail...)
-	c.last.name, c.last.args, c.last.argsHex = p.name, p.args, p.argsHex
+	c.last.args, c.last.argsHex = p.args, p.argsHex
 	c.mu.Unlock()
 }
 

@@ -302,20 +302,16 @@ func TestAnswerBeforeSendReturns(t *testing.T) {
 	}
 }
 
-// A connection's lines give each call its own name and the digest and
-// arguments of its own params.arguments, whatever calls came before it:
-// the same call again (taken from the last call), another name or other
-// arguments, a name written with escapes, arguments before the name and
-// after it, none, and the same bytes after the name of a call whose
+// A connection's lines give each call the digest and arguments of its own
+// params.arguments, whatever calls came before it: the same arguments
+// again (taken from the last call), other ones, arguments before the name
+// and after it, none, and the same bytes after the name of a call whose
 // arguments come before it.
 func TestArgumentsOfEachCall(t *testing.T) {
 	calls := []struct{ params, args string }{
 		{`{"name":"echo","arguments":{"text":"hello"}}`, `{"text":"hello"}`},
 		{`{"name":"echo","arguments":{"text":"hello"}}`, `{"text":"hello"}`},
 		{`{"name":"other","arguments":{"text":"hello"}}`, `{"text":"hello"}`},
-		{`{"name":"ec\u0068o","arguments":{"text":"hello"}}`, `{"text":"hello"}`},
-		{`{"name":"ec\u0068o","arguments":{"text":"hello"}}`, `{"text":"hello"}`},
-		{`{"name":"echo","arguments":{"text":"hello"}}`, `{"text":"hello"}`},
 		{`{"name":"echo","arguments":{"text":"bye"}}`, `{"text":"bye"}`},
 		{`{"name":"echo","arguments":{"text":"hello"}}`, `{"text":"hello"}`},
 		{`{"arguments":{"a":1},"name":"echo","arguments":{"text":"hello"}}`, `{"text":"hello"}`},
@@ -363,13 +359,6 @@ func TestArgumentsOfEachCall(t *testing.T) {
 			}
 			if r.ArgsSHA256 != want {
 				t.Errorf("call %d (%s), args %v: digest %q, want that of %s", i/2, c.params, withArgs, r.ArgsSHA256, c.args)
-			}
-			var params struct{ Name string }
-			if err := json.Unmarshal([]byte(c.params), &params); err != nil {
-				t.Fatal(err)
-			}
-			if name := r.Tool + r.Prompt; name != params.Name {
-				t.Errorf("call %d (%s): name %q", i/2, c.params, name)
 			}
 			if wantArgs := map[bool]string{true: c.args}[withArgs]; string(r.Args) != wantArgs {
 				t.Errorf("call %d (%s), args %v: arguments %s, want %s", i/2, c.params, withArgs, r.Args, wantArgs)
