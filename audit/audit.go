@@ -262,28 +262,6 @@ type conn struct {
 	mu            sync.Mutex
 	clients       inFlight                // clients' requests
 	server        map[jsonrpc.ID]*pending // the server's requests, by id
-	last          lastArgs                // under mu
-}
-
-// lastArgs is what the connection's latest tools/call or prompts/get
-// with arguments after its name had there: a client calling a tool again
-// with the same arguments (a poll, a retry, a tool without parameters
-// called with {}) sends the same bytes after params.name, and its line
-// then takes their digest from here, without reading the message again
-// for the arguments nor hashing them (about 8,000 instructions of a
-// call's line: issue 16).
-//
-// The bytes after params.name (tail) decide what params.arguments is when
-// they hold it: the envelope located params.name in the message's only
-// params object (the JSON-RPC envelope's members are unique); scanning
-// JSON from the same place in the same state, the same bytes find the
-// same members; and the last arguments member counts, as in
-// jsonrpc.Lookup, so one in the tail overrides any before params.name. A
-// tail is kept only when the arguments were found in it.
-type lastArgs struct {
-	tail    []byte          // nil: nothing kept
-	args    json.RawMessage // with Options.Args: a copy, shared by the lines (never written to)
-	argsHex [2 * sha256.Size]byte
 }
 
 // inFlight holds the requests of a connection's clients until their
@@ -385,9 +363,6 @@ func (f *inFlight) take(origin any, id jsonrpc.ID, p *pending) *pending {
 	delete(f.others, k)
 	return q
 }
-
-// maxLastTail bounds the tail a connection keeps (and compares).
-const maxLastTail = 512
 
 // Interceptor returns the interceptor of one connection, whose lines name
 // session, and the function to call when the connection has ended: it
@@ -560,40 +535,11 @@ func (c *conn) digest(p *pending, args []byte) {
 }
 
 // arguments sets the digest of params.arguments of a tools/call or
-// prompts/get in p: the connection's last one if the message ends as
-// its last did after params.name (see lastArgs).
+// prompts/get in p.
 func (c *conn) arguments(m *peer.Message, p *pending) {
-	var tail []byte
-	if at := m.Env.NameAt; !at.IsZero() && len(m.Data)-int(at.End) <= maxLastTail {
-		tail = m.Data[at.End:]
-		c.mu.Lock()
-		same := c.last.tail != nil && bytes.Equal(c.last.tail, tail)
-		if same {
-			p.argsHex, p.hasSum, p.args = c.last.argsHex, true, c.last.args
-		}
-		c.mu.Unlock()
-		if same {
-			return
-		}
-	}
 	params, _ := jsonrpc.Lookup(m.Data, "params")
 	args, _ := jsonrpc.Lookup(params, "arguments")
 	c.digest(p, args)
-	if tail == nil || len(args) == 0 || !within(args, tail) {
-		return
-	}
-	c.mu.Lock()
-	c.last.tail = append(c.last.tail[:0], tail...)
-	c.last.args, c.last.argsHex = p.args, p.argsHex
-	c.mu.Unlock()
-}
-
-// within reports whether sub, a value jsonrpc.Lookup found in a message,
-// lies in the part of it that is s, a sub-slice of the message that runs
-// to its end (Lookup returns sub-slices of what it is given).
-func within(sub, s []byte) bool {
-	off := cap(s) - cap(sub) // where sub starts in s, if it is in s
-	return off >= 0 && off+len(sub) <= len(s) && &s[off] == &sub[0]
 }
 
 // finish writes the line of an answered request: a client's (answered

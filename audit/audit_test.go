@@ -304,9 +304,8 @@ func TestAnswerBeforeSendReturns(t *testing.T) {
 
 // A connection's lines give each call the digest and arguments of its own
 // params.arguments, whatever calls came before it: the same arguments
-// again (taken from the last call), other ones, arguments before the name
-// and after it, none, and the same bytes after the name of a call whose
-// arguments come before it.
+// again, other ones, arguments before the name and after it, repeated
+// members (the last counts), none.
 func TestArgumentsOfEachCall(t *testing.T) {
 	calls := []struct{ params, args string }{
 		{`{"name":"echo","arguments":{"text":"hello"}}`, `{"text":"hello"}`},
