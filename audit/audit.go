@@ -19,6 +19,7 @@ package audit
 import (
 	"bytes"
 	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -72,10 +73,14 @@ type Record struct {
 	BytesIn    int     `json:"bytes_in"`  // the request
 	BytesOut   int     `json:"bytes_out"` // its answer
 
-	// argsSum is the digest ArgsSHA256 is written from (when that is
-	// empty): hex-encoded only into the line.
-	argsSum [sha256.Size]byte
+	// argsHex is the hex digest ArgsSHA256 is written from (when that is
+	// empty), if hasSum: kept as bytes, not a string, to spare an
+	// allocation per line.
+	argsHex [2 * sha256.Size]byte
 	hasSum  bool
+	// quotedSession, if not empty, is Session as a JSON string: what a
+	// connection's lines write without escaping its session every time.
+	quotedSession string
 }
 
 // Options configure a Log. Every zero value means the documented default.
@@ -201,7 +206,7 @@ func (l *Log) Alert(session string, origin any, kind, name, problem string) {
 }
 
 // pending is a request waiting for its answer: what its line will say
-// of it, without the members the answer sets, in under half a Record's
+// of it, without the members the answer sets, in about half a Record's
 // size (it is allocated for every request: issue 16).
 type pending struct {
 	start         time.Time
@@ -209,11 +214,12 @@ type pending struct {
 	name          string // the tool, prompt or resource: what says which
 	sub, clientID string
 	args          json.RawMessage // only with Options.Args
-	argsSum       [sha256.Size]byte
+	argsHex       [2 * sha256.Size]byte
 	bytesIn       int
 	what          named
 	hasSum        bool
 	fromServer    bool
+	origin        any // the client of a client's request in flight
 }
 
 // named says what pending.name is.
@@ -226,10 +232,13 @@ const (
 	namesResource
 )
 
-// line is p's record, of the connection of session, before its answer.
-func (p *pending) line(session string) Record {
-	r := Record{Event: "request", Session: session, From: "client", Method: p.method, Sub: p.sub, ClientID: p.clientID,
-		Args: p.args, BytesIn: p.bytesIn, argsSum: p.argsSum, hasSum: p.hasSum}
+// line is p's record, of the connection c, before its answer.
+// (Its members are set one by one in the result, not through a literal,
+// which the compiler builds aside and copies.)
+func (p *pending) line(c *conn) (r Record) {
+	r.Event, r.Session, r.quotedSession, r.From = "request", c.session, c.quotedSession, "client"
+	r.Method, r.Sub, r.ClientID = p.method, p.sub, p.clientID
+	r.Args, r.BytesIn, r.argsHex, r.hasSum = p.args, p.bytesIn, p.argsHex, p.hasSum
 	if p.fromServer {
 		r.From = "server"
 	}
@@ -244,18 +253,115 @@ func (p *pending) line(session string) Record {
 	return r
 }
 
+// conn is the state of one connection's interceptor.
+type conn struct {
+	l       *Log
+	session string
+	// quotedSession is session as a JSON string, written once (see quoted).
+	quotedSession string
+	mu            sync.Mutex
+	clients       inFlight                // clients' requests
+	server        map[jsonrpc.ID]*pending // the server's requests, by id
+}
+
+// inFlight holds the requests of a connection's clients until their
+// answers. The first is kept in one (a session's client usually waits for
+// each answer, and a map's insertion and deletion were some 300
+// instructions a call: issue 16); the others in byID, by id alone: those
+// of one client, or of clients whose ids differ (hashing an interface,
+// the client, for every request cost some 400 more). A request whose id
+// another client's request in flight has (the callers a pool's child
+// serves may all start at 1) is in others, by client and id. An id is in
+// one or in byID, not both.
+type inFlight struct {
+	one    *pending
+	oneID  jsonrpc.ID
+	byID   map[jsonrpc.ID]*pending
+	others map[key]*pending
+}
+
 type key struct {
 	origin any
 	id     jsonrpc.ID
 }
 
-// conn is the state of one connection's interceptor.
-type conn struct {
-	l       *Log
-	session string
-	mu      sync.Mutex
-	clients map[key]*pending        // clients' requests, by client and id
-	server  map[jsonrpc.ID]*pending // the server's requests, by id
+func newInFlight() inFlight {
+	return inFlight{byID: map[jsonrpc.ID]*pending{}, others: map[key]*pending{}}
+}
+
+func (f *inFlight) len() int {
+	n := len(f.byID) + len(f.others)
+	if f.one != nil {
+		n++
+	}
+	return n
+}
+
+// first returns the request in one or byID with the given id, or nil.
+func (f *inFlight) first(id jsonrpc.ID) *pending {
+	if f.one != nil && f.oneID == id {
+		return f.one
+	}
+	if len(f.byID) == 0 {
+		return nil
+	}
+	return f.byID[id]
+}
+
+// add keeps p, the request id of origin, unless there are MaxPending
+// already or origin has a request id in flight (which peer refuses); it
+// reports whether it does.
+func (f *inFlight) add(origin any, id jsonrpc.ID, p *pending) bool {
+	if f.len() >= MaxPending {
+		return false
+	}
+	p.origin = origin
+	first := f.first(id)
+	if first != nil && first.origin == origin {
+		return false
+	}
+	if len(f.others) > 0 || first != nil {
+		k := key{origin, id}
+		if _, dup := f.others[k]; dup {
+			return false
+		}
+		if first != nil {
+			f.others[k] = p
+			return true
+		}
+	}
+	if f.one == nil {
+		f.one, f.oneID = p, id
+	} else {
+		f.byID[id] = p
+	}
+	return true
+}
+
+// take removes and returns the request id of origin, or nil. With p
+// not nil, it removes only p.
+func (f *inFlight) take(origin any, id jsonrpc.ID, p *pending) *pending {
+	if q := f.first(id); q != nil && q.origin == origin {
+		if p != nil && q != p {
+			return nil
+		}
+		if q == f.one {
+			f.one, f.oneID = nil, ""
+		} else {
+			delete(f.byID, id)
+		}
+		return q
+	}
+	if len(f.others) == 0 {
+		return nil
+	}
+	k := key{origin, id}
+	q := f.others[k]
+	if q == nil || p != nil && q != p {
+		return nil
+	}
+	delete(f.others, k)
+	return q
 }
 
 // Interceptor returns the interceptor of one connection, whose lines name
@@ -266,7 +372,7 @@ type conn struct {
 // interceptors after it (errors with a DeniedBy method, such as policy's
 // and pin's), and answers as their clients get them.
 func (l *Log) Interceptor(session string) (intercept peer.Interceptor, ended func(reason string)) {
-	c := &conn{l: l, session: session, clients: map[key]*pending{}, server: map[jsonrpc.ID]*pending{}}
+	c := &conn{l: l, session: session, quotedSession: quoted(session), clients: newInFlight(), server: map[jsonrpc.ID]*pending{}}
 	return c.intercept, c.ended
 }
 
@@ -274,18 +380,24 @@ func (l *Log) Interceptor(session string) (intercept peer.Interceptor, ended fun
 func (c *conn) ended(reason string) {
 	c.mu.Lock()
 	var left []*pending
-	for _, p := range c.clients {
+	if c.clients.one != nil {
+		left = append(left, c.clients.one)
+	}
+	for _, p := range c.clients.byID {
+		left = append(left, p)
+	}
+	for _, p := range c.clients.others {
 		left = append(left, p)
 	}
 	for _, p := range c.server {
 		left = append(left, p)
 	}
-	clear(c.clients)
+	c.clients = newInFlight()
 	clear(c.server)
 	c.mu.Unlock()
 	slices.SortFunc(left, func(a, b *pending) int { return a.start.Compare(b.start) })
 	for _, p := range left {
-		rec := p.line(c.session)
+		rec := p.line(c)
 		p.answered(&rec)
 		rec.Outcome = "unanswered"
 		if reason != "" {
@@ -304,18 +416,18 @@ func (c *conn) intercept(next peer.Handler) peer.Handler {
 		case m.Env.Kind == jsonrpc.KindRequest && m.Dir == peer.ToChild:
 			return c.clientRequest(next, m)
 		case m.Env.Kind == jsonrpc.KindRequest: // from the server
-			if p := c.record(m, true); !c.track(key{id: m.Env.ID}, p, false) {
-				rec := p.line(c.session)
+			if p := c.record(m, true); !c.trackServer(m.Env.ID, p) {
+				rec := p.line(c)
 				rec.Time, rec.Outcome = time.Now().UTC(), "sent"
 				c.l.write(&rec)
 			}
 		case m.Env.Kind == jsonrpc.KindResponse && m.Dir == peer.FromChild:
 			err := next(m)
-			c.finish(m, key{m.Origin, m.Env.ID}, true)
+			c.finish(m, true)
 			return err
 		case m.Env.Kind == jsonrpc.KindResponse: // a client answers the server
 			err := next(m)
-			c.finish(m, key{id: m.Env.ID}, false)
+			c.finish(m, false)
 			return err
 		case m.Dir == peer.ToChild && m.Method == "notifications/cancelled":
 			c.cancelled(m)
@@ -328,12 +440,13 @@ func (c *conn) clientRequest(next peer.Handler, m *peer.Message) error {
 	p := c.record(m, false)
 	// Tracked before it goes on: the server's answer may pass the chain,
 	// on the connection's reader, before next returns.
-	k := key{m.Origin, m.Env.ID}
-	tracked := c.track(k, p, true)
+	c.mu.Lock()
+	tracked := c.clients.add(m.Origin, m.Env.ID, p)
+	c.mu.Unlock()
 	err := next(m)
 	if err == nil {
 		if !tracked {
-			rec := p.line(c.session)
+			rec := p.line(c)
 			rec.Time, rec.Outcome = time.Now().UTC(), "sent"
 			c.l.write(&rec)
 		}
@@ -341,16 +454,13 @@ func (c *conn) clientRequest(next peer.Handler, m *peer.Message) error {
 	}
 	if tracked {
 		c.mu.Lock()
-		mine := c.clients[k] == p
-		if mine {
-			delete(c.clients, k)
-		}
+		mine := c.clients.take(m.Origin, m.Env.ID, p) != nil
 		c.mu.Unlock()
 		if !mine {
 			return err // the connection ended meanwhile, and wrote it
 		}
 	}
-	line := p.line(c.session)
+	line := p.line(c)
 	rec := &line
 	p.answered(rec)
 	rec.Outcome = "error"
@@ -366,23 +476,15 @@ func (c *conn) clientRequest(next peer.Handler, m *peer.Message) error {
 	return err
 }
 
-// track keeps a request until its answer, and reports whether it does: not
-// beyond MaxPending, nor a client's request whose id that client has in
-// flight already (which peer refuses).
-func (c *conn) track(k key, p *pending, client bool) bool {
+// trackServer keeps a request of the server until its answer, and reports
+// whether it does: not beyond MaxPending.
+func (c *conn) trackServer(id jsonrpc.ID, p *pending) bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if client {
-		if _, dup := c.clients[k]; dup || len(c.clients) >= MaxPending {
-			return false
-		}
-		c.clients[k] = p
-		return true
-	}
 	if len(c.server) >= MaxPending {
 		return false
 	}
-	c.server[k.id] = p
+	c.server[id] = p
 	return true
 }
 
@@ -393,15 +495,19 @@ func (c *conn) record(m *peer.Message, fromServer bool) *pending {
 	if !fromServer && c.l.o.Principal != nil && m.Origin != nil {
 		p.sub, p.clientID = c.l.o.Principal(m.Origin)
 	}
-	params, _ := jsonrpc.Lookup(m.Data, "params")
-	args := params
 	switch m.Method {
 	case "tools/call":
 		p.what, p.name = namesTool, m.Env.Name(m.Data)
-		args, _ = jsonrpc.Lookup(params, "arguments")
+		c.arguments(m, p)
+		return p
 	case "prompts/get":
 		p.what, p.name = namesPrompt, m.Env.Name(m.Data)
-		args, _ = jsonrpc.Lookup(params, "arguments")
+		c.arguments(m, p)
+		return p
+	}
+	params, _ := jsonrpc.Lookup(m.Data, "params")
+	args := params
+	switch m.Method {
 	case "resources/read", "resources/subscribe", "resources/unsubscribe":
 		p.what = namesResource
 		if v, ok := jsonrpc.Lookup(params, "uri"); ok {
@@ -409,32 +515,49 @@ func (c *conn) record(m *peer.Message, fromServer bool) *pending {
 		}
 		args = nil // the URI is the argument, and is recorded
 	}
-	if len(args) > 0 {
-		p.argsSum, p.hasSum = sha256.Sum256(args), true
-		if c.l.o.Args {
-			// A copy: the message's bytes may be reused once it has passed.
-			p.args = json.RawMessage(bytes.Clone(args))
-		}
-	}
+	c.digest(p, args)
 	return p
 }
 
-// finish writes the line of an answered request.
-func (c *conn) finish(m *peer.Message, k key, client bool) {
+// digest sets the digest of a request's arguments (and with Options.Args
+// their copy) in p.
+func (c *conn) digest(p *pending, args []byte) {
+	if len(args) == 0 {
+		return
+	}
+	sum := sha256.Sum256(args)
+	hex.Encode(p.argsHex[:], sum[:])
+	p.hasSum = true
+	if c.l.o.Args {
+		// A copy: the message's bytes may be reused once it has passed.
+		p.args = json.RawMessage(bytes.Clone(args))
+	}
+}
+
+// arguments sets the digest of params.arguments of a tools/call or
+// prompts/get in p.
+func (c *conn) arguments(m *peer.Message, p *pending) {
+	params, _ := jsonrpc.Lookup(m.Data, "params")
+	args, _ := jsonrpc.Lookup(params, "arguments")
+	c.digest(p, args)
+}
+
+// finish writes the line of an answered request: a client's (answered
+// by the server), or the server's.
+func (c *conn) finish(m *peer.Message, client bool) {
 	c.mu.Lock()
 	var p *pending
 	if client {
-		p = c.clients[k]
-		delete(c.clients, k)
+		p = c.clients.take(m.Origin, m.Env.ID, nil)
 	} else {
-		p = c.server[k.id]
-		delete(c.server, k.id)
+		p = c.server[m.Env.ID]
+		delete(c.server, m.Env.ID)
 	}
 	c.mu.Unlock()
 	if p == nil {
 		return
 	}
-	rec := p.line(c.session)
+	rec := p.line(c)
 	p.answered(&rec)
 	rec.BytesOut = len(m.Data)
 	if !client {
@@ -457,15 +580,13 @@ func (c *conn) cancelled(m *peer.Message) {
 	if m.Env.RequestID == "" {
 		return
 	}
-	k := key{m.Origin, m.Env.RequestID}
 	c.mu.Lock()
-	p := c.clients[k]
-	delete(c.clients, k)
+	p := c.clients.take(m.Origin, m.Env.RequestID, nil)
 	c.mu.Unlock()
 	if p == nil {
 		return
 	}
-	rec := p.line(c.session)
+	rec := p.line(c)
 	p.answered(&rec)
 	rec.Outcome = "cancelled"
 	c.l.write(&rec)

@@ -301,3 +301,67 @@ func TestAnswerBeforeSendReturns(t *testing.T) {
 		t.Fatalf("lines: %+v", recs)
 	}
 }
+
+// A connection's lines give each call the digest and arguments of its own
+// params.arguments, whatever calls came before it: the same arguments
+// again, other ones, arguments before the name and after it, repeated
+// members (the last counts), none.
+func TestArgumentsOfEachCall(t *testing.T) {
+	calls := []struct{ params, args string }{
+		{`{"name":"echo","arguments":{"text":"hello"}}`, `{"text":"hello"}`},
+		{`{"name":"echo","arguments":{"text":"hello"}}`, `{"text":"hello"}`},
+		{`{"name":"other","arguments":{"text":"hello"}}`, `{"text":"hello"}`},
+		{`{"name":"echo","arguments":{"text":"bye"}}`, `{"text":"bye"}`},
+		{`{"name":"echo","arguments":{"text":"hello"}}`, `{"text":"hello"}`},
+		{`{"arguments":{"a":1},"name":"echo","arguments":{"text":"hello"}}`, `{"text":"hello"}`},
+		{`{"arguments":{"a":1},"name":"echo"}`, `{"a":1}`},
+		{`{"arguments":{"a":2},"name":"echo"}`, `{"a":2}`},
+		{`{"name":"echo"}`, ``},
+		{`{"name":"echo","arguments":{}}`, `{}`},
+		{`{"name":"echo","arguments":{}}`, `{}`},
+		{`{"name":"echo","_meta":{"progressToken":1},"arguments":{}}`, `{}`},
+		{`{"name":"echo","arguments":{}}`, `{}`},
+		{`{"name":"echo","arguments":{"long":"` + strings.Repeat("x", 600) + `"}}`, `{"long":"` + strings.Repeat("x", 600) + `"}`},
+		{`{"name":"echo","arguments":{"long":"` + strings.Repeat("x", 600) + `"}}`, `{"long":"` + strings.Repeat("x", 600) + `"}`},
+	}
+	for _, withArgs := range []bool{false, true} {
+		w := &writes{}
+		intercept, _ := audit.New(w, &audit.Options{Args: withArgs, Logger: quiet}).Interceptor("s")
+		h := intercept(func(*peer.Message) error { return nil })
+		for i, c := range calls {
+			for _, method := range []string{"tools/call", "prompts/get"} {
+				data := []byte(`{"jsonrpc":"2.0","id":` + itoa(i) + `,"method":"` + method + `","params":` + c.params + `}`)
+				env, err := jsonrpc.Parse(data)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if err := h(&peer.Message{Message: jsonrpc.Message{Data: data, Env: env}, Dir: peer.ToChild, Origin: "alice", Method: method}); err != nil {
+					t.Fatal(err)
+				}
+				// The message's bytes are the reader's again.
+				copy(data, bytes.Repeat([]byte{'#'}, len(data)))
+				if err := h(&peer.Message{Message: jsonrpc.Message{Data: []byte(`{"jsonrpc":"2.0","id":` + itoa(i) + `,"result":{}}`), Env: jsonrpc.Envelope{Kind: jsonrpc.KindResponse, ID: jsonrpc.NumberID(int64(i))}}, Dir: peer.FromChild, Origin: "alice", Method: method}); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}
+		recs := w.records(t)
+		if len(recs) != 2*len(calls) {
+			t.Fatalf("%d lines for %d calls", len(recs), 2*len(calls))
+		}
+		for i, r := range recs {
+			c := calls[i/2]
+			want := ""
+			if c.args != "" {
+				sum := sha256.Sum256([]byte(c.args))
+				want = hex.EncodeToString(sum[:])
+			}
+			if r.ArgsSHA256 != want {
+				t.Errorf("call %d (%s), args %v: digest %q, want that of %s", i/2, c.params, withArgs, r.ArgsSHA256, c.args)
+			}
+			if wantArgs := map[bool]string{true: c.args}[withArgs]; string(r.Args) != wantArgs {
+				t.Errorf("call %d (%s), args %v: arguments %s, want %s", i/2, c.params, withArgs, r.Args, wantArgs)
+			}
+		}
+	}
+}

@@ -2,11 +2,11 @@ package audit
 
 import (
 	"bytes"
-	"encoding/hex"
 	"encoding/json"
 	"math"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 	"unicode/utf8"
 )
@@ -27,13 +27,21 @@ func (r *Record) appendJSON(b []byte) []byte {
 	b = append(b, `{"time":`...)
 	b = appendTime(b, r.Time)
 	b = append(b, `,"event":`...)
-	b = appendString(b, r.Event)
+	b = appendWord(b, r.Event)
 	b = appendMember(b, `,"server":`, r.Server)
-	b = appendMember(b, `,"session":`, r.Session)
+	if r.quotedSession != "" {
+		b = append(append(b, `,"session":`...), r.quotedSession...)
+	} else {
+		b = appendMember(b, `,"session":`, r.Session)
+	}
 	b = appendMember(b, `,"sub":`, r.Sub)
 	b = appendMember(b, `,"client_id":`, r.ClientID)
-	b = appendMember(b, `,"from":`, r.From)
-	b = appendMember(b, `,"method":`, r.Method)
+	if r.From != "" {
+		b = appendWord(append(b, `,"from":`...), r.From)
+	}
+	if r.Method != "" {
+		b = appendWord(append(b, `,"method":`...), r.Method)
+	}
 	b = appendMember(b, `,"tool":`, r.Tool)
 	b = appendMember(b, `,"prompt":`, r.Prompt)
 	b = appendMember(b, `,"resource":`, r.Resource)
@@ -42,7 +50,7 @@ func (r *Record) appendJSON(b []byte) []byte {
 		b = appendMember(b, `,"args_sha256":`, r.ArgsSHA256)
 	case r.hasSum:
 		b = append(b, `,"args_sha256":"`...)
-		b = hex.AppendEncode(b, r.argsSum[:])
+		b = append(b, r.argsHex[:]...)
 		b = append(b, '"')
 	}
 	if len(r.Args) > 0 {
@@ -50,7 +58,7 @@ func (r *Record) appendJSON(b []byte) []byte {
 		b = appendCompact(b, r.Args)
 	}
 	b = append(b, `,"outcome":`...)
-	b = appendString(b, r.Outcome)
+	b = appendWord(b, r.Outcome)
 	if r.ErrorCode != 0 {
 		b = append(b, `,"error_code":`...)
 		b = strconv.AppendInt(b, int64(r.ErrorCode), 10)
@@ -66,6 +74,15 @@ func (r *Record) appendJSON(b []byte) []byte {
 	return append(b, '}')
 }
 
+// quoted is s as a JSON string, for Record's quoted members; "" (which
+// they omit) stays "".
+func quoted(s string) string {
+	if s == "" {
+		return ""
+	}
+	return string(appendString(nil, s))
+}
+
 // appendMember appends an omitempty string member.
 func appendMember(b []byte, name, v string) []byte {
 	if v == "" {
@@ -78,8 +95,9 @@ func appendMember(b []byte, name, v string) []byte {
 // fraction of the second without its trailing zeros. A record's time is
 // UTC, written here from the Unix time with a few divisions (civil from
 // days, as in H. Hinnant's "chrono-Compatible Low-Level Date Algorithms"):
-// a quarter of AppendFormat's instructions. Other zones, and years
-// MarshalJSON refuses, take AppendFormat.
+// a quarter of AppendFormat's instructions, and the lines of one second
+// share that (lastStamp). Other zones, and years MarshalJSON refuses,
+// take AppendFormat.
 func appendTime(b []byte, t time.Time) []byte {
 	b = append(b, '"')
 	sec := t.Unix()
@@ -87,6 +105,47 @@ func appendTime(b []byte, t time.Time) []byte {
 		b = t.AppendFormat(b, time.RFC3339Nano)
 		return append(b, '"')
 	}
+	if st := lastStamp.Load(); st != nil && st.sec == sec {
+		b = append(b, st.text[:]...)
+	} else {
+		start := len(b)
+		b = appendStamp(b, sec)
+		st := &stamp{sec: sec}
+		copy(st.text[:], b[start:])
+		lastStamp.Store(st)
+	}
+	if ns := t.Nanosecond(); ns != 0 {
+		n := 9 // digits, less the trailing zeros
+		for ns%10 == 0 {
+			ns /= 10
+			n--
+		}
+		var frac [10]byte
+		frac[0] = '.'
+		for i := n; i > 0; i-- {
+			frac[i] = byte('0' + ns%10)
+			ns /= 10
+		}
+		b = append(b, frac[:n+1]...)
+	}
+	return append(b, 'Z', '"')
+}
+
+// stamp is the text of a UTC time stamp up to its seconds, of the Unix
+// time sec.
+type stamp struct {
+	sec  int64
+	text [len("2006-01-02T15:04:05")]byte
+}
+
+// lastStamp is the stamp of the latest line's second, which the lines of
+// the same second share: a load and a compare instead of the date's
+// divisions (about 350 instructions a line: issue 16).
+var lastStamp atomic.Pointer[stamp]
+
+// appendStamp appends the date and time of day of the Unix time sec, UTC,
+// as RFC 3339 writes them, from 0000-01-01 to 9999-12-31.
+func appendStamp(b []byte, sec int64) []byte {
 	// Days from -0400-03-01, where a 400-year era starts (0000 is a leap
 	// year: its March 1 is day 60): never negative, so that plain
 	// division floors.
@@ -108,20 +167,7 @@ func appendTime(b []byte, t time.Time) []byte {
 	b = append2(append(b, 'T'), tod/3600)
 	b = append2(append(b, ':'), tod/60%60)
 	b = append2(append(b, ':'), tod%60)
-	if ns := t.Nanosecond(); ns != 0 {
-		var frac [10]byte
-		frac[0] = '.'
-		n := 10
-		for i := 9; i > 0; i-- {
-			frac[i] = byte('0' + ns%10)
-			if ns%10 == 0 && n == i+1 {
-				n = i // a trailing zero
-			}
-			ns /= 10
-		}
-		b = append(b, frac[:n]...)
-	}
-	return append(b, 'Z', '"')
+	return b
 }
 
 // The Unix times of 0000-01-01 and 10000-01-01, UTC: MarshalJSON writes
@@ -200,7 +246,46 @@ func appendCompact(b []byte, v []byte) []byte {
 	return b
 }
 
+// appendWord is appendString for the words of a line: its events, froms
+// and outcomes, and the methods of calls, whose JSON strings are these
+// constants (a switch of a few comparisons instead of a pass over the
+// bytes: about 300 instructions a line, issue 16). Other strings are
+// escaped.
+func appendWord(b []byte, s string) []byte {
+	switch s {
+	case "request":
+		return append(b, `"request"`...)
+	case "client":
+		return append(b, `"client"`...)
+	case "server":
+		return append(b, `"server"`...)
+	case "tools/call":
+		return append(b, `"tools/call"`...)
+	case "prompts/get":
+		return append(b, `"prompts/get"`...)
+	case "resources/read":
+		return append(b, `"resources/read"`...)
+	case "ok":
+		return append(b, `"ok"`...)
+	case "error":
+		return append(b, `"error"`...)
+	case "denied":
+		return append(b, `"denied"`...)
+	}
+	return appendString(b, s)
+}
+
 const hexDigits = "0123456789abcdef"
+
+// plain holds the bytes a JSON string holds as they are (ASCII only):
+// one load per byte where seven comparisons were (the strings of a line
+// are mostly such bytes).
+var plain = func() (t [256]bool) {
+	for c := range t {
+		t[c] = c >= 0x20 && c < utf8.RuneSelf && c != '"' && c != '\\' && c != '<' && c != '>' && c != '&'
+	}
+	return t
+}()
 
 // appendString appends s as a JSON string, escaped as encoding/json
 // escapes: quotes, backslashes and control characters; <, > and & (HTML
@@ -209,13 +294,15 @@ const hexDigits = "0123456789abcdef"
 func appendString(b []byte, s string) []byte {
 	b = append(b, '"')
 	done := 0 // s[:done] is in b
-	for i := 0; i < len(s); {
+	for i := 0; ; {
+		for i < len(s) && plain[s[i]] {
+			i++
+		}
+		if i == len(s) {
+			break
+		}
 		c := s[i]
 		if c < utf8.RuneSelf {
-			if c >= 0x20 && c != '"' && c != '\\' && c != '<' && c != '>' && c != '&' {
-				i++
-				continue
-			}
 			b = append(b, s[done:i]...)
 			switch c {
 			case '"', '\\':

@@ -31,6 +31,10 @@ func TestEncodeAsMarshal(t *testing.T) {
 			DeniedBy: s, Reason: s, BytesIn: i, BytesOut: i * 1000,
 		})
 	}
+	for _, s := range awkward {
+		// As a connection's lines have it: quoted once.
+		recs = append(recs, Record{Event: "request", Session: s, quotedSession: quoted(s), Outcome: "ok"})
+	}
 	for i, a := range args {
 		recs = append(recs, Record{Event: "request", Outcome: "ok", Args: json.RawMessage(a), ErrorCode: i})
 	}
@@ -82,7 +86,7 @@ func TestEncodeAsMarshal(t *testing.T) {
 
 	// The digest kept as bytes is written as its hex.
 	sum := sha256.Sum256([]byte(`{"a":1}`))
-	r := Record{Event: "request", Outcome: "ok", argsSum: sum, hasSum: true}
+	r := withDigest(Record{Event: "request", Outcome: "ok"}, `{"a":1}`)
 	want := r
 	want.ArgsSHA256 = hex.EncodeToString(sum[:])
 	w, _ := json.Marshal(&want)
@@ -91,10 +95,46 @@ func TestEncodeAsMarshal(t *testing.T) {
 	}
 }
 
+// Lines of the same second share its stamp, and only those: a sequence of
+// times that goes back and forth between seconds, and across a day, is
+// written as json.Marshal writes it.
+func TestStampsShared(t *testing.T) {
+	base := time.Date(2026, 12, 31, 23, 59, 58, 0, time.UTC)
+	for _, off := range []time.Duration{0, 1, 999999999, 1e9, 1e9 + 5, 0, 2e9, 2e9 + 1e3, 1e9 + 7, 1e9 + 7, 0, 86400e9} {
+		r := Record{Time: base.Add(off), Event: "request", Outcome: "ok"}
+		want, err := json.Marshal(&r)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := r.appendJSON(nil); !bytes.Equal(got, want) {
+			t.Errorf("%v:\n got %s\nwant %s", r.Time, got, want)
+		}
+	}
+}
+
+// appendWord writes what appendString writes, for its words and others.
+func TestWords(t *testing.T) {
+	for _, s := range []string{"request", "pin_violation", "client", "server", "tools/call", "prompts/get", "resources/read",
+		"initialize", "ok", "error", "denied", "cancelled", "sent", "unanswered", "dropped", "", "o<k", "tools/call\n"} {
+		if got, want := appendWord([]byte("x"), s), appendString([]byte("x"), s); !bytes.Equal(got, want) {
+			t.Errorf("%q: %s, want %s", s, got, want)
+		}
+	}
+}
+
+// withDigest is r with the digest of args kept as a request's line keeps it.
+func withDigest(r Record, args string) Record {
+	sum := sha256.Sum256([]byte(args))
+	hex.Encode(r.argsHex[:], sum[:])
+	r.hasSum = true
+	return r
+}
+
 // Encoding a line allocates nothing but the buffer's growth.
 func TestEncodeAllocs(t *testing.T) {
 	r := Record{Time: time.Now().UTC(), Event: "request", Session: "s-1", Method: "tools/call", Tool: "echo",
-		Outcome: "ok", DurationMS: 1.25, BytesIn: 100, BytesOut: 600, argsSum: sha256.Sum256([]byte("x")), hasSum: true}
+		Outcome: "ok", DurationMS: 1.25, BytesIn: 100, BytesOut: 600}
+	r = withDigest(r, "x")
 	buf := make([]byte, 0, 1024)
 	if n := testing.AllocsPerRun(100, func() { buf = r.appendJSON(buf[:0]) }); n != 0 {
 		t.Errorf("%v allocations per line", n)
@@ -105,12 +145,12 @@ func TestEncodeAllocs(t *testing.T) {
 // for comparison) and written to an O_APPEND file.
 func BenchmarkLine(b *testing.B) {
 	r := Record{Time: time.Now().UTC(), Event: "request", Session: "s-1f2e3d4c", Sub: "alice", ClientID: "desktop-app",
-		From: "client", Method: "tools/call", Tool: "send_email", Outcome: "ok", DurationMS: 12.345, BytesIn: 140, BytesOut: 612,
-		argsSum: sha256.Sum256([]byte(`{"text":"hello"}`)), hasSum: true}
+		From: "client", Method: "tools/call", Tool: "send_email", Outcome: "ok", DurationMS: 12.345, BytesIn: 140, BytesOut: 612}
+	r = withDigest(r, `{"text":"hello"}`)
 	b.Run("marshal", func(b *testing.B) {
 		b.ReportAllocs()
 		m := r
-		m.ArgsSHA256 = hex.EncodeToString(r.argsSum[:])
+		m.ArgsSHA256 = string(r.argsHex[:])
 		for b.Loop() {
 			if _, err := json.Marshal(&m); err != nil {
 				b.Fatal(err)

@@ -1,6 +1,7 @@
 package pin
 
 import (
+	"bytes"
 	"context"
 	"crypto/sha256"
 	"errors"
@@ -10,6 +11,7 @@ import (
 	"regexp"
 	"slices"
 	"sync"
+	"unicode/utf8"
 
 	"github.com/mcp-bridge/mcp-bridge/internal/mcplist"
 	"github.com/mcp-bridge/mcp-bridge/jsonrpc"
@@ -58,6 +60,10 @@ type Enforcer struct {
 	// templates are the lock's resource templates, compiled for matching
 	// the URIs of reads; a template that does not parse matches nothing.
 	templates []template
+
+	// validKeys: every name of a tool and prompt of the lock is valid
+	// UTF-8 (as in any lock read from a file), for conn.passes.
+	validKeys bool
 }
 
 type template struct {
@@ -79,6 +85,7 @@ func New(opts *Options) *Enforcer {
 	}
 	e := &Enforcer{o: o, verdicts: map[[32]byte]string{}}
 	if o.Lock != nil {
+		e.validKeys = validNames(o.Lock.Tools) && validNames(o.Lock.Prompts)
 		for _, raw := range slices.Sorted(maps.Keys(o.Lock.ResourceTemplates)) {
 			if re, err := matcher(raw); err == nil {
 				e.templates = append(e.templates, template{raw, re})
@@ -86,6 +93,16 @@ func New(opts *Options) *Enforcer {
 		}
 	}
 	return e
+}
+
+// validNames reports whether every name of items is valid UTF-8.
+func validNames(items map[string]string) bool {
+	for name := range items {
+		if !utf8.ValidString(name) {
+			return false
+		}
+	}
+	return true
 }
 
 // verdict returns the problem of an item a list shows, "" if none.
@@ -238,6 +255,9 @@ func (e *Enforcer) Interceptor(h *Hooks) peer.Interceptor {
 				}
 			case m.Dir == peer.ToChild && !m.Own && m.Env.Kind == jsonrpc.KindRequest:
 				if k := kindOfCall(m.Method); k != nil {
+					if m.Env.NameAt.IsZero() || c.passes(k, m.Env.NameAt.In(m.Data)) {
+						break
+					}
 					if name := m.Env.Name(m.Data); name != "" {
 						if v := c.refused(k, name); v != nil {
 							c.violation(m.Origin, *v, false)
@@ -307,6 +327,31 @@ func (c *conn) check(k *Kind, name string, item []byte) string {
 		c.bad[kindName{k, name}] = p
 	}
 	return p
+}
+
+// passes reports whether a call of the item whose name is written raw (a
+// JSON string as written) is not refused, read without decoding the name
+// (issue 16: a call of a pinned item, the usual one, costs a map lookup):
+// no list dropped anything, and the lock pins raw without its quotes, a
+// name without escapes (which, being a key of the lock, is valid UTF-8
+// and so what the decoded name is). False says nothing: ask refused.
+func (c *conn) passes(k *Kind, raw []byte) bool {
+	c.mu.Lock()
+	dropped := len(c.bad) > 0
+	c.mu.Unlock()
+	if dropped {
+		return false
+	}
+	l := c.e.o.Lock
+	if l == nil {
+		return true
+	}
+	name := raw[1 : len(raw)-1]
+	if !c.e.validKeys || bytes.IndexByte(name, '\\') >= 0 {
+		return false
+	}
+	_, ok := k.lock(l)[string(name)]
+	return ok
 }
 
 // refused returns why a call of an item is refused, or nil: it is not in

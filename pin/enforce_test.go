@@ -461,3 +461,80 @@ func TestSubscriptionsAgainstTheLock(t *testing.T) {
 		}
 	}
 }
+
+// A call is refused exactly for an item the lock does not pin under its
+// decoded name, or that a list dropped: however the name is written
+// (escapes, invalid UTF-8), and whether or not the lock's names are valid
+// UTF-8 (a lock made in code may hold any string).
+func TestCallsByName(t *testing.T) {
+	echo := `{"name":"echo","description":"Echoes.","inputSchema":{"type":"object"}}`
+	flood := `{"name":"flood","description":"Floods.","inputSchema":{"type":"object"}}`
+	digest := func(item string) string {
+		d, err := pin.Digest(pin.Kinds[0], []byte(item))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return d
+	}
+	msg := func(dir peer.Direction, method, data string) *peer.Message {
+		env, err := jsonrpc.Parse([]byte(data))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return &peer.Message{Message: jsonrpc.Message{Data: []byte(data), Env: env}, Dir: dir, Origin: "a", Method: method}
+	}
+	call := func(method, name string) *peer.Message {
+		return msg(peer.ToChild, method, `{"jsonrpc":"2.0","id":1,"method":"`+method+`","params":{"name":`+name+`}}`)
+	}
+	for _, c := range []struct {
+		what          string
+		tools         map[string]string
+		list          bool // a tools/list answer with echo and flood passed first
+		pass, refused []string
+	}{
+		{"valid names", map[string]string{"echo": digest(echo), "ünï": "sha256:0", "e\ufffdcho": "sha256:0", `x\u0079`: "sha256:0"}, false,
+			[]string{`"echo"`, `"ec\u0068o"`, `"ünï"`, `"\u00fcn\u00ef"`, `"e\ufffdcho"`, "\"e\xffcho\"", `"x\\u0079"`, `""`},
+			[]string{`"other"`, `"Echo"`, `"ech"`, `"echo "`, `"x\u0079"`}},
+		{"an invalid name", map[string]string{"echo": digest(echo), "e\xffcho": "sha256:0"}, false,
+			[]string{`"echo"`, `"ec\u0068o"`},
+			[]string{"\"e\xffcho\"", `"e\ufffdcho"`, `"other"`}},
+		{"a list dropped flood", map[string]string{"echo": digest(echo), "flood": "sha256:" + strings.Repeat("0", 64)}, true,
+			[]string{`"echo"`, `"ec\u0068o"`},
+			[]string{`"flood"`, `"fl\u006fod"`, `"other"`}},
+		{"no lock", nil, false, []string{`"echo"`, `"other"`}, nil},
+	} {
+		t.Run(c.what, func(t *testing.T) {
+			var lock *pin.Lock
+			if c.tools != nil {
+				lock = pin.NewLock()
+				lock.Tools = c.tools
+				lock.Prompts = c.tools
+			}
+			h := pin.New(&pin.Options{Lock: lock, LockFile: "l.json", Inspection: pin.Inspection{AllowHiddenUnicode: true, MaxDescriptionBytes: -1}}).
+				Interceptor(&pin.Hooks{Logger: quiet})(func(*peer.Message) error { return nil })
+			if c.list {
+				if err := h(msg(peer.FromChild, "tools/list", `{"jsonrpc":"2.0","id":9,"result":{"tools":[`+echo+`,`+flood+`]}}`)); err != nil {
+					t.Fatal(err)
+				}
+			}
+			for _, method := range []string{"tools/call", "prompts/get"} {
+				if c.list && method == "prompts/get" {
+					continue // only tools were listed
+				}
+				for round := range 2 {
+					for _, name := range c.pass {
+						if err := h(call(method, name)); err != nil {
+							t.Errorf("round %d: %s %s refused: %v", round, method, name, err)
+						}
+					}
+					for _, name := range c.refused {
+						var r *pin.Refusal
+						if err := h(call(method, name)); !errors.As(err, &r) {
+							t.Errorf("round %d: %s %s: %v, want a refusal", round, method, name, err)
+						}
+					}
+				}
+			}
+		})
+	}
+}

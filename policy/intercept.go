@@ -123,6 +123,25 @@ func (p *Policy) Check(caller *Caller, msg jsonrpc.Message) *Denial {
 	return nil
 }
 
+// openToAll reports whether msg is a tools/call or prompts/get of what
+// every caller may use (see openNames): Check then allows it whoever the
+// caller. False says nothing.
+func (p *Policy) openToAll(msg *peer.Message) bool {
+	var r *rules
+	switch msg.Env.Method {
+	case "tools/call":
+		r = &p.tools
+	case "prompts/get":
+		r = &p.prompts
+	default:
+		return false
+	}
+	if msg.Env.NameAt.IsZero() {
+		return false
+	}
+	return r.open.openToAll(r, msg.Env.NameAt.In(msg.Data))
+}
+
 // Readable decides whether caller may read the resource uri, subscribe to
 // it and hear of its updates: nil, or why not. It is what Check decides
 // for resources/read; the stateless pool asks it for each caller a
@@ -168,13 +187,24 @@ type Options struct {
 	Logger *slog.Logger
 }
 
-// lists are the list results the policy filters: the array member of the
+// list is a list result the policy filters: the array member of the
 // result and the member of each item that names it.
-var lists = map[string]struct{ array, key, kind string }{
-	"tools/list":               {"tools", "name", "tools"},
-	"prompts/list":             {"prompts", "name", "prompts"},
-	"resources/list":           {"resources", "uri", "resources"},
-	"resources/templates/list": {"resourceTemplates", "uriTemplate", "resources"},
+type list struct{ array, key, kind string }
+
+// listOf returns the list result of method, if the policy filters it (a
+// switch, not a map: every answer asks, issue 16).
+func listOf(method string) (list, bool) {
+	switch method {
+	case "tools/list":
+		return list{"tools", "name", "tools"}, true
+	case "prompts/list":
+		return list{"prompts", "name", "prompts"}, true
+	case "resources/list":
+		return list{"resources", "uri", "resources"}, true
+	case "resources/templates/list":
+		return list{"resourceTemplates", "uriTemplate", "resources"}, true
+	}
+	return list{}, false
 }
 
 func (p *Policy) rulesOf(kind string) *rules {
@@ -223,6 +253,9 @@ func (p *Policy) Interceptor(opts *Options) peer.Interceptor {
 					return err
 				}
 			case m.Dir == peer.ToChild && m.Env.Kind == jsonrpc.KindRequest:
+				if p.openToAll(m) {
+					break // Check would allow it, whoever the caller
+				}
 				c := caller(m.Origin)
 				if d := p.Check(c, m.Message); d != nil {
 					args := []any{"kind", singular(d.Kind), "name", d.Name, "rule", d.Rule}
@@ -250,7 +283,7 @@ func (p *Policy) Interceptor(opts *Options) peer.Interceptor {
 					}
 				}
 			case m.Dir == peer.FromChild && m.Env.Kind == jsonrpc.KindResponse && !m.Env.IsError:
-				l, ok := lists[m.Method]
+				l, ok := listOf(m.Method)
 				if !ok {
 					break
 				}

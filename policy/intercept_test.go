@@ -323,3 +323,47 @@ func TestUpdatesPerCaller(t *testing.T) {
 		t.Error("Readable does not decide as resources/read")
 	}
 }
+
+// The interceptor refuses a call exactly when Check refuses it, for every
+// caller, the first time a name is called and again (when it remembers
+// which names every caller may use), whatever the policy and however the
+// name is written.
+func TestInterceptorAsCheck(t *testing.T) {
+	policies := []string{
+		testPolicy,
+		"tools:\n  allow: [\"test_*\", echo]\n  deny: [test_audio_*]\n  scopes:\n    \"*_text\": [text:read]\nprompts:\n  allow: [test_simple_prompt]\n",
+		"tools:\n  scopes:\n    \"*\": [text:read]\n",
+	}
+	names := []string{`"echo"`, `"test_simple_text"`, `"test_simple\u005ftext"`, `"test_image_content"`, `"test_image\u005fcontent"`,
+		`"test_audio_x"`, `"other"`, `"\u0065cho"`, `"e\ufffdcho"`, "\"e\xffcho\"", `"test_simple_prompt"`, `"test_prompt_with_image"`, `""`}
+	for i, text := range policies {
+		p, err := policy.Parse("test.yaml", []byte(text))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var passed bool
+		h := p.Interceptor(&policy.Options{Caller: callers, Logger: slog.New(slog.DiscardHandler)})(func(*peer.Message) error {
+			passed = true
+			return nil
+		})
+		for round := range 2 {
+			for _, method := range []string{"tools/call", "prompts/get"} {
+				for _, name := range names {
+					data := []byte(`{"jsonrpc":"2.0","id":1,"method":"` + method + `","params":{"name":` + name + `}}`)
+					env, err := jsonrpc.Parse(data)
+					if err != nil {
+						t.Fatal(err)
+					}
+					for _, who := range []string{"alice", "bob", "nobody"} {
+						passed = false
+						err := h(&peer.Message{Message: jsonrpc.Message{Data: data, Env: env}, Dir: peer.ToChild, Origin: who, Method: method})
+						d := p.Check(callers(who), jsonrpc.Message{Data: data, Env: env})
+						if (err == nil) != (d == nil) || passed != (d == nil) {
+							t.Errorf("policy %d, round %d, %s %s by %s: interceptor %v (passed %v), Check %v", i, round, method, name, who, err, passed, d)
+						}
+					}
+				}
+			}
+		}
+	}
+}

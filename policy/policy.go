@@ -41,8 +41,11 @@ import (
 	"os"
 	"slices"
 	"strings"
+	"sync"
 
 	"gopkg.in/yaml.v3"
+
+	"github.com/mcp-bridge/mcp-bridge/jsonrpc"
 )
 
 // A Policy is a parsed policy file. It is immutable and safe for
@@ -60,6 +63,7 @@ type rules struct {
 	allow  []glob
 	deny   []glob
 	scopes []scopeRule
+	open   *openNames
 }
 
 type scopeRule struct {
@@ -79,7 +83,8 @@ func Load(path string) (*Policy, error) {
 
 // Parse checks the policy in data; file names it in errors.
 func Parse(file string, data []byte) (*Policy, error) {
-	p := &Policy{file: file, tools: rules{kind: "tools"}, prompts: rules{kind: "prompts"}, resources: rules{kind: "resources"}}
+	p := &Policy{file: file, tools: rules{kind: "tools", open: &openNames{}}, prompts: rules{kind: "prompts", open: &openNames{}},
+		resources: rules{kind: "resources"}}
 	fail := func(n *yaml.Node, key, format string, args ...any) error {
 		line := ""
 		if n != nil {
@@ -250,6 +255,62 @@ type Caller struct {
 	Subject  string
 	ClientID string
 	Scopes   []string
+}
+
+// openToAll reports whether every caller may use the thing called name:
+// no pattern of allow, deny or scopes stands in the way, which is when
+// decide returns nil whoever the caller.
+func (r *rules) openToAll(name string) bool {
+	if len(r.allow) > 0 && !slices.ContainsFunc(r.allow, func(g glob) bool { return g.match(name) }) {
+		return false
+	}
+	match := func(g glob) bool { return g.match(name) }
+	return !slices.ContainsFunc(r.deny, match) && !slices.ContainsFunc(r.scopes, func(s scopeRule) bool { return s.pattern.match(name) })
+}
+
+// openNames remembers, by a name as a request wrote it (params.name with
+// its quotes and escapes), whether the rules let every caller use it:
+// the calls of a tool, over and over, then cost a map lookup instead of
+// decoding the name, asking who the caller is and matching every pattern
+// (about 800 instructions a call: issue 16). Names that decode alike but
+// are written differently have entries of their own, each decided from
+// the decoded name.
+type openNames struct {
+	mu    sync.RWMutex
+	names map[string]bool
+}
+
+// The bounds of openNames: at most maxOpenNames names, each written in at
+// most maxOpenName bytes (longer ones are decided every time); it is
+// emptied when full.
+const (
+	maxOpenNames = 1024
+	maxOpenName  = 256
+)
+
+// openToAll reports whether every caller may use the thing whose name is
+// written raw (a JSON string as written), as rules.openToAll.
+func (o *openNames) openToAll(r *rules, raw []byte) bool {
+	if o == nil {
+		return false // a Policy not made by Parse
+	}
+	o.mu.RLock()
+	open, ok := o.names[string(raw)]
+	o.mu.RUnlock()
+	if ok {
+		return open
+	}
+	name, _ := jsonrpc.StringValue(raw)
+	open = r.openToAll(name)
+	if len(raw) <= maxOpenName {
+		o.mu.Lock()
+		if o.names == nil || len(o.names) >= maxOpenNames {
+			o.names = make(map[string]bool)
+		}
+		o.names[string(raw)] = open
+		o.mu.Unlock()
+	}
+	return open
 }
 
 // decide says whether caller may use the thing called name. It returns
