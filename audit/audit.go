@@ -535,10 +535,13 @@ func (c *conn) digest(p *pending, args []byte) {
 }
 
 // arguments sets the digest of params.arguments of a tools/call or
-// prompts/get in p.
+// prompts/get in p: where the envelope found them, without reading the
+// message again.
 func (c *conn) arguments(m *peer.Message, p *pending) {
-	params, _ := jsonrpc.Lookup(m.Data, "params")
-	args, _ := jsonrpc.Lookup(params, "arguments")
+	var args []byte
+	if at := m.Env.ArgumentsAt; !at.IsZero() {
+		args = at.In(m.Data)
+	}
 	c.digest(p, args)
 }
 

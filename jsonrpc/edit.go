@@ -100,7 +100,7 @@ func (e *Envelope) Rewrite(data []byte, edits ...Edit) []byte {
 			e.RequestID, _ = canonicalID(ed.Raw)
 		}
 	}
-	for _, sp := range []*Span{&e.IDAt, &e.ProgressTokenAt, &e.RequestIDAt, &e.NameAt, &e.MetaAt, &e.ResultAt} {
+	for _, sp := range []*Span{&e.IDAt, &e.ProgressTokenAt, &e.RequestIDAt, &e.NameAt, &e.MetaAt, &e.ArgumentsAt, &e.ResultAt} {
 		if !sp.IsZero() {
 			*sp = Span{move(sp.Start), move(sp.End)}
 		}

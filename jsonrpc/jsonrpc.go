@@ -90,7 +90,10 @@ type Envelope struct {
 	// NameAt is params.name of a request or notification, when it is a
 	// string (the tool of a tools/call, the prompt of a prompts/get): see
 	// Name. MetaAt is params._meta when it is an object: see Lookup.
-	NameAt, MetaAt Span
+	// ArgumentsAt is params.arguments of a request or notification (of a
+	// tools/call or prompts/get), the last one if given twice, as Lookup
+	// finds it.
+	NameAt, MetaAt, ArgumentsAt Span
 	// ResultAt is the result of a response that has one (not an error).
 	ResultAt Span
 }
@@ -139,9 +142,9 @@ type members struct {
 	result, error       bool
 	ambiguous           bool
 	// From params, if it is an object; from params._meta for metaToken.
-	metaToken, progressToken, requestID, name, meta []byte
+	metaToken, progressToken, requestID, name, meta, arguments []byte
 	// Where id, result and the members of params are in the input.
-	idAt, resultAt, metaTokenAt, progressTokenAt, requestIDAt, nameAt, metaAt Span
+	idAt, resultAt, metaTokenAt, progressTokenAt, requestIDAt, nameAt, metaAt, argumentsAt Span
 }
 
 // scanMessage validates data as exactly one JSON value and, if it is an
@@ -209,7 +212,7 @@ func (m *members) member(s *scanner, n name, names []string, values [][]byte) bo
 		m.error = true
 		return s.skipValue()
 	case nameParams:
-		m.metaToken, m.progressToken, m.requestID, m.name, m.meta = nil, nil, nil, nil, nil
+		m.metaToken, m.progressToken, m.requestID, m.name, m.meta, m.arguments = nil, nil, nil, nil, nil, nil
 		clear(values)
 		if s.peek() != '{' {
 			return s.skipValue() // by-position params: nothing to route on
@@ -222,6 +225,8 @@ func (m *members) member(s *scanner, n name, names []string, values [][]byte) bo
 				return s.valueAt(&m.requestID, &m.requestIDAt)
 			case nameName:
 				return s.valueAt(&m.name, &m.nameAt)
+			case nameArguments:
+				return s.valueAt(&m.arguments, &m.argumentsAt)
 			case nameMeta:
 				m.metaToken, m.meta = nil, nil
 				clear(values)
@@ -314,6 +319,7 @@ const (
 	nameProgressToken
 	nameRequestID
 	nameName
+	nameArguments
 )
 
 // memberName returns the member name the bridge knows that raw (as
@@ -350,6 +356,8 @@ func memberName(raw []byte, escaped bool) name {
 		return nameRequestID
 	case "name":
 		return nameName
+	case "arguments":
+		return nameArguments
 	}
 	return nameOther
 }
@@ -502,6 +510,9 @@ func (m *members) envelope() (Envelope, error) {
 		}
 		if m.meta != nil {
 			env.MetaAt = m.metaAt
+		}
+		if m.arguments != nil {
+			env.ArgumentsAt = m.argumentsAt
 		}
 	case m.result || m.error:
 		if m.result && m.error {

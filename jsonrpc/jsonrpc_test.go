@@ -508,7 +508,7 @@ func referenceParse(data []byte) (env Envelope, verdict string) {
 
 // routing is e without its Spans, which checkSpans checks.
 func routing(e Envelope) Envelope {
-	e.IDAt, e.ProgressTokenAt, e.RequestIDAt, e.NameAt, e.MetaAt, e.ResultAt = Span{}, Span{}, Span{}, Span{}, Span{}, Span{}
+	e.IDAt, e.ProgressTokenAt, e.RequestIDAt, e.NameAt, e.MetaAt, e.ArgumentsAt, e.ResultAt = Span{}, Span{}, Span{}, Span{}, Span{}, Span{}, Span{}
 	return e
 }
 
@@ -542,13 +542,16 @@ func checkSpans(t *testing.T, data []byte, env Envelope) {
 	if raw := params["_meta"]; env.Kind != KindResponse && len(raw) > 0 && raw[0] == '{' {
 		want["_meta"] = raw
 	}
+	if raw, ok := params["arguments"]; ok && env.Kind != KindResponse {
+		want["arguments"] = raw // null too
+	}
 	if raw, ok := m["result"]; ok && env.Kind == KindResponse {
 		want["result"] = raw // null too
 	}
 	for _, c := range []struct {
 		name string
 		at   Span
-	}{{"id", env.IDAt}, {"progressToken", env.ProgressTokenAt}, {"requestId", env.RequestIDAt}, {"name", env.NameAt}, {"_meta", env.MetaAt}, {"result", env.ResultAt}} {
+	}{{"id", env.IDAt}, {"progressToken", env.ProgressTokenAt}, {"requestId", env.RequestIDAt}, {"name", env.NameAt}, {"_meta", env.MetaAt}, {"arguments", env.ArgumentsAt}, {"result", env.ResultAt}} {
 		got, ok := c.at.In(data), !c.at.IsZero()
 		w, wok := want[c.name]
 		if ok != wok || !bytes.Equal(got, w) {
