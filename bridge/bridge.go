@@ -317,7 +317,7 @@ func (h *Handler) guard(next func(http.ResponseWriter, *http.Request, any)) http
 				"Forbidden: Host "+strconv.Quote(r.Host)+" is not allowed", nil)
 			return
 		}
-		origin := r.Header.Get("Origin")
+		origin := headerValue(r.Header, hdrOrigin)
 		if origin != "" {
 			// "Servers MUST validate the Origin header on all incoming
 			// connections to prevent DNS rebinding attacks. If the Origin
@@ -387,7 +387,7 @@ func (h *Handler) corsHeaders(w http.ResponseWriter, origin string) {
 
 // servePreflight answers CORS preflight requests of allowed browser origins.
 func (h *Handler) servePreflight(w http.ResponseWriter, r *http.Request) {
-	origin := r.Header.Get("Origin")
+	origin := headerValue(r.Header, hdrOrigin)
 	if origin == "" || !h.originAllowed(origin, r.Host) {
 		w.WriteHeader(http.StatusForbidden)
 		return
@@ -433,13 +433,27 @@ const (
 	hdrSessionID       = "Mcp-Session-Id"
 	hdrProtocolVersion = "Mcp-Protocol-Version"
 	hdrLastEventID     = "Last-Event-Id"
+	hdrOrigin          = "Origin"
+	hdrAccept          = "Accept"
+	hdrContentType     = "Content-Type"
 )
+
+// headerValue is h.Get(key) for a key already in canonical form, as are
+// the hdr constants: Header.Get canonicalizes its key on every call, a
+// scan of the key each time, for the half dozen headers every request
+// reads (issue 14).
+func headerValue(h http.Header, key string) string {
+	if v := h[key]; len(v) > 0 {
+		return v[0]
+	}
+	return ""
+}
 
 // checkVersion validates MCP-Protocol-Version: "If the server receives a
 // request with an invalid or unsupported MCP-Protocol-Version, it MUST
 // respond with 400 Bad Request." An absent header means 2025-03-26.
 func checkVersion(r *http.Request, sess *session.Session) error {
-	v := r.Header.Get(hdrProtocolVersion)
+	v := headerValue(r.Header, hdrProtocolVersion)
 	if v == "" || slices.Contains(supportedVersions, v) {
 		return nil
 	}
@@ -453,7 +467,7 @@ func checkVersion(r *http.Request, sess *session.Session) error {
 // lookup finds the request's session: 400 without Mcp-Session-Id, 404 for
 // an unknown or ended one, 403 for one bound to another token.
 func (h *Handler) lookup(w http.ResponseWriter, r *http.Request, owner any) *session.Session {
-	id := r.Header.Get(hdrSessionID)
+	id := headerValue(r.Header, hdrSessionID)
 	if id == "" {
 		WriteError(w, http.StatusBadRequest, nil, jsonrpc.CodeInvalidRequest,
 			"Bad Request: Mcp-Session-Id header is required; start a session with an initialize request", nil)
@@ -498,7 +512,7 @@ func (h *Handler) servePost(w http.ResponseWriter, r *http.Request, owner any) {
 	if !postHeadersOK(w, r) {
 		return
 	}
-	if r.Header.Get(hdrLastEventID) != "" {
+	if headerValue(r.Header, hdrLastEventID) != "" {
 		WriteError(w, http.StatusBadRequest, nil, jsonrpc.CodeInvalidRequest,
 			"Bad Request: Last-Event-ID belongs on a GET request (resumption is always via GET)", nil)
 		return
@@ -514,10 +528,10 @@ func (h *Handler) servePost(w http.ResponseWriter, r *http.Request, owner any) {
 	// Revision 2026-07-28 clients probe with server/discover (or any request
 	// carrying that revision's header and no session): answer so they fall
 	// back to initialize. The probe never reaches a server.
-	sid := r.Header.Get(hdrSessionID)
+	sid := headerValue(r.Header, hdrSessionID)
 	for _, m := range msgs {
 		if m.Env.Method == "server/discover" ||
-			(sid == "" && r.Header.Get(hdrProtocolVersion) >= "2026-07-28" && m.Env.Method != "initialize") {
+			(sid == "" && headerValue(r.Header, hdrProtocolVersion) >= "2026-07-28" && m.Env.Method != "initialize") {
 			WriteError(w, http.StatusBadRequest, jsonrpc.RawID(m.Data), jsonrpc.CodeInvalidRequest, probeAnswer,
 				map[string]any{"supportedVersions": supportedVersions})
 			return
@@ -706,13 +720,13 @@ func (h *Handler) bodyFailed(w http.ResponseWriter, err error) {
 // listing both application/json and text/event-stream as supported content
 // types" (both eras).
 func postHeadersOK(w http.ResponseWriter, r *http.Request) bool {
-	acc := r.Header.Get("Accept")
+	acc := headerValue(r.Header, hdrAccept)
 	if !accepts(acc, "application/json") || !accepts(acc, "text/event-stream") {
 		WriteError(w, http.StatusNotAcceptable, nil, jsonrpc.CodeInvalidRequest,
 			"Not Acceptable: the Accept header must list both application/json and text/event-stream", nil)
 		return false
 	}
-	if !strings.EqualFold(mediaType(r.Header.Get("Content-Type")), "application/json") {
+	if !strings.EqualFold(mediaType(headerValue(r.Header, hdrContentType)), "application/json") {
 		WriteError(w, http.StatusUnsupportedMediaType, nil, jsonrpc.CodeInvalidRequest,
 			"Unsupported Media Type: the body must be application/json", nil)
 		return false
@@ -1120,12 +1134,12 @@ var readyCtx = func() context.Context {
 }()
 
 func (h *Handler) serveGet(w http.ResponseWriter, r *http.Request, owner any) {
-	if h.opts.Stateless != nil && r.Header.Get("Mcp-Session-Id") == "" {
+	if h.opts.Stateless != nil && headerValue(r.Header, hdrSessionID) == "" {
 		methodNotAllowed(w)
 		return
 	}
 	// "The client MUST include an Accept header, listing text/event-stream."
-	if !accepts(r.Header.Get("Accept"), "text/event-stream") {
+	if !accepts(headerValue(r.Header, hdrAccept), "text/event-stream") {
 		WriteError(w, http.StatusNotAcceptable, nil, jsonrpc.CodeInvalidRequest,
 			"Not Acceptable: the Accept header must list text/event-stream", nil)
 		return
@@ -1137,7 +1151,7 @@ func (h *Handler) serveGet(w http.ResponseWriter, r *http.Request, owner any) {
 	prime := sess.ProtocolVersion() >= primingVersion
 	var reader *session.Reader
 	var err error
-	if last := r.Header.Get(hdrLastEventID); last != "" {
+	if last := headerValue(r.Header, hdrLastEventID); last != "" {
 		var stream int64
 		var seq uint64
 		if stream, seq, err = parseEventID(last); err == nil {
@@ -1154,7 +1168,7 @@ func (h *Handler) serveGet(w http.ResponseWriter, r *http.Request, owner any) {
 		return
 	case errors.Is(err, session.ErrUnknownEvent):
 		WriteError(w, http.StatusBadRequest, nil, jsonrpc.CodeInvalidRequest,
-			"Bad Request: Last-Event-ID "+strconv.Quote(r.Header.Get(hdrLastEventID))+" names no event of this session", nil)
+			"Bad Request: Last-Event-ID "+strconv.Quote(headerValue(r.Header, hdrLastEventID))+" names no event of this session", nil)
 		return
 	case errors.Is(err, session.ErrNotFound):
 		WriteError(w, http.StatusNotFound, nil, jsonrpc.CodeInvalidRequest,
@@ -1168,7 +1182,7 @@ func (h *Handler) serveGet(w http.ResponseWriter, r *http.Request, owner any) {
 }
 
 func (h *Handler) serveDelete(w http.ResponseWriter, r *http.Request, owner any) {
-	if h.opts.Stateless != nil && r.Header.Get("Mcp-Session-Id") == "" {
+	if h.opts.Stateless != nil && headerValue(r.Header, hdrSessionID) == "" {
 		methodNotAllowed(w)
 		return
 	}
