@@ -237,13 +237,11 @@ func NewHandler(reg *session.Registry, opts *Options) *Handler {
 }
 
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	if h.opts.WriteTimeout > 0 {
-		// A stream leaves a write deadline on its connection for the end
-		// of its response, which net/http writes after the handler
-		// returned; the next request on a kept-alive connection starts
-		// without one.
-		http.NewResponseController(w).SetWriteDeadline(time.Time{})
-	}
+	// A stream leaves a write deadline on its connection for the end of
+	// its response, which net/http writes after the handler returned;
+	// net/http lifts it once that is written (conn.serve clears the
+	// connection's write deadline after each response), so the next
+	// request on a kept-alive connection starts without one.
 	h.mux.ServeHTTP(w, r)
 }
 
