@@ -277,7 +277,9 @@ func (d *writeDeadline) extend() {
 		return
 	}
 	at := time.Now().Add(d.timeout)
-	if at.Sub(d.at) < d.timeout/16 {
+	// (A zero d.at, the response's first write, is tested apart: Sub of a
+	// time without a monotonic reading takes the long way.)
+	if !d.at.IsZero() && at.Sub(d.at) < d.timeout/16 {
 		return
 	}
 	d.at = at
@@ -559,6 +561,8 @@ func (h *Handler) servePost(w http.ResponseWriter, r *http.Request, owner any) {
 	}
 	reader, err := sess.Post(msgs, h.postOptions(r))
 	switch {
+	case err == nil:
+		// The common case, before the errors.Is walks below.
 	case errors.Is(err, session.ErrRetired):
 		h.retiredPost(w, err)
 		return
@@ -659,6 +663,11 @@ func (h *Handler) initialize(w http.ResponseWriter, r *http.Request, owner any, 
 // client could resume their stream, and it has room for nothing else.
 func (h *Handler) postOptions(r *http.Request) session.PostOptions {
 	opts := session.PostOptions{Resumable: !h.opts.JSONResponse}
+	// Only authenticate (in guard) attaches a principal: without
+	// authentication there is none to look for along the context's chain.
+	if !h.auth.Enabled() {
+		return opts
+	}
 	if p := auth.FromContext(r.Context()); p != nil {
 		opts.Principal = p // never a typed nil: the interception point tests for nil
 	}
@@ -1011,7 +1020,7 @@ func (h *Handler) stream(w http.ResponseWriter, r *http.Request, sess *session.S
 		switch {
 		case err == io.EOF:
 			return // the end of the handler flushes what is buffered
-		case errors.Is(err, session.ErrEventsPurged):
+		case err != nil && err != session.ErrNotYet && errors.Is(err, session.ErrEventsPurged):
 			h.logger.Warn("closing an SSE connection whose reader fell behind the session's event log",
 				"session", sess.LogID(), "stream", reader.Stream(),
 				"hint", "raise --log-max-events / --log-max-bytes or read the stream faster")
