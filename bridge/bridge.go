@@ -164,6 +164,8 @@ type Handler struct {
 
 	ssePath, msgPath string // the legacy transport's endpoints, or ""
 
+	allowedNames []string // opts.AllowedHosts without IPv6 brackets, by index
+
 	draining  atomic.Bool
 	bodyBytes atomic.Int64 // capacity of the buffers of bodies being read
 }
@@ -197,6 +199,10 @@ func NewHandler(reg *session.Registry, opts *Options) *Handler {
 		o.Logger = slog.Default()
 	}
 	h.logger = o.Logger
+	// Trimmed once here rather than on every request (hostAllowed).
+	for _, a := range o.AllowedHosts {
+		h.allowedNames = append(h.allowedNames, strings.Trim(a, "[]"))
+	}
 	h.auth = o.Auth
 	if h.auth == nil {
 		// Static tokens alone need no network: New cannot fail.
@@ -363,8 +369,9 @@ func (h *Handler) hostAllowed(host string) bool {
 	if hn, _, err := net.SplitHostPort(host); err == nil {
 		name = hn
 	}
-	for _, a := range h.opts.AllowedHosts {
-		if a == "*" || strings.EqualFold(a, host) || strings.EqualFold(strings.Trim(a, "[]"), strings.Trim(name, "[]")) {
+	name = strings.Trim(name, "[]")
+	for i, a := range h.opts.AllowedHosts {
+		if a == "*" || strings.EqualFold(a, host) || strings.EqualFold(h.allowedNames[i], name) {
 			return true
 		}
 	}

@@ -3,6 +3,7 @@ package bridge
 import (
 	"net/http"
 	"net/textproto"
+	"slices"
 	"testing"
 )
 
@@ -27,5 +28,33 @@ func TestHeaderNamesAreCanonical(t *testing.T) {
 		if got := headerValue(h, tc.key); got != tc.want || got != h.Get(tc.key) {
 			t.Errorf("headerValue(%q) = %q, want %q as Header.Get", tc.key, got, tc.want)
 		}
+	}
+}
+
+// Host is compared with and without its port, IPv6 brackets aside, on
+// either side (the allowed names are trimmed once, in NewHandler).
+func TestHostAllowed(t *testing.T) {
+	h := NewHandler(nil, &Options{AllowedHosts: append(slices.Clone(LoopbackHosts), "[fe80::1]", "Example.org:8443")})
+	for host, want := range map[string]bool{
+		"127.0.0.1:8080":    true,
+		"localhost":         true,
+		"LOCALHOST:1":       true,
+		"[::1]:80":          true,
+		"[::1]":             true,
+		"[fe80::1]:80":      true,
+		"example.org:8443":  true,
+		"example.org":       false,
+		"evil.example":      false,
+		"evil.example:80":   false,
+		"127.0.0.2:8080":    false,
+		"[fe80::2]:80":      false,
+		"localhost.evil:80": false,
+	} {
+		if got := h.hostAllowed(host); got != want {
+			t.Errorf("hostAllowed(%q) = %v, want %v", host, got, want)
+		}
+	}
+	if !NewHandler(nil, nil).hostAllowed("anything") {
+		t.Error("no AllowedHosts: every Host must be accepted")
 	}
 }
