@@ -536,7 +536,8 @@ func (h *Handler) servePost(w http.ResponseWriter, r *http.Request, owner any) {
 	// carrying that revision's header and no session): answer so they fall
 	// back to initialize. The probe never reaches a server.
 	sid := headerValue(r.Header, hdrSessionID)
-	for _, m := range msgs {
+	for i := range msgs {
+		m := &msgs[i] // not a range value: that copies each Message
 		if m.Env.Method == "server/discover" ||
 			(sid == "" && headerValue(r.Header, hdrProtocolVersion) >= "2026-07-28" && m.Env.Method != "initialize") {
 			WriteError(w, http.StatusBadRequest, jsonrpc.RawID(m.Data), jsonrpc.CodeInvalidRequest, probeAnswer,
@@ -550,8 +551,8 @@ func (h *Handler) servePost(w http.ResponseWriter, r *http.Request, owner any) {
 		h.initialize(w, r, owner, msgs, sid)
 		return
 	}
-	for _, m := range msgs {
-		if m.Env.Method == "initialize" {
+	for i := range msgs {
+		if m := &msgs[i]; m.Env.Method == "initialize" {
 			WriteError(w, http.StatusBadRequest, jsonrpc.RawID(m.Data), jsonrpc.CodeInvalidRequest,
 				"Bad Request: initialize must be sent alone and without Mcp-Session-Id (it starts a new session)", nil)
 			return
