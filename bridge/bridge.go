@@ -164,6 +164,8 @@ type Handler struct {
 
 	ssePath, msgPath string // the legacy transport's endpoints, or ""
 
+	allowedNames []string // opts.AllowedHosts without IPv6 brackets, by index
+
 	draining  atomic.Bool
 	bodyBytes atomic.Int64 // capacity of the buffers of bodies being read
 }
@@ -197,6 +199,10 @@ func NewHandler(reg *session.Registry, opts *Options) *Handler {
 		o.Logger = slog.Default()
 	}
 	h.logger = o.Logger
+	// Trimmed once here rather than on every request (hostAllowed).
+	for _, a := range o.AllowedHosts {
+		h.allowedNames = append(h.allowedNames, strings.Trim(a, "[]"))
+	}
 	h.auth = o.Auth
 	if h.auth == nil {
 		// Static tokens alone need no network: New cannot fail.
@@ -237,13 +243,11 @@ func NewHandler(reg *session.Registry, opts *Options) *Handler {
 }
 
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	if h.opts.WriteTimeout > 0 {
-		// A stream leaves a write deadline on its connection for the end
-		// of its response, which net/http writes after the handler
-		// returned; the next request on a kept-alive connection starts
-		// without one.
-		http.NewResponseController(w).SetWriteDeadline(time.Time{})
-	}
+	// A stream leaves a write deadline on its connection for the end of
+	// its response, which net/http writes after the handler returned;
+	// net/http lifts it once that is written (conn.serve clears the
+	// connection's write deadline after each response), so the next
+	// request on a kept-alive connection starts without one.
 	h.mux.ServeHTTP(w, r)
 }
 
@@ -279,7 +283,9 @@ func (d *writeDeadline) extend() {
 		return
 	}
 	at := time.Now().Add(d.timeout)
-	if at.Sub(d.at) < d.timeout/16 {
+	// (A zero d.at, the response's first write, is tested apart: Sub of a
+	// time without a monotonic reading takes the long way.)
+	if !d.at.IsZero() && at.Sub(d.at) < d.timeout/16 {
 		return
 	}
 	d.at = at
@@ -317,7 +323,7 @@ func (h *Handler) guard(next func(http.ResponseWriter, *http.Request, any)) http
 				"Forbidden: Host "+strconv.Quote(r.Host)+" is not allowed", nil)
 			return
 		}
-		origin := r.Header.Get("Origin")
+		origin := headerValue(r.Header, hdrOrigin)
 		if origin != "" {
 			// "Servers MUST validate the Origin header on all incoming
 			// connections to prevent DNS rebinding attacks. If the Origin
@@ -363,8 +369,9 @@ func (h *Handler) hostAllowed(host string) bool {
 	if hn, _, err := net.SplitHostPort(host); err == nil {
 		name = hn
 	}
-	for _, a := range h.opts.AllowedHosts {
-		if a == "*" || strings.EqualFold(a, host) || strings.EqualFold(strings.Trim(a, "[]"), strings.Trim(name, "[]")) {
+	name = strings.Trim(name, "[]")
+	for i, a := range h.opts.AllowedHosts {
+		if a == "*" || strings.EqualFold(a, host) || strings.EqualFold(h.allowedNames[i], name) {
 			return true
 		}
 	}
@@ -387,7 +394,7 @@ func (h *Handler) corsHeaders(w http.ResponseWriter, origin string) {
 
 // servePreflight answers CORS preflight requests of allowed browser origins.
 func (h *Handler) servePreflight(w http.ResponseWriter, r *http.Request) {
-	origin := r.Header.Get("Origin")
+	origin := headerValue(r.Header, hdrOrigin)
 	if origin == "" || !h.originAllowed(origin, r.Host) {
 		w.WriteHeader(http.StatusForbidden)
 		return
@@ -433,13 +440,27 @@ const (
 	hdrSessionID       = "Mcp-Session-Id"
 	hdrProtocolVersion = "Mcp-Protocol-Version"
 	hdrLastEventID     = "Last-Event-Id"
+	hdrOrigin          = "Origin"
+	hdrAccept          = "Accept"
+	hdrContentType     = "Content-Type"
 )
+
+// headerValue is h.Get(key) for a key already in canonical form, as are
+// the hdr constants: Header.Get canonicalizes its key on every call, a
+// scan of the key each time, for the half dozen headers every request
+// reads (issue 14).
+func headerValue(h http.Header, key string) string {
+	if v := h[key]; len(v) > 0 {
+		return v[0]
+	}
+	return ""
+}
 
 // checkVersion validates MCP-Protocol-Version: "If the server receives a
 // request with an invalid or unsupported MCP-Protocol-Version, it MUST
 // respond with 400 Bad Request." An absent header means 2025-03-26.
 func checkVersion(r *http.Request, sess *session.Session) error {
-	v := r.Header.Get(hdrProtocolVersion)
+	v := headerValue(r.Header, hdrProtocolVersion)
 	if v == "" || slices.Contains(supportedVersions, v) {
 		return nil
 	}
@@ -453,7 +474,7 @@ func checkVersion(r *http.Request, sess *session.Session) error {
 // lookup finds the request's session: 400 without Mcp-Session-Id, 404 for
 // an unknown or ended one, 403 for one bound to another token.
 func (h *Handler) lookup(w http.ResponseWriter, r *http.Request, owner any) *session.Session {
-	id := r.Header.Get(hdrSessionID)
+	id := headerValue(r.Header, hdrSessionID)
 	if id == "" {
 		WriteError(w, http.StatusBadRequest, nil, jsonrpc.CodeInvalidRequest,
 			"Bad Request: Mcp-Session-Id header is required; start a session with an initialize request", nil)
@@ -498,7 +519,7 @@ func (h *Handler) servePost(w http.ResponseWriter, r *http.Request, owner any) {
 	if !postHeadersOK(w, r) {
 		return
 	}
-	if r.Header.Get(hdrLastEventID) != "" {
+	if headerValue(r.Header, hdrLastEventID) != "" {
 		WriteError(w, http.StatusBadRequest, nil, jsonrpc.CodeInvalidRequest,
 			"Bad Request: Last-Event-ID belongs on a GET request (resumption is always via GET)", nil)
 		return
@@ -514,10 +535,11 @@ func (h *Handler) servePost(w http.ResponseWriter, r *http.Request, owner any) {
 	// Revision 2026-07-28 clients probe with server/discover (or any request
 	// carrying that revision's header and no session): answer so they fall
 	// back to initialize. The probe never reaches a server.
-	sid := r.Header.Get(hdrSessionID)
-	for _, m := range msgs {
+	sid := headerValue(r.Header, hdrSessionID)
+	for i := range msgs {
+		m := &msgs[i] // not a range value: that copies each Message
 		if m.Env.Method == "server/discover" ||
-			(sid == "" && r.Header.Get(hdrProtocolVersion) >= "2026-07-28" && m.Env.Method != "initialize") {
+			(sid == "" && headerValue(r.Header, hdrProtocolVersion) >= "2026-07-28" && m.Env.Method != "initialize") {
 			WriteError(w, http.StatusBadRequest, jsonrpc.RawID(m.Data), jsonrpc.CodeInvalidRequest, probeAnswer,
 				map[string]any{"supportedVersions": supportedVersions})
 			return
@@ -529,8 +551,8 @@ func (h *Handler) servePost(w http.ResponseWriter, r *http.Request, owner any) {
 		h.initialize(w, r, owner, msgs, sid)
 		return
 	}
-	for _, m := range msgs {
-		if m.Env.Method == "initialize" {
+	for i := range msgs {
+		if m := &msgs[i]; m.Env.Method == "initialize" {
 			WriteError(w, http.StatusBadRequest, jsonrpc.RawID(m.Data), jsonrpc.CodeInvalidRequest,
 				"Bad Request: initialize must be sent alone and without Mcp-Session-Id (it starts a new session)", nil)
 			return
@@ -547,6 +569,8 @@ func (h *Handler) servePost(w http.ResponseWriter, r *http.Request, owner any) {
 	}
 	reader, err := sess.Post(msgs, h.postOptions(r))
 	switch {
+	case err == nil:
+		// The common case, before the errors.Is walks below.
 	case errors.Is(err, session.ErrRetired):
 		h.retiredPost(w, err)
 		return
@@ -647,6 +671,11 @@ func (h *Handler) initialize(w http.ResponseWriter, r *http.Request, owner any, 
 // client could resume their stream, and it has room for nothing else.
 func (h *Handler) postOptions(r *http.Request) session.PostOptions {
 	opts := session.PostOptions{Resumable: !h.opts.JSONResponse}
+	// Only authenticate (in guard) attaches a principal: without
+	// authentication there is none to look for along the context's chain.
+	if !h.auth.Enabled() {
+		return opts
+	}
 	if p := auth.FromContext(r.Context()); p != nil {
 		opts.Principal = p // never a typed nil: the interception point tests for nil
 	}
@@ -706,13 +735,13 @@ func (h *Handler) bodyFailed(w http.ResponseWriter, err error) {
 // listing both application/json and text/event-stream as supported content
 // types" (both eras).
 func postHeadersOK(w http.ResponseWriter, r *http.Request) bool {
-	acc := r.Header.Get("Accept")
+	acc := headerValue(r.Header, hdrAccept)
 	if !accepts(acc, "application/json") || !accepts(acc, "text/event-stream") {
 		WriteError(w, http.StatusNotAcceptable, nil, jsonrpc.CodeInvalidRequest,
 			"Not Acceptable: the Accept header must list both application/json and text/event-stream", nil)
 		return false
 	}
-	if !strings.EqualFold(mediaType(r.Header.Get("Content-Type")), "application/json") {
+	if !strings.EqualFold(mediaType(headerValue(r.Header, hdrContentType)), "application/json") {
 		WriteError(w, http.StatusUnsupportedMediaType, nil, jsonrpc.CodeInvalidRequest,
 			"Unsupported Media Type: the body must be application/json", nil)
 		return false
@@ -948,26 +977,37 @@ func putFrameBuf(bp *[]byte) {
 // stream writes a stream's events as SSE until it ends, the client leaves,
 // or the poll interval closes the connection.
 func (h *Handler) stream(w http.ResponseWriter, r *http.Request, sess *session.Session, reader *session.Reader, prime bool) {
-	defer reader.Detach()
 	startSSE(w)
 	dl := h.deadline(w)
 	rc := dl.rc
-	// Each event gets WriteTimeout to reach the client (issue 13): a client
-	// that stops reading loses its connection instead of holding it and
-	// this goroutine forever, also after its session ended. The deadline
-	// is renewed before each event, so a stream may wait for its next
-	// event as long as it takes. The last renewal covers the end of the
-	// response, written by net/http after this returns.
-	defer dl.extend()
 	ka := keepAlive{every: h.opts.SSEKeepAlive, w: w}
-	defer ka.stop()
+	var cancel context.CancelFunc // of the poll interval's context
+	// One deferred call does all the cleanup: the compiler open-codes the
+	// defers of a function only while defers times returns stay small, and
+	// with four of them across this loop's returns each cost a runtime
+	// defer record per request (issue 14).
+	defer func() {
+		if cancel != nil {
+			cancel()
+		}
+		ka.stop()
+		// Each event gets WriteTimeout to reach the client (issue 13): a
+		// client that stops reading loses its connection instead of
+		// holding it and this goroutine forever, also after its session
+		// ended. The deadline is renewed before each event, so a stream
+		// may wait for its next event as long as it takes. This last
+		// renewal covers the end of the response, written by net/http
+		// after this returns.
+		dl.extend()
+		reader.Detach()
+	}()
 
 	ctx := r.Context()
 	poll := h.opts.SSEPollAfter > 0 && prime
 	if poll {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, h.opts.SSEPollAfter)
-		defer cancel()
+		var stop context.CancelFunc
+		ctx, stop = context.WithTimeout(ctx, h.opts.SSEPollAfter)
+		cancel = stop // called by the deferred cleanup
 	}
 	if prime {
 		// "The server SHOULD immediately send an SSE event consisting of an
@@ -999,7 +1039,7 @@ func (h *Handler) stream(w http.ResponseWriter, r *http.Request, sess *session.S
 		switch {
 		case err == io.EOF:
 			return // the end of the handler flushes what is buffered
-		case errors.Is(err, session.ErrEventsPurged):
+		case err != nil && err != session.ErrNotYet && errors.Is(err, session.ErrEventsPurged):
 			h.logger.Warn("closing an SSE connection whose reader fell behind the session's event log",
 				"session", sess.LogID(), "stream", reader.Stream(),
 				"hint", "raise --log-max-events / --log-max-bytes or read the stream faster")
@@ -1120,12 +1160,12 @@ var readyCtx = func() context.Context {
 }()
 
 func (h *Handler) serveGet(w http.ResponseWriter, r *http.Request, owner any) {
-	if h.opts.Stateless != nil && r.Header.Get("Mcp-Session-Id") == "" {
+	if h.opts.Stateless != nil && headerValue(r.Header, hdrSessionID) == "" {
 		methodNotAllowed(w)
 		return
 	}
 	// "The client MUST include an Accept header, listing text/event-stream."
-	if !accepts(r.Header.Get("Accept"), "text/event-stream") {
+	if !accepts(headerValue(r.Header, hdrAccept), "text/event-stream") {
 		WriteError(w, http.StatusNotAcceptable, nil, jsonrpc.CodeInvalidRequest,
 			"Not Acceptable: the Accept header must list text/event-stream", nil)
 		return
@@ -1137,7 +1177,7 @@ func (h *Handler) serveGet(w http.ResponseWriter, r *http.Request, owner any) {
 	prime := sess.ProtocolVersion() >= primingVersion
 	var reader *session.Reader
 	var err error
-	if last := r.Header.Get(hdrLastEventID); last != "" {
+	if last := headerValue(r.Header, hdrLastEventID); last != "" {
 		var stream int64
 		var seq uint64
 		if stream, seq, err = parseEventID(last); err == nil {
@@ -1154,7 +1194,7 @@ func (h *Handler) serveGet(w http.ResponseWriter, r *http.Request, owner any) {
 		return
 	case errors.Is(err, session.ErrUnknownEvent):
 		WriteError(w, http.StatusBadRequest, nil, jsonrpc.CodeInvalidRequest,
-			"Bad Request: Last-Event-ID "+strconv.Quote(r.Header.Get(hdrLastEventID))+" names no event of this session", nil)
+			"Bad Request: Last-Event-ID "+strconv.Quote(headerValue(r.Header, hdrLastEventID))+" names no event of this session", nil)
 		return
 	case errors.Is(err, session.ErrNotFound):
 		WriteError(w, http.StatusNotFound, nil, jsonrpc.CodeInvalidRequest,
@@ -1168,7 +1208,7 @@ func (h *Handler) serveGet(w http.ResponseWriter, r *http.Request, owner any) {
 }
 
 func (h *Handler) serveDelete(w http.ResponseWriter, r *http.Request, owner any) {
-	if h.opts.Stateless != nil && r.Header.Get("Mcp-Session-Id") == "" {
+	if h.opts.Stateless != nil && headerValue(r.Header, hdrSessionID) == "" {
 		methodNotAllowed(w)
 		return
 	}

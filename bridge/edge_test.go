@@ -84,13 +84,31 @@ func (w *connWatch) waitClosed(t *testing.T, c net.Conn, what string) {
 	}
 }
 
+// listeners are the ways the tests of deadlines serve the bridge: on the
+// test server's listener, and behind LimitListener, whose connections
+// defer deadline changes until a read or write (limit.go), as the command
+// serves it.
+var listeners = []struct {
+	name string
+	wrap func(*httptest.Server)
+}{
+	{"plain", func(*httptest.Server) {}},
+	{"limited", func(s *httptest.Server) { s.Listener = bridge.LimitListener(s.Listener, nil) }},
+}
+
 const postHead = "POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nAccept: application/json, text/event-stream\r\n"
 
 // A body that stalls, with a declared length or chunked without end, gets
 // 408 within BodyReadTimeout and its connection closes (before: it stayed
 // open forever).
 func TestBodyReadTimeout(t *testing.T) {
-	b := startBridge(t, bridgeConfig{bridge: bridge.Options{BodyReadTimeout: 50 * time.Millisecond}})
+	for _, ln := range listeners {
+		t.Run(ln.name, func(t *testing.T) { testBodyReadTimeout(t, ln.wrap) })
+	}
+}
+
+func testBodyReadTimeout(t *testing.T, wrap func(*httptest.Server)) {
+	b := startBridge(t, bridgeConfig{bridge: bridge.Options{BodyReadTimeout: 50 * time.Millisecond}, server: wrap})
 	for _, tc := range []struct{ name, req string }{
 		{"stalled mid-body", postHead + "Content-Length: 1000\r\n\r\n{\"jsonrpc\":\"2.0\","},
 		{"chunked without end", postHead + "Transfer-Encoding: chunked\r\n\r\n5\r\n{\"jso\r\n"},
@@ -206,12 +224,18 @@ func TestHeadIsNotAStream(t *testing.T) {
 // handler its goroutine (goleak), within WriteTimeout; here after its
 // session was deleted (before: both stayed forever).
 func TestWriteTimeoutFreesAStalledReader(t *testing.T) {
+	for _, ln := range listeners {
+		t.Run(ln.name, func(t *testing.T) { testWriteTimeoutFreesAStalledReader(t, ln.wrap) })
+	}
+}
+
+func testWriteTimeoutFreesAStalledReader(t *testing.T, wrap func(*httptest.Server)) {
 	const size = 7 << 20 // beyond what the socket buffers of both ends hold
 	var watch connWatch
 	b := startBridge(t, bridgeConfig{
 		session: session.Options{MaxMessageBytes: 8 << 20, LogMaxBytes: 32 << 20},
 		bridge:  bridge.Options{WriteTimeout: time.Second},
-		server:  func(s *httptest.Server) { s.Config.ConnState = watch.hook },
+		server:  func(s *httptest.Server) { wrap(s); s.Config.ConnState = watch.hook },
 	})
 	sid := rawSession(t, b.URL, "2025-11-25")
 	c := dialFrom(t, b, "127.0.0.1")
@@ -329,8 +353,14 @@ func TestBodyBytesInFlight(t *testing.T) {
 // BodyReadTimeout: neither cuts it. The time waited is the subject here,
 // so the test lets it pass (3 s against 1 s timeouts).
 func TestStreamsWaitBeyondTheTimeouts(t *testing.T) {
+	for _, ln := range listeners {
+		t.Run(ln.name, func(t *testing.T) { testStreamsWaitBeyondTheTimeouts(t, ln.wrap) })
+	}
+}
+
+func testStreamsWaitBeyondTheTimeouts(t *testing.T, wrap func(*httptest.Server)) {
 	const timeout = time.Second
-	b := startBridge(t, bridgeConfig{bridge: bridge.Options{WriteTimeout: timeout, BodyReadTimeout: timeout}})
+	b := startBridge(t, bridgeConfig{bridge: bridge.Options{WriteTimeout: timeout, BodyReadTimeout: timeout}, server: wrap})
 	sid := rawSession(t, b.URL, "2025-11-25")
 	req, _ := http.NewRequest("GET", b.URL, nil)
 	req.Header.Set("Accept", "text/event-stream")
@@ -355,4 +385,43 @@ func TestStreamsWaitBeyondTheTimeouts(t *testing.T) {
 		}
 	}
 	t.Fatalf("the standalone stream ended after waiting %s: %v", 3*timeout, lines.Err())
+}
+
+// The next request on a kept-alive connection inherits no deadline from
+// the stream before it: its answer goes out, though it comes after the
+// stream's last write deadline passed, and so does the next stream's. The
+// time waited is the subject here, so the test lets it pass.
+func TestKeptAliveConnectionStartsWithoutDeadline(t *testing.T) {
+	for _, ln := range listeners {
+		t.Run(ln.name, func(t *testing.T) {
+			const timeout = 200 * time.Millisecond
+			b := startBridge(t, bridgeConfig{bridge: bridge.Options{WriteTimeout: timeout, BodyReadTimeout: timeout}, server: ln.wrap})
+			sid := rawSession(t, b.URL, "2025-11-25")
+			c := dialFrom(t, b, "127.0.0.1")
+			br := bufio.NewReader(c)
+			post := func(body string) *http.Response {
+				t.Helper()
+				fmt.Fprintf(c, "%sMcp-Session-Id: %s\r\nMCP-Protocol-Version: 2025-11-25\r\nContent-Length: %d\r\n\r\n%s", postHead, sid, len(body), body)
+				resp, err := http.ReadResponse(br, nil)
+				if err != nil {
+					t.Fatalf("no answer on the kept-alive connection: %v", err)
+				}
+				return resp
+			}
+			call := `{"jsonrpc":"2.0","id":5,"method":"tools/call","params":{"name":"echo","arguments":{"text":"hi"}}}`
+			for i := range 2 {
+				resp := post(call)
+				if evs := readEvents(t, resp.Body); resp.StatusCode != 200 || len(evs) == 0 || !strings.Contains(evs[len(evs)-1].Data, `"result"`) {
+					t.Fatalf("call %d: %d %+v", i, resp.StatusCode, evs)
+				}
+				<-time.After(3 * timeout)
+				resp = post(`{"jsonrpc":"2.0","method":"notifications/roots/list_changed"}`)
+				readAll(t, resp.Body)
+				if resp.StatusCode != http.StatusAccepted {
+					t.Fatalf("a notification after a stream: %d", resp.StatusCode)
+				}
+				<-time.After(3 * timeout)
+			}
+		})
+	}
 }

@@ -168,11 +168,120 @@ func clientKey(a net.Addr) string {
 }
 
 // limitConn releases its place in the limits when closed, once.
+//
+// It also defers deadline changes until they can act. A deadline acts only
+// on a Read or Write in progress or started later, yet net/http and the
+// handler set or lift the read deadline eight times per request (idle,
+// headers, the body's deadline, the background read and its abort) and
+// the write deadline twice, nearly always while nothing is being read or
+// written; each change updates a runtime timer, several thousand
+// instructions per request together (issue 14). So a change made while no
+// operation of its direction is in progress is only recorded, and applied
+// at the start of the next one; a change made during one is applied at
+// once, as a plain connection does (net/http aborts its background read
+// that way). The deadline in effect for every read and write is the last
+// one set, as on the underlying connection.
 type limitConn struct {
 	net.Conn
 	l      *limitListener
 	key    string
 	closed atomic.Bool
+
+	mu     sync.Mutex
+	rd, wd lazyDeadline // guarded by mu
+}
+
+// lazyDeadline is one direction's deadline of a limitConn: the last one
+// set, the one in effect on the underlying connection, and how many
+// operations are in progress. Its methods are called with limitConn.mu
+// held; each reports whether the underlying deadline must be set to want.
+type lazyDeadline struct {
+	want, set time.Time
+	active    atomic.Int32 // operations in progress; raised under limitConn.mu
+}
+
+// begin counts an operation in progress, at its start.
+func (d *lazyDeadline) begin() bool {
+	d.active.Add(1)
+	if d.want == d.set {
+		return false
+	}
+	d.set = d.want
+	return true
+}
+
+// change records the deadline t.
+func (d *lazyDeadline) change(t time.Time) bool {
+	d.want = t
+	if d.active.Load() == 0 || t == d.set {
+		return false
+	}
+	d.set = t
+	return true
+}
+
+func (c *limitConn) Read(p []byte) (n int, err error) {
+	c.mu.Lock()
+	if c.rd.begin() {
+		err = c.Conn.SetReadDeadline(c.rd.want)
+	}
+	c.mu.Unlock()
+	if err == nil {
+		n, err = c.Conn.Read(p)
+	}
+	// Lowered without the lock: a change that still sees the operation
+	// only applies at once a deadline that would otherwise wait.
+	c.rd.active.Add(-1)
+	return n, err
+}
+
+func (c *limitConn) Write(p []byte) (n int, err error) {
+	c.mu.Lock()
+	if c.wd.begin() {
+		err = c.Conn.SetWriteDeadline(c.wd.want)
+	}
+	c.mu.Unlock()
+	if err == nil {
+		n, err = c.Conn.Write(p)
+	}
+	c.wd.active.Add(-1)
+	return n, err
+}
+
+// The setters apply a deadline under the lock, so that concurrent changes
+// take effect in the order they were recorded.
+
+func (c *limitConn) SetReadDeadline(t time.Time) (err error) {
+	c.mu.Lock()
+	if c.rd.change(t) {
+		err = c.Conn.SetReadDeadline(t)
+	}
+	c.mu.Unlock()
+	return err
+}
+
+func (c *limitConn) SetWriteDeadline(t time.Time) (err error) {
+	c.mu.Lock()
+	if c.wd.change(t) {
+		err = c.Conn.SetWriteDeadline(t)
+	}
+	c.mu.Unlock()
+	return err
+}
+
+func (c *limitConn) SetDeadline(t time.Time) (err error) {
+	c.mu.Lock()
+	r, w := c.rd.change(t), c.wd.change(t)
+	switch {
+	case r && w:
+		err = c.Conn.SetDeadline(t)
+	case r:
+		err = c.Conn.SetReadDeadline(t)
+	case w:
+		err = c.Conn.SetWriteDeadline(t)
+	}
+	c.mu.Unlock()
+	return err
 }
 
 func (c *limitConn) Close() error {

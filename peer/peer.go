@@ -424,8 +424,9 @@ func (c *Conn) filter(origin any, msgs []jsonrpc.Message) ([]jsonrpc.Message, er
 		*m = Message{} // keeps no client's bytes alive in the pool
 		chainMessages.Put(m)
 	}()
-	for i, msg := range msgs {
-		*m = Message{Message: msg, Dir: ToChild, Origin: origin, Method: msg.Env.Method}
+	for i := range msgs {
+		msg := &msgs[i] // not a range value: that copies each Message
+		*m = Message{Message: *msg, Dir: ToChild, Origin: origin, Method: msg.Env.Method}
 		err := c.toChild(m)
 		if m.passed && err == nil {
 			if out == nil && sameData(m.Data, msg.Data) {
@@ -445,7 +446,7 @@ func (c *Conn) filter(origin any, msgs []jsonrpc.Message) ([]jsonrpc.Message, er
 			return nil, err
 		}
 		if msg.Env.Kind == jsonrpc.KindRequest {
-			c.answerRefused(origin, msg, rpcErr)
+			c.answerRefused(origin, *msg, rpcErr)
 		}
 	}
 	if out == nil {

@@ -871,9 +871,11 @@ func (s *Session) Post(msgs []Message, opts PostOptions) (*Reader, error) {
 		s.mu.Unlock()
 		return nil, ErrNotFound
 	}
+	// (The loops over msgs index it: a range value would copy each
+	// Message, a few hundred bytes, per message and per loop; issue 14.)
 	requests := 0
-	for _, m := range msgs {
-		if m.Env.Kind == jsonrpc.KindRequest {
+	for i := range msgs {
+		if msgs[i].Env.Kind == jsonrpc.KindRequest {
 			requests++
 		}
 	}
@@ -936,17 +938,18 @@ func (s *Session) Post(msgs []Message, opts PostOptions) (*Reader, error) {
 		p.waiting++
 		s.reg.addInflight(1)
 	}
-	for _, m := range msgs {
-		switch m.Env.Kind {
+	for i := range msgs {
+		env := &msgs[i].Env
+		switch env.Kind {
 		case jsonrpc.KindResponse:
-			delete(s.childReqs, m.Env.ID)
+			delete(s.childReqs, env.ID)
 		case jsonrpc.KindNotification:
-			if m.Env.Method == "notifications/cancelled" && m.Env.RequestID != "" {
+			if env.Method == "notifications/cancelled" && env.RequestID != "" {
 				// The client gave up on its request: it will ignore a late
 				// answer, so stop waiting for one (the spec lets the server
 				// not answer a cancelled request at all).
-				if c := s.inflight[m.Env.RequestID]; c != nil {
-					s.answeredLocked(m.Env.RequestID, c)
+				if c := s.inflight[env.RequestID]; c != nil {
+					s.answeredLocked(env.RequestID, c)
 				}
 			}
 		}
@@ -1124,7 +1127,7 @@ func (s *Session) checkIdle() {
 
 // Route is the Session as its connection's peer.Router: it delivers a
 // message from the server to its stream.
-func (s *Session) Route(m *peer.Message) { s.route(m.Data, m.Env) }
+func (s *Session) Route(m *peer.Message) { s.route(m.Data, &m.Env) }
 
 // Ended is the Session as its connection's peer.Router: the server's
 // stdout ended, and with it the session.
@@ -1145,7 +1148,7 @@ func (s *Session) initTimeoutError(status error) error {
 }
 
 // route delivers one message from the server to its stream.
-func (s *Session) route(data []byte, env jsonrpc.Envelope) {
+func (s *Session) route(data []byte, env *jsonrpc.Envelope) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	switch env.Kind {
