@@ -448,7 +448,7 @@ const (
 // headerValue is h.Get(key) for a key already in canonical form, as are
 // the hdr constants: Header.Get canonicalizes its key on every call, a
 // scan of the key each time, for the half dozen headers every request
-// reads (issue 14).
+// reads (issues 14 and 15).
 func headerValue(h http.Header, key string) string {
 	if v := h[key]; len(v) > 0 {
 		return v[0]

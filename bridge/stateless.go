@@ -63,16 +63,6 @@ func (h *Handler) isStateless(r *http.Request) bool {
 	return true
 }
 
-// headerValue is Header.Get of a key in canonical form: the first value,
-// or "". Header.Get canonicalizes its key on every call, which the keys of
-// this front end, written canonical, do not need (issue 15).
-func headerValue(hd http.Header, canonicalKey string) string {
-	if v := hd[canonicalKey]; len(v) > 0 {
-		return v[0]
-	}
-	return ""
-}
-
 // SessionVersions are the revisions served with sessions, newest first:
 // what server/discover lists after 2026-07-28 (pool.Options.OtherVersions).
 func SessionVersions() []string {
