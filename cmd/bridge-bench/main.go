@@ -44,6 +44,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/mcp-bridge/mcp-bridge/internal/procs"
 )
 
 type config struct {
@@ -203,6 +205,8 @@ type target struct {
 	err  error
 	res  map[int][]sample // by concurrency, one sample per round
 	hwm  int64            // a bridge's peak RSS after the rounds
+
+	busyUntil time.Time // the end of its last measurement with concurrent clients
 }
 
 type throughput struct {
@@ -339,6 +343,16 @@ func (t *throughput) run(ctx context.Context) error {
 				if tg.err != nil {
 					continue
 				}
+				if n == 1 && tg.b != nil {
+					// A bridge runs on one P only after procs.Hold without
+					// two requests in flight (its GOMAXPROCS governor): a
+					// 1-session figure taken sooner after the same bridge's
+					// concurrent one (the order reverses every other round)
+					// would measure the governor's change, not the bridge.
+					if err := pace(ctx, tg.busyUntil.Add(procs.Hold+100*time.Millisecond)); err != nil {
+						break
+					}
+				}
 				logf("round %d: %s, %d sessions", round, tg.name, n)
 				var during func(time.Duration, time.Duration)
 				if tg.b != nil && !tg.base && round == 1 {
@@ -350,6 +364,9 @@ func (t *throughput) run(ctx context.Context) error {
 					continue
 				}
 				tg.res[n] = append(tg.res[n], s)
+				if n > 1 {
+					tg.busyUntil = time.Now()
+				}
 			}
 		}
 	}
