@@ -787,8 +787,8 @@ func (p *Pool) clockLocked() time.Time {
 	return p.lastRead
 }
 
-// spawnLocked starts a child for g in the background, for the next
-// requests.
+// spawnLocked starts a child for g in the background: for the next
+// requests, or to fill the modern pool to Min.
 func (p *Pool) spawnLocked(g *group, legacy bool) {
 	p.total++
 	g.starting++
@@ -796,7 +796,7 @@ func (p *Pool) spawnLocked(g *group, legacy bool) {
 	go func() {
 		defer p.wg.Done()
 		if _, err := p.spawn(p.ctx, g, legacy); err != nil && !errors.Is(err, ErrClosed) {
-			p.logger.Warn("could not start another MCP server for the pool", "err", err)
+			p.logger.Warn("could not start an MCP server for the pool", "err", err)
 		}
 	}()
 }
@@ -958,15 +958,7 @@ func (p *Pool) fill() {
 		n = room
 	}
 	for range max(n, 0) {
-		p.total++
-		g.starting++
-		p.wg.Add(1)
-		go func() {
-			defer p.wg.Done()
-			if _, err := p.spawn(p.ctx, g, false); err != nil && !errors.Is(err, ErrClosed) {
-				p.logger.Warn("could not start an MCP server for the pool", "err", err)
-			}
-		}()
+		p.spawnLocked(g, false)
 	}
 	p.mu.Unlock()
 }
