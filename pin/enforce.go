@@ -64,6 +64,9 @@ type Enforcer struct {
 	// validKeys: every name of a tool and prompt of the lock is valid
 	// UTF-8 (as in any lock read from a file), for conn.passes.
 	validKeys bool
+
+	// notPinned is the verdict of an item the lock does not pin.
+	notPinned string
 }
 
 type template struct {
@@ -83,7 +86,7 @@ func New(opts *Options) *Enforcer {
 	if o.OnViolation == "" {
 		o.OnViolation = Drop
 	}
-	e := &Enforcer{o: o, verdicts: map[[32]byte]string{}}
+	e := &Enforcer{o: o, verdicts: map[[32]byte]string{}, notPinned: "not in the pin file " + o.LockFile}
 	if o.Lock != nil {
 		e.validKeys = validNames(o.Lock.Tools) && validNames(o.Lock.Prompts)
 		for _, raw := range slices.Sorted(maps.Keys(o.Lock.ResourceTemplates)) {
@@ -118,7 +121,7 @@ func (e *Enforcer) verdict(k *Kind, name string, item []byte) string {
 	if p == "" && e.o.Lock != nil {
 		want, ok := e.o.Lock.pinned(k, name)
 		if !ok {
-			p = "not in the pin file " + e.o.LockFile
+			p = e.notPinned
 		} else if got, err := Digest(k, item); err != nil {
 			p = err.Error()
 		} else if got != want {
@@ -316,12 +319,16 @@ func (e *Enforcer) Interceptor(h *Hooks) peer.Interceptor {
 }
 
 // check returns the problem of an item a list shows, "" if none, and
-// records it for the calls that follow.
+// records it for the calls that follow. An item the lock does not pin is
+// not recorded: the lock itself refuses calls of it, and a resource a
+// list drops for that reason stays readable through a pinned template
+// (so c.bad holds no more than the lock's items and those that fail
+// inspection).
 func (c *conn) check(k *Kind, name string, item []byte) string {
 	p := c.e.verdict(k, name, item)
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if p == "" {
+	if p == "" || p == c.e.notPinned {
 		delete(c.bad, kindName{k, name})
 	} else {
 		c.bad[kindName{k, name}] = p
@@ -332,26 +339,28 @@ func (c *conn) check(k *Kind, name string, item []byte) string {
 // passes reports whether a call of the item whose name is written raw (a
 // JSON string as written) is not refused, read without decoding the name
 // (issue 16: a call of a pinned item, the usual one, costs a map lookup):
-// no list dropped anything, and the lock pins raw without its quotes, a
-// name without escapes (which, being a key of the lock, is valid UTF-8
-// and so what the decoded name is). False says nothing: ask refused.
+// the name has no escapes and is valid UTF-8 (so it is what the decoded
+// name is), the lock pins it, and no list dropped it. False says nothing:
+// ask refused.
 func (c *conn) passes(k *Kind, raw []byte) bool {
-	c.mu.Lock()
-	dropped := len(c.bad) > 0
-	c.mu.Unlock()
-	if dropped {
+	name := raw[1 : len(raw)-1]
+	if bytes.IndexByte(name, '\\') >= 0 {
 		return false
 	}
-	l := c.e.o.Lock
-	if l == nil {
+	if l := c.e.o.Lock; l == nil {
+		if !utf8.Valid(name) {
+			return false
+		}
+	} else if _, ok := k.lock(l)[string(name)]; !ok || !c.e.validKeys {
+		return false // a key of the lock is valid UTF-8, as validKeys says
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if len(c.bad) == 0 {
 		return true
 	}
-	name := raw[1 : len(raw)-1]
-	if !c.e.validKeys || bytes.IndexByte(name, '\\') >= 0 {
-		return false
-	}
-	_, ok := k.lock(l)[string(name)]
-	return ok
+	_, bad := c.bad[kindName{k, string(name)}]
+	return !bad
 }
 
 // refused returns why a call of an item is refused, or nil: it is not in

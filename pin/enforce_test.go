@@ -538,3 +538,36 @@ func TestCallsByName(t *testing.T) {
 		})
 	}
 }
+
+// A resource a list drops only because the lock does not pin it stays
+// readable through a pinned template it matches, and calls of pinned
+// tools keep passing after such a list.
+func TestListedResourceReadableThroughTemplate(t *testing.T) {
+	lock := pin.NewLock()
+	lock.ResourceTemplates["file:///docs/{name}"] = "sha256:" + strings.Repeat("0", 64)
+	lock.Tools["echo"] = "sha256:" + strings.Repeat("0", 64)
+	h := pin.New(&pin.Options{Lock: lock, LockFile: "l.json"}).Interceptor(&pin.Hooks{Logger: quiet})(func(*peer.Message) error { return nil })
+	send := func(dir peer.Direction, method, data string) error {
+		t.Helper()
+		env, err := jsonrpc.Parse([]byte(data))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return h(&peer.Message{Message: jsonrpc.Message{Data: []byte(data), Env: env}, Dir: dir, Origin: "a", Method: method})
+	}
+	list := `{"jsonrpc":"2.0","id":1,"result":{"resources":[{"uri":"file:///docs/readme.md","name":"readme"}]}}`
+	if err := send(peer.FromChild, "resources/list", list); err != nil {
+		t.Fatal(err)
+	}
+	read := `{"jsonrpc":"2.0","id":2,"method":"resources/read","params":{"uri":"file:///docs/readme.md"}}`
+	if err := send(peer.ToChild, "resources/read", read); err != nil {
+		t.Errorf("reading a listed resource through its pinned template: %v", err)
+	}
+	if err := send(peer.ToChild, "resources/read", `{"jsonrpc":"2.0","id":3,"method":"resources/read","params":{"uri":"file:///etc/passwd"}}`); err == nil {
+		t.Error("a URI no template matches was read")
+	}
+	call := `{"jsonrpc":"2.0","id":4,"method":"tools/call","params":{"name":"echo","arguments":{}}}`
+	if err := send(peer.ToChild, "tools/call", call); err != nil {
+		t.Errorf("a pinned tool after the list: %v", err)
+	}
+}
