@@ -399,8 +399,13 @@ func (f *Forwarder) Forward(w http.ResponseWriter, req *http.Request, owner stri
 			"Bad Gateway: the bridge instance holding this request could not be reached; send the request again without requestState", nil)
 		return
 	}
+	// The front end served the request behind the same authentication,
+	// so its token is one of ours (or, without tokens, there is none):
+	// the owner gets its principal, as Wrap passes it on.
+	p, _ := f.bearer(req)
 	_ = http.NewResponseController(w).EnableFullDuplex()
 	ctx := context.WithValue(req.Context(), ownerKey{}, owner)
+	ctx = context.WithValue(ctx, forwardKey{}, p)
 	f.serveProxy(w, req.WithContext(context.WithValue(ctx, stateKey{}, true)))
 }
 

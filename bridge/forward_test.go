@@ -526,6 +526,31 @@ func TestForwardAuth(t *testing.T) {
 	}
 }
 
+// Forward (a retry whose requestState names another instance) passes the
+// client's principal on as Wrap does: with tokens, the owner's bridge sees
+// the client's own token, not a request without credentials.
+func TestForwardCarriesThePrincipal(t *testing.T) {
+	const token = "client-token-0123456789"
+	a := newFwdInstance(t, fwdSecret, token)
+	b := newFwdInstance(t, fwdSecret, token)
+	b.mu.Lock()
+	b.local = func(w http.ResponseWriter, req *http.Request) {
+		b.mu.Lock()
+		body := b.bodies[len(b.bodies)-1]
+		b.mu.Unlock()
+		req.Body = io.NopCloser(strings.NewReader(body)) // the whole body again
+		b.fwd.Forward(w, req, a.inst.Self())
+	}
+	b.mu.Unlock()
+	_, body := fwdDo(t, fwdClient(t), http.MethodPost, b.srv.URL+"/mcp", "", "{}", http.Header{"Authorization": {"Bearer " + token}})
+	if body != "served by "+a.inst.Self() {
+		t.Fatalf("via B: %q; want A", body)
+	}
+	if auth := a.served()[0].Header.Get("Authorization"); auth != "Bearer "+token {
+		t.Errorf("A's bridge saw Authorization %q; want the client's", auth)
+	}
+}
+
 // An owner may answer before it has read the body (an error: 401, 404 for
 // a session it no longer holds), or read it all and answer at once (202 on
 // the legacy transport). Either way the forwarding instance keeps the
