@@ -192,7 +192,7 @@ func principal(token string) string {
 // Both the forwarding instance and the owner read it here, so the signed
 // principal is bound to the same ID on both.
 func forwardedSession(req *http.Request) (id string, legacy bool) {
-	if id := req.Header.Get(hdrSessionID); id != "" {
+	if id := headerValue(req.Header, hdrSessionID); id != "" {
 		return id, false
 	}
 	if req.Method == http.MethodPost && strings.HasSuffix(req.URL.Path, DefaultLegacyMessagePath) {
@@ -262,7 +262,7 @@ func (f *Forwarder) Wrap(next http.Handler) http.Handler {
 			next.ServeHTTP(w, req)
 			return
 		}
-		if from := req.Header.Get(HopHeader); from != "" {
+		if from := headerValue(req.Header, HopHeader); from != "" {
 			// The instance at `from` believed we own this session, but the
 			// ID names someone else: our address differs from the one it
 			// dialled (an alias, or a reused IP). Forwarding again could
@@ -392,7 +392,7 @@ func (b *heldBody) takeBack(rc *http.ResponseController) {
 // and req.Body must hold the whole body again. A request another instance
 // already forwarded is not forwarded twice: it is answered 502.
 func (f *Forwarder) Forward(w http.ResponseWriter, req *http.Request, owner string) {
-	if from := req.Header.Get(HopHeader); from != "" || owner == f.self {
+	if from := headerValue(req.Header, HopHeader); from != "" || owner == f.self {
 		f.logger.Warn("affinity: not forwarding a request twice (its requestState names another instance)",
 			"owner", owner, "self", f.self, "forwarded_by", from)
 		WriteError(w, http.StatusBadGateway, nil, jsonrpc.CodeInternalError,

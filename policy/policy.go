@@ -261,11 +261,9 @@ type Caller struct {
 // no pattern of allow, deny or scopes stands in the way, which is when
 // decide returns nil whoever the caller.
 func (r *rules) openToAll(name string) bool {
-	if len(r.allow) > 0 && !slices.ContainsFunc(r.allow, func(g glob) bool { return g.match(name) }) {
-		return false
-	}
-	match := func(g glob) bool { return g.match(name) }
-	return !slices.ContainsFunc(r.deny, match) && !slices.ContainsFunc(r.scopes, func(s scopeRule) bool { return s.pattern.match(name) })
+	// A caller without scopes is refused whatever a scope rule asks for
+	// (the parser refuses a rule that asks for none).
+	return r.decide(name, nil) == nil
 }
 
 // openNames remembers, by a name as a request wrote it (params.name with
