@@ -190,7 +190,7 @@ func (l *Log) principal(origin any, r *Record) {
 }
 
 // Alert records a pin violation: what the server offered (kind is "tool",
-// "prompt" or "resource template") and why it was dropped.
+// "prompt", "resource" or "resource template") and why it was dropped.
 func (l *Log) Alert(session string, origin any, kind, name, problem string) {
 	r := &Record{Time: time.Now().UTC(), Event: "pin_violation", Session: session, Outcome: "dropped", DeniedBy: "pin: " + problem}
 	l.principal(origin, r)

@@ -113,7 +113,7 @@ type Forwarder struct {
 	tokens map[string]string
 	now    func() time.Time // time.Now; tests move it
 	// ownTransport is the transport NewForwarder made, closed by Close;
-	// nil when the caller supplied Options.Transport (the caller owns it).
+	// nil when the caller supplied ForwarderOptions.Transport (the caller owns it).
 	ownTransport *http.Transport
 }
 

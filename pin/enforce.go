@@ -139,7 +139,7 @@ func (e *Enforcer) verdict(k *Kind, name string, item []byte) string {
 
 // A Violation is an item a server offered that the enforcer refused.
 type Violation struct {
-	Kind    string // "tool", "prompt", "resource template"
+	Kind    string // "tool", "prompt", "resource", "resource template"
 	Name    string
 	Problem string // "not in the pin file mcp-lock.json", "changed since ...", "its description holds ..."
 }
@@ -211,7 +211,8 @@ type kindName struct {
 }
 
 // Interceptor returns the interceptor of one connection: it filters the
-// answers to tools/list, prompts/list and resources/templates/list, and
+// answers to tools/list, prompts/list, resources/list and
+// resources/templates/list, and
 // refuses tools/call and prompts/get of an item that is not pinned or that
 // a list dropped, and reads and subscriptions of resources that may not be
 // read (see unreadable): resources/read, resources/subscribe (the bridge's

@@ -97,7 +97,7 @@ type ServerInfo struct {
 
 // A Kind is a kind of item a server lists.
 type Kind struct {
-	Name    string // "tool", "prompt", "resource template": in messages
+	Name    string // "tool", "prompt", "resource", "resource template": in messages
 	Method  string // the list method
 	Array   string // the array member of its result
 	Key     string // the member naming each item
