@@ -197,7 +197,12 @@ func countRun(ctx context.Context, bin string, args []string, ic instrCase, call
 	if err != nil {
 		return 0, err
 	}
-	defer p.stop(30 * time.Second)
+	stopped := false
+	defer func() {
+		if !stopped { // an early return: the run failed
+			p.stop(30 * time.Second)
+		}
+	}()
 	go func() {
 		r := bufio.NewReader(stdout)
 		if floor {
@@ -223,15 +228,18 @@ func countRun(ctx context.Context, bin string, args []string, ic instrCase, call
 		return 0, err
 	}
 	stdin.Close() // a floor stops when its stdin ends
-	if !floor {
-		if err := p.stop(2 * time.Minute); err != nil {
-			return 0, err
+	if floor {
+		select {
+		case <-p.done:
+		case <-time.After(2 * time.Minute):
+			return 0, fmt.Errorf("%s did not stop under valgrind within 2m", bin)
 		}
 	}
-	select {
-	case <-p.done:
-	case <-time.After(2 * time.Minute):
-		return 0, fmt.Errorf("%s did not stop under valgrind within 2m", bin)
+	// stop waits for the process (the floor's, after its end, only kills
+	// what it left in its group).
+	stopped = true
+	if err := p.stop(2 * time.Minute); err != nil {
+		return 0, err
 	}
 	mu.Lock()
 	defer mu.Unlock()
