@@ -94,46 +94,43 @@ func (s *subscriptions) route(ch *child, m *peer.Message) {
 		filters[i] = sub.filter
 	}
 	s.mu.Unlock()
+	params, _ := jsonrpc.Lookup(m.Data, "params")
 	var uri string
 	if m.Method == "notifications/resources/updated" {
-		params, _ := jsonrpc.Lookup(m.Data, "params")
 		raw, _ := jsonrpc.Lookup(params, "uri")
 		uri, _ = jsonrpc.StringValue(raw)
 	}
 	var childSub string
-	if params, ok := jsonrpc.Lookup(m.Data, "params"); ok {
-		if meta, ok := jsonrpc.Lookup(params, "_meta"); ok {
-			if id, ok := jsonrpc.Lookup(meta, metaSubscriptionID); ok {
-				childSub = string(id)
-			}
+	if meta, ok := jsonrpc.Lookup(params, "_meta"); ok {
+		if id, ok := jsonrpc.Lookup(meta, metaSubscriptionID); ok {
+			childSub = string(id)
 		}
 	}
 	for i, sub := range subs {
-		if uri != "" && s.p.opts.Readable != nil && !s.p.opts.Readable(sub.c, uri) {
-			// Its caller may not read the resource: the one place that
-			// knows whom each update goes to decides for each.
-			continue
-		}
+		var want bool
 		if !sub.legacy {
 			// "All notifications delivered on the stream carry
 			// io.modelcontextprotocol/subscriptionId": the child's own
 			// says whose it is.
-			if childSub == sub.childID {
-				sub.c.push(item{kind: itemNotify, msg: jsonrpc.Message{Data: tag(m.Data, sub.rawID)}})
+			want = childSub == sub.childID
+		} else {
+			f := filters[i]
+			switch m.Method {
+			case "notifications/tools/list_changed":
+				want = f.ToolsListChanged
+			case "notifications/prompts/list_changed":
+				want = f.PromptsListChanged
+			case "notifications/resources/list_changed":
+				want = f.ResourcesListChanged
+			case "notifications/resources/updated":
+				want = slices.Contains(f.ResourceSubscriptions, uri)
 			}
-			continue
 		}
-		f := filters[i]
-		want := false
-		switch m.Method {
-		case "notifications/tools/list_changed":
-			want = f.ToolsListChanged
-		case "notifications/prompts/list_changed":
-			want = f.PromptsListChanged
-		case "notifications/resources/list_changed":
-			want = f.ResourcesListChanged
-		case "notifications/resources/updated":
-			want = slices.Contains(f.ResourceSubscriptions, uri)
+		// A caller that may not read the resource does not hear of it:
+		// the one place that knows whom each update goes to decides, for
+		// the subscriptions it would go to.
+		if want && uri != "" && s.p.opts.Readable != nil && !s.p.opts.Readable(sub.c, uri) {
+			want = false
 		}
 		if want {
 			sub.c.push(item{kind: itemNotify, msg: jsonrpc.Message{Data: tag(m.Data, sub.rawID)}})
