@@ -725,6 +725,12 @@ func (c *config) finish() error {
 		// Affinity routes by the owner an ID names, which a chosen ID
 		// does not; a platform that mints IDs routes sessions itself.
 		return errors.New("--accept-session-id cannot be combined with --affinity-addr: a session ID the client chose names no owning instance")
+	case c.OAuthIssuer != "" && c.AffinityAddr != "":
+		// A forwarded request carries the client's principal, signed for
+		// the owner, which maps it back to one of the static tokens; an
+		// OAuth access token has no such mapping, so the owner would get
+		// the request without credentials and answer 401.
+		return fmt.Errorf("--oauth-issuer cannot be combined with --affinity-addr yet: a request forwarded to the instance owning its session would arrive without the client's access token; run one instance, or use static tokens (%s_AUTH_TOKENS, --auth-token-file) with session affinity", envPrefix)
 	}
 	c.affinitySecret = secret
 	if len(c.AllowedHosts) == 0 && isLoopback(c.Listen) {

@@ -138,6 +138,8 @@ func TestConfigErrors(t *testing.T) {
 		{[]string{"--accept-session-id", "--", "srv"}, ""},
 		{[]string{"--accept-session-id", "--affinity-addr", "10.0.0.1:8080", "--affinity-secret-file", affinitySecret, "--", "srv"},
 			"--accept-session-id cannot be combined with --affinity-addr"},
+		{[]string{"--oauth-issuer", "https://auth.example.com", "--affinity-addr", "10.0.0.1:8080", "--affinity-secret-file", affinitySecret, "--", "srv"},
+			"--oauth-issuer cannot be combined with --affinity-addr"},
 	}
 	for _, tc := range tests {
 		c, err := parseConfig(tc.args)
