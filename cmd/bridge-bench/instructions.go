@@ -56,6 +56,19 @@ func (c *config) wantInstr() bool {
 	return slices.Contains(strings.Split(c.only, ","), "instr")
 }
 
+// countsCase reports whether -instr-cases selects ic.
+func (c *config) countsCase(ic instrCase) bool {
+	if c.instrCases == "" {
+		return true
+	}
+	for _, w := range strings.Split(c.instrCases, ",") {
+		if w != "" && strings.Contains(ic.what, w) {
+			return true
+		}
+	}
+	return false
+}
+
 func instrRows(ctx context.Context, c *config, add func(what, result, target, met string), fail func(string, error)) {
 	if _, err := exec.LookPath("valgrind"); err != nil {
 		fail("instructions per call", errors.New("valgrind not found (Debian: apt-get install valgrind)"))
@@ -77,6 +90,9 @@ func instrRows(ctx context.Context, c *config, add func(what, result, target, me
 	for _, ic := range instrCases {
 		if ctx.Err() != nil {
 			return
+		}
+		if !c.countsCase(ic) {
+			continue
 		}
 		extra := ic.extra
 		if ic.guards {
