@@ -19,7 +19,6 @@ package audit
 import (
 	"bytes"
 	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -73,10 +72,10 @@ type Record struct {
 	BytesIn    int     `json:"bytes_in"`  // the request
 	BytesOut   int     `json:"bytes_out"` // its answer
 
-	// argsHex is the hex digest ArgsSHA256 is written from (when that is
-	// empty), if hasSum: kept as bytes, not a string, to spare an
+	// argsSum is the digest ArgsSHA256 is written from (in hex, when
+	// that is empty), if hasSum: kept as bytes, not a string, to spare an
 	// allocation per line.
-	argsHex [2 * sha256.Size]byte
+	argsSum [sha256.Size]byte
 	hasSum  bool
 	// quotedSession, if not empty, is Session as a JSON string: what a
 	// connection's lines write without escaping its session every time.
@@ -214,7 +213,7 @@ type pending struct {
 	name          string // the tool, prompt or resource: what says which
 	sub, clientID string
 	args          json.RawMessage // only with Options.Args
-	argsHex       [2 * sha256.Size]byte
+	argsSum       [sha256.Size]byte
 	bytesIn       int
 	what          named
 	hasSum        bool
@@ -238,7 +237,7 @@ const (
 func (p *pending) line(c *conn) (r Record) {
 	r.Event, r.Session, r.quotedSession, r.From = "request", c.session, c.quotedSession, "client"
 	r.Method, r.Sub, r.ClientID = p.method, p.sub, p.clientID
-	r.Args, r.BytesIn, r.argsHex, r.hasSum = p.args, p.bytesIn, p.argsHex, p.hasSum
+	r.Args, r.BytesIn, r.argsSum, r.hasSum = p.args, p.bytesIn, p.argsSum, p.hasSum
 	if p.fromServer {
 		r.From = "server"
 	}
@@ -525,9 +524,7 @@ func (c *conn) digest(p *pending, args []byte) {
 	if len(args) == 0 {
 		return
 	}
-	sum := sha256.Sum256(args)
-	hex.Encode(p.argsHex[:], sum[:])
-	p.hasSum = true
+	p.argsSum, p.hasSum = sha256.Sum256(args), true
 	if c.l.o.Args {
 		// A copy: the message's bytes may be reused once it has passed.
 		p.args = json.RawMessage(bytes.Clone(args))
