@@ -206,7 +206,9 @@ func (l *Log) Alert(session string, origin any, kind, name, problem string) {
 
 // pending is a request waiting for its answer: what its line will say
 // of it, without the members the answer sets, in about half a Record's
-// size (it is allocated for every request: issue 16).
+// size. It is built on the stack and copied where it waits (see
+// inFlight): one allocation a request was a tenth of the guards' cost
+// (issue 16).
 type pending struct {
 	start         time.Time
 	method        string
@@ -218,7 +220,8 @@ type pending struct {
 	what          named
 	hasSum        bool
 	fromServer    bool
-	origin        any // the client of a client's request in flight
+	origin        any    // the client of a client's request in flight
+	seq           uint64 // names a client's request in flight (inFlight.add)
 }
 
 // named says what pending.name is.
@@ -264,19 +267,21 @@ type conn struct {
 }
 
 // inFlight holds the requests of a connection's clients until their
-// answers. The first is kept in one (a session's client usually waits for
-// each answer, and a map's insertion and deletion were some 300
-// instructions a call: issue 16); the others in byID, by id alone: those
-// of one client, or of clients whose ids differ (hashing an interface,
-// the client, for every request cost some 400 more). A request whose id
-// another client's request in flight has (the callers a pool's child
-// serves may all start at 1) is in others, by client and id. An id is in
-// one or in byID, not both.
+// answers. The first is kept in one, by value (a session's client usually
+// waits for each answer, and a map's insertion and deletion were some 300
+// instructions a call, the pending's allocation more: issue 16); the
+// others in byID, by id alone: those of one client, or of clients whose
+// ids differ (hashing an interface, the client, for every request cost
+// some 400 more). A request whose id another client's request in flight
+// has (the callers a pool's child serves may all start at 1) is in
+// others, by client and id. An id is in one or in byID, not both.
 type inFlight struct {
-	one    *pending
+	one    pending // if hasOne
+	hasOne bool
 	oneID  jsonrpc.ID
 	byID   map[jsonrpc.ID]*pending
 	others map[key]*pending
+	seq    uint64 // the seq of the latest request added
 }
 
 type key struct {
@@ -290,7 +295,7 @@ func newInFlight() inFlight {
 
 func (f *inFlight) len() int {
 	n := len(f.byID) + len(f.others)
-	if f.one != nil {
+	if f.hasOne {
 		n++
 	}
 	return n
@@ -298,8 +303,8 @@ func (f *inFlight) len() int {
 
 // first returns the request in one or byID with the given id, or nil.
 func (f *inFlight) first(id jsonrpc.ID) *pending {
-	if f.one != nil && f.oneID == id {
-		return f.one
+	if f.hasOne && f.oneID == id {
+		return &f.one
 	}
 	if len(f.byID) == 0 {
 		return nil
@@ -307,60 +312,68 @@ func (f *inFlight) first(id jsonrpc.ID) *pending {
 	return f.byID[id]
 }
 
-// add keeps p, the request id of origin, unless there are MaxPending
-// already or origin has a request id in flight (which peer refuses); it
-// reports whether it does.
+// add keeps a copy of p, the request id of origin, unless there are
+// MaxPending already or origin has a request id in flight (which peer
+// refuses); it reports whether it does. It sets p.seq, which names the
+// copy kept (see take).
 func (f *inFlight) add(origin any, id jsonrpc.ID, p *pending) bool {
 	if f.len() >= MaxPending {
 		return false
 	}
-	p.origin = origin
 	first := f.first(id)
 	if first != nil && first.origin == origin {
 		return false
 	}
+	k := key{origin, id}
 	if len(f.others) > 0 || first != nil {
-		k := key{origin, id}
 		if _, dup := f.others[k]; dup {
 			return false
 		}
-		if first != nil {
-			f.others[k] = p
-			return true
-		}
 	}
-	if f.one == nil {
-		f.one, f.oneID = p, id
-	} else {
-		f.byID[id] = p
+	f.seq++
+	p.origin, p.seq = origin, f.seq
+	switch {
+	case first != nil:
+		f.others[k] = clone(p)
+	case !f.hasOne:
+		f.one, f.oneID, f.hasOne = *p, id, true
+	default:
+		f.byID[id] = clone(p)
 	}
 	return true
 }
 
-// take removes and returns the request id of origin, or nil. With p
-// not nil, it removes only p.
-func (f *inFlight) take(origin any, id jsonrpc.ID, p *pending) *pending {
+// clone is a copy of p on the heap.
+func clone(p *pending) *pending {
+	q := *p
+	return &q
+}
+
+// take removes and returns the request id of origin, and whether there
+// was one. With seq not 0, it removes only the request add gave that seq.
+func (f *inFlight) take(origin any, id jsonrpc.ID, seq uint64) (pending, bool) {
 	if q := f.first(id); q != nil && q.origin == origin {
-		if p != nil && q != p {
-			return nil
+		if seq != 0 && q.seq != seq {
+			return pending{}, false
 		}
-		if q == f.one {
-			f.one, f.oneID = nil, ""
+		p := *q
+		if q == &f.one {
+			f.one, f.oneID, f.hasOne = pending{}, "", false // nothing kept alive
 		} else {
 			delete(f.byID, id)
 		}
-		return q
+		return p, true
 	}
 	if len(f.others) == 0 {
-		return nil
+		return pending{}, false
 	}
 	k := key{origin, id}
 	q := f.others[k]
-	if q == nil || p != nil && q != p {
-		return nil
+	if q == nil || seq != 0 && q.seq != seq {
+		return pending{}, false
 	}
 	delete(f.others, k)
-	return q
+	return *q, true
 }
 
 // Interceptor returns the interceptor of one connection, whose lines name
@@ -379,8 +392,8 @@ func (l *Log) Interceptor(session string) (intercept peer.Interceptor, ended fun
 func (c *conn) ended(reason string) {
 	c.mu.Lock()
 	var left []*pending
-	if c.clients.one != nil {
-		left = append(left, c.clients.one)
+	if c.clients.hasOne {
+		left = append(left, clone(&c.clients.one))
 	}
 	for _, p := range c.clients.byID {
 		left = append(left, p)
@@ -391,7 +404,9 @@ func (c *conn) ended(reason string) {
 	for _, p := range c.server {
 		left = append(left, p)
 	}
+	seq := c.clients.seq
 	c.clients = newInFlight()
+	c.clients.seq = seq // a seq names one request of the connection's life
 	clear(c.server)
 	c.mu.Unlock()
 	slices.SortFunc(left, func(a, b *pending) int { return a.start.Compare(b.start) })
@@ -415,7 +430,8 @@ func (c *conn) intercept(next peer.Handler) peer.Handler {
 		case m.Env.Kind == jsonrpc.KindRequest && m.Dir == peer.ToChild:
 			return c.clientRequest(next, m)
 		case m.Env.Kind == jsonrpc.KindRequest: // from the server
-			if p := c.record(m, true); !c.trackServer(m.Env.ID, p) {
+			var p pending
+			if c.record(m, true, &p); !c.trackServer(m.Env.ID, &p) {
 				rec := p.line(c)
 				rec.Time, rec.Outcome = time.Now().UTC(), "sent"
 				c.l.write(&rec)
@@ -436,11 +452,12 @@ func (c *conn) intercept(next peer.Handler) peer.Handler {
 }
 
 func (c *conn) clientRequest(next peer.Handler, m *peer.Message) error {
-	p := c.record(m, false)
+	var p pending
+	c.record(m, false, &p)
 	// Tracked before it goes on: the server's answer may pass the chain,
 	// on the connection's reader, before next returns.
 	c.mu.Lock()
-	tracked := c.clients.add(m.Origin, m.Env.ID, p)
+	tracked := c.clients.add(m.Origin, m.Env.ID, &p)
 	c.mu.Unlock()
 	err := next(m)
 	if err == nil {
@@ -453,7 +470,7 @@ func (c *conn) clientRequest(next peer.Handler, m *peer.Message) error {
 	}
 	if tracked {
 		c.mu.Lock()
-		mine := c.clients.take(m.Origin, m.Env.ID, p) != nil
+		_, mine := c.clients.take(m.Origin, m.Env.ID, p.seq)
 		c.mu.Unlock()
 		if !mine {
 			return err // the connection ended meanwhile, and wrote it
@@ -475,22 +492,21 @@ func (c *conn) clientRequest(next peer.Handler, m *peer.Message) error {
 	return err
 }
 
-// trackServer keeps a request of the server until its answer, and reports
-// whether it does: not beyond MaxPending.
+// trackServer keeps a copy of a request of the server until its answer,
+// and reports whether it does: not beyond MaxPending.
 func (c *conn) trackServer(id jsonrpc.ID, p *pending) bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if len(c.server) >= MaxPending {
 		return false
 	}
-	c.server[id] = p
+	c.server[id] = clone(p)
 	return true
 }
 
-// record describes a request, from now: one allocation, kept until its
-// answer.
-func (c *conn) record(m *peer.Message, fromServer bool) *pending {
-	p := &pending{start: time.Now(), method: m.Method, bytesIn: len(m.Data), fromServer: fromServer}
+// record describes a request in p, from now.
+func (c *conn) record(m *peer.Message, fromServer bool, p *pending) {
+	p.start, p.method, p.bytesIn, p.fromServer = time.Now(), m.Method, len(m.Data), fromServer
 	if !fromServer && c.l.o.Principal != nil && m.Origin != nil {
 		p.sub, p.clientID = c.l.o.Principal(m.Origin)
 	}
@@ -498,11 +514,11 @@ func (c *conn) record(m *peer.Message, fromServer bool) *pending {
 	case "tools/call":
 		p.what, p.name = namesTool, m.Env.Name(m.Data)
 		c.arguments(m, p)
-		return p
+		return
 	case "prompts/get":
 		p.what, p.name = namesPrompt, m.Env.Name(m.Data)
 		c.arguments(m, p)
-		return p
+		return
 	}
 	params, _ := jsonrpc.Lookup(m.Data, "params")
 	args := params
@@ -515,7 +531,6 @@ func (c *conn) record(m *peer.Message, fromServer bool) *pending {
 		args = nil // the URI is the argument, and is recorded
 	}
 	c.digest(p, args)
-	return p
 }
 
 // digest sets the digest of a request's arguments (and with Options.Args
@@ -546,15 +561,16 @@ func (c *conn) arguments(m *peer.Message, p *pending) {
 // by the server), or the server's.
 func (c *conn) finish(m *peer.Message, client bool) {
 	c.mu.Lock()
-	var p *pending
+	var p pending
+	var ok bool
 	if client {
-		p = c.clients.take(m.Origin, m.Env.ID, nil)
-	} else {
-		p = c.server[m.Env.ID]
+		p, ok = c.clients.take(m.Origin, m.Env.ID, 0)
+	} else if q := c.server[m.Env.ID]; q != nil {
+		p, ok = *q, true
 		delete(c.server, m.Env.ID)
 	}
 	c.mu.Unlock()
-	if p == nil {
+	if !ok {
 		return
 	}
 	rec := p.line(c)
@@ -581,9 +597,9 @@ func (c *conn) cancelled(m *peer.Message) {
 		return
 	}
 	c.mu.Lock()
-	p := c.clients.take(m.Origin, m.Env.RequestID, nil)
+	p, ok := c.clients.take(m.Origin, m.Env.RequestID, 0)
 	c.mu.Unlock()
-	if p == nil {
+	if !ok {
 		return
 	}
 	rec := p.line(c)

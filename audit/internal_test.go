@@ -7,7 +7,9 @@ import (
 	"github.com/mcp-bridge/mcp-bridge/jsonrpc"
 )
 
-// within finds what Lookup found in the tail of a message, and only there.
+// Requests of three clients with one id are kept apart, a client's
+// second request with an id in flight is refused, and take gives back the
+// request it names.
 func TestInFlight(t *testing.T) {
 	f := newInFlight()
 	id, other := jsonrpc.NumberID(1), jsonrpc.NumberID(2)
@@ -21,39 +23,42 @@ func TestInFlight(t *testing.T) {
 	if !f.add("bob", other, &pending{method: "b2"}) {
 		t.Fatal("request 2 of bob refused")
 	}
-	if f.take("dave", id, nil) != nil || f.take("bob", id, a) != nil || f.take("alice", id, b) != nil {
-		t.Fatal("took a request of another client, or another request")
+	if _, ok := f.take("dave", id, 0); ok {
+		t.Fatal("took a request of another client")
+	}
+	if _, ok := f.take("bob", id, a.seq); ok {
+		t.Fatal("took another request")
+	}
+	if _, ok := f.take("alice", id, b.seq); ok {
+		t.Fatal("took another request")
 	}
 	// The first with its id, then one of the others: a client whose
 	// request is among the others still may not send its id again.
-	if got := f.take("alice", id, nil); got != a {
+	if got, _ := f.take("alice", id, 0); got.method != "a" {
 		t.Fatalf("take alice: %v", got)
 	}
 	if f.add("bob", id, &pending{}) {
 		t.Fatal("a second request 1 of bob kept once alice's was answered")
 	}
-	if got := f.take("bob", id, b); got != b {
+	if got, _ := f.take("bob", id, b.seq); got.method != "b" {
 		t.Fatalf("take bob: %v", got)
 	}
 	if !f.add("alice", id, a) {
 		t.Fatal("alice's next request 1 refused")
 	}
-	for _, want := range []struct {
-		origin string
-		p      *pending
-	}{{"carol", c}, {"alice", a}} {
-		if got := f.take(want.origin, id, nil); got != want.p {
-			t.Fatalf("take %s: %v, want %v", want.origin, got, want.p)
+	for _, want := range []struct{ origin, method string }{{"carol", "c"}, {"alice", "a"}} {
+		if got, _ := f.take(want.origin, id, 0); got.method != want.method {
+			t.Fatalf("take %s: %v, want %v", want.origin, got, want.method)
 		}
-		if f.take(want.origin, id, nil) != nil {
+		if _, ok := f.take(want.origin, id, 0); ok {
 			t.Fatalf("%s's request taken twice", want.origin)
 		}
 	}
-	if got := f.take("bob", other, nil); got == nil || got.method != "b2" {
+	if got, _ := f.take("bob", other, 0); got.method != "b2" {
 		t.Fatalf("bob's request 2: %v", got)
 	}
-	if len(f.byID)+len(f.others) != 0 {
-		t.Fatalf("left %v and %v", f.byID, f.others)
+	if f.len() != 0 {
+		t.Fatalf("left %v, %v and %v", f.hasOne, f.byID, f.others)
 	}
 	for i := range MaxPending {
 		if !f.add(i, jsonrpc.NumberID(int64(i%2)), &pending{}) {
@@ -63,7 +68,7 @@ func TestInFlight(t *testing.T) {
 	if f.add(MaxPending, id, &pending{}) || f.add(MaxPending, other, &pending{}) {
 		t.Fatal("a request beyond MaxPending kept")
 	}
-	if f.take(MaxPending-1, id, nil) == nil || !f.add(MaxPending, id, &pending{}) {
+	if _, ok := f.take(MaxPending-1, id, 0); !ok || !f.add(MaxPending, id, &pending{}) {
 		t.Fatal("no room after an answer")
 	}
 }
@@ -71,7 +76,7 @@ func TestInFlight(t *testing.T) {
 // inFlight keeps and gives back what a map by client and id would, over
 // random additions and removals by few clients and ids.
 func TestInFlightAsMap(t *testing.T) {
-	f, model := newInFlight(), map[key]*pending{}
+	f, model := newInFlight(), map[key]pending{}
 	rng := rand.New(rand.NewPCG(1, 2))
 	for i := range 100000 {
 		origin, id := rng.IntN(4), jsonrpc.NumberID(int64(rng.IntN(3)))
@@ -84,31 +89,34 @@ func TestInFlightAsMap(t *testing.T) {
 				t.Fatalf("op %d: add %v: %v", i, k, got)
 			}
 			if !dup {
-				model[k] = p
+				model[k] = *p
 			}
 		case 1:
-			if got, want := f.take(origin, id, nil), model[k]; got != want {
-				t.Fatalf("op %d: take %v: %v, want %v", i, k, got, want)
+			got, ok := f.take(origin, id, 0)
+			want, had := model[k]
+			if ok != had || got.seq != want.seq || got.bytesIn != want.bytesIn {
+				t.Fatalf("op %d: take %v: %v %v, want %v %v", i, k, got, ok, want, had)
 			}
 			delete(model, k)
 		case 2:
 			// Only the request given: another one stays.
-			p := &pending{}
-			if rng.IntN(2) == 0 {
-				p = model[k]
+			seq := uint64(rng.IntN(int(f.seq) + 1))
+			want, had := model[k]
+			if rng.IntN(2) == 0 && had {
+				seq = want.seq
 			}
-			got := f.take(origin, id, p)
-			if want := model[k]; (want != nil && want == p) != (got != nil) || got != nil && got != want {
-				t.Fatalf("op %d: take %v of %v: %v, want %v", i, k, p, got, want)
+			got, ok := f.take(origin, id, seq)
+			if wantOK := had && (seq == 0 || want.seq == seq); ok != wantOK || ok && (got.seq != want.seq || got.bytesIn != want.bytesIn) {
+				t.Fatalf("op %d: take %v of %d: %v %v, want %v %v", i, k, seq, got, ok, want, wantOK)
 			}
-			if got != nil {
+			if ok {
 				delete(model, k)
 			}
 		}
 		if f.len() != len(model) {
 			t.Fatalf("op %d: %d kept, want %d", i, f.len(), len(model))
 		}
-		if f.one != nil && f.byID[f.oneID] != nil {
+		if f.hasOne && f.byID[f.oneID] != nil {
 			t.Fatalf("op %d: id %s in one and in byID", i, f.oneID)
 		}
 	}
