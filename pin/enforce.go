@@ -460,9 +460,9 @@ func (c *conn) violation(origin any, v Violation, listed bool) {
 func kindOfChange(method string) *Kind {
 	switch method {
 	case "notifications/tools/list_changed":
-		return Kinds[0]
+		return kindTool
 	case "notifications/prompts/list_changed":
-		return Kinds[1]
+		return kindPrompt
 	}
 	return nil
 }

@@ -122,26 +122,40 @@ var Kinds = []*Kind{
 		lock:    func(l *Lock) map[string]string { return l.Resources }},
 }
 
-// The kinds a resource read is matched against.
+// The kinds by name: a resource read is matched against resources and
+// templates.
 var (
+	kindTool     = Kinds[0]
+	kindPrompt   = Kinds[1]
 	kindTemplate = Kinds[2]
 	kindResource = Kinds[3]
 )
 
+// kindOfList returns the kind whose list method is method, or nil. A
+// switch, not a loop comparing every kind's method: the interceptor asks
+// for every answer (issue 16); TestKindOf holds it to Kinds.
 func kindOfList(method string) *Kind {
-	for _, k := range Kinds {
-		if k.Method == method {
-			return k
-		}
+	switch method {
+	case "tools/list":
+		return kindTool
+	case "prompts/list":
+		return kindPrompt
+	case "resources/templates/list":
+		return kindTemplate
+	case "resources/list":
+		return kindResource
 	}
 	return nil
 }
 
+// kindOfCall returns the kind whose item method uses (by name), or nil;
+// a switch, as kindOfList.
 func kindOfCall(method string) *Kind {
-	for _, k := range Kinds {
-		if k.call != "" && k.call == method {
-			return k
-		}
+	switch method {
+	case "tools/call":
+		return kindTool
+	case "prompts/get":
+		return kindPrompt
 	}
 	return nil
 }
