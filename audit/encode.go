@@ -6,6 +6,7 @@ import (
 	"encoding/binary"
 	"encoding/json"
 	"math"
+	"math/bits"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -117,20 +118,38 @@ func appendTime(b []byte, t time.Time) []byte {
 		lastStamp.Store(st)
 	}
 	if ns := t.Nanosecond(); ns != 0 {
-		n := 9 // digits, less the trailing zeros
-		for ns%10 == 0 {
-			ns /= 10
-			n--
-		}
-		var frac [10]byte
-		frac[0] = '.'
-		for i := n; i > 0; i-- {
-			frac[i] = byte('0' + ns%10)
-			ns /= 10
-		}
-		b = append(b, frac[:n+1]...)
+		b = appendFraction(b, uint32(ns))
 	}
 	return append(b, 'Z', '"')
+}
+
+// appendFraction appends the fraction of a second of ns nanoseconds, in
+// (0, 1e9): a point and its nine digits less the trailing zeros. The last
+// eight are worked out together, in the bytes of a uint64 (a third of
+// the instructions of a division by ten per digit: issue 16).
+func appendFraction(b []byte, ns uint32) []byte {
+	var frac [10]byte
+	frac[0], frac[1] = '.', byte('0'+ns/1e8)
+	d := digits8(ns % 1e8)
+	binary.LittleEndian.PutUint64(frac[2:], d|0x3030303030303030)
+	// The trailing zeros are the top bytes of d that are 0; the first
+	// digit stays (ns is not 0: if it is 0, d is not).
+	n := len(frac) - bits.LeadingZeros64(d)/8
+	return append(b, frac[:n]...)
+}
+
+// digits8 returns the eight decimal digits of v, below 1e8, one in each
+// byte from the least significant (the first digit there).
+func digits8(v uint32) uint64 {
+	// Four digits in each half, the first four in the low one.
+	x := uint64(v/10000) | uint64(v%10000)<<32
+	// Two in each quarter: x*10486>>20 is x/100 below 10000 (and the
+	// product fits in 27 bits, within its half).
+	hi := (x * 10486 >> 20) & 0x0000007f0000007f
+	x = hi | (x-hi*100)<<16
+	// One in each byte: x*103>>10 is x/10 below 100 (in 14 bits).
+	hi = (x * 103 >> 10) & 0x000f000f000f000f
+	return hi | (x-hi*10)<<8
 }
 
 // stamp is the text of a UTC time stamp up to its seconds, of the Unix

@@ -137,6 +137,26 @@ func TestStampsShared(t *testing.T) {
 	}
 }
 
+// The fraction of a second is written as MarshalJSON writes it, for
+// every number of digits and zeros anywhere.
+func TestFraction(t *testing.T) {
+	base := time.Date(2026, 7, 28, 12, 0, 0, 0, time.UTC)
+	ns := []int{0, 1, 9, 10, 100, 1e8, 5e8, 1e8 + 1, 999999999, 123456789, 100000001, 12345678, 1020304, 900000000, 99999999}
+	for range 100000 {
+		ns = append(ns, rand.IntN(1e9))
+	}
+	for d := 1; d < 1e9; d *= 10 {
+		ns = append(ns, d, 3*d, d*7+d/10)
+	}
+	for _, n := range ns {
+		tm := base.Add(time.Duration(n))
+		want, _ := tm.MarshalJSON()
+		if got := appendTime(nil, tm); !bytes.Equal(got, want) {
+			t.Fatalf("%d ns: %s, want %s", n, got, want)
+		}
+	}
+}
+
 // appendWord writes what appendString writes, for its words and others.
 func TestWords(t *testing.T) {
 	for _, s := range []string{"request", "pin_violation", "client", "server", "tools/call", "prompts/get", "resources/read",
