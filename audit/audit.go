@@ -80,6 +80,10 @@ type Record struct {
 	// quotedSession, if not empty, is Session as a JSON string: what a
 	// connection's lines write without escaping its session every time.
 	quotedSession string
+	// quotedName, if not empty, is the member quotedWhat names (Tool or
+	// Prompt) as a JSON string: its request's bytes (pending.quotedName).
+	quotedName []byte
+	quotedWhat named
 }
 
 // Options configure a Log. Every zero value means the documented default.
@@ -220,9 +224,18 @@ type pending struct {
 	what          named
 	hasSum        bool
 	fromServer    bool
-	origin        any    // the client of a client's request in flight
-	seq           uint64 // names a client's request in flight (inFlight.add)
+	// quotedName[:quotedLen], if not empty, is the name of a tool or
+	// prompt (name is then "") as its request wrote it: a JSON string
+	// that needs no escaping, which is how a line writes it. Copied, not
+	// decoded into a string: an allocation less a call (issue 16).
+	quotedLen  uint8
+	quotedName [maxQuotedName]byte
+	origin     any    // the client of a client's request in flight
+	seq        uint64 // names a client's request in flight (inFlight.add)
 }
+
+// maxQuotedName bounds pending.quotedName: a longer name is decoded.
+const maxQuotedName = 64
 
 // named says what pending.name is.
 type named uint8
@@ -251,6 +264,9 @@ func (p *pending) line(c *conn) (r Record) {
 		r.Prompt = p.name
 	case namesResource:
 		r.Resource = p.name
+	}
+	if p.quotedLen > 0 {
+		r.quotedName, r.quotedWhat = p.quotedName[:p.quotedLen], p.what
 	}
 	return r
 }
@@ -512,11 +528,13 @@ func (c *conn) record(m *peer.Message, fromServer bool, p *pending) {
 	}
 	switch m.Method {
 	case "tools/call":
-		p.what, p.name = namesTool, m.Env.Name(m.Data)
+		p.what = namesTool
+		p.setName(m)
 		c.arguments(m, p)
 		return
 	case "prompts/get":
-		p.what, p.name = namesPrompt, m.Env.Name(m.Data)
+		p.what = namesPrompt
+		p.setName(m)
 		c.arguments(m, p)
 		return
 	}
@@ -531,6 +549,18 @@ func (c *conn) record(m *peer.Message, fromServer bool, p *pending) {
 		args = nil // the URI is the argument, and is recorded
 	}
 	c.digest(p, args)
+}
+
+// setName sets the name of the tool or prompt m names in p: in
+// quotedName if it is short and written as a line writes it, else in name.
+func (p *pending) setName(m *peer.Message) {
+	if at := m.Env.NameAt; !at.IsZero() {
+		if raw := at.In(m.Data); len(raw) > 2 && len(raw) <= maxQuotedName && isPlain(raw[1:len(raw)-1]) {
+			p.quotedLen = uint8(copy(p.quotedName[:], raw))
+			return
+		}
+	}
+	p.name = m.Env.Name(m.Data)
 }
 
 // digest sets the digest of a request's arguments (and with Options.Args

@@ -45,8 +45,8 @@ func (r *Record) appendJSON(b []byte) []byte {
 	if r.Method != "" {
 		b = appendWord(append(b, `,"method":`...), r.Method)
 	}
-	b = appendMember(b, `,"tool":`, r.Tool)
-	b = appendMember(b, `,"prompt":`, r.Prompt)
+	b = r.appendName(b, `,"tool":`, r.Tool, namesTool)
+	b = r.appendName(b, `,"prompt":`, r.Prompt, namesPrompt)
 	b = appendMember(b, `,"resource":`, r.Resource)
 	switch {
 	case r.ArgsSHA256 != "":
@@ -84,6 +84,15 @@ func quoted(s string) string {
 		return ""
 	}
 	return string(appendString(nil, s))
+}
+
+// appendName appends the member Tool or Prompt (what says which): v, or
+// quotedName if it is that member's.
+func (r *Record) appendName(b []byte, name, v string, what named) []byte {
+	if len(r.quotedName) > 0 && r.quotedWhat == what {
+		return append(append(b, name...), r.quotedName...)
+	}
+	return appendMember(b, name, v)
 }
 
 // appendMember appends an omitempty string member.
@@ -332,6 +341,17 @@ var plain = func() (t [256]bool) {
 	}
 	return t
 }()
+
+// isPlain reports whether s holds only bytes a JSON string holds as they
+// are (appendString writes s between quotes).
+func isPlain(s []byte) bool {
+	for _, c := range s {
+		if !plain[c] {
+			return false
+		}
+	}
+	return true
+}
 
 // appendString appends s as a JSON string, escaped as encoding/json
 // escapes: quotes, backslashes and control characters; <, > and & (HTML

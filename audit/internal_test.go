@@ -1,11 +1,60 @@
 package audit
 
 import (
+	"bytes"
+	"encoding/hex"
+	"encoding/json"
 	"math/rand/v2"
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/mcp-bridge/mcp-bridge/jsonrpc"
+	"github.com/mcp-bridge/mcp-bridge/peer"
 )
+
+// A tool's or prompt's name is written as json.Marshal writes the name
+// decoded, whether the line copies it as the request wrote it or decodes
+// it: escapes, HTML, Unicode, long names, empty ones.
+func TestNameAsWritten(t *testing.T) {
+	c := &conn{l: New(&bytes.Buffer{}, nil), session: "s", quotedSession: quoted("s")}
+	long := strings.Repeat("n", maxQuotedName)
+	for _, raw := range []string{`"echo"`, `"get_weather.v2-x"`, `"a\"b"`, `"a\u0041"`, `"<x>&"`, `"ü"`, `"\u2028"`, `""`,
+		`"` + long[:maxQuotedName-2] + `"`, `"` + long[:maxQuotedName-1] + `"`, `"` + long + `"`, `"tab\t"`, `"/"`} {
+		for _, method := range []string{"tools/call", "prompts/get"} {
+			data := `{"jsonrpc":"2.0","id":1,"method":"` + method + `","params":{"name":` + raw + `,"arguments":{}}}`
+			env, err := jsonrpc.Parse([]byte(data))
+			if err != nil {
+				t.Fatal(err)
+			}
+			m := &peer.Message{Message: jsonrpc.Message{Data: []byte(data), Env: env}, Dir: peer.ToChild, Method: method}
+			var p pending
+			c.record(m, false, &p)
+			rec := p.line(c)
+			rec.Time, rec.Outcome = time.Date(2026, 7, 28, 0, 0, 0, 0, time.UTC), "ok"
+			got := rec.appendJSON(nil)
+			want := rec
+			want.quotedName = nil
+			want.ArgsSHA256 = hex.EncodeToString(rec.argsSum[:]) // what Marshal writes
+			name := env.Name([]byte(data))
+			if method == "tools/call" {
+				want.Tool = name
+			} else {
+				want.Prompt = name
+			}
+			w, err := json.Marshal(&want)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !bytes.Equal(got, w) {
+				t.Errorf("%s %s:\n got %s\nwant %s", method, raw, got, w)
+			}
+			if copied := p.quotedLen > 0; copied != (name != "" && len(raw) <= maxQuotedName && !strings.ContainsAny(raw[1:len(raw)-1], `\<>&ü`)) {
+				t.Errorf("%s %s: copied %v", method, raw, copied)
+			}
+		}
+	}
+}
 
 // Requests of three clients with one id are kept apart, a client's
 // second request with an id in flight is refused, and take gives back the
