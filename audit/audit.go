@@ -80,10 +80,13 @@ type Record struct {
 	// quotedSession, if not empty, is Session as a JSON string: what a
 	// connection's lines write without escaping its session every time.
 	quotedSession string
-	// quotedName, if not empty, is the member quotedWhat names (Tool or
-	// Prompt) as a JSON string: its request's bytes (pending.quotedName).
-	quotedName []byte
+	// quotedName[:quotedLen], if not empty, is the member quotedWhat
+	// names (Tool or Prompt) as a JSON string: its request's bytes
+	// (pending.quotedName), copied (a slice of a pending would move it to
+	// the heap).
+	quotedLen  uint8
 	quotedWhat named
+	quotedName [maxQuotedName]byte
 }
 
 // Options configure a Log. Every zero value means the documented default.
@@ -247,10 +250,10 @@ const (
 	namesResource
 )
 
-// line is p's record, of the connection c, before its answer.
-// (Its members are set one by one in the result, not through a literal,
-// which the compiler builds aside and copies.)
-func (p *pending) line(c *conn) (r Record) {
+// line sets in r, a zero Record, p's line, of the connection c, before
+// its answer. (Through a pointer, and member by member: a Record returned,
+// or set from a literal, is built aside and copied.)
+func (p *pending) line(c *conn, r *Record) {
 	r.Event, r.Session, r.quotedSession, r.From = "request", c.session, c.quotedSession, "client"
 	r.Method, r.Sub, r.ClientID = p.method, p.sub, p.clientID
 	r.Args, r.BytesIn, r.argsSum, r.hasSum = p.args, p.bytesIn, p.argsSum, p.hasSum
@@ -266,9 +269,8 @@ func (p *pending) line(c *conn) (r Record) {
 		r.Resource = p.name
 	}
 	if p.quotedLen > 0 {
-		r.quotedName, r.quotedWhat = p.quotedName[:p.quotedLen], p.what
+		r.quotedName, r.quotedLen, r.quotedWhat = p.quotedName, p.quotedLen, p.what
 	}
-	return r
 }
 
 // conn is the state of one connection's interceptor.
@@ -365,31 +367,37 @@ func clone(p *pending) *pending {
 	return &q
 }
 
-// take removes and returns the request id of origin, and whether there
-// was one. With seq not 0, it removes only the request add gave that seq.
-func (f *inFlight) take(origin any, id jsonrpc.ID, seq uint64) (pending, bool) {
+// take removes the request id of origin, into p if not nil, and reports
+// whether there was one. With seq not 0, it removes only the request add
+// gave that seq.
+func (f *inFlight) take(origin any, id jsonrpc.ID, seq uint64, p *pending) bool {
 	if q := f.first(id); q != nil && q.origin == origin {
 		if seq != 0 && q.seq != seq {
-			return pending{}, false
+			return false
 		}
-		p := *q
+		if p != nil {
+			*p = *q
+		}
 		if q == &f.one {
 			f.one, f.oneID, f.hasOne = pending{}, "", false // nothing kept alive
 		} else {
 			delete(f.byID, id)
 		}
-		return p, true
+		return true
 	}
 	if len(f.others) == 0 {
-		return pending{}, false
+		return false
 	}
 	k := key{origin, id}
 	q := f.others[k]
 	if q == nil || seq != 0 && q.seq != seq {
-		return pending{}, false
+		return false
+	}
+	if p != nil {
+		*p = *q
 	}
 	delete(f.others, k)
-	return *q, true
+	return true
 }
 
 // Interceptor returns the interceptor of one connection, whose lines name
@@ -427,7 +435,8 @@ func (c *conn) ended(reason string) {
 	c.mu.Unlock()
 	slices.SortFunc(left, func(a, b *pending) int { return a.start.Compare(b.start) })
 	for _, p := range left {
-		rec := p.line(c)
+		var rec Record
+		p.line(c, &rec)
 		p.answered(&rec)
 		rec.Outcome = "unanswered"
 		if reason != "" {
@@ -448,7 +457,8 @@ func (c *conn) intercept(next peer.Handler) peer.Handler {
 		case m.Env.Kind == jsonrpc.KindRequest: // from the server
 			var p pending
 			if c.record(m, true, &p); !c.trackServer(m.Env.ID, &p) {
-				rec := p.line(c)
+				var rec Record
+				p.line(c, &rec)
 				rec.Time, rec.Outcome = time.Now().UTC(), "sent"
 				c.l.write(&rec)
 			}
@@ -478,7 +488,8 @@ func (c *conn) clientRequest(next peer.Handler, m *peer.Message) error {
 	err := next(m)
 	if err == nil {
 		if !tracked {
-			rec := p.line(c)
+			var rec Record
+			p.line(c, &rec)
 			rec.Time, rec.Outcome = time.Now().UTC(), "sent"
 			c.l.write(&rec)
 		}
@@ -486,14 +497,15 @@ func (c *conn) clientRequest(next peer.Handler, m *peer.Message) error {
 	}
 	if tracked {
 		c.mu.Lock()
-		_, mine := c.clients.take(m.Origin, m.Env.ID, p.seq)
+		mine := c.clients.take(m.Origin, m.Env.ID, p.seq, nil)
 		c.mu.Unlock()
 		if !mine {
 			return err // the connection ended meanwhile, and wrote it
 		}
 	}
-	line := p.line(c)
+	var line Record
 	rec := &line
+	p.line(c, rec)
 	p.answered(rec)
 	rec.Outcome = "error"
 	var denied interface{ DeniedBy() string }
@@ -594,7 +606,7 @@ func (c *conn) finish(m *peer.Message, client bool) {
 	var p pending
 	var ok bool
 	if client {
-		p, ok = c.clients.take(m.Origin, m.Env.ID, 0)
+		ok = c.clients.take(m.Origin, m.Env.ID, 0, &p)
 	} else if q := c.server[m.Env.ID]; q != nil {
 		p, ok = *q, true
 		delete(c.server, m.Env.ID)
@@ -603,7 +615,8 @@ func (c *conn) finish(m *peer.Message, client bool) {
 	if !ok {
 		return
 	}
-	rec := p.line(c)
+	var rec Record
+	p.line(c, &rec)
 	p.answered(&rec)
 	rec.BytesOut = len(m.Data)
 	if !client {
@@ -627,12 +640,14 @@ func (c *conn) cancelled(m *peer.Message) {
 		return
 	}
 	c.mu.Lock()
-	p, ok := c.clients.take(m.Origin, m.Env.RequestID, 0)
+	var p pending
+	ok := c.clients.take(m.Origin, m.Env.RequestID, 0, &p)
 	c.mu.Unlock()
 	if !ok {
 		return
 	}
-	rec := p.line(c)
+	var rec Record
+	p.line(c, &rec)
 	p.answered(&rec)
 	rec.Outcome = "cancelled"
 	c.l.write(&rec)

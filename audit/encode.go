@@ -89,8 +89,8 @@ func quoted(s string) string {
 // appendName appends the member Tool or Prompt (what says which): v, or
 // quotedName if it is that member's.
 func (r *Record) appendName(b []byte, name, v string, what named) []byte {
-	if len(r.quotedName) > 0 && r.quotedWhat == what {
-		return append(append(b, name...), r.quotedName...)
+	if r.quotedLen > 0 && r.quotedWhat == what {
+		return append(append(b, name...), r.quotedName[:r.quotedLen]...)
 	}
 	return appendMember(b, name, v)
 }

@@ -30,11 +30,12 @@ func TestNameAsWritten(t *testing.T) {
 			m := &peer.Message{Message: jsonrpc.Message{Data: []byte(data), Env: env}, Dir: peer.ToChild, Method: method}
 			var p pending
 			c.record(m, false, &p)
-			rec := p.line(c)
+			var rec Record
+			p.line(c, &rec)
 			rec.Time, rec.Outcome = time.Date(2026, 7, 28, 0, 0, 0, 0, time.UTC), "ok"
 			got := rec.appendJSON(nil)
 			want := rec
-			want.quotedName = nil
+			want.quotedLen = 0
 			want.ArgsSHA256 = hex.EncodeToString(rec.argsSum[:]) // what Marshal writes
 			name := env.Name([]byte(data))
 			if method == "tools/call" {
@@ -56,6 +57,13 @@ func TestNameAsWritten(t *testing.T) {
 	}
 }
 
+// take is f.take, returning what it took.
+func take(f *inFlight, origin any, id jsonrpc.ID, seq uint64) (pending, bool) {
+	var p pending
+	ok := f.take(origin, id, seq, &p)
+	return p, ok
+}
+
 // Requests of three clients with one id are kept apart, a client's
 // second request with an id in flight is refused, and take gives back the
 // request it names.
@@ -72,38 +80,38 @@ func TestInFlight(t *testing.T) {
 	if !f.add("bob", other, &pending{method: "b2"}) {
 		t.Fatal("request 2 of bob refused")
 	}
-	if _, ok := f.take("dave", id, 0); ok {
+	if _, ok := take(&f, "dave", id, 0); ok {
 		t.Fatal("took a request of another client")
 	}
-	if _, ok := f.take("bob", id, a.seq); ok {
+	if _, ok := take(&f, "bob", id, a.seq); ok {
 		t.Fatal("took another request")
 	}
-	if _, ok := f.take("alice", id, b.seq); ok {
+	if _, ok := take(&f, "alice", id, b.seq); ok {
 		t.Fatal("took another request")
 	}
 	// The first with its id, then one of the others: a client whose
 	// request is among the others still may not send its id again.
-	if got, _ := f.take("alice", id, 0); got.method != "a" {
+	if got, _ := take(&f, "alice", id, 0); got.method != "a" {
 		t.Fatalf("take alice: %v", got)
 	}
 	if f.add("bob", id, &pending{}) {
 		t.Fatal("a second request 1 of bob kept once alice's was answered")
 	}
-	if got, _ := f.take("bob", id, b.seq); got.method != "b" {
+	if got, _ := take(&f, "bob", id, b.seq); got.method != "b" {
 		t.Fatalf("take bob: %v", got)
 	}
 	if !f.add("alice", id, a) {
 		t.Fatal("alice's next request 1 refused")
 	}
 	for _, want := range []struct{ origin, method string }{{"carol", "c"}, {"alice", "a"}} {
-		if got, _ := f.take(want.origin, id, 0); got.method != want.method {
+		if got, _ := take(&f, want.origin, id, 0); got.method != want.method {
 			t.Fatalf("take %s: %v, want %v", want.origin, got, want.method)
 		}
-		if _, ok := f.take(want.origin, id, 0); ok {
+		if _, ok := take(&f, want.origin, id, 0); ok {
 			t.Fatalf("%s's request taken twice", want.origin)
 		}
 	}
-	if got, _ := f.take("bob", other, 0); got.method != "b2" {
+	if got, _ := take(&f, "bob", other, 0); got.method != "b2" {
 		t.Fatalf("bob's request 2: %v", got)
 	}
 	if f.len() != 0 {
@@ -117,7 +125,7 @@ func TestInFlight(t *testing.T) {
 	if f.add(MaxPending, id, &pending{}) || f.add(MaxPending, other, &pending{}) {
 		t.Fatal("a request beyond MaxPending kept")
 	}
-	if _, ok := f.take(MaxPending-1, id, 0); !ok || !f.add(MaxPending, id, &pending{}) {
+	if _, ok := take(&f, MaxPending-1, id, 0); !ok || !f.add(MaxPending, id, &pending{}) {
 		t.Fatal("no room after an answer")
 	}
 }
@@ -141,7 +149,7 @@ func TestInFlightAsMap(t *testing.T) {
 				model[k] = *p
 			}
 		case 1:
-			got, ok := f.take(origin, id, 0)
+			got, ok := take(&f, origin, id, 0)
 			want, had := model[k]
 			if ok != had || got.seq != want.seq || got.bytesIn != want.bytesIn {
 				t.Fatalf("op %d: take %v: %v %v, want %v %v", i, k, got, ok, want, had)
@@ -154,7 +162,7 @@ func TestInFlightAsMap(t *testing.T) {
 			if rng.IntN(2) == 0 && had {
 				seq = want.seq
 			}
-			got, ok := f.take(origin, id, seq)
+			got, ok := take(&f, origin, id, seq)
 			if wantOK := had && (seq == 0 || want.seq == seq); ok != wantOK || ok && (got.seq != want.seq || got.bytesIn != want.bytesIn) {
 				t.Fatalf("op %d: take %v of %d: %v %v, want %v %v", i, k, seq, got, ok, want, wantOK)
 			}
