@@ -71,9 +71,9 @@ func (r *Record) appendJSON(b []byte) []byte {
 	b = append(b, `,"duration_ms":`...)
 	b = appendFloat(b, r.DurationMS)
 	b = append(b, `,"bytes_in":`...)
-	b = strconv.AppendInt(b, int64(r.BytesIn), 10)
+	b = appendCount(b, int64(r.BytesIn))
 	b = append(b, `,"bytes_out":`...)
-	b = strconv.AppendInt(b, int64(r.BytesOut), 10)
+	b = appendCount(b, int64(r.BytesOut))
 	return append(b, '}')
 }
 
@@ -207,6 +207,24 @@ const (
 	maxUnix = 253402300800
 )
 
+// appendCount appends n as strconv.AppendInt writes it in base 10. Below
+// 1e4 (the sizes of most messages, the milliseconds of most calls) it
+// writes pairs of digits, without strconv's loop (about 50 instructions
+// a number less: issue 16).
+func appendCount(b []byte, n int64) []byte {
+	switch {
+	case n < 0 || n >= 1e4:
+		return strconv.AppendInt(b, n, 10)
+	case n < 10:
+		return append(b, byte('0'+n))
+	case n < 100:
+		return append2(b, int(n))
+	case n < 1000:
+		return append2(append(b, byte('0'+n/100)), int(n%100))
+	}
+	return append2(append2(b, int(n/100)), int(n%100))
+}
+
 // append2 appends v, in [0, 99], as two decimal digits.
 func append2(b []byte, v int) []byte {
 	return append(b, byte('0'+v/10), byte('0'+v%10))
@@ -225,7 +243,7 @@ func appendFloat(b []byte, f float64) []byte {
 	// decimal that reads back as f, what strconv would write, at a
 	// fraction of the cost.
 	if n := int64(math.Round(f * 1000)); !math.Signbit(f) && f < 1e12 && float64(n)/1000 == f {
-		b = strconv.AppendInt(b, n/1000, 10)
+		b = appendCount(b, n/1000)
 		if frac := n % 1000; frac != 0 {
 			b = append(b, '.', byte('0'+frac/100))
 			if frac%100 != 0 {

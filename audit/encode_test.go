@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"math"
 	"math/rand/v2"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -153,6 +154,22 @@ func TestFraction(t *testing.T) {
 		want, _ := tm.MarshalJSON()
 		if got := appendTime(nil, tm); !bytes.Equal(got, want) {
 			t.Fatalf("%d ns: %s, want %s", n, got, want)
+		}
+	}
+}
+
+// appendCount writes what strconv writes.
+func TestCount(t *testing.T) {
+	ns := []int64{-1, -10, math.MinInt64, math.MaxInt64, 1e4, 1e4 - 1, 1e4 + 1, 1e9}
+	for n := range int64(20000) {
+		ns = append(ns, n)
+	}
+	for range 10000 {
+		ns = append(ns, rand.Int64(), -rand.Int64())
+	}
+	for _, n := range ns {
+		if got, want := string(appendCount([]byte("x"), n)), "x"+strconv.FormatInt(n, 10); got != want {
+			t.Fatalf("%d: %s, want %s", n, got, want)
 		}
 	}
 }
