@@ -852,3 +852,8 @@ func (c *config) finishGuards() error {
 	}
 	return nil
 }
+
+// authenticates reports whether the HTTP edge authenticates requests
+// (auth.Authenticator.Enabled for the options this configuration gives):
+// only then do messages carry a principal.
+func (c *config) authenticates() bool { return len(c.tokens) > 0 || c.OAuthIssuer != "" }

@@ -41,13 +41,24 @@ func (c *config) inspection() pin.Inspection {
 // newGuards builds the guards the configuration asks for and opens the
 // audit log; close releases it.
 func newGuards(cfg *config, logger *slog.Logger) (*guards, error) {
-	g := &guards{policy: cfg.policy, logger: logger, caller: sessionCaller}
+	g := &guards{policy: cfg.policy, logger: logger}
+	if cfg.authenticates() {
+		// Without authentication no message has a principal (the HTTP
+		// edge attaches one only to an authenticated request): nobody to
+		// ask for every request, the audit log's and the policy's (issue
+		// 16).
+		g.caller = sessionCaller
+	}
 	in := cfg.inspection()
 	if cfg.lock != nil || !in.AllowHiddenUnicode || in.MaxDescriptionBytes >= 0 {
 		g.pins = pin.New(&pin.Options{Lock: cfg.lock, LockFile: cfg.PinFile, OnViolation: pin.Action(cfg.OnPinViolation), Inspection: in})
 	}
 	if cfg.AuditLog != "" {
-		l, err := audit.Open(cfg.AuditLog, &audit.Options{Args: cfg.AuditArgs, Principal: g.principal, Server: cfg.serverName, Logger: logger})
+		o := &audit.Options{Args: cfg.AuditArgs, Server: cfg.serverName, Logger: logger}
+		if g.caller != nil {
+			o.Principal = g.principal
+		}
+		l, err := audit.Open(cfg.AuditLog, o)
 		if err != nil {
 			return nil, fmt.Errorf("--audit-log: %w", err)
 		}

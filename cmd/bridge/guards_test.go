@@ -166,7 +166,12 @@ func TestGuardsCallers(t *testing.T) {
 	if err := os.WriteFile(policyFile, []byte("tools:\n  scopes:\n    send: [mail:send]\nresources:\n  deny: [\"test://hidden\"]\n  scopes:\n    \"test://watched-*\": [watch]\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	g := guardsFor(t, "--policy", policyFile)
+	// Messages carry principals only when the edge authenticates.
+	tokens := filepath.Join(t.TempDir(), "tokens")
+	if err := os.WriteFile(tokens, []byte("a-token\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	g := guardsFor(t, "--policy", policyFile, "--auth-token-file", tokens)
 	with := principalOf{&auth.Principal{Subject: "alice", Scopes: []string{"mail:send", "watch"}}}
 	without := principalOf{&auth.Principal{Subject: "bob"}}
 	const update = `{"jsonrpc":"2.0","method":"notifications/resources/updated","params":{"uri":"test://watched-resource"}}`
@@ -219,5 +224,22 @@ func TestGuardsCallers(t *testing.T) {
 		if got := g.readable(r.origin, r.uri); got != r.ok {
 			t.Errorf("readable(%v, %s) = %v, want %v", r.origin, r.uri, got, r.ok)
 		}
+	}
+}
+
+// Without authentication no message has a principal, and the guards ask
+// for none; with tokens they do.
+func TestGuardsAskCallersOnlyWithAuth(t *testing.T) {
+	dir := t.TempDir()
+	tokens := filepath.Join(dir, "tokens")
+	if err := os.WriteFile(tokens, []byte("a-token\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	audit := filepath.Join(dir, "audit.log")
+	if g := guardsFor(t, "--audit-log", audit); g.caller != nil {
+		t.Error("a caller without authentication")
+	}
+	if g := guardsFor(t, "--audit-log", audit, "--auth-token-file", tokens); g.caller == nil {
+		t.Error("no caller with tokens")
 	}
 }
