@@ -455,13 +455,7 @@ func (c *conn) intercept(next peer.Handler) peer.Handler {
 		case m.Env.Kind == jsonrpc.KindRequest && m.Dir == peer.ToChild:
 			return c.clientRequest(next, m)
 		case m.Env.Kind == jsonrpc.KindRequest: // from the server
-			var p pending
-			if c.record(m, true, &p); !c.trackServer(m.Env.ID, &p) {
-				var rec Record
-				p.line(c, &rec)
-				rec.Time, rec.Outcome = time.Now().UTC(), "sent"
-				c.l.write(&rec)
-			}
+			c.serverRequest(m)
 		case m.Env.Kind == jsonrpc.KindResponse && m.Dir == peer.FromChild:
 			err := next(m)
 			c.finish(m, true)
@@ -478,35 +472,65 @@ func (c *conn) intercept(next peer.Handler) peer.Handler {
 }
 
 func (c *conn) clientRequest(next peer.Handler, m *peer.Message) error {
+	// Tracked before it goes on: the server's answer may pass the chain,
+	// on the connection's reader, before next returns. (In frames of
+	// their own, not this one, which stays on the stack under the rest of
+	// the chain: issue 16.)
+	seq, untracked := c.track(m)
+	err := next(m)
+	switch {
+	case untracked != nil && err == nil:
+		c.sent(untracked)
+	case untracked != nil:
+		c.failed(untracked, err)
+	case err != nil:
+		c.takeFailed(m, seq, err)
+	}
+	return err
+}
+
+// sent writes the line of a request that is not tracked, at once.
+func (c *conn) sent(p *pending) {
+	var rec Record
+	p.line(c, &rec)
+	rec.Time, rec.Outcome = time.Now().UTC(), "sent"
+	c.l.write(&rec)
+}
+
+// takeFailed writes the line of the request m, tracked as seq, that the
+// chain refused with err, unless the connection ended meanwhile (and
+// wrote it).
+func (c *conn) takeFailed(m *peer.Message, seq uint64, err error) {
+	var p pending
+	c.mu.Lock()
+	mine := c.clients.take(m.Origin, m.Env.ID, seq, &p)
+	c.mu.Unlock()
+	if mine {
+		c.failed(&p, err)
+	}
+}
+
+// track records a client's request and keeps it in flight: it returns
+// its seq; or, beyond MaxPending or for an id its client has in flight,
+// the record (on the heap), which is not kept.
+func (c *conn) track(m *peer.Message) (seq uint64, untracked *pending) {
 	var p pending
 	c.record(m, false, &p)
-	// Tracked before it goes on: the server's answer may pass the chain,
-	// on the connection's reader, before next returns.
 	c.mu.Lock()
 	tracked := c.clients.add(m.Origin, m.Env.ID, &p)
 	c.mu.Unlock()
-	err := next(m)
-	if err == nil {
-		if !tracked {
-			var rec Record
-			p.line(c, &rec)
-			rec.Time, rec.Outcome = time.Now().UTC(), "sent"
-			c.l.write(&rec)
-		}
-		return nil
+	if !tracked {
+		return 0, clone(&p)
 	}
-	if tracked {
-		c.mu.Lock()
-		mine := c.clients.take(m.Origin, m.Env.ID, p.seq, nil)
-		c.mu.Unlock()
-		if !mine {
-			return err // the connection ended meanwhile, and wrote it
-		}
-	}
-	var line Record
-	rec := &line
-	p.line(c, rec)
-	p.answered(rec)
+	return p.seq, nil
+}
+
+// failed writes the line of a request that the chain after the audit
+// log refused (or that could not be sent) with err.
+func (c *conn) failed(p *pending, err error) {
+	var rec Record
+	p.line(c, &rec)
+	p.answered(&rec)
 	rec.Outcome = "error"
 	var denied interface{ DeniedBy() string }
 	if errors.As(err, &denied) {
@@ -516,8 +540,16 @@ func (c *conn) clientRequest(next peer.Handler, m *peer.Message) error {
 	if errors.As(err, &rpcErr) {
 		rec.ErrorCode = rpcErr.Code
 	}
-	c.l.write(rec)
-	return err
+	c.l.write(&rec)
+}
+
+// serverRequest records a request of the server and tracks it until its
+// answer, or writes it at once.
+func (c *conn) serverRequest(m *peer.Message) {
+	var p pending
+	if c.record(m, true, &p); !c.trackServer(m.Env.ID, &p) {
+		c.sent(&p)
+	}
 }
 
 // trackServer keeps a copy of a request of the server until its answer,
