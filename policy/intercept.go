@@ -221,19 +221,16 @@ func (p *Policy) rulesOf(kind string) *rules {
 // client requests Check refuses, and takes out of the answers to the lists
 // what their caller may not use. The bridge's own requests pass.
 func (p *Policy) Interceptor(opts *Options) peer.Interceptor {
-	var o Options
+	in := &interceptor{p: p}
 	if opts != nil {
-		o = *opts
+		in.o = *opts
 	}
-	if o.Logger == nil {
-		o.Logger = slog.Default()
+	if in.o.Logger == nil {
+		in.o.Logger = slog.Default()
 	}
-	caller := func(origin any) *Caller {
-		if o.Caller == nil {
-			return nil
-		}
-		return o.Caller(origin)
-	}
+	// The closure only tells the cases apart: what each does is in a
+	// method, so that its frame, which stays on the stack under the rest
+	// of the chain, is small (issue 16).
 	return func(next peer.Handler) peer.Handler {
 		return func(m *peer.Message) error {
 			if m.Own {
@@ -249,64 +246,98 @@ func (p *Policy) Interceptor(opts *Options) peer.Interceptor {
 				// honor that one. Refusing the whole stream would cost the
 				// caller its other notifications and tell it that the
 				// resource is there.
-				if err := p.filterListen(m, caller(m.Origin), o.Logger); err != nil {
+				if err := p.filterListen(m, in.caller(m.Origin), in.o.Logger); err != nil {
 					return err
 				}
 			case m.Dir == peer.ToChild && m.Env.Kind == jsonrpc.KindRequest:
-				if p.openToAll(m) {
-					break // Check would allow it, whoever the caller
-				}
-				c := caller(m.Origin)
-				if d := p.Check(c, m.Message); d != nil {
-					args := []any{"kind", singular(d.Kind), "name", d.Name, "rule", d.Rule}
-					if len(d.Missing) > 0 {
-						args = append(args, "missing_scopes", strings.Join(d.Missing, " "))
+				// Check would allow what is open to all, whoever the caller.
+				if !p.openToAll(m) {
+					if err := in.check(m); err != nil {
+						return err
 					}
-					if c != nil {
-						args = append(args, "sub", c.Subject, "client_id", c.ClientID)
-					}
-					o.Logger.Warn("the policy refused a request", args...)
-					return d
 				}
 			case m.Dir == peer.FromChild && m.Env.Kind == jsonrpc.KindNotification && m.Method == "notifications/resources/updated":
-				// What a caller may not read it may not hear about: the
-				// URI alone tells that the resource exists and changed.
-				// The notification has no Origin: Caller says whom the
-				// connection's notifications go to, if it knows.
-				// With UpdatesPerCaller, whoever delivers the update asks
-				// for each caller; here only what nobody may read is
-				// dropped.
-				if uri := paramString(m.Data, "uri"); uri != "" {
-					if d := p.resources.decide(uri, caller(nil)); d != nil && !(o.UpdatesPerCaller && d.InsufficientScope()) {
-						o.Logger.Debug("the policy hid a resource update", "uri", uri, "rule", d.Rule)
-						return nil
-					}
+				if in.hidesUpdate(m) {
+					return nil
 				}
 			case m.Dir == peer.FromChild && m.Env.Kind == jsonrpc.KindResponse && !m.Env.IsError:
-				l, ok := listOf(m.Method)
-				if !ok {
-					break
-				}
-				r := p.rulesOf(l.kind)
-				c := caller(m.Origin)
-				out, hidden, err := mcplist.Filter(m.Data, l.array, l.key, func(name string, _ []byte) bool { return r.decide(name, c) == nil })
-				if err != nil {
-					// A malformed list is the server's bug; passing it
-					// unfiltered could show what the policy hides.
-					o.Logger.Warn("the policy cannot read a list from the MCP server: the client gets an error", "method", m.Method, "err", err)
-					out = (&jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: "the bridge could not apply its policy to the MCP server's " + m.Method + " answer: " + err.Error()}).Response(m.Env.IDAt.In(m.Data))
-				} else if len(hidden) == 0 {
-					break
-				} else {
-					o.Logger.Debug("the policy hid items of a list", "method", m.Method, "hidden", hidden)
-				}
-				if err := m.Replace(out); err != nil {
-					return err
+				if l, ok := listOf(m.Method); ok {
+					if err := in.filterList(m, l); err != nil {
+						return err
+					}
 				}
 			}
 			return next(m)
 		}
 	}
+}
+
+// interceptor is the policy applied to one chain.
+type interceptor struct {
+	p *Policy
+	o Options
+}
+
+func (in *interceptor) caller(origin any) *Caller {
+	if in.o.Caller == nil {
+		return nil
+	}
+	return in.o.Caller(origin)
+}
+
+// check returns the Denial of a client's request, logged, or nil.
+func (in *interceptor) check(m *peer.Message) error {
+	c := in.caller(m.Origin)
+	d := in.p.Check(c, m.Message)
+	if d == nil {
+		return nil
+	}
+	args := []any{"kind", singular(d.Kind), "name", d.Name, "rule", d.Rule}
+	if len(d.Missing) > 0 {
+		args = append(args, "missing_scopes", strings.Join(d.Missing, " "))
+	}
+	if c != nil {
+		args = append(args, "sub", c.Subject, "client_id", c.ClientID)
+	}
+	in.o.Logger.Warn("the policy refused a request", args...)
+	return d
+}
+
+// hidesUpdate reports whether a notifications/resources/updated is
+// dropped. What a caller may not read it may not hear about: the URI
+// alone tells that the resource exists and changed. The notification has
+// no Origin: Caller says whom the connection's notifications go to, if it
+// knows. With UpdatesPerCaller, whoever delivers the update asks for each
+// caller; here only what nobody may read is dropped.
+func (in *interceptor) hidesUpdate(m *peer.Message) bool {
+	uri := paramString(m.Data, "uri")
+	if uri == "" {
+		return false
+	}
+	d := in.p.resources.decide(uri, in.caller(nil))
+	if d == nil || in.o.UpdatesPerCaller && d.InsufficientScope() {
+		return false
+	}
+	in.o.Logger.Debug("the policy hid a resource update", "uri", uri, "rule", d.Rule)
+	return true
+}
+
+// filterList takes out of a list result, l, what its caller may not use.
+func (in *interceptor) filterList(m *peer.Message, l list) error {
+	r := in.p.rulesOf(l.kind)
+	c := in.caller(m.Origin)
+	out, hidden, err := mcplist.Filter(m.Data, l.array, l.key, func(name string, _ []byte) bool { return r.decide(name, c) == nil })
+	if err != nil {
+		// A malformed list is the server's bug; passing it
+		// unfiltered could show what the policy hides.
+		in.o.Logger.Warn("the policy cannot read a list from the MCP server: the client gets an error", "method", m.Method, "err", err)
+		out = (&jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: "the bridge could not apply its policy to the MCP server's " + m.Method + " answer: " + err.Error()}).Response(m.Env.IDAt.In(m.Data))
+	} else if len(hidden) == 0 {
+		return nil
+	} else {
+		in.o.Logger.Debug("the policy hid items of a list", "method", m.Method, "hidden", hidden)
+	}
+	return m.Replace(out)
 }
 
 // filterListen takes out of a subscriptions/listen request the resources
