@@ -227,89 +227,42 @@ func (e *Enforcer) Interceptor(h *Hooks) peer.Interceptor {
 	if c.h.Logger == nil {
 		c.h.Logger = slog.Default()
 	}
+	// The closure only tells the cases apart: what each does is in a
+	// method, so that its frame, which stays on the stack under the rest
+	// of the chain, is small (issue 16).
 	return func(next peer.Handler) peer.Handler {
 		return func(m *peer.Message) error {
 			switch {
 			case m.Dir == peer.ToChild && m.Own && m.Method == "resources/subscribe":
 				// The stateless pool subscribes a legacy server to what its
 				// clients listen to: only to what they may read.
-				if v := c.unreadable(uriOf(m.Data)); v != nil {
-					c.violation(m.Origin, *v, false)
-					return &Refusal{*v}
+				if err := c.checkRead(m); err != nil {
+					return err
 				}
 			case m.Dir == peer.ToChild && !m.Own && m.Env.Kind == jsonrpc.KindRequest && m.Method == "subscriptions/listen":
-				// What may not be read may not be listened to either: it
-				// is left out of the request, and so of the server's
-				// acknowledgment, "the subset the server agreed to honor"
-				// (basic/patterns/subscriptions).
-				out, dropped, err := mcplist.FilterSubscriptions(m.Data, func(uri string) bool {
-					v := c.unreadable(uri)
-					if v != nil {
-						c.violation(m.Origin, *v, false)
-					}
-					return v == nil
-				})
-				if err != nil {
-					return &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: "Invalid params: " + err.Error()}
-				}
-				if len(dropped) > 0 {
-					if err := m.Replace(out); err != nil {
-						return err
-					}
+				if err := c.filterListen(m); err != nil {
+					return err
 				}
 			case m.Dir == peer.ToChild && !m.Own && m.Env.Kind == jsonrpc.KindRequest:
 				if k := kindOfCall(m.Method); k != nil {
-					if m.Env.NameAt.IsZero() || c.passes(k, m.Env.NameAt.In(m.Data)) {
-						break
-					}
-					if name := m.Env.Name(m.Data); name != "" {
-						if v := c.refused(k, name); v != nil {
-							c.violation(m.Origin, *v, false)
-							return &Refusal{*v}
+					if !m.Env.NameAt.IsZero() && !c.passes(k, m.Env.NameAt.In(m.Data)) {
+						if err := c.checkCall(m, k); err != nil {
+							return err
 						}
 					}
 				} else if m.Method == "resources/read" || m.Method == "resources/subscribe" {
-					if v := c.unreadable(uriOf(m.Data)); v != nil {
-						c.violation(m.Origin, *v, false)
-						return &Refusal{*v}
+					if err := c.checkRead(m); err != nil {
+						return err
 					}
 				}
 			case m.Dir == peer.FromChild && m.Env.Kind == jsonrpc.KindNotification:
-				if k := kindOfChange(m.Method); k != nil && c.h.Call != nil {
-					c.relist(k)
-				}
-				if m.Method == "notifications/resources/updated" {
-					// What may not be read is not heard of either (a server
-					// may send updates nobody subscribed to, or of a
-					// resource a list dropped since).
-					if uri := uriOf(m.Data); c.unreadable(uri) != nil {
-						c.h.Logger.Debug("an update of a resource the pin file does not cover is not forwarded", "uri", uri)
-						return nil
-					}
+				if c.dropsNotification(m) {
+					return nil
 				}
 			case m.Dir == peer.FromChild && m.Env.Kind == jsonrpc.KindResponse && !m.Env.IsError:
 				// Answers to the bridge's own lists too: relist's.
-				k := kindOfList(m.Method)
-				if k == nil {
-					break
-				}
-				var found []Violation
-				out, _, err := mcplist.Filter(m.Data, k.Array, k.Key, func(name string, item []byte) bool {
-					if p := c.check(k, name, item); p != "" {
-						found = append(found, Violation{k.Name, name, p})
-						return false
-					}
-					return true
-				})
-				if err != nil {
-					c.h.Logger.Warn("cannot read a list from the MCP server to check it against the pin file: the client gets an error", "method", m.Method, "err", err)
-					out = (&jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: "the bridge could not check the MCP server's " + m.Method + " answer: " + err.Error()}).Response(m.Env.IDAt.In(m.Data))
-				}
-				for _, v := range found {
-					c.violation(m.Origin, v, true)
-				}
-				if len(found) > 0 || err != nil {
-					if err := m.Replace(out); err != nil {
+				if k := kindOfList(m.Method); k != nil {
+					if err := c.filterList(m, k); err != nil {
 						return err
 					}
 				}
@@ -317,6 +270,90 @@ func (e *Enforcer) Interceptor(h *Hooks) peer.Interceptor {
 			return next(m)
 		}
 	}
+}
+
+// checkRead refuses a read of, or a subscription to, a resource that may
+// not be read.
+func (c *conn) checkRead(m *peer.Message) error {
+	if v := c.unreadable(uriOf(m.Data)); v != nil {
+		c.violation(m.Origin, *v, false)
+		return &Refusal{*v}
+	}
+	return nil
+}
+
+// filterListen takes out of a subscriptions/listen request what may not
+// be read, which may not be listened to either: it is left out of the
+// request, and so of the server's acknowledgment, "the subset the server
+// agreed to honor" (basic/patterns/subscriptions).
+func (c *conn) filterListen(m *peer.Message) error {
+	out, dropped, err := mcplist.FilterSubscriptions(m.Data, func(uri string) bool {
+		v := c.unreadable(uri)
+		if v != nil {
+			c.violation(m.Origin, *v, false)
+		}
+		return v == nil
+	})
+	if err != nil {
+		return &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: "Invalid params: " + err.Error()}
+	}
+	if len(dropped) > 0 {
+		return m.Replace(out)
+	}
+	return nil
+}
+
+// checkCall refuses a call of an item of kind k that passes did not let
+// through, if it is refused.
+func (c *conn) checkCall(m *peer.Message, k *Kind) error {
+	if name := m.Env.Name(m.Data); name != "" {
+		if v := c.refused(k, name); v != nil {
+			c.violation(m.Origin, *v, false)
+			return &Refusal{*v}
+		}
+	}
+	return nil
+}
+
+// dropsNotification lists a kind again when the server says it changed,
+// and reports whether a notification is dropped.
+func (c *conn) dropsNotification(m *peer.Message) bool {
+	if k := kindOfChange(m.Method); k != nil && c.h.Call != nil {
+		c.relist(k)
+	}
+	if m.Method == "notifications/resources/updated" {
+		// What may not be read is not heard of either (a server
+		// may send updates nobody subscribed to, or of a
+		// resource a list dropped since).
+		if uri := uriOf(m.Data); c.unreadable(uri) != nil {
+			c.h.Logger.Debug("an update of a resource the pin file does not cover is not forwarded", "uri", uri)
+			return true
+		}
+	}
+	return false
+}
+
+// filterList takes out of a list result of kind k what is refused.
+func (c *conn) filterList(m *peer.Message, k *Kind) error {
+	var found []Violation
+	out, _, err := mcplist.Filter(m.Data, k.Array, k.Key, func(name string, item []byte) bool {
+		if p := c.check(k, name, item); p != "" {
+			found = append(found, Violation{k.Name, name, p})
+			return false
+		}
+		return true
+	})
+	if err != nil {
+		c.h.Logger.Warn("cannot read a list from the MCP server to check it against the pin file: the client gets an error", "method", m.Method, "err", err)
+		out = (&jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: "the bridge could not check the MCP server's " + m.Method + " answer: " + err.Error()}).Response(m.Env.IDAt.In(m.Data))
+	}
+	for _, v := range found {
+		c.violation(m.Origin, v, true)
+	}
+	if len(found) > 0 || err != nil {
+		return m.Replace(out)
+	}
+	return nil
 }
 
 // check returns the problem of an item a list shows, "" if none, and
