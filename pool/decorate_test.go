@@ -49,15 +49,19 @@ func TestDecorateMsg(t *testing.T) {
 	} {
 		for _, method := range []string{"tools/list", "tools/call"} {
 			for _, id := range []string{`1`, `"retry-2"`} {
-				env, err := jsonrpc.Parse([]byte(in))
-				if err != nil {
-					t.Fatal(err)
-				}
-				fast := p.decorateMsg(jsonrpc.Message{Data: []byte(in), Env: env}, []byte(id), method, info)
-				slow := p.decorate([]byte(in), []byte(id), method, info)
-				var a, b any
-				if json.Unmarshal(fast, &a) != nil || json.Unmarshal(slow, &b) != nil || !reflect.DeepEqual(a, b) {
-					t.Errorf("%s %s id %s:\nfast %s\nslow %s", in, method, id, fast, slow)
+				// Without memory for the answer, with too little, and
+				// with enough (holding another's bytes).
+				for _, buf := range [][]byte{nil, make([]byte, 3, 8), []byte(strings.Repeat("x", 512))} {
+					env, err := jsonrpc.Parse([]byte(in))
+					if err != nil {
+						t.Fatal(err)
+					}
+					fast := p.decorateMsg(jsonrpc.Message{Data: []byte(in), Env: env}, []byte(id), method, info, buf)
+					slow := p.decorate([]byte(in), []byte(id), method, info)
+					var a, b any
+					if json.Unmarshal(fast, &a) != nil || json.Unmarshal(slow, &b) != nil || !reflect.DeepEqual(a, b) {
+						t.Errorf("%s %s id %s, %d bytes of room:\nfast %s\nslow %s", in, method, id, cap(buf), fast, slow)
+					}
 				}
 			}
 		}
