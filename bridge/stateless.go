@@ -158,7 +158,11 @@ func (h *Handler) serveStateless(w http.ResponseWriter, r *http.Request, owner a
 		WriteError(w, http.StatusNotFound, rawID, jsonrpc.CodeMethodNotFound, "Method not found: "+env.Method, nil)
 		return
 	}
-	req := &pool.Request{Principal: owner, Msg: jsonrpc.Message{Data: body, Env: env}, Caps: caps}
+	// The answer is built in a buffer of the SSE frames' (pool.Request.Answer),
+	// given back once it is written.
+	answer := frameBufs.Get().(*[]byte)
+	defer putFrameBuf(answer)
+	req := &pool.Request{Principal: owner, Msg: jsonrpc.Message{Data: body, Env: env}, Caps: caps, Answer: (*answer)[:0]}
 	if p := auth.FromContext(r.Context()); p != nil {
 		req.Caller = p // never a typed nil: the interception point tests for nil
 	}

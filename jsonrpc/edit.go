@@ -175,13 +175,19 @@ func matchNames(key []byte, escaped bool, v []byte, names []string, values [][]b
 	}
 }
 
-// isASCII reports whether b has no byte from 0x80 up, 8 bytes at a time.
+// isASCII reports whether b has no byte from 0x80 up, 8 bytes at a time:
+// the last 8 (which may overlap the ones before) rather than byte by byte.
 func isASCII(b []byte) bool {
-	for len(b) >= 8 {
-		if binary.LittleEndian.Uint64(b)&msbs != 0 {
+	if n := len(b); n >= 8 {
+		if binary.LittleEndian.Uint64(b[n-8:])&msbs != 0 {
 			return false
 		}
-		b = b[8:]
+		for ; len(b) > 8; b = b[8:] {
+			if binary.LittleEndian.Uint64(b)&msbs != 0 {
+				return false
+			}
+		}
+		return true
 	}
 	for _, c := range b {
 		if c >= utf8.RuneSelf {

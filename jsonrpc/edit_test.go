@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"strings"
 	"testing"
 )
 
@@ -149,6 +150,20 @@ func TestIsASCII(t *testing.T) {
 	for s, want := range map[string]bool{"": true, "abc": true, "io.modelcontextprotocol/x": true, "io.modelcontextprotocol/\xff": false, "é": false, "abcdefgh\x80": false, "\x80bcdefghi": false} {
 		if isASCII([]byte(s)) != want {
 			t.Errorf("isASCII(%q) = %v", s, !want)
+		}
+	}
+	// A high byte anywhere, in strings of every length around the words.
+	for n := range 26 {
+		b := []byte(strings.Repeat("a", n))
+		if !isASCII(b) {
+			t.Errorf("isASCII(%q) = false", b)
+		}
+		for i := range n {
+			b[i] = 0x80
+			if isASCII(b) {
+				t.Errorf("isASCII(%q) = true", b)
+			}
+			b[i] = 'a'
 		}
 	}
 }

@@ -217,31 +217,48 @@ func (m *members) member(s *scanner, n name, names []string, values [][]byte) bo
 		if s.peek() != '{' {
 			return s.skipValue() // by-position params: nothing to route on
 		}
-		return s.eachMember(func(n name) bool {
-			switch n {
-			case nameProgressToken:
-				return s.valueAt(&m.progressToken, &m.progressTokenAt)
-			case nameRequestID:
-				return s.valueAt(&m.requestID, &m.requestIDAt)
-			case nameName:
-				return s.valueAt(&m.name, &m.nameAt)
-			case nameArguments:
-				return s.valueAt(&m.arguments, &m.argumentsAt)
-			case nameMeta:
-				m.metaToken, m.meta = nil, nil
-				clear(values)
-				if s.peek() != '{' {
-					return s.skipValue()
-				}
-				start := s.pos
-				ok := m.metaMembers(s, names, values)
-				m.meta, m.metaAt = s.data[start:s.pos], Span{int32(start), int32(s.pos)}
-				return ok
-			}
-			return s.skipValue()
-		})
+		return m.params(s, names, values)
 	}
 	return s.skipValue()
+}
+
+// params walks the params object whose '{' is at pos, for the members
+// routing needs. (A loop of its own rather than a function per member: a
+// call through a func value for each member of every request.)
+func (m *members) params(s *scanner, names []string, values [][]byte) bool {
+	more, ok := s.openObject()
+	for ok && more {
+		key, escaped, valid := s.key()
+		if !valid {
+			return false
+		}
+		switch memberName(key, escaped) {
+		case nameProgressToken:
+			ok = s.valueAt(&m.progressToken, &m.progressTokenAt)
+		case nameRequestID:
+			ok = s.valueAt(&m.requestID, &m.requestIDAt)
+		case nameName:
+			ok = s.valueAt(&m.name, &m.nameAt)
+		case nameArguments:
+			ok = s.valueAt(&m.arguments, &m.argumentsAt)
+		case nameMeta:
+			m.metaToken, m.meta = nil, nil
+			clear(values)
+			if s.peek() != '{' {
+				ok = s.skipValue()
+				break
+			}
+			start := s.pos
+			ok = m.metaMembers(s, names, values)
+			m.meta, m.metaAt = s.data[start:s.pos], Span{int32(start), int32(s.pos)}
+		default:
+			ok = s.skipValue()
+		}
+		if ok {
+			more, ok = s.nextMember()
+		}
+	}
+	return ok
 }
 
 // metaMembers walks the _meta object whose '{' is at pos, for its
@@ -265,23 +282,6 @@ func (m *members) metaMembers(s *scanner, names []string, values [][]byte) bool 
 			matchNames(key, escaped, v, names, values)
 		}
 		if ok {
-			more, ok = s.nextMember()
-		}
-	}
-	return ok
-}
-
-// eachMember walks the object whose '{' is at pos, calling f for each
-// member with pos at its value; f scans the value and reports whether it
-// was valid.
-func (s *scanner) eachMember(f func(name) bool) bool {
-	more, ok := s.openObject()
-	for ok && more {
-		key, escaped, valid := s.key()
-		if !valid {
-			return false
-		}
-		if ok = f(memberName(key, escaped)); ok {
 			more, ok = s.nextMember()
 		}
 	}

@@ -93,12 +93,17 @@ func (s *scanner) key() (raw []byte, escaped, ok bool) {
 	if escaped, ok = s.skipString(); !ok {
 		return nil, false, false
 	}
-	raw = s.data[start+1 : s.pos-1]
-	if s.peek() != ':' {
+	// The name ends at pos-1, with its closing quote. In compact JSON the
+	// colon follows at once: one test, not peek's loop.
+	end := s.pos
+	if d := s.data; end < len(d) && d[end] == ':' {
+		s.pos = end + 1
+	} else if s.peek() == ':' {
+		s.pos++
+	} else {
 		return nil, false, false
 	}
-	s.pos++
-	return raw, escaped, true
+	return s.data[start+1 : end-1], escaped, true
 }
 
 // nextMember follows a member's value: it reads the comma before the next

@@ -252,9 +252,10 @@ type Conn struct {
 	// them, to their entries: clients', the bridge's own, and cancelled
 	// ones (tombstones) until the child answers them.
 	inflight map[jsonrpc.ID]*entry
-	// renamed maps a client's request whose id was rewritten to the id the
-	// child knows it by, for that client's notifications/cancelled.
-	renamed map[clientID]jsonrpc.ID
+	// renamedLive counts the requests in inflight whose id was rewritten
+	// and that are not cancelled: the ones a client's notifications/cancelled
+	// is looked for among (renamedLocked).
+	renamedLive int
 	// tokens maps progress tokens, as the child knows them, to the entry of
 	// their request.
 	tokens     map[jsonrpc.ID]*entry
@@ -266,12 +267,6 @@ type Conn struct {
 	in     Message       // the reader's message, reused (see Router)
 	done   chan struct{} // closed when the reader has returned
 	waited chan struct{} // closed when the child's Wait has returned
-}
-
-// clientID is a request of a client, as that client knows it.
-type clientID struct {
-	origin any
-	id     jsonrpc.ID
 }
 
 // entry is a request in flight on the child.
@@ -311,7 +306,6 @@ func New(proc Process, router Router, opts *Options) *Conn {
 		maxQueued: int64(o.MaxQueuedBytes),
 		stdin:     proc.Stdin(),
 		inflight:  make(map[jsonrpc.ID]*entry),
-		renamed:   make(map[clientID]jsonrpc.ID),
 		tokens:    make(map[jsonrpc.ID]*entry),
 		done:      make(chan struct{}),
 		waited:    make(chan struct{}),
@@ -394,7 +388,7 @@ func (c *Conn) Send(origin any, msgs ...jsonrpc.Message) error {
 	defer c.wmu.Unlock()
 	for i := range msgs {
 		m := &msgs[i]
-		data, ok, err := c.register(origin, m)
+		ids, ok, err := c.register(origin, m)
 		if err != nil {
 			c.forget(origin, msgs[i:])
 			return err
@@ -402,7 +396,7 @@ func (c *Conn) Send(origin any, msgs ...jsonrpc.Message) error {
 		if !ok {
 			continue
 		}
-		if err := c.writeLine(data); err != nil {
+		if err := c.writeLine(m.Data, &ids); err != nil {
 			c.forget(origin, msgs[i:])
 			return fmt.Errorf("writing to the MCP server's stdin: %w", err)
 		}
@@ -492,47 +486,86 @@ func (c *Conn) answerRefused(origin any, msg jsonrpc.Message, rpcErr *jsonrpc.Er
 	c.router.Route(&Message{Message: jsonrpc.Message{Data: data, Env: env}, Dir: FromChild, Origin: origin, Method: msg.Env.Method})
 }
 
-// register enters a client request in the table and rewrites what must
-// be: a colliding id or progress token, the requestId of a cancellation. It
-// returns the message to write, and false for one not to write.
-func (c *Conn) register(origin any, m *jsonrpc.Message) ([]byte, bool, error) {
+// idEdits are the ids a message gets on its way to the child, in place
+// of what it has at each Span (a zero Span: no edit): a colliding id or
+// progress token, the requestId of a cancellation. writeLine writes them
+// as it frames the message, so that a renamed request is not copied once
+// more (jsonrpc.Rewrite), and no id is rendered on its own.
+type idEdits [2]idEdit
+
+type idEdit struct {
+	at jsonrpc.Span
+	id jsonrpc.ID
+}
+
+func (ed *idEdits) none() bool { return ed[0].at.IsZero() && ed[1].at.IsZero() }
+
+// apply returns data with the edits made, as jsonrpc.Rewrite does.
+func (ed *idEdits) apply(data []byte) []byte {
+	var edits [2]jsonrpc.Edit
+	for i, e := range ed {
+		if !e.at.IsZero() {
+			edits[i] = jsonrpc.Edit{At: e.at, Raw: e.id.AppendJSON(nil)}
+		}
+	}
+	return jsonrpc.Rewrite(data, edits[:]...)
+}
+
+// appendTo appends data with the edits made to b.
+func (ed *idEdits) appendTo(b, data []byte) []byte {
+	first, second := ed[0], ed[1]
+	if first.at.IsZero() || (!second.at.IsZero() && second.at.Start < first.at.Start) {
+		first, second = second, first
+	}
+	prev := 0
+	for _, e := range [2]idEdit{first, second} {
+		if e.at.IsZero() {
+			continue
+		}
+		b = append(b, data[prev:e.at.Start]...)
+		b = e.id.AppendJSON(b)
+		prev = int(e.at.End)
+	}
+	return append(b, data[prev:]...)
+}
+
+// register enters a client request in the table and says what to
+// rewrite as it is written. It returns false for a message not to write.
+func (c *Conn) register(origin any, m *jsonrpc.Message) (idEdits, bool, error) {
 	env := &m.Env
 	switch {
 	case env.Kind == jsonrpc.KindRequest:
 	case env.Method == "notifications/cancelled" && env.RequestID != "":
 		return c.cancelled(origin, m)
 	default:
-		return m.Data, true, nil // responses to the child's requests, notifications
+		return idEdits{}, true, nil // responses to the child's requests, notifications
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	var ids idEdits
 	if c.ended {
-		return nil, false, ErrClosed
+		return ids, false, ErrClosed
 	}
 	e := entries.Get().(*entry)
 	*e = entry{origin: origin, method: env.Method, clientID: env.ID}
-	var edits [2]jsonrpc.Edit
 	childID := env.ID
 	if _, taken := c.inflight[childID]; taken {
 		childID = c.freshLocked()
 		e.renamed, e.rawID = true, bytes.Clone(env.IDAt.In(m.Data))
-		edits[0] = jsonrpc.Edit{At: env.IDAt, Raw: childID.AppendJSON(nil)}
-		c.renamed[clientID{origin, env.ID}] = childID
+		ids[0] = idEdit{env.IDAt, childID}
+		c.renamedLive++
 	}
 	if env.ProgressToken != "" {
 		e.token = env.ProgressToken
 		if _, taken := c.tokens[e.token]; taken {
 			e.token = c.freshLocked()
 			e.rawToken = bytes.Clone(env.ProgressTokenAt.In(m.Data))
-			edits[1] = jsonrpc.Edit{At: env.ProgressTokenAt, Raw: e.token.AppendJSON(nil)}
+			ids[1] = idEdit{env.ProgressTokenAt, e.token}
 		}
 		c.tokens[e.token] = e
 	}
 	c.inflight[childID] = e
-	if edits[0].Raw == nil && edits[1].Raw == nil {
-		return m.Data, true, nil
-	}
-	return jsonrpc.Rewrite(m.Data, edits[:]...), true, nil
+	return ids, true, nil
 }
 
 // entries are the entries of clients' requests: allocated one per
@@ -554,24 +587,46 @@ func recycle(e *entry) {
 // tombstone whose late answer is dropped. A client can cancel only its own
 // requests: a cancellation of another's, or of no request in flight, is
 // not written.
-func (c *Conn) cancelled(origin any, m *jsonrpc.Message) ([]byte, bool, error) {
+func (c *Conn) cancelled(origin any, m *jsonrpc.Message) (idEdits, bool, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	var ids idEdits
 	id := m.Env.RequestID
-	childID, renamed := c.renamed[clientID{origin, id}]
+	childID, renamed := c.renamedLocked(origin, id)
 	if !renamed {
 		childID = id
 	}
 	e := c.inflight[childID]
 	if e == nil || e.own != nil || e.origin != origin || e.clientID != id || e.renamed != renamed {
 		c.logger.Debug("not passing on a cancellation of no request in flight of this client", "requestId", string(id))
-		return nil, false, nil
+		return ids, false, nil
 	}
 	c.tombstoneLocked(childID, e)
-	if !renamed {
-		return m.Data, true, nil
+	if renamed {
+		ids[0] = idEdit{m.Env.RequestIDAt, childID}
 	}
-	return jsonrpc.Rewrite(m.Data, jsonrpc.Edit{At: m.Env.RequestIDAt, Raw: childID.AppendJSON(nil)}), true, nil
+	return ids, true, nil
+}
+
+// renamedLocked returns the id the child knows a request of origin by,
+// which its client knows as id, if that request's id was rewritten and it
+// is not cancelled. It looks through the table, but only while such
+// requests are in flight: only a cancellation (or a failed write) asks,
+// where a map from (origin, id) cost an insertion and a deletion, keyed by
+// an interface, on every renamed request, which in a pool shared by many
+// clients counting their ids from 1 is most requests (issue 15). A client
+// that gave one id to several requests in flight (which JSON-RPC forbids)
+// gets one of them.
+func (c *Conn) renamedLocked(origin any, id jsonrpc.ID) (jsonrpc.ID, bool) {
+	if c.renamedLive == 0 {
+		return "", false
+	}
+	for childID, e := range c.inflight {
+		if e.renamed && !e.cancelled && e.own == nil && e.clientID == id && e.origin == origin {
+			return childID, true
+		}
+	}
+	return "", false
 }
 
 // tombstoneLocked marks a request cancelled: it stays in the table, so that
@@ -584,7 +639,7 @@ func (c *Conn) tombstoneLocked(childID jsonrpc.ID, e *entry) {
 	e.cancelled = true
 	c.forgetTokenLocked(e)
 	if e.renamed {
-		delete(c.renamed, clientID{e.origin, e.clientID})
+		c.renamedLive--
 	}
 	if len(c.tombstones) == maxTombstones {
 		old := c.tombstones[0]
@@ -610,7 +665,7 @@ func (c *Conn) forget(origin any, msgs []jsonrpc.Message) {
 		if m.Env.Kind != jsonrpc.KindRequest {
 			continue
 		}
-		childID, renamed := c.renamed[clientID{origin, m.Env.ID}]
+		childID, renamed := c.renamedLocked(origin, m.Env.ID)
 		if !renamed {
 			childID = m.Env.ID
 		}
@@ -625,7 +680,7 @@ func (c *Conn) removeLocked(childID jsonrpc.ID, e *entry) {
 	delete(c.inflight, childID)
 	c.forgetTokenLocked(e)
 	if e.renamed && !e.cancelled {
-		delete(c.renamed, clientID{e.origin, e.clientID})
+		c.renamedLive--
 	}
 }
 
@@ -660,12 +715,21 @@ const pooledLineBytes = 64 << 10
 
 var newline = []byte{'\n'}
 
-// writeLine puts one message on stdin as one line. Called under wmu.
-func (c *Conn) writeLine(data []byte) error {
+// writeLine puts one message on stdin as one line, with the ids of ids
+// (nil: none). Called under wmu.
+func (c *Conn) writeLine(data []byte, ids *idEdits) error {
 	// Two IndexByte scans (vectorized) rather than ContainsAny, which
 	// tests each byte against a set: about 0.1k instructions a call
 	// instead of 2.9k (bridge-bench -only instr).
-	if bytes.IndexByte(data, '\n') >= 0 || bytes.IndexByte(data, '\r') >= 0 {
+	multiline := bytes.IndexByte(data, '\n') >= 0 || bytes.IndexByte(data, '\r') >= 0
+	if ids != nil && !ids.none() {
+		if multiline || len(data) >= pooledLineBytes {
+			data, ids = ids.apply(data), nil
+		}
+	} else {
+		ids = nil
+	}
+	if multiline {
 		// Pretty-printed JSON: stdio framing needs one message per line.
 		var buf bytes.Buffer
 		if err := json.Compact(&buf, data); err != nil {
@@ -681,7 +745,12 @@ func (c *Conn) writeLine(data []byte) error {
 		return err
 	}
 	bp := lineBufs.Get().(*[]byte)
-	line := append(append((*bp)[:0], data...), '\n')
+	var line []byte
+	if ids != nil {
+		line = append(ids.appendTo((*bp)[:0], data), '\n')
+	} else {
+		line = append(append((*bp)[:0], data...), '\n')
+	}
 	_, err := c.stdin.Write(line)
 	*bp = line
 	lineBufs.Put(bp)
@@ -774,7 +843,7 @@ func (c *Conn) sendOwn(data []byte) error {
 	defer c.queued.Add(-int64(len(data) + 1))
 	c.wmu.Lock()
 	defer c.wmu.Unlock()
-	if err := c.writeLine(data); err != nil {
+	if err := c.writeLine(data, nil); err != nil {
 		return fmt.Errorf("writing to the MCP server's stdin: %w", err)
 	}
 	return nil

@@ -49,15 +49,19 @@ func TestDecorateMsg(t *testing.T) {
 	} {
 		for _, method := range []string{"tools/list", "tools/call"} {
 			for _, id := range []string{`1`, `"retry-2"`} {
-				env, err := jsonrpc.Parse([]byte(in))
-				if err != nil {
-					t.Fatal(err)
-				}
-				fast := p.decorateMsg(jsonrpc.Message{Data: []byte(in), Env: env}, []byte(id), method, info)
-				slow := p.decorate([]byte(in), []byte(id), method, info)
-				var a, b any
-				if json.Unmarshal(fast, &a) != nil || json.Unmarshal(slow, &b) != nil || !reflect.DeepEqual(a, b) {
-					t.Errorf("%s %s id %s:\nfast %s\nslow %s", in, method, id, fast, slow)
+				// Without memory for the answer, with too little, and
+				// with enough (holding another's bytes).
+				for _, buf := range [][]byte{nil, make([]byte, 3, 8), []byte(strings.Repeat("x", 512))} {
+					env, err := jsonrpc.Parse([]byte(in))
+					if err != nil {
+						t.Fatal(err)
+					}
+					fast := p.decorateMsg(jsonrpc.Message{Data: []byte(in), Env: env}, []byte(id), method, info, buf)
+					slow := p.decorate([]byte(in), []byte(id), method, info)
+					var a, b any
+					if json.Unmarshal(fast, &a) != nil || json.Unmarshal(slow, &b) != nil || !reflect.DeepEqual(a, b) {
+						t.Errorf("%s %s id %s, %d bytes of room:\nfast %s\nslow %s", in, method, id, cap(buf), fast, slow)
+					}
 				}
 			}
 		}
@@ -69,6 +73,10 @@ func TestMentionsDecoration(t *testing.T) {
 	for _, res := range []string{
 		`{}`, `{"content":[]}`, `{"_meta":{}}`, `{"a":"_meta"}`, `{"a":"x_meta"}`, `{"a":"\"ttlMs\""}`,
 		`{"cacheScope`, `{"resultTyp":1}`, `"`, ``, `{"a":{"b":{"resultType":"x"}}}`, `{"ttlMs"`,
+		`{"content":[{"type":"text","text":"hello"}]}`, `{"content":[{"type":"text","text":"a \"ttlMs\" b"}]}`,
+		`{"content":[{"type":"text","text":"hello"}],"_meta":{}}`, `{"structuredContent":{"cacheScope":1}}`,
+		`{"xxxxxxx"resultType"`, `{"xxxxxx"resultType"`, `12345678"_meta"`, `1234567"_meta"`, `1234567"_meta`,
+		`"""""""""""""""""""""""""""ttlMs"`, `xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx"`,
 	} {
 		want := false
 		for _, k := range []string{`"_meta"`, `"resultType"`, `"ttlMs"`, `"cacheScope"`} {
@@ -76,6 +84,23 @@ func TestMentionsDecoration(t *testing.T) {
 		}
 		if got := mentionsDecoration([]byte(res)); got != want {
 			t.Errorf("mentionsDecoration(%s) = %v, want %v", res, got, want)
+		}
+	}
+}
+
+// mentionsDecoration is right whichever byte of an 8-byte word a quote
+// falls on, and whatever quotes come before.
+func TestMentionsDecorationPositions(t *testing.T) {
+	for pad := range 20 {
+		for _, fill := range []string{"x", `"`, `\"`} {
+			for _, k := range []string{`"_meta"`, `"resultType"`, `"ttlMs"`, `"cacheScope"`, `"_met"`, `"ttlMS"`} {
+				res := strings.Repeat(fill, pad) + k + strings.Repeat("y", pad%9)
+				want := strings.Contains(res, `"_meta"`) || strings.Contains(res, `"resultType"`) ||
+					strings.Contains(res, `"ttlMs"`) || strings.Contains(res, `"cacheScope"`)
+				if got := mentionsDecoration([]byte(res)); got != want {
+					t.Errorf("mentionsDecoration(%s) = %v, want %v", res, got, want)
+				}
+			}
 		}
 	}
 }

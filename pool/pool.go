@@ -251,6 +251,10 @@ type Pool struct {
 
 	probeMu sync.Mutex // one probe at a time
 
+	// eraKnown is era once known: read without mu by Era, which every
+	// request asks (twice: IsKnown, then Serve).
+	eraKnown atomic.Uint32
+
 	mu       sync.Mutex
 	era      Era
 	discover json.RawMessage // a modern child's own server/discover result
@@ -330,6 +334,7 @@ func New(opts *Options) (*Pool, error) {
 		cores:   o.Cores,
 		now:     time.Now,
 	}
+	p.eraKnown.Store(uint32(o.Era))
 	p.subs = newSubscriptions(p)
 	p.ctx, p.cancel = context.WithCancel(context.Background())
 	p.wg.Add(1)
@@ -340,16 +345,13 @@ func New(opts *Options) (*Pool, error) {
 // Era returns the children's era, probing the command if it is not known
 // yet.
 func (p *Pool) Era(ctx context.Context) (Era, error) {
-	p.mu.Lock()
-	era := p.era
-	p.mu.Unlock()
-	if era != EraAuto {
+	if era := Era(p.eraKnown.Load()); era != EraAuto {
 		return era, nil
 	}
 	p.probeMu.Lock()
 	defer p.probeMu.Unlock()
 	p.mu.Lock()
-	era = p.era
+	era := p.era
 	p.mu.Unlock()
 	if era != EraAuto {
 		return era, nil
@@ -360,6 +362,7 @@ func (p *Pool) Era(ctx context.Context) (Era, error) {
 	}
 	p.mu.Lock()
 	p.era, p.discover = era, discover
+	p.eraKnown.Store(uint32(era))
 	p.mu.Unlock()
 	p.logger.Info("the MCP server's era is known", "era", era.String())
 	if era == EraModern {

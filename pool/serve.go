@@ -33,6 +33,13 @@ type Request struct {
 	Caps json.RawMessage
 	// LogLevel is _meta's io.modelcontextprotocol/logLevel, or "".
 	LogLevel string
+	// Answer, if not nil, is memory of the caller's that Serve may build
+	// its answer in (from Answer[:0], within its capacity): the answer it
+	// returns may share it. Serve keeps no reference to it once it has
+	// returned, so the caller may use it again once it is done with the
+	// answer. (A decorated answer was an allocation per request; the
+	// front end writes it and is done with it, issue 15.)
+	Answer []byte
 }
 
 // The sets of methods below are switches rather than maps: each request
@@ -163,7 +170,7 @@ func (p *Pool) serveModern(ctx context.Context, req *Request, emit func([]byte) 
 		p.release(ch, c, false)
 		return nil, fmt.Errorf("%w: %w", ErrLaunch, err)
 	}
-	return c.wait(ctx, req.Msg.Env.IDAt.In(req.Msg.Data), emit)
+	return c.wait(ctx, req.Msg.Env.IDAt.In(req.Msg.Data), req.Answer, emit)
 }
 
 // serveLegacy maps a request onto a legacy child of its principal and
@@ -198,7 +205,7 @@ func (p *Pool) serveLegacy(ctx context.Context, req *Request, params []byte, emi
 		p.release(ch, c, false)
 		return nil, fmt.Errorf("%w: %w", ErrLaunch, err)
 	}
-	return c.wait(ctx, rawID, emit)
+	return c.wait(ctx, rawID, req.Answer, emit)
 }
 
 // call is one client request in flight on a child, through every round of
@@ -248,6 +255,7 @@ type pendingInput struct {
 // newCall returns the call of req.
 func newCall(p *Pool, req *Request) *call {
 	c := &call{pool: p, reqv: *req, caller: req.Caller, signal: make(chan struct{}, 1)}
+	c.reqv.Answer = nil // the caller's, for this request's answer only
 	c.req, c.queue = &c.reqv, c.first[:0]
 	return c
 }
@@ -312,8 +320,9 @@ func (c *call) stopTimer() {
 
 // wait relays the child's messages for the call until its answer, which
 // goes to rawID (the id of the request being answered: a retry's differs
-// from the one the child knows).
-func (c *call) wait(ctx context.Context, rawID []byte, emit func([]byte) error) ([]byte, error) {
+// from the one the child knows), built in buf's memory if it fits (that
+// request's Answer).
+func (c *call) wait(ctx context.Context, rawID, buf []byte, emit func([]byte) error) ([]byte, error) {
 	p := c.pool
 	for {
 		it, ok := c.next(ctx)
@@ -334,7 +343,7 @@ func (c *call) wait(ctx context.Context, rawID []byte, emit func([]byte) error) 
 				_, cursor := jsonrpc.Lookup(params, "cursor")
 				p.tools.learnAnswer(c.toolsGen, !cursor, it.msg.Data)
 			}
-			return c.answer(it.msg, rawID), nil
+			return c.answer(it.msg, rawID, buf), nil
 		case itemEnded:
 			p.finish(c)
 			return errorResponse(rawID, jsonrpc.CodeServerError, fmt.Sprintf("the MCP server ended before answering (%v); send the request again", it.err), nil), nil
@@ -344,12 +353,13 @@ func (c *call) wait(ctx context.Context, rawID []byte, emit func([]byte) error) 
 	}
 }
 
-// answer renders the child's answer for the client.
-func (c *call) answer(m jsonrpc.Message, rawID []byte) []byte {
+// answer renders the child's answer for the client, in buf's memory if it
+// fits.
+func (c *call) answer(m jsonrpc.Message, rawID, buf []byte) []byte {
 	if !c.legacy {
 		return m.Data // a modern child's own answer, with the client's id restored
 	}
-	return c.pool.decorateMsg(m, rawID, c.req.Msg.Env.Method, c.ch.serverInfo)
+	return c.pool.decorateMsg(m, rawID, c.req.Msg.Env.Method, c.ch.serverInfo, buf)
 }
 
 // finish ends a call that got its answer: its child is free again.
@@ -623,7 +633,7 @@ func (p *Pool) retry(ctx context.Context, req *Request, params []byte, raw strin
 		p.mu.Unlock()
 		return response(rawID, result), nil
 	}
-	return c.wait(ctx, rawID, emit)
+	return c.wait(ctx, rawID, req.Answer, emit)
 }
 
 // declaresInputs reports whether canonical client capabilities declare
@@ -640,8 +650,9 @@ var inputCapabilities = [...]string{"elicitation", "sampling", "roots"}
 
 // decorateMsg is decorate without decoding the result, in the common case:
 // a result object without _meta, resultType, ttlMs or cacheScope gets them
-// inserted after its '{', in one copy of the answer.
-func (p *Pool) decorateMsg(m jsonrpc.Message, rawID []byte, method string, serverInfo json.RawMessage) []byte {
+// inserted after its '{', in one copy of the answer, made in buf's memory
+// if it fits.
+func (p *Pool) decorateMsg(m jsonrpc.Message, rawID []byte, method string, serverInfo json.RawMessage, buf []byte) []byte {
 	data := m.Data
 	// The Envelope located the result as it parsed the answer: no need to
 	// read the answer again.
@@ -676,7 +687,10 @@ func (p *Pool) decorateMsg(m jsonrpc.Message, rawID []byte, method string, serve
 	if !sameID {
 		n += len(rawID) - int(idAt.End-idAt.Start)
 	}
-	out := make([]byte, 0, n)
+	out := buf[:0]
+	if cap(out) < n {
+		out = make([]byte, 0, n)
+	}
 	ins := int(at.Start) + 1
 	prev := 0
 	if !sameID && idAt.Start < at.Start {
@@ -707,35 +721,13 @@ func (p *Pool) decorateMsg(m jsonrpc.Message, rawID []byte, method string, serve
 
 // mentionsDecoration reports whether res holds "_meta", "resultType",
 // "ttlMs" or "cacheScope" (quotes included) anywhere: bytes.Contains of
-// each, in one pass over res rather than four. Results are short: a byte
-// loop beats a call per quote, and each comparison is with a constant,
-// which the compiler inlines.
+// each. Each is looked for from a byte of it that JSON seldom has, as
+// mentionsRequestState does: four IndexByte scans (vectorized) of a short
+// result cost a third of one loop over its bytes testing each for a
+// quote, and a fraction of it for a large one (issue 15).
 func mentionsDecoration(res []byte) bool {
-	for i, c := range res {
-		if c != '"' || i+1 == len(res) {
-			continue
-		}
-		rest := res[i+1:]
-		switch rest[0] {
-		case '_':
-			if hasPrefix(rest, `_meta"`) {
-				return true
-			}
-		case 'r':
-			if hasPrefix(rest, `resultType"`) {
-				return true
-			}
-		case 't':
-			if hasPrefix(rest, `ttlMs"`) {
-				return true
-			}
-		case 'c':
-			if hasPrefix(rest, `cacheScope"`) {
-				return true
-			}
-		}
-	}
-	return false
+	return anchored(res, '_', `"`, `meta"`) || anchored(res, 'T', `"result`, `ype"`) ||
+		anchored(res, 'M', `"ttl`, `s"`) || anchored(res, 'S', `"cache`, `cope"`)
 }
 
 // mentionsRequestState is bytes.Contains(data, []byte(`"requestState"`)),
@@ -744,9 +736,14 @@ func mentionsDecoration(res []byte) bool {
 // falls back to comparing at every position (2k instructions for a short
 // request, issue 15).
 func mentionsRequestState(data []byte) bool {
-	const before, after = `"request`, `tate"`
+	return anchored(data, 'S', `"request`, `tate"`)
+}
+
+// anchored reports whether data holds before, anchor and after, in a row:
+// it finds each anchor with bytes.IndexByte, then compares around it.
+func anchored(data []byte, anchor byte, before, after string) bool {
 	for i := 0; ; i++ {
-		j := bytes.IndexByte(data[i:], 'S')
+		j := bytes.IndexByte(data[i:], anchor)
 		if j < 0 {
 			return false
 		}
