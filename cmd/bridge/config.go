@@ -455,6 +455,10 @@ Go runtime:
         and on all of them (Go's default) from the moment a second one is, back to one
         after a second without (not with session affinity, whose forwarded requests
         it would not see); set it to fix the number and turn that off
+  env GOGC
+        unset: the garbage collector waits for the heap to reach 16 MiB while the
+        live heap is under half of that, and runs as with GOGC=100 beyond; set it
+        to choose (GOMEMLIMIT applies either way)
 `)
 }
 

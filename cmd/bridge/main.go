@@ -32,6 +32,7 @@ import (
 	"github.com/mcp-bridge/mcp-bridge/affinity"
 	"github.com/mcp-bridge/mcp-bridge/auth"
 	"github.com/mcp-bridge/mcp-bridge/bridge"
+	"github.com/mcp-bridge/mcp-bridge/internal/gcfloor"
 	"github.com/mcp-bridge/mcp-bridge/internal/procs"
 	"github.com/mcp-bridge/mcp-bridge/peer"
 	"github.com/mcp-bridge/mcp-bridge/pool"
@@ -141,6 +142,7 @@ func newLogger(cfg *config, w io.Writer) *slog.Logger {
 func serve(ctx context.Context, cfg *config, logger *slog.Logger, ready chan<- net.Addr) error {
 	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
 	defer stop()
+	defer gcfloor.Start()()
 
 	g, err := newGuards(cfg, logger)
 	if err != nil {
