@@ -22,19 +22,29 @@ type Edit struct {
 // bridge: the Envelope says where they are, so the rest of the message is
 // copied without being read again.
 func Rewrite(data []byte, edits ...Edit) []byte {
-	edits = inOrder(edits)
+	return AppendRewrite(nil, data, edits...)
+}
+
+// AppendRewrite is Rewrite into dst: it appends data with its edits
+// applied to dst, growing it at most once, to the exact size needed. It
+// keeps no reference to edits, so that their bytes may live on the
+// caller's stack.
+func AppendRewrite(dst, data []byte, edits ...Edit) []byte {
+	var inline [4]int
+	order := editOrder(edits, inline[:0])
 	n := len(data)
-	for _, e := range edits {
-		if !e.At.IsZero() {
-			n += len(e.Raw) - int(e.At.End-e.At.Start)
-		}
+	for _, i := range order {
+		e := &edits[i]
+		n += len(e.Raw) - int(e.At.End-e.At.Start)
 	}
-	out := make([]byte, 0, n)
+	out := dst
+	if cap(out)-len(out) < n {
+		out = make([]byte, len(dst), len(dst)+n)
+		copy(out, dst)
+	}
 	prev := 0
-	for _, e := range edits {
-		if e.At.IsZero() {
-			continue
-		}
+	for _, i := range order {
+		e := &edits[i]
 		out = append(out, data[prev:e.At.Start]...)
 		out = append(out, e.Raw...)
 		prev = int(e.At.End)
@@ -42,33 +52,23 @@ func Rewrite(data []byte, edits ...Edit) []byte {
 	return append(out, data[prev:]...)
 }
 
-// inOrder returns edits sorted by position: edits itself when it is (the
-// usual case), else a sorted copy without its zero Spans.
-func inOrder(edits []Edit) []Edit {
-	last := int32(-1)
-	sorted := true
-	for _, e := range edits {
-		if !e.At.IsZero() {
-			sorted = sorted && e.At.Start > last
-			last = e.At.Start
-		}
-	}
-	if sorted {
-		return edits
-	}
-	out := make([]Edit, 0, len(edits))
-	for _, e := range edits {
-		if e.At.IsZero() {
+// editOrder appends to order the indexes of the edits with a Span, by
+// position. (Indexes rather than a sorted copy of the edits: a copy on the
+// heap would take their Raw bytes there too.)
+func editOrder(edits []Edit, order []int) []int {
+	for i := range edits {
+		at := edits[i].At
+		if at.IsZero() {
 			continue
 		}
-		i := len(out)
-		out = append(out, e)
-		for ; i > 0 && out[i-1].At.Start > e.At.Start; i-- {
-			out[i] = out[i-1]
+		j := len(order)
+		order = append(order, i)
+		for ; j > 0 && edits[order[j-1]].At.Start > at.Start; j-- {
+			order[j] = order[j-1]
 		}
-		out[i] = e
+		order[j] = i
 	}
-	return out
+	return order
 }
 
 // Rewrite is the package's Rewrite for the message e was parsed from: it

@@ -34,6 +34,28 @@ func TestRewrite(t *testing.T) {
 	}
 }
 
+func TestAppendRewrite(t *testing.T) {
+	data := []byte(`{"params":{"_meta":{"progressToken":"tok"}},"id":"client-7","method":"m","jsonrpc":"2.0"}`)
+	env, err := Parse(data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Out of order: the id after params.
+	edits := []Edit{{env.IDAt, []byte(`12`)}, {env.ProgressTokenAt, []byte(`13`)}}
+	want := `{"params":{"_meta":{"progressToken":13}},"id":12,"method":"m","jsonrpc":"2.0"}`
+	buf := make([]byte, 3, 256)
+	copy(buf, "ab:")
+	got := AppendRewrite(buf, data, edits...)
+	if string(got) != "ab:"+want || &got[0] != &buf[0] {
+		t.Fatalf("AppendRewrite into room = %s (same memory: %v), want ab:%s in it", got, &got[0] == &buf[0], want)
+	}
+	small := []byte("ab:")
+	got = AppendRewrite(small, data, edits...)
+	if string(got) != "ab:"+want || cap(got) != len(got) {
+		t.Fatalf("AppendRewrite beyond its room = %s (cap %d), want ab:%s at its exact size", got, cap(got), want)
+	}
+}
+
 func TestLookup(t *testing.T) {
 	data := []byte(`{"a":1, "b" : {"c":[1,2]}, "\u0064":"x", "a":"again", "para\ufffds":3}`)
 	for _, tc := range []struct {

@@ -500,33 +500,17 @@ type idEdit struct {
 
 func (ed *idEdits) none() bool { return ed[0].at.IsZero() && ed[1].at.IsZero() }
 
-// apply returns data with the edits made, as jsonrpc.Rewrite does.
-func (ed *idEdits) apply(data []byte) []byte {
+// appendTo appends data with the edits made to b (jsonrpc.AppendRewrite),
+// the ids rendered on the stack.
+func (ed *idEdits) appendTo(b, data []byte) []byte {
+	var raw [2][24]byte
 	var edits [2]jsonrpc.Edit
 	for i, e := range ed {
 		if !e.at.IsZero() {
-			edits[i] = jsonrpc.Edit{At: e.at, Raw: e.id.AppendJSON(nil)}
+			edits[i] = jsonrpc.Edit{At: e.at, Raw: e.id.AppendJSON(raw[i][:0])}
 		}
 	}
-	return jsonrpc.Rewrite(data, edits[:]...)
-}
-
-// appendTo appends data with the edits made to b.
-func (ed *idEdits) appendTo(b, data []byte) []byte {
-	first, second := ed[0], ed[1]
-	if first.at.IsZero() || (!second.at.IsZero() && second.at.Start < first.at.Start) {
-		first, second = second, first
-	}
-	prev := 0
-	for _, e := range [2]idEdit{first, second} {
-		if e.at.IsZero() {
-			continue
-		}
-		b = append(b, data[prev:e.at.Start]...)
-		b = e.id.AppendJSON(b)
-		prev = int(e.at.End)
-	}
-	return append(b, data[prev:]...)
+	return jsonrpc.AppendRewrite(b, data, edits[:]...)
 }
 
 // register enters a client request in the table and says what to
@@ -724,7 +708,7 @@ func (c *Conn) writeLine(data []byte, ids *idEdits) error {
 	multiline := bytes.IndexByte(data, '\n') >= 0 || bytes.IndexByte(data, '\r') >= 0
 	if ids != nil && !ids.none() {
 		if multiline || len(data) >= pooledLineBytes {
-			data, ids = ids.apply(data), nil
+			data, ids = ids.appendTo(nil, data), nil
 		}
 	} else {
 		ids = nil

@@ -667,56 +667,28 @@ func (p *Pool) decorateMsg(m jsonrpc.Message, rawID []byte, method string, serve
 	if mentionsDecoration(res) {
 		return p.decorate(data, rawID, method, serverInfo)
 	}
-	// What goes after the result's '{', and the id, written straight into
-	// the answer: one allocation of its exact size.
-	var scope json.RawMessage
-	cacheable := cacheableMethod(method)
-	if cacheable {
-		scope = p.cacheScope()
-	}
-	comma := len(bytes.TrimSpace(res[1:len(res)-1])) > 0
-	idAt := m.Env.IDAt
-	sameID := idAt.IsZero() || bytes.Equal(idAt.In(data), rawID)
-	n := len(data) + len(`"resultType":"complete"`) + 1
+	// What goes after the result's '{' (built on the stack), and the
+	// client's id: one copy of the answer, in buf or of its exact size.
+	var insBuf [192]byte
+	ins := append(insBuf[:0], `"resultType":"complete"`...)
 	if serverInfo != nil {
-		n += len(`,"_meta":{"`+metaServerInfo+`":}`) + len(serverInfo)
+		ins = append(ins, `,"_meta":{"`+metaServerInfo+`":`...)
+		ins = append(ins, serverInfo...)
+		ins = append(ins, '}')
 	}
-	if cacheable {
-		n += len(`,"ttlMs":0,"cacheScope":`) + len(scope)
+	if cacheableMethod(method) {
+		ins = append(ins, `,"ttlMs":0,"cacheScope":`...)
+		ins = append(ins, p.cacheScope()...)
 	}
-	if !sameID {
-		n += len(rawID) - int(idAt.End-idAt.Start)
+	if len(bytes.TrimSpace(res[1:len(res)-1])) > 0 {
+		ins = append(ins, ',')
 	}
-	out := buf[:0]
-	if cap(out) < n {
-		out = make([]byte, 0, n)
+	after := at.Start + 1
+	edits := [2]jsonrpc.Edit{{At: jsonrpc.Span{Start: after, End: after}, Raw: ins}}
+	if idAt := m.Env.IDAt; !idAt.IsZero() && !bytes.Equal(idAt.In(data), rawID) {
+		edits[1] = jsonrpc.Edit{At: idAt, Raw: rawID}
 	}
-	ins := int(at.Start) + 1
-	prev := 0
-	if !sameID && idAt.Start < at.Start {
-		out = append(append(out, data[:idAt.Start]...), rawID...)
-		prev = int(idAt.End)
-	}
-	out = append(out, data[prev:ins]...)
-	out = append(out, `"resultType":"complete"`...)
-	if serverInfo != nil {
-		out = append(out, `,"_meta":{"`+metaServerInfo+`":`...)
-		out = append(out, serverInfo...)
-		out = append(out, '}')
-	}
-	if cacheable {
-		out = append(out, `,"ttlMs":0,"cacheScope":`...)
-		out = append(out, scope...)
-	}
-	if comma {
-		out = append(out, ',')
-	}
-	prev = ins
-	if !sameID && idAt.Start > at.Start {
-		out = append(append(out, data[prev:idAt.Start]...), rawID...)
-		prev = int(idAt.End)
-	}
-	return append(out, data[prev:]...)
+	return jsonrpc.AppendRewrite(buf[:0], data, edits[:]...)
 }
 
 // mentionsDecoration reports whether res holds "_meta", "resultType",
