@@ -524,7 +524,7 @@ type canonical struct {
 
 const maxCanonCaps = 1024
 
-// lastCaps is the entry of canonCaps used last.
+// lastCaps is the entry of canonCaps added last.
 var lastCaps atomic.Pointer[lastCanonical]
 
 type lastCanonical struct {
@@ -535,8 +535,11 @@ type lastCanonical struct {
 // legacyKey is the pool key of a legacy request: its principal and its
 // capabilities, canonicalized.
 func legacyKey(principal any, caps json.RawMessage) (string, json.RawMessage, error) {
-	// Most requests repeat the last one's principal and capabilities: a
-	// comparison spares hashing an interface and a string under the lock.
+	// A caller usually repeats its principal and capabilities: a
+	// comparison with the entry added last spares hashing an interface and
+	// a string under the lock. (Only an addition replaces it: replacing it
+	// on every other hit would allocate per request where callers take
+	// turns.)
 	if l := lastCaps.Load(); l != nil && l.principal == principal && l.caps == string(caps) {
 		return l.c.key, l.c.caps, nil
 	}
@@ -544,7 +547,6 @@ func legacyKey(principal any, caps json.RawMessage) (string, json.RawMessage, er
 	c, ok := canonCaps.m[capsKey{principal, string(caps)}]
 	canonCaps.Unlock()
 	if ok {
-		lastCaps.Store(&lastCanonical{capsKey{principal, string(caps)}, c})
 		return c.key, c.caps, nil
 	}
 	canon, err := canonicalCaps(caps)
