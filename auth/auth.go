@@ -288,6 +288,12 @@ func isLoopbackURL(u *url.URL) bool {
 // Enabled reports whether requests must be authenticated at all.
 func (a *Authenticator) Enabled() bool { return a != nil && (len(a.static) > 0 || a.OAuth()) }
 
+// Enabled reports whether an Authenticator of these options would be
+// Enabled: it has a static token (not blank) or an issuer.
+func (o *Options) Enabled() bool {
+	return o.Issuer != "" || slices.ContainsFunc(o.StaticTokens, func(t string) bool { return strings.TrimSpace(t) != "" })
+}
+
 // OAuth reports whether the bridge is an OAuth resource server.
 func (a *Authenticator) OAuth() bool { return a != nil && a.opts.Issuer != "" }
 

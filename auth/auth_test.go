@@ -345,3 +345,20 @@ func TestStaticTokens(t *testing.T) {
 		}
 	}
 }
+
+// Options.Enabled says what the Authenticator built from them says.
+func TestOptionsEnabled(t *testing.T) {
+	for _, tokens := range [][]string{nil, {}, {" ", ""}, {"a-token"}, {" ", "b"}} {
+		opts := Options{StaticTokens: tokens}
+		a, err := New(context.Background(), &opts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if opts.Enabled() != a.Enabled() {
+			t.Errorf("tokens %q: Options.Enabled %v, Authenticator.Enabled %v", tokens, opts.Enabled(), a.Enabled())
+		}
+	}
+	if !(&Options{Issuer: "https://issuer.example"}).Enabled() {
+		t.Error("options with an issuer are not Enabled")
+	}
+}

@@ -20,6 +20,7 @@ import (
 
 	units "github.com/docker/go-units"
 	"github.com/kelseyhightower/envconfig"
+	"github.com/mcp-bridge/mcp-bridge/auth"
 	"github.com/mcp-bridge/mcp-bridge/bridge"
 	"github.com/mcp-bridge/mcp-bridge/peer"
 	"github.com/mcp-bridge/mcp-bridge/pin"
@@ -857,7 +858,8 @@ func (c *config) finishGuards() error {
 	return nil
 }
 
-// authenticates reports whether the HTTP edge authenticates requests
-// (auth.Authenticator.Enabled for the options this configuration gives):
+// authenticates reports whether the HTTP edge authenticates requests:
 // only then do messages carry a principal.
-func (c *config) authenticates() bool { return len(c.tokens) > 0 || c.OAuthIssuer != "" }
+func (c *config) authenticates() bool {
+	return (&auth.Options{StaticTokens: c.tokens, Issuer: c.OAuthIssuer}).Enabled()
+}
