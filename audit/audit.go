@@ -4,12 +4,13 @@
 // duration and its size; and one line per alert (a server offering what
 // the pin file refuses).
 //
-// A line is written when its request is answered (or refused, or
-// cancelled), with one write(2) to a file opened with O_APPEND, and
-// nothing is buffered across lines: a crash loses at most the line being
-// written, and several bridges may append to one file without their lines
-// mixing (POSIX makes each append of a regular file atomic with respect to
-// other appends; Linux does for writes of any size to a local file).
+// A line is written when its request is answered (just after the answer
+// has gone on to its client), refused or cancelled, with one write(2) to
+// a file opened with O_APPEND, and nothing is buffered across lines: a
+// crash loses at most the line being written, and several bridges may
+// append to one file without their lines mixing (POSIX makes each append
+// of a regular file atomic with respect to other appends; Linux does for
+// writes of any size to a local file).
 //
 // The log holds no token: the interception point never sees HTTP headers.
 // It holds arguments only as their SHA-256 unless Options.Args is set, as
@@ -25,6 +26,7 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"runtime"
 	"slices"
 	"strconv"
 	"sync"
@@ -457,13 +459,9 @@ func (c *conn) intercept(next peer.Handler) peer.Handler {
 		case m.Env.Kind == jsonrpc.KindRequest: // from the server
 			c.serverRequest(m)
 		case m.Env.Kind == jsonrpc.KindResponse && m.Dir == peer.FromChild:
-			err := next(m)
-			c.finish(m, true)
-			return err
+			return c.answer(next, m, true)
 		case m.Env.Kind == jsonrpc.KindResponse: // a client answers the server
-			err := next(m)
-			c.finish(m, false)
-			return err
+			return c.answer(next, m, false)
 		case m.Dir == peer.ToChild && m.Method == "notifications/cancelled":
 			c.cancelled(m)
 		}
@@ -631,25 +629,57 @@ func (c *conn) arguments(m *peer.Message, p *pending) {
 	c.digest(p, args)
 }
 
-// finish writes the line of an answered request: a client's (answered
-// by the server), or the server's.
-func (c *conn) finish(m *peer.Message, client bool) {
-	c.mu.Lock()
+// answer passes on m, the answer to a client's request (or, if not
+// client, a client's answer to the server's), and writes its request's
+// line.
+//
+// The request is taken out of those in flight before the answer goes on,
+// so that its client may send the next request with the same id at once;
+// and the line is written after the goroutine waiting for the answer has
+// had a chance to run. The answer readies that goroutine, and on one P
+// (the bridge's own GOMAXPROCS governor, internal/procs, gives it one P
+// at one request at a time) it would run only once this one, the
+// connection's reader, blocks: the line's encoding and its write(2) came
+// first, on every call's critical path (issue 16). Yielding lets the
+// answer reach its client first; the line is written while the client
+// reads it. A crash in between loses this line, which a crash during its
+// write would lose too.
+func (c *conn) answer(next peer.Handler, m *peer.Message, client bool) error {
 	var p pending
-	var ok bool
+	if !c.take(m, client, &p) {
+		return next(m)
+	}
+	answered := time.Now()
+	err := next(m)
 	if client {
-		ok = c.clients.take(m.Origin, m.Env.ID, 0, &p)
-	} else if q := c.server[m.Env.ID]; q != nil {
-		p, ok = *q, true
-		delete(c.server, m.Env.ID)
+		runtime.Gosched()
 	}
-	c.mu.Unlock()
-	if !ok {
-		return
+	c.finish(&p, m, client, answered)
+	return err
+}
+
+// take removes the request that m answers from those in flight, into p,
+// and reports whether there was one.
+func (c *conn) take(m *peer.Message, client bool, p *pending) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if client {
+		return c.clients.take(m.Origin, m.Env.ID, 0, p)
 	}
+	q := c.server[m.Env.ID]
+	if q == nil {
+		return false
+	}
+	*p = *q
+	delete(c.server, m.Env.ID)
+	return true
+}
+
+// finish writes the line of p, a request m answered at the time given.
+func (c *conn) finish(p *pending, m *peer.Message, client bool, answered time.Time) {
 	var rec Record
 	p.line(c, &rec)
-	p.answered(&rec)
+	p.answeredAt(&rec, answered)
 	rec.BytesOut = len(m.Data)
 	if !client {
 		c.l.principal(m.Origin, &rec) // the client that answered
@@ -687,8 +717,11 @@ func (c *conn) cancelled(m *peer.Message) {
 
 // answered sets the time of rec, p's line, and the duration
 // since p's request: one reading of the clock.
-func (p *pending) answered(rec *Record) {
-	now := time.Now()
+func (p *pending) answered(rec *Record) { p.answeredAt(rec, time.Now()) }
+
+// answeredAt sets the time of rec, p's line, to now, and the duration
+// since p's request.
+func (p *pending) answeredAt(rec *Record, now time.Time) {
 	rec.Time, rec.DurationMS = now.UTC(), ms(now.Sub(p.start))
 }
 

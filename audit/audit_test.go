@@ -263,18 +263,23 @@ func TestOpenAppends(t *testing.T) {
 	}
 }
 
+// aliceCall is data, a tools/call of the client "alice" or its answer,
+// going in the direction dir.
+func aliceCall(t *testing.T, dir peer.Direction, data string) *peer.Message {
+	t.Helper()
+	env, err := jsonrpc.Parse([]byte(data))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &peer.Message{Message: jsonrpc.Message{Data: []byte(data), Env: env}, Dir: dir, Origin: "alice", Method: "tools/call"}
+}
+
 // An answer may pass the chain, on the connection's reader, before the
 // Send of its request has returned: the request was tracked before it went
 // on, so it gets its line, once, with outcome ok. A request that fails to
 // go on gets its line at once, whether tracked or not.
 func TestAnswerBeforeSendReturns(t *testing.T) {
-	msg := func(dir peer.Direction, data string) *peer.Message {
-		env, err := jsonrpc.Parse([]byte(data))
-		if err != nil {
-			t.Fatal(err)
-		}
-		return &peer.Message{Message: jsonrpc.Message{Data: []byte(data), Env: env}, Dir: dir, Origin: "alice", Method: "tools/call"}
-	}
+	msg := func(dir peer.Direction, data string) *peer.Message { return aliceCall(t, dir, data) }
 	w := &writes{}
 	intercept, ended := audit.New(w, &audit.Options{Principal: principal, Logger: quiet}).Interceptor("s")
 	var h peer.Handler
@@ -298,6 +303,41 @@ func TestAnswerBeforeSendReturns(t *testing.T) {
 	recs := w.records(t)
 	if len(recs) != 2 || recs[0].Tool != "quick" || recs[0].Outcome != "ok" || recs[0].Sub != "alice" ||
 		recs[1].Tool != "lost" || recs[1].Outcome != "error" {
+		t.Fatalf("lines: %+v", recs)
+	}
+}
+
+// A client may send its next request with the id of the one just
+// answered as soon as it has the answer: the answered request is no longer
+// in flight by then, so the next one is tracked too and both get their
+// lines, with outcome ok, in the order they were answered.
+func TestIDFreeOnceAnswered(t *testing.T) {
+	msg := func(dir peer.Direction, data string) *peer.Message { return aliceCall(t, dir, data) }
+	w := &writes{}
+	intercept, ended := audit.New(w, &audit.Options{Logger: quiet}).Interceptor("s")
+	defer ended("over")
+	var h peer.Handler
+	sentNext := false
+	h = intercept(func(m *peer.Message) error {
+		if m.Dir == peer.FromChild && !sentNext {
+			// The client, given its answer, sends its next request 1.
+			sentNext = true
+			return h(msg(peer.ToChild, `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"second"}}`))
+		}
+		return nil
+	})
+	answer := `{"jsonrpc":"2.0","id":1,"result":{}}`
+	for _, m := range []*peer.Message{
+		msg(peer.ToChild, `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"first"}}`),
+		msg(peer.FromChild, answer),
+		msg(peer.FromChild, answer),
+	} {
+		if err := h(m); err != nil {
+			t.Fatal(err)
+		}
+	}
+	recs := w.records(t)
+	if len(recs) != 2 || recs[0].Tool != "first" || recs[0].Outcome != "ok" || recs[1].Tool != "second" || recs[1].Outcome != "ok" {
 		t.Fatalf("lines: %+v", recs)
 	}
 }
