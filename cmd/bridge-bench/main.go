@@ -517,8 +517,12 @@ func (t *throughput) rows(add func(what, result, cpu, target, met string), fail 
 				// in the same rounds.
 				for _, b := range t.ts {
 					if b.phase == "bridge" && !b.base {
-						if r, ok := pairedRatio(tg.res[n], b.res[n]); ok {
-							result += fmt.Sprintf(" = %.2f x the bridge without them", r)
+						if rs := pairedRatios(tg.res[n], b.res[n]); len(rs) > 0 {
+							// The spread too: at 5% the target is within the
+							// noise of one round on a small machine.
+							r := median(rs)
+							lo, hi := quartiles(rs)
+							result += fmt.Sprintf(" = %.2f x the bridge without them (middle half of %d rounds: %.2f to %.2f)", r, len(rs), lo, hi)
 							target, met = ">= 0.95 x without", yesNo(r >= 0.95)
 						}
 					}
@@ -561,16 +565,30 @@ func baselineOf(ts []*target, tg *target) *target {
 // floor's rate in the same round: rounds interleave the targets, so a
 // change in the machine's load affects both sides of each quotient alike.
 func pairedRatio(ts, fs []sample) (float64, bool) {
+	rs := pairedRatios(ts, fs)
+	if len(rs) == 0 {
+		return 0, false
+	}
+	return median(rs), true
+}
+
+// pairedRatios is the ratio of each round (see pairedRatio), sorted.
+func pairedRatios(ts, fs []sample) []float64 {
 	var rs []float64
 	for i := range min(len(ts), len(fs)) {
 		if f := fs[i].rate(); f > 0 {
 			rs = append(rs, ts[i].rate()/f)
 		}
 	}
-	if len(rs) == 0 {
-		return 0, false
-	}
-	return median(rs), true
+	slices.Sort(rs)
+	return rs
+}
+
+// quartiles are the lower and upper quartiles of sorted xs (nearest rank):
+// where the middle half of the rounds' ratios lie.
+func quartiles(xs []float64) (lo, hi float64) {
+	n := len(xs)
+	return xs[(n-1)/4], xs[n-1-(n-1)/4]
 }
 
 // median of xs (sorted in place); the mean of the middle two for an even count.
