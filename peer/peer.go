@@ -706,12 +706,12 @@ func (c *Conn) writeLine(data []byte, ids *idEdits) error {
 	// tests each byte against a set: about 0.1k instructions a call
 	// instead of 2.9k (bridge-bench -only instr).
 	multiline := bytes.IndexByte(data, '\n') >= 0 || bytes.IndexByte(data, '\r') >= 0
-	if ids != nil && !ids.none() {
-		if multiline || len(data) >= pooledLineBytes {
-			data, ids = ids.appendTo(nil, data), nil
-		}
-	} else {
+	if ids != nil && ids.none() {
 		ids = nil
+	}
+	if ids != nil && (multiline || len(data) >= pooledLineBytes) {
+		// Written apart from the pooled buffer: edited first.
+		data, ids = ids.appendTo(nil, data), nil
 	}
 	if multiline {
 		// Pretty-printed JSON: stdio framing needs one message per line.

@@ -167,11 +167,7 @@ func TestGuardsCallers(t *testing.T) {
 		t.Fatal(err)
 	}
 	// Messages carry principals only when the edge authenticates.
-	tokens := filepath.Join(t.TempDir(), "tokens")
-	if err := os.WriteFile(tokens, []byte("a-token\n"), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	g := guardsFor(t, "--policy", policyFile, "--auth-token-file", tokens)
+	g := guardsFor(t, "--policy", policyFile, "--auth-token-file", tokenFile(t))
 	with := principalOf{&auth.Principal{Subject: "alice", Scopes: []string{"mail:send", "watch"}}}
 	without := principalOf{&auth.Principal{Subject: "bob"}}
 	const update = `{"jsonrpc":"2.0","method":"notifications/resources/updated","params":{"uri":"test://watched-resource"}}`
@@ -230,16 +226,21 @@ func TestGuardsCallers(t *testing.T) {
 // Without authentication no message has a principal, and the guards ask
 // for none; with tokens they do.
 func TestGuardsAskCallersOnlyWithAuth(t *testing.T) {
-	dir := t.TempDir()
-	tokens := filepath.Join(dir, "tokens")
-	if err := os.WriteFile(tokens, []byte("a-token\n"), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	audit := filepath.Join(dir, "audit.log")
+	audit := filepath.Join(t.TempDir(), "audit.log")
 	if g := guardsFor(t, "--audit-log", audit); g.caller != nil {
 		t.Error("a caller without authentication")
 	}
-	if g := guardsFor(t, "--audit-log", audit, "--auth-token-file", tokens); g.caller == nil {
+	if g := guardsFor(t, "--audit-log", audit, "--auth-token-file", tokenFile(t)); g.caller == nil {
 		t.Error("no caller with tokens")
 	}
+}
+
+// tokenFile is an --auth-token-file holding one token.
+func tokenFile(t *testing.T) string {
+	t.Helper()
+	tokens := filepath.Join(t.TempDir(), "tokens")
+	if err := os.WriteFile(tokens, []byte("a-token\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return tokens
 }
