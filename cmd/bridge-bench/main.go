@@ -34,6 +34,7 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"math"
 	"os"
 	"os/exec"
 	"os/signal"
@@ -53,6 +54,7 @@ type config struct {
 	baseline        string
 	duration, warm  time.Duration
 	rounds          int
+	restart         bool
 	concurrency     int
 	starts          int
 	startInterval   time.Duration
@@ -77,6 +79,7 @@ func main() {
 	flag.DurationVar(&c.duration, "duration", 3*time.Second, "measurement window of each throughput figure, per round")
 	flag.DurationVar(&c.warm, "warmup", 500*time.Millisecond, "warm-up before each throughput window")
 	flag.IntVar(&c.rounds, "rounds", 5, "throughput rounds (targets interleaved; the median round is shown)")
+	flag.BoolVar(&c.restart, "restart", false, "start every throughput target afresh each round, so that rounds also sample how a process happened to be laid out (for before/after and guards ratios)")
 	flag.IntVar(&c.concurrency, "concurrency", 50, "concurrent sessions of the second throughput figure")
 	flag.IntVar(&c.starts, "starts", 200, "session starts timed, per target")
 	flag.DurationVar(&c.startInterval, "start-interval", 20*time.Millisecond, "one session start every this long")
@@ -206,7 +209,7 @@ type target struct {
 	b    *bridgeProc
 	err  error
 	res  map[int][]sample // by concurrency, one sample per round
-	hwm  int64            // a bridge's peak RSS after the rounds
+	hwm  int64            // a bridge's peak RSS after the rounds (the highest, with -restart)
 
 	busyUntil time.Time // the end of its last measurement with concurrent clients
 }
@@ -304,14 +307,7 @@ func (t *throughput) run(ctx context.Context) error {
 		return nil
 	}
 	for _, tg := range t.ts {
-		logf("starting %s", tg.name)
-		var p *process
-		tg.url, tg.stop, p, tg.b, tg.err = tg.start(ctx)
-		if tg.err != nil {
-			logf("FAILED to start %s: %v", tg.name, tg.err)
-			continue
-		}
-		tg.pid = p.pid
+		tg.launch(ctx)
 	}
 	defer func() {
 		for _, tg := range t.ts {
@@ -325,6 +321,20 @@ func (t *throughput) run(ctx context.Context) error {
 	}()
 	levels := []int{1, c.concurrency}
 	for round := 1; round <= c.rounds && ctx.Err() == nil; round++ {
+		if c.restart && round > 1 {
+			// A process's speed depends a little on where its code, stacks
+			// and heap happened to land (address randomization, the
+			// environment's size): the same build measured against itself
+			// in one pair of processes gave 0.94 over 61 rounds. Fresh
+			// processes every round sample that too.
+			for _, tg := range t.ts {
+				if tg.err == nil {
+					tg.noteMemory()
+					tg.stop()
+					tg.launch(ctx)
+				}
+			}
+		}
 		for _, n := range levels {
 			if c.phase("floor") && t.stdErr == nil {
 				logf("round %d: stdio floor, %d sessions", round, n)
@@ -373,11 +383,32 @@ func (t *throughput) run(ctx context.Context) error {
 		}
 	}
 	for _, tg := range t.ts {
-		if tg.b != nil && tg.err == nil {
-			_, tg.hwm, _ = tg.b.memory()
+		if tg.err == nil {
+			tg.noteMemory()
 		}
 	}
 	return nil
+}
+
+// launch starts the target; a failure is left in tg.err.
+func (tg *target) launch(ctx context.Context) {
+	logf("starting %s", tg.name)
+	var p *process
+	tg.url, tg.stop, p, tg.b, tg.err = tg.start(ctx)
+	if tg.err != nil {
+		logf("FAILED to start %s: %v", tg.name, tg.err)
+		return
+	}
+	tg.pid = p.pid
+}
+
+// noteMemory keeps a bridge's peak RSS, the highest of its processes'.
+func (tg *target) noteMemory() {
+	if tg.b != nil {
+		if _, hwm, err := tg.b.memory(); err == nil {
+			tg.hwm = max(tg.hwm, hwm)
+		}
+	}
 }
 
 func statelessTarget(t *target) *target {
@@ -505,11 +536,14 @@ func (t *throughput) rows(add func(what, result, cpu, target, met string), fail 
 					if r, ok := pairedRatio(tg.res[n], hop[n]); ok {
 						result += fmt.Sprintf(" = %.2f x hop floor", r)
 					}
-					if b := baselineOf(t.ts, tg); b != nil {
-						if r, ok := pairedRatio(tg.res[n], b.res[n]); ok {
-							result += fmt.Sprintf(" = %.2f x baseline", r)
-						}
-					}
+				}
+			}
+			// Before/after and with/without figures show their spread too:
+			// a few percent is within the noise of one round on a small
+			// machine.
+			if b := baselineOf(t.ts, tg); b != nil && (tg.phase == "bridge" || tg.phase == "json") && !tg.base {
+				if r, spread, ok := spreadRatio(tg.res[n], b.res[n]); ok {
+					result += fmt.Sprintf(" = %.2f x baseline %s", r, spread)
 				}
 			}
 			if tg.phase == "guards" {
@@ -517,12 +551,8 @@ func (t *throughput) rows(add func(what, result, cpu, target, met string), fail 
 				// in the same rounds.
 				for _, b := range t.ts {
 					if b.phase == "bridge" && !b.base {
-						if rs := pairedRatios(tg.res[n], b.res[n]); len(rs) > 0 {
-							// The spread too: at 5% the target is within the
-							// noise of one round on a small machine.
-							r := median(rs)
-							lo, hi := quartiles(rs)
-							result += fmt.Sprintf(" = %.2f x the bridge without them (middle half of %d rounds: %.2f to %.2f)", r, len(rs), lo, hi)
+						if r, spread, ok := spreadRatio(tg.res[n], b.res[n]); ok {
+							result += fmt.Sprintf(" = %.2f x the bridge without them %s", r, spread)
 							target, met = ">= 0.95 x without", yesNo(r >= 0.95)
 						}
 					}
@@ -584,11 +614,35 @@ func pairedRatios(ts, fs []sample) []float64 {
 	return rs
 }
 
-// quartiles are the lower and upper quartiles of sorted xs (nearest rank):
-// where the middle half of the rounds' ratios lie.
-func quartiles(xs []float64) (lo, hi float64) {
+// spreadRatio is pairedRatio, and how precisely the rounds place it: a
+// 95 % confidence interval for the median of rounds' ratios, from their
+// order statistics (no assumption about their distribution). A target of
+// a few percent is within the noise of one round on a small machine; the
+// interval says whether enough rounds were run to tell.
+func spreadRatio(ts, fs []sample) (r float64, spread string, ok bool) {
+	rs := pairedRatios(ts, fs)
+	if len(rs) == 0 {
+		return 0, "", false
+	}
+	lo, hi := medianInterval(rs)
+	if len(rs) < 6 {
+		return median(rs), fmt.Sprintf("(median of %d rounds, too few for 95 %% confidence; all within %.2f to %.2f)", len(rs), lo, hi), true
+	}
+	return median(rs), fmt.Sprintf("(median of %d rounds, 95 %% confidence %.2f to %.2f)", len(rs), lo, hi), true
+}
+
+// medianInterval is a 95 % confidence interval for the median of the
+// population sorted xs were drawn from: the order statistics around the
+// middle whose ranks a binomial(n, 1/2) count falls between with about
+// that probability (normal approximation, n/2 ± 1.96·√n/2). Under 6
+// values it is their whole range, which holds the median with less than
+// that probability (1 - 2/2ⁿ).
+func medianInterval(xs []float64) (lo, hi float64) {
 	n := len(xs)
-	return xs[(n-1)/4], xs[n-1-(n-1)/4]
+	half := 1.96 * math.Sqrt(float64(n)) / 2
+	j := int(math.Floor(float64(n)/2 - half)) // 1-based rank of lo
+	k := int(math.Ceil(float64(n)/2 + half))  // and of hi
+	return xs[max(j, 1)-1], xs[min(k, n)-1]
 }
 
 // median of xs (sorted in place); the mean of the middle two for an even count.
@@ -833,6 +887,9 @@ func printReport(c *config, rows []row, bad []string, started time.Time, loadSta
 	fmt.Printf("throughput: %d rounds of %s (after %s warm-up) per figure, targets interleaved; calls/s = median round, "+
 		"latencies over all rounds, x floor = median over rounds of the ratio to the HTTP floor's rate in the same round (x hop floor: to the hop floor's)\n",
 		c.rounds, c.duration, c.warm)
+	if c.restart {
+		fmt.Println("-restart: every target was started afresh each round")
+	}
 	if profiling {
 		fmt.Println("NOTE: profiling build (-profile): figures are not the release figures")
 	}

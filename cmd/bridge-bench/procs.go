@@ -182,7 +182,8 @@ func (p *process) Handouts() int {
 // measured logged at WARN or ERROR.
 var notes struct {
 	sync.Mutex
-	list []string
+	list   []string
+	warned map[string]bool // whose warnings are noted: once per target, which -restart starts many times
 }
 
 func note(format string, args ...any) {
@@ -198,7 +199,19 @@ func (p *process) stopAndReport(what string, grace time.Duration) {
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if p.warnings > 0 {
+	if p.warnings == 0 {
+		return
+	}
+	notes.Lock()
+	first := !notes.warned[what]
+	if first {
+		if notes.warned == nil {
+			notes.warned = map[string]bool{}
+		}
+		notes.warned[what] = true
+	}
+	notes.Unlock()
+	if first {
 		note("%s: the %s logged %d lines at WARN or ERROR; the first: %s", what, p.name, p.warnings, p.firstBad)
 	}
 }
