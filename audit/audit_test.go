@@ -279,7 +279,6 @@ func aliceCall(t *testing.T, dir peer.Direction, data string) *peer.Message {
 // on, so it gets its line, once, with outcome ok. A request that fails to
 // go on gets its line at once, whether tracked or not.
 func TestAnswerBeforeSendReturns(t *testing.T) {
-	msg := func(dir peer.Direction, data string) *peer.Message { return aliceCall(t, dir, data) }
 	w := &writes{}
 	intercept, ended := audit.New(w, &audit.Options{Principal: principal, Logger: quiet}).Interceptor("s")
 	var h peer.Handler
@@ -289,14 +288,14 @@ func TestAnswerBeforeSendReturns(t *testing.T) {
 		case m.Dir == peer.FromChild:
 			return nil
 		case m.Env.ID == jsonrpc.NumberID(1):
-			return h(msg(peer.FromChild, `{"jsonrpc":"2.0","id":1,"result":{}}`))
+			return h(aliceCall(t, peer.FromChild, `{"jsonrpc":"2.0","id":1,"result":{}}`))
 		}
 		return failing
 	})
-	if err := h(msg(peer.ToChild, `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"quick"}}`)); err != nil {
+	if err := h(aliceCall(t, peer.ToChild, `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"quick"}}`)); err != nil {
 		t.Fatal(err)
 	}
-	if err := h(msg(peer.ToChild, `{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"lost"}}`)); err != failing {
+	if err := h(aliceCall(t, peer.ToChild, `{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"lost"}}`)); err != failing {
 		t.Fatal(err)
 	}
 	ended("over")
@@ -312,7 +311,6 @@ func TestAnswerBeforeSendReturns(t *testing.T) {
 // in flight by then, so the next one is tracked too and both get their
 // lines, with outcome ok, in the order they were answered.
 func TestIDFreeOnceAnswered(t *testing.T) {
-	msg := func(dir peer.Direction, data string) *peer.Message { return aliceCall(t, dir, data) }
 	w := &writes{}
 	intercept, ended := audit.New(w, &audit.Options{Logger: quiet}).Interceptor("s")
 	defer ended("over")
@@ -322,15 +320,15 @@ func TestIDFreeOnceAnswered(t *testing.T) {
 		if m.Dir == peer.FromChild && !sentNext {
 			// The client, given its answer, sends its next request 1.
 			sentNext = true
-			return h(msg(peer.ToChild, `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"second"}}`))
+			return h(aliceCall(t, peer.ToChild, `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"second"}}`))
 		}
 		return nil
 	})
 	answer := `{"jsonrpc":"2.0","id":1,"result":{}}`
 	for _, m := range []*peer.Message{
-		msg(peer.ToChild, `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"first"}}`),
-		msg(peer.FromChild, answer),
-		msg(peer.FromChild, answer),
+		aliceCall(t, peer.ToChild, `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"first"}}`),
+		aliceCall(t, peer.FromChild, answer),
+		aliceCall(t, peer.FromChild, answer),
 	} {
 		if err := h(m); err != nil {
 			t.Fatal(err)

@@ -538,9 +538,6 @@ func (t *throughput) rows(add func(what, result, cpu, target, met string), fail 
 					}
 				}
 			}
-			// Before/after and with/without figures show their spread too:
-			// a few percent is within the noise of one round on a small
-			// machine.
 			if b := baselineOf(t.ts, tg); b != nil && (tg.phase == "bridge" || tg.phase == "json") && !tg.base {
 				if r, spread, ok := spreadRatio(tg.res[n], b.res[n]); ok {
 					result += fmt.Sprintf(" = %.2f x baseline %s", r, spread)
