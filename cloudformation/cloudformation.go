@@ -15,7 +15,7 @@ import (
 	_ "embed"
 	"errors"
 
-	"gopkg.in/yaml.v3"
+	"go.yaml.in/yaml/v3"
 )
 
 // Template is bridge.yaml.

@@ -43,7 +43,7 @@ import (
 	"strings"
 	"sync"
 
-	"gopkg.in/yaml.v3"
+	"go.yaml.in/yaml/v3"
 
 	"github.com/mcp-bridge/mcp-bridge/jsonrpc"
 )
