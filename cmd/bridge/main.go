@@ -142,6 +142,9 @@ func newLogger(cfg *config, w io.Writer) *slog.Logger {
 func serve(ctx context.Context, cfg *config, logger *slog.Logger, ready chan<- net.Addr) error {
 	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
 	defer stop()
+	// A SIGHUP during start-up (a Docker pull, a slow --warm) must not end
+	// the process either: ignored until onSIGHUP handles it.
+	signal.Ignore(syscall.SIGHUP)
 	defer gcfloor.Start()()
 
 	g, err := newGuards(cfg, logger)
@@ -271,7 +274,7 @@ func serve(ctx context.Context, cfg *config, logger *slog.Logger, ready chan<- n
 	// One SIGHUP handler for all that reloads, started before the bridge
 	// listens: a SIGHUP sent once it says so never meets the default
 	// action (exit).
-	defer onSIGHUP(reload...)()
+	defer onSIGHUP(logger, reload...)()
 	ln, err := net.Listen("tcp", cfg.Listen)
 	if err != nil {
 		_ = fe.Shutdown(context.Background())

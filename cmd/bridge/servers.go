@@ -452,11 +452,14 @@ func (m *multi) Shutdown(ctx context.Context) error {
 
 // onSIGHUP runs each of fns, in order, whenever SIGHUP arrives, until stop
 // is called (which waits for a run under way). It is the bridge's one
-// SIGHUP handler: what reloads on SIGHUP registers here. Without fns,
-// SIGHUP keeps its default action.
-func onSIGHUP(fns ...func()) (stop func()) {
+// SIGHUP handler: what reloads on SIGHUP registers here. Without fns, a
+// SIGHUP is logged as having nothing to reload: it never ends the process
+// (its default action would cut every session without a drain, issue 26).
+func onSIGHUP(logger *slog.Logger, fns ...func()) (stop func()) {
 	if len(fns) == 0 {
-		return func() {}
+		fns = []func(){func() {
+			logger.Info("SIGHUP: nothing to reload (reloads --config, --tls-cert and --tls-key when given)")
+		}}
 	}
 	// Notify before serving, so that a SIGHUP sent once the bridge says
 	// it listens never meets the default action (exit).
