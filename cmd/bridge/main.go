@@ -308,12 +308,13 @@ func serve(ctx context.Context, cfg *config, logger *slog.Logger, ready chan<- n
 	}
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(ln) }()
+	base := scheme + listenURLHost(cfg.Listen, ln.Addr())
 	if m, ok := fe.(*multi); ok {
-		logger.Info("bridge listening", "url", scheme+ln.Addr().String(), "config", cfg.Config,
-			"servers", m.servers.Names(), "paths", bridge.ServerPath("NAME"), "auth", len(cfg.tokens) > 0)
+		logger.Info("bridge listening", "url", base, "config", cfg.Config,
+			"servers", m.servers.Names(), "paths", bridge.ServerPath("NAME"), "auth", authMode(cfg))
 	} else {
-		logger.Info("bridge listening", "url", scheme+ln.Addr().String()+cfg.Path,
-			"command", strings.Join(cfg.command, " "), "sandbox", cfg.Sandbox, "auth", len(cfg.tokens) > 0)
+		logger.Info("bridge listening", "url", base+cfg.Path,
+			"command", strings.Join(cfg.command, " "), "sandbox", cfg.Sandbox, "auth", authMode(cfg))
 	}
 	if ready != nil {
 		ready <- ln.Addr()

@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"log/slog"
+	"net"
 	"os/exec"
 	"slices"
 	"strconv"
@@ -86,4 +87,42 @@ func warnLoosenings(cfg *config, logger *slog.Logger) {
 	if cfg.SandboxPids > sandbox.DefaultDockerPids {
 		warn("sandbox-pids", fmt.Sprint(cfg.SandboxPids), "more processes on the host")
 	}
+}
+
+// authMode names the authentication in force, for the start-up line:
+// tokens, oauth, mtls, several joined by "+", or none (issue 26: the line
+// said auth=false with --oauth-issuer on).
+func authMode(cfg *config) string {
+	var modes []string
+	if len(cfg.tokens) > 0 {
+		modes = append(modes, "tokens")
+	}
+	if cfg.OAuthIssuer != "" {
+		modes = append(modes, "oauth")
+	}
+	if cfg.TLSClientCA != "" {
+		modes = append(modes, "mtls")
+	}
+	if len(modes) == 0 {
+		return "none"
+	}
+	return strings.Join(modes, "+")
+}
+
+// listenURLHost is the host:port the start-up line shows: the host as
+// --listen gave it (0.0.0.0 stays 0.0.0.0, where the listener reports
+// [::]), with the port actually bound (--listen HOST:0 picks one).
+func listenURLHost(listen string, bound net.Addr) string {
+	host, _, err := net.SplitHostPort(listen)
+	if err != nil {
+		return bound.String()
+	}
+	_, port, err := net.SplitHostPort(bound.String())
+	if err != nil {
+		return bound.String()
+	}
+	if host == "" {
+		host = "0.0.0.0"
+	}
+	return net.JoinHostPort(host, port)
 }

@@ -1,0 +1,124 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/mcp-bridge/mcp-bridge/internal/oauthtest"
+)
+
+// lockedBuffer is a log destination written by the bridge's goroutines and
+// read by the test.
+type lockedBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *lockedBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *lockedBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
+// serveOnce runs serve in this process with args (and the environment the
+// test set), waits until it listens, stops it, and returns its JSON log
+// records in order.
+func serveOnce(t *testing.T, args ...string) []map[string]any {
+	t.Helper()
+	cfg, err := parseConfig(append([]string{"--log-format", "json"}, args...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out lockedBuffer
+	logger := newLogger(cfg, &out)
+	warnLoosenings(cfg, logger)
+	ctx, cancel := context.WithCancel(context.Background())
+	ready := make(chan net.Addr, 1)
+	done := make(chan error, 1)
+	go func() { done <- serve(ctx, cfg, logger, ready) }()
+	select {
+	case <-ready:
+	case err := <-done:
+		cancel()
+		t.Fatalf("serve: %v\n%s", err, out.String())
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatalf("serve: %v", err)
+	}
+	var recs []map[string]any
+	for _, line := range strings.Split(strings.TrimSpace(out.String()), "\n") {
+		var rec map[string]any
+		if err := json.Unmarshal([]byte(line), &rec); err != nil {
+			t.Fatalf("log line %q: %v", line, err)
+		}
+		recs = append(recs, rec)
+	}
+	return recs
+}
+
+// logRecord is the first record with msg, or nil.
+func logRecord(recs []map[string]any, msg string) map[string]any {
+	for _, r := range recs {
+		if r["msg"] == msg {
+			return r
+		}
+	}
+	return nil
+}
+
+// Issue 26: the start-up line names the authentication in force, not
+// whether there are static tokens (it said auth=false with --oauth-issuer).
+func TestStartupLineNamesAuth(t *testing.T) {
+	_, helloBin := buildBinaries(t)
+	dir := t.TempDir()
+	tokenFile := filepath.Join(dir, "tokens")
+	os.WriteFile(tokenFile, []byte("a-long-enough-token-for-the-test\n"), 0o600)
+	ca := newTestCA(t)
+	cert, key := ca.issue(t, 2, false)
+	for name, data := range map[string][]byte{"cert.pem": cert, "key.pem": key, "ca.pem": ca.pem} {
+		os.WriteFile(filepath.Join(dir, name), data, 0o600)
+	}
+	const resource = "http://localhost/mcp"
+	as := oauthtest.New(t, oauthtest.Options{Audience: []string{resource}})
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{nil, "none"},
+		{[]string{"--auth-token-file", tokenFile}, "tokens"},
+		{[]string{"--oauth-issuer", as.URL, "--resource-url", resource}, "oauth"},
+		{[]string{"--oauth-issuer", as.URL, "--resource-url", resource, "--auth-token-file", tokenFile}, "tokens+oauth"},
+		{[]string{"--tls-cert", filepath.Join(dir, "cert.pem"), "--tls-key", filepath.Join(dir, "key.pem"),
+			"--tls-client-ca", filepath.Join(dir, "ca.pem")}, "mtls"},
+	} {
+		args := append([]string{"--listen", "127.0.0.1:0"}, tc.args...)
+		rec := logRecord(serveOnce(t, append(args, "--", helloBin)...), "bridge listening")
+		if rec == nil || rec["auth"] != tc.want {
+			t.Errorf("%q: the start-up line says auth=%v, want %s", tc.args, rec["auth"], tc.want)
+		}
+	}
+}
+
+// Issue 26: --listen 0.0.0.0:PORT logged http://[::]:PORT.
+func TestStartupLineURLKeepsListenHost(t *testing.T) {
+	_, helloBin := buildBinaries(t)
+	rec := logRecord(serveOnce(t, "--listen", "0.0.0.0:0", "--insecure-no-auth", "--", helloBin), "bridge listening")
+	url, _ := rec["url"].(string)
+	if !strings.HasPrefix(url, "http://0.0.0.0:") || !strings.HasSuffix(url, "/mcp") || strings.HasSuffix(url, ":0/mcp") {
+		t.Errorf("--listen 0.0.0.0:0 logged url %q, want http://0.0.0.0:PORT/mcp", url)
+	}
+}
