@@ -266,7 +266,7 @@ func serve(ctx context.Context, cfg *config, logger *slog.Logger, ready chan<- n
 	tlsConf, reloadTLS, err := newTLSConfig(cfg, logger)
 	if err != nil {
 		_ = fe.Shutdown(context.Background())
-		return err
+		return startError{err}
 	}
 	if reloadTLS != nil {
 		reload = append(reload, reloadTLS)

@@ -122,3 +122,48 @@ func TestStartupLineURLKeepsListenHost(t *testing.T) {
 		t.Errorf("--listen 0.0.0.0:0 logged url %q, want http://0.0.0.0:PORT/mcp", url)
 	}
 }
+
+// Issue 26: a TLS key that does not match its certificate is a start-up
+// error of one plain line, like every other, not a log record.
+func TestCLIMismatchedTLSKey(t *testing.T) {
+	bin, hello := buildBinaries(t)
+	dir := t.TempDir()
+	ca := newTestCA(t)
+	cert, _ := ca.issue(t, 2, false)
+	_, otherKey := ca.issue(t, 3, false)
+	certFile, keyFile := filepath.Join(dir, "cert.pem"), filepath.Join(dir, "key.pem")
+	os.WriteFile(certFile, cert, 0o600)
+	os.WriteFile(keyFile, otherKey, 0o600)
+	stdout, stderr, code := runBinary(t, bin, nil, "--tls-cert", certFile, "--tls-key", keyFile, "--", hello)
+	want := "bridge: loading --tls-cert " + certFile + " and --tls-key " + keyFile + ": tls: private key does not match public key\n"
+	if code != 1 || stdout != "" || stderr != want {
+		t.Errorf("exit %d, stdout %q, stderr:\n%s\nwant exit 1, stderr:\n%s", code, stdout, stderr, want)
+	}
+}
+
+// Issue 26: a token a guesser finds at once, or a token file other users
+// can read, is accepted with a WARN that says so.
+func TestWeakTokensWarn(t *testing.T) {
+	_, helloBin := buildBinaries(t)
+	dir := t.TempDir()
+	readable := filepath.Join(dir, "tokens")
+	os.WriteFile(readable, []byte("a-long-enough-token-for-the-test\n"), 0o644)
+	os.Chmod(readable, 0o644) // whatever the umask
+	t.Setenv("BRIDGE_AUTH_TOKENS", "x")
+	recs := serveOnce(t, "--listen", "127.0.0.1:0", "--auth-token-file", readable, "--", helloBin)
+	var warned []string
+	for _, r := range recs {
+		if r["level"] == "WARN" {
+			warned = append(warned, r["msg"].(string))
+		}
+	}
+	got := strings.Join(warned, "\n")
+	for _, want := range []string{
+		"a bearer token is too short to resist guessing (1 of at least 16 characters): use 32 random characters or more (openssl rand -hex 32)",
+		"--auth-token-file " + readable + " is readable by other users of this host (mode 0644): they can read the tokens; chmod 600 it",
+	} {
+		if !strings.Contains(got, want) {
+			t.Errorf("no WARN %q; WARN lines:\n%s", want, got)
+		}
+	}
+}

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"os"
 	"os/exec"
 	"slices"
 	"strconv"
@@ -39,6 +40,7 @@ func warnLoosenings(cfg *config, logger *slog.Logger) {
 	warn := func(flag, value, risk string) {
 		logger.Warn("loosened: "+risk, "flag", "--"+flag, "value", value)
 	}
+	warnWeakTokens(cfg, logger)
 	if cfg.InsecureNoAuth && len(cfg.tokens) == 0 && !isLoopback(cfg.Listen) {
 		warn("insecure-no-auth", "true", "no authentication on "+cfg.Listen+": anyone who reaches it can run your server")
 	}
@@ -125,4 +127,25 @@ func listenURLHost(listen string, bound net.Addr) string {
 		host = "0.0.0.0"
 	}
 	return net.JoinHostPort(host, port)
+}
+
+// minTokenChars is the length under which a bearer token is called
+// guessable at start-up; 32 random hex characters are what README advises.
+const minTokenChars = 16
+
+// warnWeakTokens warns of a static token short enough to guess and of a
+// --auth-token-file other users of the host can read (issue 26: both were
+// accepted silently). Neither stops the bridge; a token is never logged.
+func warnWeakTokens(cfg *config, logger *slog.Logger) {
+	for _, t := range cfg.tokens {
+		if n := len([]rune(t)); n < minTokenChars {
+			logger.Warn(fmt.Sprintf("a bearer token is too short to resist guessing (%d of at least %d characters): use 32 random characters or more (openssl rand -hex 32)", n, minTokenChars))
+		}
+	}
+	if cfg.AuthTokenFile == "" {
+		return
+	}
+	if fi, err := os.Stat(cfg.AuthTokenFile); err == nil && fi.Mode().Perm()&0o044 != 0 {
+		logger.Warn(fmt.Sprintf("--auth-token-file %s is readable by other users of this host (mode %04o): they can read the tokens; chmod 600 it", cfg.AuthTokenFile, fi.Mode().Perm()))
+	}
 }
