@@ -540,7 +540,7 @@ func flagError(fs *flag.FlagSet, err error) error {
 		return fmt.Errorf("--%s %s: %s", m[2], m[1], valueProblem(typ, m[1], errors.New(m[3])))
 	}
 	if m := reFlagUnknown.FindStringSubmatch(msg); m != nil {
-		return fmt.Errorf("unknown flag --%s", strings.TrimPrefix(m[1], "-"))
+		return unknownFlag(strings.TrimPrefix(m[1], "-"))
 	}
 	if m := reFlagNoValue.FindStringSubmatch(msg); m != nil {
 		return fmt.Errorf("--%s needs a value", m[1])

@@ -167,3 +167,21 @@ func TestWeakTokensWarn(t *testing.T) {
 		}
 	}
 }
+
+// Issue 26: the flags users of other bridges type get a hint toward ours.
+func TestUnknownFlagHints(t *testing.T) {
+	for _, tc := range []struct{ arg, want string }{
+		{"--port", "unknown flag --port: the bridge takes the address and port together: --listen 127.0.0.1:8080 (0.0.0.0:8080 for every interface, with authentication)"},
+		{"-p", "unknown flag -p: the bridge takes the address and port together: --listen 127.0.0.1:8080 (0.0.0.0:8080 for every interface, with authentication)"},
+		{"--host", "unknown flag --host: the bridge takes the address and port together: --listen 127.0.0.1:8080 (0.0.0.0:8080 for every interface, with authentication)"},
+		{"--token", "unknown flag --token: a token on the command line is visible to every local user: put tokens in a file for --auth-token-file, or in BRIDGE_AUTH_TOKENS"},
+		{"--debug", "unknown flag --debug: use --log-level debug"},
+		{"--stdio", "unknown flag --stdio: the server always speaks stdio to the bridge; give its command after --, as in: bridge -- npx -y @modelcontextprotocol/server-everything"},
+		{"--no-such-flag", "unknown flag --no-such-flag"},
+	} {
+		_, err := parseConfig([]string{tc.arg, "8080", "--", "server"})
+		if err == nil || err.Error() != tc.want {
+			t.Errorf("%s: %v\nwant %s", tc.arg, err, tc.want)
+		}
+	}
+}

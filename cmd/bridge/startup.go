@@ -149,3 +149,28 @@ func warnWeakTokens(cfg *config, logger *slog.Logger) {
 		logger.Warn(fmt.Sprintf("--auth-token-file %s is readable by other users of this host (mode %04o): they can read the tokens; chmod 600 it", cfg.AuthTokenFile, fi.Mode().Perm()))
 	}
 }
+
+// otherBridgesFlags are flags that users of other stdio bridges (and of
+// servers' own HTTP modes) type, with what to type here instead.
+var otherBridgesFlags = map[string]string{
+	"port":  "the bridge takes the address and port together: --listen 127.0.0.1:8080 (0.0.0.0:8080 for every interface, with authentication)",
+	"p":     "the bridge takes the address and port together: --listen 127.0.0.1:8080 (0.0.0.0:8080 for every interface, with authentication)",
+	"host":  "the bridge takes the address and port together: --listen 127.0.0.1:8080 (0.0.0.0:8080 for every interface, with authentication)",
+	"token": "a token on the command line is visible to every local user: put tokens in a file for --auth-token-file, or in " + envPrefix + "_AUTH_TOKENS",
+	"debug": "use --log-level debug",
+	"stdio": "the server always speaks stdio to the bridge; give its command after --, as in: bridge -- npx -y @modelcontextprotocol/server-everything",
+}
+
+// unknownFlag is the error for a flag that does not exist, with a hint when
+// it is one of another bridge's (issue 26). A one-letter flag is shown with
+// one dash, as it was most likely typed.
+func unknownFlag(name string) error {
+	shown := "--" + name
+	if len(name) == 1 {
+		shown = "-" + name
+	}
+	if hint, ok := otherBridgesFlags[name]; ok {
+		return fmt.Errorf("unknown flag %s: %s", shown, hint)
+	}
+	return fmt.Errorf("unknown flag %s", shown)
+}
