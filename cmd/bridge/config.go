@@ -78,6 +78,7 @@ type config struct {
 	StderrLinesPerSecond float64  `envconfig:"BRIDGE_STDERR_LINES_PER_SECOND"`
 	StderrBurst          int      `envconfig:"BRIDGE_STDERR_BURST"`
 	Env                  []string `envconfig:"BRIDGE_ENV"`
+	EnvInherit           bool     `envconfig:"BRIDGE_ENV_INHERIT"`
 	LocalUnsupervised    bool     `envconfig:"BRIDGE_LOCAL_UNSUPERVISED"`
 
 	BodyReadTimeout         time.Duration `envconfig:"BRIDGE_BODY_READ_TIMEOUT"`
@@ -363,6 +364,7 @@ func newFlagSet(c *config) *flag.FlagSet {
 	fs.Float64Var(&c.StderrLinesPerSecond, "stderr-lines-per-second", c.StderrLinesPerSecond, fmt.Sprintf("server stderr lines logged per second and session, on average; more are dropped (counted in the log) (0: %d; negative: no limit)", sandbox.DefaultStderrLinesPerSecond))
 	fs.IntVar(&c.StderrBurst, "stderr-burst", c.StderrBurst, fmt.Sprintf("server stderr lines a session may log at once above --stderr-lines-per-second (0: %d)", sandbox.DefaultStderrBurst))
 	fs.Var(&repeatFlag{dst: &c.Env}, "env", "set `NAME=VALUE` for local servers, or NAME alone to pass the bridge's value (repeatable; the variable is comma-separated); besides these they get only "+sandbox.DefaultEnvAllow+" of the bridge's environment, never a BRIDGE_* variable")
+	fs.BoolVar(&c.EnvInherit, "env-inherit", c.EnvInherit, "give local servers the bridge's whole environment but its "+sandbox.ReservedEnvPrefix+"* variables and any variable holding one of its secrets, as other bridges do: API keys, cloud credentials and tokens of the bridge's environment then reach every server (logged as a WARN); --env NAME passes one variable instead")
 	fs.BoolVar(&c.LocalUnsupervised, "local-unsupervised", c.LocalUnsupervised, "run local servers without their supervisor (this binary, which ends everything a server started when it exits, is stopped, or the bridge dies): saves a process and about 2.4 MB per session, but what a server starts may then outlive it or a killed bridge")
 	fs.DurationVar(&c.BodyReadTimeout, "body-read-timeout", c.BodyReadTimeout, "a POST body must arrive within this long after its headers, else 408 (negative: no limit)")
 	fs.DurationVar(&c.WriteTimeout, "write-timeout", c.WriteTimeout, "each SSE event or JSON answer must reach the client within this long, else the connection closes; time between events does not count (negative: no limit)")
@@ -751,6 +753,13 @@ func (c *config) finish() error {
 		c.OAuthClientSecret = string(bytes.TrimSpace(b))
 	}
 	c.OAuthClientSecret = strings.TrimSpace(c.OAuthClientSecret)
+	if c.EnvInherit {
+		if c.Sandbox == "docker" {
+			return errors.New("--env-inherit applies to local servers only: give a container its variables with --sandbox-env")
+		}
+		// After the secrets are read: a variable holding one stays out.
+		c.env = append(inheritedEnv(os.Environ(), c.secrets()), c.env...)
+	}
 	if err := c.checkTLS(); err != nil {
 		return err
 	}

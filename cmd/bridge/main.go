@@ -226,6 +226,7 @@ func serve(ctx context.Context, cfg *config, logger *slog.Logger, ready chan<- n
 		router: router,
 		scopes: authn.AdvertiseScopes,
 	}
+	logServerEnv(cfg, logger)
 	var fe frontend
 	var reload []func() // what SIGHUP reloads
 	var stateless *pool.Pool

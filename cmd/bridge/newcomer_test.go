@@ -5,13 +5,17 @@ import (
 	"context"
 	"encoding/json"
 	"net"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/mcp-bridge/mcp-bridge/internal/oauthtest"
+	"github.com/mcp-bridge/mcp-bridge/sandbox"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
 // lockedBuffer is a log destination written by the bridge's goroutines and
@@ -38,6 +42,14 @@ func (b *lockedBuffer) String() string {
 // records in order.
 func serveOnce(t *testing.T, args ...string) []map[string]any {
 	t.Helper()
+	_, stop := serveStart(t, args...)
+	return stop()
+}
+
+// serveStart runs serve in this process until stop, which returns the JSON
+// log records in order. url is the MCP endpoint (one-command mode).
+func serveStart(t *testing.T, args ...string) (url string, stop func() []map[string]any) {
+	t.Helper()
 	cfg, err := parseConfig(append([]string{"--log-format", "json"}, args...))
 	if err != nil {
 		t.Fatal(err)
@@ -50,24 +62,34 @@ func serveOnce(t *testing.T, args ...string) []map[string]any {
 	done := make(chan error, 1)
 	go func() { done <- serve(ctx, cfg, logger, ready) }()
 	select {
-	case <-ready:
+	case addr := <-ready:
+		url = "http://" + addr.String() + cfg.Path
 	case err := <-done:
 		cancel()
 		t.Fatalf("serve: %v\n%s", err, out.String())
 	}
-	cancel()
-	if err := <-done; err != nil {
-		t.Fatalf("serve: %v", err)
-	}
 	var recs []map[string]any
-	for _, line := range strings.Split(strings.TrimSpace(out.String()), "\n") {
-		var rec map[string]any
-		if err := json.Unmarshal([]byte(line), &rec); err != nil {
-			t.Fatalf("log line %q: %v", line, err)
+	stopped := false
+	stop = func() []map[string]any {
+		if stopped {
+			return recs
 		}
-		recs = append(recs, rec)
+		stopped = true
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("serve: %v", err)
+		}
+		for _, line := range strings.Split(strings.TrimSpace(out.String()), "\n") {
+			var rec map[string]any
+			if err := json.Unmarshal([]byte(line), &rec); err != nil {
+				t.Fatalf("log line %q: %v", line, err)
+			}
+			recs = append(recs, rec)
+		}
+		return recs
 	}
-	return recs
+	t.Cleanup(func() { stop() })
+	return url, stop
 }
 
 // logRecord is the first record with msg, or nil.
@@ -183,5 +205,64 @@ func TestUnknownFlagHints(t *testing.T) {
 		if err == nil || err.Error() != tc.want {
 			t.Errorf("%s: %v\nwant %s", tc.arg, err, tc.want)
 		}
+	}
+}
+
+// Issue 26: the start-up line says what a local server gets of the
+// bridge's environment and how to pass more.
+func TestServerEnvironmentLine(t *testing.T) {
+	_, helloBin := buildBinaries(t)
+	recs := serveOnce(t, "--listen", "127.0.0.1:0", "--env", "GITHUB_TOKEN", "--env", "A=b", "--", helloBin)
+	rec := logRecord(recs, "local MCP servers get only these variables of the bridge's environment, and those of --env; pass another with --env NAME, or all but BRIDGE_* with --env-inherit")
+	if rec == nil {
+		t.Fatalf("no line on the servers' environment")
+	}
+	if rec["passed"] != sandbox.DefaultEnvAllow || rec["env"] != "GITHUB_TOKEN,A" {
+		t.Errorf("the environment line: %v", rec)
+	}
+}
+
+// Issue 26: --env-inherit passes the bridge's environment but its BRIDGE_*
+// variables and any variable holding one of its secrets, with a WARN.
+func TestEnvInherit(t *testing.T) {
+	_, helloBin := buildBinaries(t)
+	const token = "a-long-enough-token-for-the-test"
+	t.Setenv("BRIDGE_AUTH_TOKENS", token)
+	t.Setenv("BRIDGE_SOMETHING", "bridge-only")
+	t.Setenv("MY_API_KEY", "key-for-the-server")
+	t.Setenv("COPY_OF_THE_TOKEN", "Bearer "+token)
+	envFile := filepath.Join(t.TempDir(), "env")
+	url, stop := serveStart(t, "--listen", "127.0.0.1:0", "--env-inherit", "--",
+		"/bin/sh", "-c", `env > "$0"; exec "$1"`, envFile, helloBin)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	cs, err := mcp.NewClient(&mcp.Implementation{Name: "e2e", Version: "1"}, nil).Connect(ctx,
+		&mcp.StreamableClientTransport{Endpoint: url, HTTPClient: &http.Client{Transport: bearerTransport{token}}},
+		&mcp.ClientSessionOptions{ProtocolVersion: "2025-11-25"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cs.Close()
+	recs := stop()
+	env, err := os.ReadFile(envFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(env), "MY_API_KEY=key-for-the-server\n") {
+		t.Errorf("the server did not get MY_API_KEY:\n%s", env)
+	}
+	for _, secret := range []string{"\nBRIDGE_", token} {
+		if strings.Contains("\n"+string(env), secret) {
+			t.Errorf("the server's environment holds %q:\n%s", secret, env)
+		}
+	}
+	var warned bool
+	for _, r := range recs {
+		if r["level"] == "WARN" && r["flag"] == "--env-inherit" {
+			warned = true
+		}
+	}
+	if !warned {
+		t.Errorf("no WARN for --env-inherit")
 	}
 }

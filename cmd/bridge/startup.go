@@ -6,6 +6,8 @@ import (
 	"net"
 	"os"
 	"os/exec"
+	"path/filepath"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -41,6 +43,9 @@ func warnLoosenings(cfg *config, logger *slog.Logger) {
 		logger.Warn("loosened: "+risk, "flag", "--"+flag, "value", value)
 	}
 	warnWeakTokens(cfg, logger)
+	if cfg.EnvInherit && cfg.Sandbox != "docker" {
+		warn("env-inherit", "true", "every local server gets the bridge's environment (but "+sandbox.ReservedEnvPrefix+"* variables): API keys, cloud credentials and tokens in it reach every server")
+	}
 	if cfg.InsecureNoAuth && len(cfg.tokens) == 0 && !isLoopback(cfg.Listen) {
 		warn("insecure-no-auth", "true", "no authentication on "+cfg.Listen+": anyone who reaches it can run your server")
 	}
@@ -173,4 +178,89 @@ func unknownFlag(name string) error {
 		return fmt.Errorf("unknown flag %s: %s", shown, hint)
 	}
 	return fmt.Errorf("unknown flag %s", shown)
+}
+
+// rePython matches the base name of a Python interpreter (python,
+// python3, python3.12) and of the launchers that run a Python entry point.
+var rePython = regexp.MustCompile(`^(python[0-9.]*|uv|uvx|pipx)$`)
+
+// pythonHint is what the initialize timeout's error adds when the server is
+// a Python program: on a pipe, Python's stdout is block-buffered, so a
+// server that prints its answers is alive but silent (issue 26; under
+// bridges that pass their whole environment, a PYTHONUNBUFFERED=1 of the
+// user's shell hid it). Empty when the command is not Python or already
+// runs unbuffered.
+func pythonHint(cfg *config) string {
+	if len(cfg.command) == 0 || !rePython.MatchString(filepath.Base(cfg.command[0])) {
+		return ""
+	}
+	if slices.Contains(cfg.command[1:], "-u") {
+		return ""
+	}
+	env := cfg.env
+	envFlag := "--env"
+	if cfg.Sandbox == "docker" {
+		env, envFlag = cfg.SandboxEnv, "--sandbox-env"
+	}
+	for _, kv := range append(slices.Clip(env), cfg.serverEnv...) {
+		if strings.HasPrefix(kv, "PYTHONUNBUFFERED=") {
+			return ""
+		}
+	}
+	return "a Python server's stdout is block-buffered on a pipe, so its answers may wait unsent: run it unbuffered, with python -u or " + envFlag + " PYTHONUNBUFFERED=1"
+}
+
+// secrets are the bridge's own secrets, which never reach a server.
+func (c *config) secrets() []string {
+	out := slices.Clone(c.tokens)
+	if c.OAuthClientSecret != "" {
+		out = append(out, c.OAuthClientSecret)
+	}
+	if len(c.affinitySecret) > 0 {
+		out = append(out, string(c.affinitySecret))
+	}
+	return out
+}
+
+// inheritedEnv is what --env-inherit passes of environ: every variable but
+// the bridge's own (BRIDGE_*, MCP_BRIDGE_OWNER) and those whose value holds
+// one of secrets (a copy of a token under another name).
+func inheritedEnv(environ, secrets []string) []string {
+	var out []string
+next:
+	for _, kv := range environ {
+		name, value, _ := strings.Cut(kv, "=")
+		if name == "" || strings.HasPrefix(strings.ToUpper(name), sandbox.ReservedEnvPrefix) || name == sandbox.OwnerEnv {
+			continue
+		}
+		for _, s := range secrets {
+			if s != "" && strings.Contains(value, s) {
+				continue next
+			}
+		}
+		out = append(out, kv)
+	}
+	return out
+}
+
+// logServerEnv says at start what local servers get of the bridge's
+// environment and how to pass more (issue 26: a server that needed
+// PYTHONUNBUFFERED, an API key or a proxy variable hung or failed, and
+// nothing said why). Names only: values may be secrets.
+func logServerEnv(cfg *config, logger *slog.Logger) {
+	if cfg.Sandbox == "docker" {
+		return
+	}
+	var names []string
+	for _, e := range cfg.Env {
+		name, _, _ := strings.Cut(e, "=")
+		names = append(names, name)
+	}
+	if cfg.EnvInherit {
+		logger.Info("local MCP servers get the bridge's environment but "+sandbox.ReservedEnvPrefix+"* variables and those holding its secrets (--env-inherit)",
+			"env", strings.Join(names, ","))
+		return
+	}
+	logger.Info("local MCP servers get only these variables of the bridge's environment, and those of --env; pass another with --env NAME, or all but "+sandbox.ReservedEnvPrefix+"* with --env-inherit",
+		"passed", sandbox.DefaultEnvAllow, "env", strings.Join(names, ","))
 }
