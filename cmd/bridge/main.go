@@ -226,7 +226,6 @@ func serve(ctx context.Context, cfg *config, logger *slog.Logger, ready chan<- n
 		router: router,
 		scopes: authn.AdvertiseScopes,
 	}
-	logServerEnv(cfg, logger)
 	var fe frontend
 	var reload []func() // what SIGHUP reloads
 	var stateless *pool.Pool
@@ -309,6 +308,7 @@ func serve(ctx context.Context, cfg *config, logger *slog.Logger, ready chan<- n
 	}
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(ln) }()
+	logServerEnv(cfg, logger)
 	base := scheme + listenURLHost(cfg.Listen, ln.Addr())
 	if m, ok := fe.(*multi); ok {
 		logger.Info("bridge listening", "url", base, "config", cfg.Config,
