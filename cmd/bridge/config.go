@@ -429,6 +429,7 @@ func usage(fs *flag.FlagSet, out io.Writer) {
   bridge connect URL [flags]              the reverse: a stdio MCP server forwarding to a remote one (see bridge connect --help)
   bridge pin --output FILE -- COMMAND     record the server's tools, prompts and templates in a lock file (see bridge pin --help)
   bridge pin --check --pin-file FILE -- COMMAND   report how the server drifted from it, exit 1 if it did
+  bridge check -- COMMAND [ARGS...]       start the server once and say what is wrong with it, exit 1 if anything is (see bridge check --help)
 
 Each session gets its own server: COMMAND runs once per session.
 

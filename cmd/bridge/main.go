@@ -7,6 +7,7 @@
 //	bridge deploy aws --stack NAME ...
 //	bridge connect URL [flags]
 //	bridge pin --output mcp-lock.json -- COMMAND [ARGS...]
+//	bridge check -- COMMAND [ARGS...]
 //
 // Every flag has a BRIDGE_* environment variable; flags win. cmd/bridge owns
 // start-up and the shutdown order: stop accepting, drain, end sessions, exit.
@@ -69,6 +70,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 			return runConnect(ctx, args[1:], os.Stdin, stdout, stderr)
 		case "pin":
 			return runPin(ctx, args[1:], stdout, stderr)
+		case "check":
+			return runCheck(ctx, args[1:], stdout, stderr)
 		}
 	}
 	cfg, err := parseConfig(args)
