@@ -33,10 +33,6 @@ or descriptions hiding Unicode a reviewer does not see (zero-width characters,
 bidirectional controls, tag characters). Exits 0 when nothing is wrong, 1
 otherwise (warnings alone do not fail).
 
-Flags:
-  --initialize-timeout D   how long the server may take to answer initialize (default %s)
-  --max-description-bytes N, --allow-hidden-unicode
-                           what is refused, as bridge --pin-file refuses it
 Run 'bridge --help' for every flag.
 `
 
@@ -68,7 +64,7 @@ func runCheck(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	fs := newFlagSet(cfg)
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
-			fmt.Fprintf(stdout, checkUsage, session.DefaultInitializeTimeout)
+			subcommandHelp(stdout, checkUsage, fs, []string{"initialize-timeout", "max-description-bytes", "allow-hidden-unicode"}, gProcs, gDocker)
 			return 0
 		}
 		return usageErr(flagError(fs, err).Error())
