@@ -146,8 +146,10 @@ func serve(ctx context.Context, cfg *config, logger *slog.Logger, ready chan<- n
 	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	// A SIGHUP during start-up (a Docker pull, a slow --warm) must not end
-	// the process either: ignored until onSIGHUP handles it.
-	signal.Ignore(syscall.SIGHUP)
+	// the process either: it waits here until onSIGHUP handles it.
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	defer signal.Stop(hup)
 	defer gcfloor.Start()()
 
 	g, err := newGuards(cfg, logger)
@@ -277,7 +279,7 @@ func serve(ctx context.Context, cfg *config, logger *slog.Logger, ready chan<- n
 	// One SIGHUP handler for all that reloads, started before the bridge
 	// listens: a SIGHUP sent once it says so never meets the default
 	// action (exit).
-	defer onSIGHUP(logger, reload...)()
+	defer onSIGHUP(logger, hup, reload...)()
 	ln, err := net.Listen("tcp", cfg.Listen)
 	if err != nil {
 		_ = fe.Shutdown(context.Background())
