@@ -15,6 +15,7 @@ import (
 
 	"github.com/kelseyhightower/envconfig"
 
+	"github.com/mcp-bridge/mcp-bridge/jsonrpc"
 	"github.com/mcp-bridge/mcp-bridge/peer"
 	"github.com/mcp-bridge/mcp-bridge/pin"
 	"github.com/mcp-bridge/mcp-bridge/session"
@@ -148,14 +149,27 @@ func checkServer(ctx context.Context, cfg *config, initTimeout time.Duration, lo
 	}
 	out := &stdoutWatch{r: proc.Stdout(), start: start}
 	router := &checkRouter{ended: make(chan struct{})}
-	conn := peer.New(checkProcess{proc, out}, router, &peer.Options{MaxMessageBytes: cfg.MaxMessageBytes, Logger: slog.New(slog.DiscardHandler)})
-	// The initialize timeout ends the check early only when the server has
-	// written no JSON-RPC line by then; the lists have the rest of ctx.
+	// The interception point sees the answer to initialize: when it came.
+	var initAt atomic.Int64 // since start; 0: not yet
+	answered := func(next peer.Handler) peer.Handler {
+		return func(m *peer.Message) error {
+			if m.Dir == peer.FromChild && m.Env.Kind == jsonrpc.KindResponse && m.Method == "initialize" {
+				initAt.CompareAndSwap(0, int64(time.Since(start)))
+			}
+			return next(m)
+		}
+	}
+	conn := peer.New(checkProcess{proc, out}, router, &peer.Options{MaxMessageBytes: cfg.MaxMessageBytes, Intercept: answered, Logger: slog.New(slog.DiscardHandler)})
+	// The initialize timeout ends the check early only when initialize is
+	// unanswered by then; the lists have the rest of ctx.
 	captureCtx, cancelCapture := context.WithCancel(ctx)
 	defer cancelCapture()
-	var timedOut atomic.Bool
+	// What stdout held at the timeout: a buffered server flushes as it is
+	// stopped, which must not count.
+	var timedOut, jsonByTimeout atomic.Bool
 	watchdog := time.AfterFunc(initTimeout, func() {
-		if out.firstJSON() == 0 {
+		if initAt.Load() == 0 {
+			jsonByTimeout.Store(out.firstJSON() != 0)
 			timedOut.Store(true)
 			cancelCapture()
 		}
@@ -185,6 +199,9 @@ func checkServer(ctx context.Context, cfg *config, initTimeout time.Duration, lo
 		case out.firstJSON() == 0 && junk > 0:
 			r.problems = append(r.problems, fmt.Sprintf("not an MCP server: it wrote %s on stdout and none was JSON-RPC (%s); an MCP stdio server writes only JSON-RPC messages on stdout, one per line, and logs to stderr; check the command and its arguments (a server may need an argument such as stdio to speak MCP)",
 				plural(junk, "line"), quote(junkSample)))
+		case timedOut.Load() && jsonByTimeout.Load():
+			r.problems = append(r.problems, fmt.Sprintf("not an MCP server speaking stdio: it wrote JSON on stdout but never answered initialize within %s (--initialize-timeout); a program that echoes its input (cat) or speaks another protocol does that; check the command and its arguments",
+				initTimeout))
 		case errors.As(ended, &exit) && !timedOut.Load():
 			// The status carries the last stderr lines.
 			r.problems = append(r.problems, fmt.Sprintf("the server exited before answering initialize (%v); a local server gets few of the bridge's environment variables: pass one it needs with --env NAME", exit.Status))
@@ -201,7 +218,7 @@ func checkServer(ctx context.Context, cfg *config, initTimeout time.Duration, lo
 			r.problems = append(r.problems, fmt.Sprintf("initialize or a list failed: %v", err))
 		}
 	} else {
-		initAt := out.firstJSON()
+		initAt := time.Duration(initAt.Load())
 		r.ok = append(r.ok, fmt.Sprintf("initialize answered in %s by %s", initAt.Round(time.Millisecond), checkedServerName(lock)))
 		r.ok = append(r.ok, fmt.Sprintf("listed %s, %s, %s and %s in %s",
 			plural(len(lock.Tools)+count(problems, "tool"), "tool"),

@@ -33,6 +33,10 @@ func runCheckChild(mode string) {
 		for sc.Scan() {
 		}
 		sleepForever()
+	case "check-echo":
+		// Like cat: JSON on stdout, but never an answer.
+		_, _ = io.Copy(os.Stdout, os.Stdin)
+		sleepForever()
 	case "check-exits":
 		fmt.Fprintln(os.Stderr, "error: GITHUB_TOKEN is not set")
 		os.Exit(3)
@@ -104,6 +108,8 @@ func TestCheck(t *testing.T) {
 		{"check-silent", "3s", 1, []string{
 			"problem: alive but silent: the server was running but wrote nothing on stdout within 3s (--initialize-timeout); if its stdout is block-buffered on a pipe (Python's is), run it unbuffered",
 			"pass it with --env NAME"}},
+		{"check-echo", "3s", 1, []string{
+			"problem: not an MCP server speaking stdio: it wrote JSON on stdout but never answered initialize within 3s (--initialize-timeout)"}},
 		{"check-exits", "1m", 1, []string{
 			`problem: the server exited before answering initialize (the MCP server exited with status 3; last stderr lines: error: GITHUB_TOKEN is not set)`,
 			"--env NAME"}},
