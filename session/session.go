@@ -131,8 +131,8 @@ type Options struct {
 	InitializeTimeout time.Duration
 	// InitializeHint is added to the error that ends a session whose server
 	// did not answer initialize in time: what the caller knows of the
-	// command (cmd/bridge: run a Python server unbuffered). Empty adds
-	// nothing.
+	// command (cmd/bridge: how to pass environment variables, and to run a
+	// Python server unbuffered). Empty adds nothing.
 	InitializeHint string
 	// RequestTimeout answers a request the server has not answered after
 	// this long with a JSON-RPC error (CodeRequestTimeout), and sends the
@@ -1152,7 +1152,7 @@ func (s *Session) initTimeoutError(status error) error {
 	if h := s.reg.opts.InitializeHint; h != "" {
 		hint = "; " + h
 	}
-	return fmt.Errorf("%w: the server (%s) gave no answer within %s and was stopped: %w; check that the command is an MCP server speaking stdio and gets the environment variables it needs (a local server gets few of the bridge's: pass one with --env NAME)%s; or raise --initialize-timeout if it starts slowly",
+	return fmt.Errorf("%w: the server (%s) gave no answer within %s and was stopped: %w; check that the command is an MCP server speaking stdio%s; or raise --initialize-timeout if it starts slowly",
 		ErrInitTimeout, s.conn.ID(), s.reg.opts.InitializeTimeout, status, hint)
 }
 

@@ -60,7 +60,7 @@ func sessionOptions(cfg *config, launcher session.Launcher, logger *slog.Logger)
 		LogMaxTotalBytes: cfg.LogMaxTotalBytes,
 
 		InitializeTimeout: cfg.InitializeTimeout,
-		InitializeHint:    pythonHint(cfg),
+		InitializeHint:    initializeHint(cfg),
 		RequestTimeout:    cfg.RequestTimeout,
 		MaxRequests:       cfg.MaxRequestsPerSession,
 		MaxQueuedBytes:    cfg.MaxQueuedBytes,

@@ -180,6 +180,21 @@ func unknownFlag(name string) error {
 	return fmt.Errorf("unknown flag %s", shown)
 }
 
+// initializeHint is what the initialize timeout's error adds for this
+// configuration's server: how it gets environment variables (issue 26: a
+// server waiting for a key it never got looked like a hung one), and, for
+// a Python server, to run it unbuffered.
+func initializeHint(cfg *config) string {
+	h := "that it gets the environment variables it needs (a local server gets few of the bridge's: pass one with --env NAME)"
+	if cfg.Sandbox == "docker" {
+		h = "that it gets the environment variables it needs (a container gets those of --sandbox-env only)"
+	}
+	if p := pythonHint(cfg); p != "" {
+		h += "; " + p
+	}
+	return h
+}
+
 // rePython matches the base name of a Python interpreter (python,
 // python3, python3.12) and of the launchers that run a Python entry point.
 var rePython = regexp.MustCompile(`^(python[0-9.]*|uv|uvx|pipx)$`)
