@@ -207,3 +207,13 @@ func (r *chunkReader) Read(p []byte) (int, error) {
 	r.data = r.data[n:]
 	return n, nil
 }
+
+// bridge check runs the server in the sandbox the flags describe: here a
+// locked-down container of an image whose entrypoint is the server.
+func TestCheckDocker(t *testing.T) {
+	d := setupDockerE2E(t)
+	stdout, stderr, code := runBinary(t, d.bridge, nil, "check", "--sandbox", "docker", "--image", d.image, "--pull", "never")
+	if code != 0 || !strings.Contains(stdout, "ok: initialize answered in ") || !strings.Contains(stdout, "bridge check: no problem found") {
+		t.Errorf("exit %d, stdout:\n%s\nstderr:\n%s", code, stdout, stderr)
+	}
+}
