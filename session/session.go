@@ -129,6 +129,11 @@ type Options struct {
 	// answered with an error naming it and its last stderr lines. Zero
 	// means DefaultInitializeTimeout; a negative value disables it.
 	InitializeTimeout time.Duration
+	// InitializeHint is added to the error that ends a session whose server
+	// did not answer initialize in time: what the caller knows of the
+	// command (cmd/bridge: how to pass environment variables, and to run a
+	// Python server unbuffered). Empty adds nothing.
+	InitializeHint string
 	// RequestTimeout answers a request the server has not answered after
 	// this long with a JSON-RPC error (CodeRequestTimeout), and sends the
 	// server notifications/cancelled for it. A progress notification for
@@ -1143,12 +1148,23 @@ func (s *Session) Ended(err error) {
 // answer initialize: it names the server and says how it ended, with its
 // last stderr lines (in status, a *sandbox.ExitError).
 func (s *Session) initTimeoutError(status error) error {
-	return fmt.Errorf("%w: the server (%s) gave no answer within %s and was stopped: %w; check that the command is an MCP server speaking stdio, or raise --initialize-timeout if it starts slowly",
-		ErrInitTimeout, s.conn.ID(), s.reg.opts.InitializeTimeout, status)
+	hint := ""
+	if h := s.reg.opts.InitializeHint; h != "" {
+		hint = "; " + h
+	}
+	return fmt.Errorf("%w: the server (%s) gave no answer within %s and was stopped: %w; check that the command is an MCP server speaking stdio%s; or raise --initialize-timeout if it starts slowly",
+		ErrInitTimeout, s.conn.ID(), s.reg.opts.InitializeTimeout, status, hint)
 }
 
 // route delivers one message from the server to its stream.
 func (s *Session) route(data []byte, env *jsonrpc.Envelope) {
+	if s.initTimedOut.Load() {
+		// The session ends with initTimeoutError. What the server writes
+		// as it is stopped (a Python server whose block-buffered stdout
+		// is flushed at the end of its stdin, issue 26) must not answer
+		// initialize after its client was told it timed out.
+		return
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	switch env.Kind {

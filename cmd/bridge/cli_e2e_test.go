@@ -215,7 +215,7 @@ func TestCLISubcommandHelp(t *testing.T) {
 		}
 	}
 	stdout, stderr, code := runBinary(t, bin, nil, "image", "build", "--bogus")
-	if want := "flag provided but not defined: -bogus\nRun 'bridge image build --help' for usage.\n"; code != 2 || stdout != "" || stderr != want {
+	if want := "bridge image build: unknown flag --bogus\nRun 'bridge image build --help' for usage.\n"; code != 2 || stdout != "" || stderr != want {
 		t.Errorf("bridge image build --bogus: exit %d, stdout %q, stderr %q, want %q", code, stdout, stderr, want)
 	}
 }

@@ -13,7 +13,6 @@ import (
 	"os"
 	"regexp"
 	"slices"
-	"sort"
 	"strconv"
 	"strings"
 	"time"
@@ -39,8 +38,9 @@ import (
 // prefix BRIDGE and tag PATH, it would read the shell's $PATH. No tag has a
 // default: a default lives once, in the package that uses it.
 //
-// Adding a flag: a field here, a line in newFlagSet, and a line in
-// defaultConfig if its zero value is not its default.
+// Adding a flag: a field here, a line in newFlagSet (its usage wrapped in
+// its --help group, help.go: gEdge.in("...")), and a line in defaultConfig
+// if its zero value is not its default.
 type config struct {
 	Listen             string        `envconfig:"BRIDGE_LISTEN"`
 	Path               string        `envconfig:"BRIDGE_PATH"`
@@ -78,6 +78,7 @@ type config struct {
 	StderrLinesPerSecond float64  `envconfig:"BRIDGE_STDERR_LINES_PER_SECOND"`
 	StderrBurst          int      `envconfig:"BRIDGE_STDERR_BURST"`
 	Env                  []string `envconfig:"BRIDGE_ENV"`
+	EnvInherit           bool     `envconfig:"BRIDGE_ENV_INHERIT"`
 	LocalUnsupervised    bool     `envconfig:"BRIDGE_LOCAL_UNSUPERVISED"`
 
 	BodyReadTimeout         time.Duration `envconfig:"BRIDGE_BODY_READ_TIMEOUT"`
@@ -335,132 +336,87 @@ func newFlagSet(c *config) *flag.FlagSet {
 	fs := flag.NewFlagSet("bridge", flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
 	fs.Usage = func() {}
-	fs.StringVar(&c.Listen, "listen", c.Listen, "`address` to listen on; a non-loopback address requires auth tokens, --oauth-issuer, --tls-client-ca or --insecure-no-auth")
-	fs.StringVar(&c.Path, "path", c.Path, "HTTP `path` of the MCP endpoint")
-	fs.DurationVar(&c.SessionIdleTimeout, "session-idle-timeout", c.SessionIdleTimeout, "end a session after this long without a client message, whatever streams are open (negative: never)")
-	fs.IntVar(&c.MaxSessions, "max-sessions", c.MaxSessions, "most sessions alive at once; beyond it initialize gets 503")
-	fs.IntVar(&c.MaxMessageBytes, "max-message-bytes", c.MaxMessageBytes, "largest message in `bytes`, either way: a larger POST gets 413, a larger server line ends the session")
-	fs.Var(&listFlag{dst: &c.AllowedOrigins}, "allowed-origins", "browser `origins` allowed besides loopback ones (comma-separated or repeated; * allows any); a request without Origin is not from a browser and is allowed")
-	fs.Var(&listFlag{dst: &c.AllowedHosts}, "allowed-hosts", "Host header `names` accepted (comma-separated or repeated; * allows any); default: the loopback names when --listen is loopback, else any")
-	fs.StringVar(&c.AuthTokenFile, "auth-token-file", c.AuthTokenFile, "`file` of accepted bearer tokens, one per line (BRIDGE_AUTH_TOKENS also takes them, comma-separated)")
-	fs.BoolVar(&c.InsecureNoAuth, "insecure-no-auth", c.InsecureNoAuth, "allow a non-loopback --listen address without auth tokens (anyone who reaches it runs your server)")
-	fs.BoolVar(&c.AcceptSessionID, "accept-session-id", c.AcceptSessionID, "start a session under the Mcp-Session-Id an initialize request carries (a platform's, e.g. Bedrock AgentCore Runtime): the client then chooses its session ID, which is only as unguessable as it makes it")
-	fs.StringVar(&c.TLSCert, "tls-cert", c.TLSCert, "serve HTTPS with this PEM certificate `file` (chain included); reloaded with --tls-key on SIGHUP")
-	fs.StringVar(&c.TLSKey, "tls-key", c.TLSKey, "PEM private key `file` of --tls-cert")
-	fs.StringVar(&c.TLSClientCA, "tls-client-ca", c.TLSClientCA, "require client certificates signed by a CA in this PEM `file` (mutual TLS); a non-loopback --listen then needs no auth tokens")
-	fs.StringVar(&c.LogFormat, "log-format", c.LogFormat, "log `format`: text or json")
-	fs.StringVar(&c.LogLevel, "log-level", c.LogLevel, "log `level`: debug, info, warn or error")
-	fs.DurationVar(&c.StopGrace, "stop-grace", c.StopGrace, "when stopping a server: wait this long after closing stdin before SIGTERM, and again before SIGKILL")
-	fs.DurationVar(&c.ShutdownGrace, "shutdown-grace", c.ShutdownGrace, "at SIGINT/SIGTERM: how long requests in flight may still finish")
-	fs.BoolVar(&c.JSONResponse, "json-response", c.JSONResponse, "answer requests with one application/json body instead of an SSE stream (not resumable)")
-	fs.DurationVar(&c.SSEPollAfter, "sse-poll-after", c.SSEPollAfter, "close SSE connections after this long (sending retry:); clients resume with Last-Event-ID (0: never; 2025-11-25 clients only)")
-	fs.DurationVar(&c.SSERetry, "sse-retry", c.SSERetry, "reconnection delay announced in the SSE retry field with --sse-poll-after")
-	fs.DurationVar(&c.SSEKeepAlive, "sse-keepalive", c.SSEKeepAlive, "write an SSE comment on a stream quiet for this long, so that proxies with an idle timeout keep it open (0: never)")
-	fs.IntVar(&c.LogMaxEvents, "log-max-events", c.LogMaxEvents, "most events each session's resumption log holds")
-	fs.Int64Var(&c.LogMaxBytes, "log-max-bytes", c.LogMaxBytes, "most `bytes` each session's resumption log holds")
-	fs.Int64Var(&c.LogMaxTotalBytes, "log-max-total-bytes", c.LogMaxTotalBytes, "most `bytes` all sessions' resumption logs hold together; beyond it the largest logs lose their oldest already-delivered events")
-	fs.IntVar(&c.StderrLineBytes, "stderr-line-bytes", c.StderrLineBytes, "longest server stderr line logged, in `bytes`; longer lines are cut")
-	fs.Float64Var(&c.StderrLinesPerSecond, "stderr-lines-per-second", c.StderrLinesPerSecond, fmt.Sprintf("server stderr lines logged per second and session, on average; more are dropped (counted in the log) (0: %d; negative: no limit)", sandbox.DefaultStderrLinesPerSecond))
-	fs.IntVar(&c.StderrBurst, "stderr-burst", c.StderrBurst, fmt.Sprintf("server stderr lines a session may log at once above --stderr-lines-per-second (0: %d)", sandbox.DefaultStderrBurst))
-	fs.Var(&repeatFlag{dst: &c.Env}, "env", "set `NAME=VALUE` for local servers, or NAME alone to pass the bridge's value (repeatable; the variable is comma-separated); besides these they get only "+sandbox.DefaultEnvAllow+" of the bridge's environment, never a BRIDGE_* variable")
-	fs.BoolVar(&c.LocalUnsupervised, "local-unsupervised", c.LocalUnsupervised, "run local servers without their supervisor (this binary, which ends everything a server started when it exits, is stopped, or the bridge dies): saves a process and about 2.4 MB per session, but what a server starts may then outlive it or a killed bridge")
-	fs.DurationVar(&c.BodyReadTimeout, "body-read-timeout", c.BodyReadTimeout, "a POST body must arrive within this long after its headers, else 408 (negative: no limit)")
-	fs.DurationVar(&c.WriteTimeout, "write-timeout", c.WriteTimeout, "each SSE event or JSON answer must reach the client within this long, else the connection closes; time between events does not count (negative: no limit)")
-	fs.DurationVar(&c.HTTPIdleTimeout, "http-idle-timeout", c.HTTPIdleTimeout, "close a keep-alive connection after this long without a request (negative: never); keep it above the idle timeout of a proxy in front")
-	fs.IntVar(&c.MaxConnections, "max-connections", c.MaxConnections, "most connections open at once, lowered to what the open-file limit leaves after --max-sessions servers; beyond it a connection gets 503 (negative: only the open-file limit)")
-	fs.IntVar(&c.MaxConnectionsPerClient, "max-connections-per-client", c.MaxConnectionsPerClient, "most connections open at once from one client IP address (a proxy in front is one address); beyond it 503 (negative: no limit)")
-	fs.Int64Var(&c.MaxBodyBytesInFlight, "max-body-bytes-in-flight", c.MaxBodyBytesInFlight, "most `bytes` held by POST bodies being read, all clients together; beyond it 503 (negative: no limit; else at least --max-message-bytes)")
+	fs.StringVar(&c.Listen, "listen", c.Listen, gEdge.in("`address` to listen on; a non-loopback address requires auth tokens, --oauth-issuer, --tls-client-ca or --insecure-no-auth"))
+	fs.StringVar(&c.Path, "path", c.Path, gEdge.in("HTTP `path` of the MCP endpoint"))
+	fs.DurationVar(&c.SessionIdleTimeout, "session-idle-timeout", c.SessionIdleTimeout, gSessions.in("end a session after this long without a client message, whatever streams are open (negative: never)"))
+	fs.IntVar(&c.MaxSessions, "max-sessions", c.MaxSessions, gSessions.in("most sessions alive at once; beyond it initialize gets 503"))
+	fs.IntVar(&c.MaxMessageBytes, "max-message-bytes", c.MaxMessageBytes, gEdge.in("largest message in `bytes`, either way: a larger POST gets 413, a larger server line ends the session"))
+	fs.Var(&listFlag{dst: &c.AllowedOrigins}, "allowed-origins", gEdge.in("browser `origins` allowed besides loopback ones (comma-separated or repeated; * allows any); a request without Origin is not from a browser and is allowed"))
+	fs.Var(&listFlag{dst: &c.AllowedHosts}, "allowed-hosts", gEdge.in("Host header `names` accepted (comma-separated or repeated; * allows any); default: the loopback names when --listen is loopback, else any"))
+	fs.StringVar(&c.AuthTokenFile, "auth-token-file", c.AuthTokenFile, gAuth.in("`file` of accepted bearer tokens, one per line (BRIDGE_AUTH_TOKENS also takes them, comma-separated)"))
+	fs.BoolVar(&c.InsecureNoAuth, "insecure-no-auth", c.InsecureNoAuth, gAuth.in("allow a non-loopback --listen address without auth tokens (anyone who reaches it runs your server)"))
+	fs.BoolVar(&c.AcceptSessionID, "accept-session-id", c.AcceptSessionID, gSessions.in("start a session under the Mcp-Session-Id an initialize request carries (a platform's, e.g. Bedrock AgentCore Runtime): the client then chooses its session ID, which is only as unguessable as it makes it"))
+	fs.StringVar(&c.TLSCert, "tls-cert", c.TLSCert, gEdge.in("serve HTTPS with this PEM certificate `file` (chain included); reloaded with --tls-key on SIGHUP"))
+	fs.StringVar(&c.TLSKey, "tls-key", c.TLSKey, gEdge.in("PEM private key `file` of --tls-cert"))
+	fs.StringVar(&c.TLSClientCA, "tls-client-ca", c.TLSClientCA, gAuth.in("require client certificates signed by a CA in this PEM `file` (mutual TLS); a non-loopback --listen then needs no auth tokens"))
+	fs.StringVar(&c.LogFormat, "log-format", c.LogFormat, gObs.in("log `format`: text or json"))
+	fs.StringVar(&c.LogLevel, "log-level", c.LogLevel, gObs.in("log `level`: debug, info, warn or error"))
+	fs.DurationVar(&c.StopGrace, "stop-grace", c.StopGrace, gProcs.in("when stopping a server: wait this long after closing stdin before SIGTERM, and again before SIGKILL"))
+	fs.DurationVar(&c.ShutdownGrace, "shutdown-grace", c.ShutdownGrace, gEdge.in("at SIGINT/SIGTERM: how long requests in flight may still finish"))
+	fs.BoolVar(&c.JSONResponse, "json-response", c.JSONResponse, gSessions.in("answer requests with one application/json body instead of an SSE stream (not resumable)"))
+	fs.DurationVar(&c.SSEPollAfter, "sse-poll-after", c.SSEPollAfter, gSessions.in("close SSE connections after this long (sending retry:); clients resume with Last-Event-ID (0: never; 2025-11-25 clients only)"))
+	fs.DurationVar(&c.SSERetry, "sse-retry", c.SSERetry, gSessions.in("reconnection delay announced in the SSE retry field with --sse-poll-after"))
+	fs.DurationVar(&c.SSEKeepAlive, "sse-keepalive", c.SSEKeepAlive, gSessions.in("write an SSE comment on a stream quiet for this long, so that proxies with an idle timeout keep it open (0: never)"))
+	fs.IntVar(&c.LogMaxEvents, "log-max-events", c.LogMaxEvents, gLog.in("most events each session's resumption log holds"))
+	fs.Int64Var(&c.LogMaxBytes, "log-max-bytes", c.LogMaxBytes, gLog.in("most `bytes` each session's resumption log holds"))
+	fs.Int64Var(&c.LogMaxTotalBytes, "log-max-total-bytes", c.LogMaxTotalBytes, gLog.in("most `bytes` all sessions' resumption logs hold together; beyond it the largest logs lose their oldest already-delivered events"))
+	fs.IntVar(&c.StderrLineBytes, "stderr-line-bytes", c.StderrLineBytes, gProcs.in("longest server stderr line logged, in `bytes`; longer lines are cut"))
+	fs.Float64Var(&c.StderrLinesPerSecond, "stderr-lines-per-second", c.StderrLinesPerSecond, gProcs.in(fmt.Sprintf("server stderr lines logged per second and session, on average; more are dropped (counted in the log) (0: %d; negative: no limit)", sandbox.DefaultStderrLinesPerSecond)))
+	fs.IntVar(&c.StderrBurst, "stderr-burst", c.StderrBurst, gProcs.in(fmt.Sprintf("server stderr lines a session may log at once above --stderr-lines-per-second (0: %d)", sandbox.DefaultStderrBurst)))
+	fs.Var(&repeatFlag{dst: &c.Env}, "env", gProcs.in("set `NAME=VALUE` for local servers, or NAME alone to pass the bridge's value (repeatable; the variable is comma-separated); besides these they get only "+sandbox.DefaultEnvAllow+" of the bridge's environment, never a BRIDGE_* variable"))
+	fs.BoolVar(&c.EnvInherit, "env-inherit", c.EnvInherit, gProcs.in("give local servers the bridge's whole environment but its "+sandbox.ReservedEnvPrefix+"* variables and any variable holding one of its secrets, as other bridges do: API keys, cloud credentials and tokens of the bridge's environment then reach every server (logged as a WARN); --env NAME passes one variable instead"))
+	fs.BoolVar(&c.LocalUnsupervised, "local-unsupervised", c.LocalUnsupervised, gProcs.in("run local servers without their supervisor (this binary, which ends everything a server started when it exits, is stopped, or the bridge dies): saves a process and about 2.4 MB per session, but what a server starts may then outlive it or a killed bridge"))
+	fs.DurationVar(&c.BodyReadTimeout, "body-read-timeout", c.BodyReadTimeout, gEdge.in("a POST body must arrive within this long after its headers, else 408 (negative: no limit)"))
+	fs.DurationVar(&c.WriteTimeout, "write-timeout", c.WriteTimeout, gEdge.in("each SSE event or JSON answer must reach the client within this long, else the connection closes; time between events does not count (negative: no limit)"))
+	fs.DurationVar(&c.HTTPIdleTimeout, "http-idle-timeout", c.HTTPIdleTimeout, gEdge.in("close a keep-alive connection after this long without a request (negative: never); keep it above the idle timeout of a proxy in front"))
+	fs.IntVar(&c.MaxConnections, "max-connections", c.MaxConnections, gEdge.in("most connections open at once, lowered to what the open-file limit leaves after --max-sessions servers; beyond it a connection gets 503 (negative: only the open-file limit)"))
+	fs.IntVar(&c.MaxConnectionsPerClient, "max-connections-per-client", c.MaxConnectionsPerClient, gEdge.in("most connections open at once from one client IP address (a proxy in front is one address); beyond it 503 (negative: no limit)"))
+	fs.Int64Var(&c.MaxBodyBytesInFlight, "max-body-bytes-in-flight", c.MaxBodyBytesInFlight, gEdge.in("most `bytes` held by POST bodies being read, all clients together; beyond it 503 (negative: no limit; else at least --max-message-bytes)"))
 	fs.DurationVar(&c.InitializeTimeout, "initialize-timeout", c.InitializeTimeout,
-		fmt.Sprintf("end a session whose server has not answered initialize after this long, with an error and its last stderr lines (0: %s; negative: never)", session.DefaultInitializeTimeout))
+		gSessions.in(fmt.Sprintf("end a session whose server has not answered initialize after this long, with an error and its last stderr lines (0: %s; negative: never)", session.DefaultInitializeTimeout)))
 	fs.DurationVar(&c.RequestTimeout, "request-timeout", c.RequestTimeout,
-		fmt.Sprintf("answer a request the server has not answered after this long with an error, and cancel it at the server; a progress notification restarts it (0: %s; negative: never)", session.DefaultRequestTimeout))
+		gSessions.in(fmt.Sprintf("answer a request the server has not answered after this long with an error, and cancel it at the server; a progress notification restarts it (0: %s; negative: never)", session.DefaultRequestTimeout)))
 	fs.IntVar(&c.MaxRequestsPerSession, "max-requests-per-session", c.MaxRequestsPerSession,
-		fmt.Sprintf("most requests in flight in one session; beyond it a POST gets 429 (0: %d)", session.DefaultMaxRequests))
+		gSessions.in(fmt.Sprintf("most requests in flight in one session; beyond it a POST gets 429 (0: %d)", session.DefaultMaxRequests)))
 	fs.Int64Var(&c.MaxQueuedBytes, "max-queued-bytes", c.MaxQueuedBytes,
-		fmt.Sprintf("most `bytes` of one session waiting to be written to its server's stdin; beyond it a POST gets 503 (0: %d)", session.DefaultMaxQueuedBytes))
-	fs.StringVar(&c.Sandbox, "sandbox", c.Sandbox, "where servers run: local (a process per session) or docker (a container per session)")
-	fs.StringVar(&c.Image, "image", c.Image, "Docker `image` of the server (--sandbox docker); without COMMAND its entrypoint runs")
-	fs.StringVar(&c.Pull, "pull", c.Pull, "when to pull --image: never, missing or always")
-	fs.StringVar(&c.SandboxNetwork, "sandbox-network", c.SandboxNetwork, "Docker network of server containers; anything but none lets an untrusted server reach the network")
-	fs.Var(&listFlag{dst: &c.SandboxMounts}, "sandbox-mount", "bind mount `SRC:DST[:rw]` into server containers, read-only unless :rw (repeatable); exposes host files to the server")
-	fs.Var(&listFlag{dst: &c.SandboxEnv}, "sandbox-env", "`NAME=VALUE` set in server containers (repeatable); the server can read it")
-	fs.StringVar(&c.SandboxMemory, "sandbox-memory", c.SandboxMemory, "memory limit of each server container (swap equals it), e.g. 512m, 1g")
-	fs.Float64Var(&c.SandboxCPUs, "sandbox-cpus", c.SandboxCPUs, "CPU limit of each server container")
-	fs.Int64Var(&c.SandboxPids, "sandbox-pids", c.SandboxPids, "process limit of each server container")
-	fs.StringVar(&c.SandboxUser, "sandbox-user", c.SandboxUser, "`uid:gid` servers run as in containers; 0 (root) weakens the sandbox")
-	fs.StringVar(&c.Instance, "instance", c.Instance, "`name` of this bridge on the Docker host, in container labels (default: a random bridge-<hex>); a restarted bridge of the same name removes its predecessor's containers")
-	fs.IntVar(&c.Warm, "warm", c.Warm, "keep `N` MCP servers (processes or containers) started ahead of sessions, so that a new session does not wait for a launch (0: none)")
-	fs.BoolVar(&c.NoMetrics, "no-metrics", c.NoMetrics, "serve no /metrics (by default it is served on --listen, behind the same Host and authentication checks as the MCP endpoint)")
-	fs.StringVar(&c.MetricsListen, "metrics-listen", c.MetricsListen, "serve /metrics on this `address` instead, without authentication (e.g. a port only the Prometheus scraper reaches)")
-	fs.StringVar(&c.OTLPEndpoint, "otlp-endpoint", c.OTLPEndpoint, "export OpenTelemetry traces over OTLP/HTTP to this collector base `URL`, e.g. http://collector:4318 (default: OTEL_EXPORTER_OTLP_ENDPOINT; unset: tracing off)")
-	fs.StringVar(&c.AffinityAddr, "affinity-addr", c.AffinityAddr, "`host:port` other instances reach this one at, or ecs (from the ECS task metadata); with an affinity secret, session IDs name their owner and any instance forwards a request to it")
-	fs.StringVar(&c.AffinitySecretFile, "affinity-secret-file", c.AffinitySecretFile, "`file` holding the secret (32 bytes or more) shared by all instances, which authenticates owners in session IDs (BRIDGE_AFFINITY_SECRET also takes it)")
-	fs.StringVar(&c.OAuthIssuer, "oauth-issuer", c.OAuthIssuer, "issuer `URL` of the OAuth 2.1 authorization server whose access tokens are accepted (needs --resource-url)")
-	fs.StringVar(&c.ResourceURL, "resource-url", c.ResourceURL, "canonical `URL` clients reach the MCP endpoint at, e.g. https://mcp.example.com/mcp: the audience every OAuth token must carry")
-	fs.Var(&listFlag{dst: &c.OAuthScopes}, "oauth-scopes", "`scopes` every OAuth token must carry, advertised to clients (comma-separated or repeated)")
-	fs.StringVar(&c.OAuthIntrospectionURL, "oauth-introspection-url", c.OAuthIntrospectionURL, "RFC 7662 introspection endpoint `URL` for opaque (non-JWT) tokens; needs --oauth-client-id and a client secret")
-	fs.StringVar(&c.OAuthClientID, "oauth-client-id", c.OAuthClientID, "the bridge's client `ID` at the introspection endpoint")
-	fs.StringVar(&c.OAuthClientSecretFile, "oauth-client-secret-file", c.OAuthClientSecretFile, "`file` holding the bridge's client secret at the introspection endpoint (BRIDGE_OAUTH_CLIENT_SECRET also takes it)")
-	fs.StringVar(&c.ChildEra, "child-era", c.ChildEra, "era of the server for revision 2026-07-28 clients: auto (ask a throwaway process with server/discover once), legacy (needs initialize; the bridge translates) or modern")
-	fs.IntVar(&c.PoolMin, "pool-min", c.PoolMin, "servers kept running for revision 2026-07-28 clients when the server is modern (-1: none)")
-	fs.IntVar(&c.PoolMax, "pool-max", c.PoolMax, "most servers running for revision 2026-07-28 clients, across all principals (separate from --max-sessions); beyond one per CPU, a pool grows only while its servers have stopped answering")
-	fs.DurationVar(&c.RequestStateTTL, "request-state-ttl", c.RequestStateTTL, "how long a call that asked the client something (elicitation, sampling, roots) waits for the client's retry before it is cancelled")
-	fs.StringVar(&c.Policy, "policy", c.Policy, "policy `file` (YAML): which tools, prompts and resources callers see and may use, and the scopes each needs")
-	fs.StringVar(&c.PinFile, "pin-file", c.PinFile, "lock `file` written by bridge pin: a tool, prompt or resource template that is new or changed since is hidden and refused")
-	fs.StringVar(&c.OnPinViolation, "on-pin-violation", c.OnPinViolation, "what a server offering what --pin-file refuses does besides the refusal: drop, or end-session")
-	fs.IntVar(&c.MaxDescriptionBytes, "max-description-bytes", c.MaxDescriptionBytes, "a tool, prompt or resource template with a longer description is hidden and refused (negative: no limit)")
-	fs.BoolVar(&c.AllowHiddenUnicode, "allow-hidden-unicode", c.AllowHiddenUnicode, "accept descriptions and schemas holding invisible or direction-changing Unicode (tag characters, zero-width, bidi controls), which can hide instructions from reviewers")
-	fs.StringVar(&c.AuditLog, "audit-log", c.AuditLog, "append one JSON line per request, either way, to this `file` (- for standard output)")
-	fs.BoolVar(&c.AuditArgs, "audit-args", c.AuditArgs, "record the arguments of each request in the audit log, not only their SHA-256")
-	fs.StringVar(&c.Config, "config", c.Config, "serve the MCP servers of this JSON `file` (the mcpServers format of desktop clients), each at /servers/NAME/mcp, instead of one COMMAND; SIGHUP reloads it")
-	fs.BoolVar(&c.NoLegacySSE, "no-legacy-sse", c.NoLegacySSE, "do not serve the legacy HTTP+SSE transport (revision 2024-11-05), otherwise at /sse and /message beside each MCP endpoint")
+		gSessions.in(fmt.Sprintf("most `bytes` of one session waiting to be written to its server's stdin; beyond it a POST gets 503 (0: %d)", session.DefaultMaxQueuedBytes)))
+	fs.StringVar(&c.Sandbox, "sandbox", c.Sandbox, gProcs.in("where servers run: local (a process per session) or docker (a container per session)"))
+	fs.StringVar(&c.Image, "image", c.Image, gDocker.in("Docker `image` of the server (--sandbox docker); without COMMAND its entrypoint runs"))
+	fs.StringVar(&c.Pull, "pull", c.Pull, gDocker.in("when to pull --image: never, missing or always"))
+	fs.StringVar(&c.SandboxNetwork, "sandbox-network", c.SandboxNetwork, gDocker.in("Docker network of server containers; anything but none lets an untrusted server reach the network"))
+	fs.Var(&listFlag{dst: &c.SandboxMounts}, "sandbox-mount", gDocker.in("bind mount `SRC:DST[:rw]` into server containers, read-only unless :rw (repeatable); exposes host files to the server"))
+	fs.Var(&listFlag{dst: &c.SandboxEnv}, "sandbox-env", gDocker.in("`NAME=VALUE` set in server containers (repeatable); the server can read it"))
+	fs.StringVar(&c.SandboxMemory, "sandbox-memory", c.SandboxMemory, gDocker.in("memory limit of each server container (swap equals it), e.g. 512m, 1g"))
+	fs.Float64Var(&c.SandboxCPUs, "sandbox-cpus", c.SandboxCPUs, gDocker.in("CPU limit of each server container"))
+	fs.Int64Var(&c.SandboxPids, "sandbox-pids", c.SandboxPids, gDocker.in("process limit of each server container"))
+	fs.StringVar(&c.SandboxUser, "sandbox-user", c.SandboxUser, gDocker.in("`uid:gid` servers run as in containers; 0 (root) weakens the sandbox"))
+	fs.StringVar(&c.Instance, "instance", c.Instance, gDocker.in("`name` of this bridge on the Docker host, in container labels (default: a random bridge-<hex>); a restarted bridge of the same name removes its predecessor's containers"))
+	fs.IntVar(&c.Warm, "warm", c.Warm, gProcs.in("keep `N` MCP servers (processes or containers) started ahead of sessions, so that a new session does not wait for a launch (0: none)"))
+	fs.BoolVar(&c.NoMetrics, "no-metrics", c.NoMetrics, gObs.in("serve no /metrics (by default it is served on --listen, behind the same Host and authentication checks as the MCP endpoint)"))
+	fs.StringVar(&c.MetricsListen, "metrics-listen", c.MetricsListen, gObs.in("serve /metrics on this `address` instead, without authentication (e.g. a port only the Prometheus scraper reaches)"))
+	fs.StringVar(&c.OTLPEndpoint, "otlp-endpoint", c.OTLPEndpoint, gObs.in("export OpenTelemetry traces over OTLP/HTTP to this collector base `URL`, e.g. http://collector:4318 (default: OTEL_EXPORTER_OTLP_ENDPOINT; unset: tracing off)"))
+	fs.StringVar(&c.AffinityAddr, "affinity-addr", c.AffinityAddr, gMulti.in("`host:port` other instances reach this one at, or ecs (from the ECS task metadata); with an affinity secret, session IDs name their owner and any instance forwards a request to it"))
+	fs.StringVar(&c.AffinitySecretFile, "affinity-secret-file", c.AffinitySecretFile, gMulti.in("`file` holding the secret (32 bytes or more) shared by all instances, which authenticates owners in session IDs (BRIDGE_AFFINITY_SECRET also takes it)"))
+	fs.StringVar(&c.OAuthIssuer, "oauth-issuer", c.OAuthIssuer, gAuth.in("issuer `URL` of the OAuth 2.1 authorization server whose access tokens are accepted (needs --resource-url)"))
+	fs.StringVar(&c.ResourceURL, "resource-url", c.ResourceURL, gAuth.in("canonical `URL` clients reach the MCP endpoint at, e.g. https://mcp.example.com/mcp: the audience every OAuth token must carry"))
+	fs.Var(&listFlag{dst: &c.OAuthScopes}, "oauth-scopes", gAuth.in("`scopes` every OAuth token must carry, advertised to clients (comma-separated or repeated)"))
+	fs.StringVar(&c.OAuthIntrospectionURL, "oauth-introspection-url", c.OAuthIntrospectionURL, gAuth.in("RFC 7662 introspection endpoint `URL` for opaque (non-JWT) tokens; needs --oauth-client-id and a client secret"))
+	fs.StringVar(&c.OAuthClientID, "oauth-client-id", c.OAuthClientID, gAuth.in("the bridge's client `ID` at the introspection endpoint"))
+	fs.StringVar(&c.OAuthClientSecretFile, "oauth-client-secret-file", c.OAuthClientSecretFile, gAuth.in("`file` holding the bridge's client secret at the introspection endpoint (BRIDGE_OAUTH_CLIENT_SECRET also takes it)"))
+	fs.StringVar(&c.ChildEra, "child-era", c.ChildEra, gStateless.in("era of the server for revision 2026-07-28 clients: auto (ask a throwaway process with server/discover once), legacy (needs initialize; the bridge translates) or modern"))
+	fs.IntVar(&c.PoolMin, "pool-min", c.PoolMin, gStateless.in("servers kept running for revision 2026-07-28 clients when the server is modern (-1: none)"))
+	fs.IntVar(&c.PoolMax, "pool-max", c.PoolMax, gStateless.in("most servers running for revision 2026-07-28 clients, across all principals (separate from --max-sessions); beyond one per CPU, a pool grows only while its servers have stopped answering"))
+	fs.DurationVar(&c.RequestStateTTL, "request-state-ttl", c.RequestStateTTL, gStateless.in("how long a call that asked the client something (elicitation, sampling, roots) waits for the client's retry before it is cancelled"))
+	fs.StringVar(&c.Policy, "policy", c.Policy, gGuards.in("policy `file` (YAML): which tools, prompts and resources callers see and may use, and the scopes each needs"))
+	fs.StringVar(&c.PinFile, "pin-file", c.PinFile, gGuards.in("lock `file` written by bridge pin: a tool, prompt or resource template that is new or changed since is hidden and refused"))
+	fs.StringVar(&c.OnPinViolation, "on-pin-violation", c.OnPinViolation, gGuards.in("what a server offering what --pin-file refuses does besides the refusal: drop, or end-session"))
+	fs.IntVar(&c.MaxDescriptionBytes, "max-description-bytes", c.MaxDescriptionBytes, gGuards.in("a tool, prompt or resource template with a longer description is hidden and refused (negative: no limit)"))
+	fs.BoolVar(&c.AllowHiddenUnicode, "allow-hidden-unicode", c.AllowHiddenUnicode, gGuards.in("accept descriptions and schemas holding invisible or direction-changing Unicode (tag characters, zero-width, bidi controls), which can hide instructions from reviewers"))
+	fs.StringVar(&c.AuditLog, "audit-log", c.AuditLog, gGuards.in("append one JSON line per request, either way, to this `file` (- for standard output)"))
+	fs.BoolVar(&c.AuditArgs, "audit-args", c.AuditArgs, gGuards.in("record the arguments of each request in the audit log, not only their SHA-256"))
+	fs.StringVar(&c.Config, "config", c.Config, gMulti.in("serve the MCP servers of this JSON `file` (the mcpServers format of desktop clients), each at /servers/NAME/mcp, instead of one COMMAND; SIGHUP reloads it"))
+	fs.BoolVar(&c.NoLegacySSE, "no-legacy-sse", c.NoLegacySSE, gSessions.in("do not serve the legacy HTTP+SSE transport (revision 2024-11-05), otherwise at /sse and /message beside each MCP endpoint"))
 	return fs
-}
-
-func usage(fs *flag.FlagSet, out io.Writer) {
-	fmt.Fprint(out, `Usage:
-  bridge [flags] -- COMMAND [ARGS...]     serve MCP Streamable HTTP in front of a stdio MCP server
-  bridge [flags] --config FILE            serve each server of an mcpServers JSON file at /servers/NAME/mcp
-  bridge image build --from SPEC [...]    build an image bundling the bridge and a server
-  bridge deploy aws --stack NAME [...]    deploy to AWS ECS behind a load balancer
-  bridge --version                        the version and revision of this build
-  bridge connect URL [flags]              the reverse: a stdio MCP server forwarding to a remote one (see bridge connect --help)
-  bridge pin --output FILE -- COMMAND     record the server's tools, prompts and templates in a lock file (see bridge pin --help)
-  bridge pin --check --pin-file FILE -- COMMAND   report how the server drifted from it, exit 1 if it did
-
-Each session gets its own server: COMMAND runs once per session.
-
-Flags (each also read from the environment variable shown; flags win):
-`)
-	var names []string
-	fs.VisitAll(func(f *flag.Flag) { names = append(names, f.Name) })
-	sort.Strings(names)
-	for _, n := range names {
-		f := fs.Lookup(n)
-		name, text := flag.UnquoteUsage(f)
-		fmt.Fprintf(out, "  --%s %s\n", n, name)
-		fmt.Fprintf(out, "        %s\n", text)
-		fmt.Fprintf(out, "        env %s", envName(n))
-		if f.DefValue != "" && f.DefValue != "false" && f.DefValue != "0" && f.DefValue != "0s" {
-			fmt.Fprintf(out, "   default %s", f.DefValue)
-		}
-		fmt.Fprintln(out)
-	}
-	fmt.Fprintf(out, "  env %s_AUTH_TOKENS\n        accepted bearer tokens, comma-separated (no flag: tokens on a command line are visible to every local user)\n", envPrefix)
-	fmt.Fprintf(out, "  env %s_AFFINITY_SECRET\n        the session-affinity secret (no flag, for the same reason)\n", envPrefix)
-	fmt.Fprintf(out, "  env %s_OAUTH_CLIENT_SECRET\n        the bridge's client secret at the introspection endpoint (no flag, for the same reason)\n", envPrefix)
-	fmt.Fprint(out, `
-Go runtime:
-  env GOMAXPROCS
-        unset: the bridge runs on one processor while at most one request is in flight,
-        and on all of them (Go's default) from the moment a second one is, back to one
-        after a second without (not with session affinity, whose forwarded requests
-        it would not see); set it to fix the number and turn that off
-  env GOGC
-        unset: the garbage collector waits for the heap to reach 16 MiB while the
-        live heap is under half of that, and runs as with GOGC=100 beyond; set it
-        to choose (GOMEMLIMIT applies either way)
-`)
 }
 
 // parseConfig reads the environment, then the flags, and checks the result.
@@ -540,7 +496,7 @@ func flagError(fs *flag.FlagSet, err error) error {
 		return fmt.Errorf("--%s %s: %s", m[2], m[1], valueProblem(typ, m[1], errors.New(m[3])))
 	}
 	if m := reFlagUnknown.FindStringSubmatch(msg); m != nil {
-		return fmt.Errorf("unknown flag --%s", strings.TrimPrefix(m[1], "-"))
+		return unknownFlag(strings.TrimPrefix(m[1], "-"))
 	}
 	if m := reFlagNoValue.FindStringSubmatch(msg); m != nil {
 		return fmt.Errorf("--%s needs a value", m[1])
@@ -751,6 +707,13 @@ func (c *config) finish() error {
 		c.OAuthClientSecret = string(bytes.TrimSpace(b))
 	}
 	c.OAuthClientSecret = strings.TrimSpace(c.OAuthClientSecret)
+	if c.EnvInherit {
+		if c.Sandbox == "docker" {
+			return errors.New("--env-inherit applies to local servers only: give a container its variables with --sandbox-env")
+		}
+		// After the secrets are read: a variable holding one stays out.
+		c.env = append(inheritedEnv(os.Environ(), c.secrets()), c.env...)
+	}
 	if err := c.checkTLS(); err != nil {
 		return err
 	}

@@ -110,7 +110,7 @@ func newImageFlags(out io.Writer, f *imageFlags) *flag.FlagSet {
 	})
 	fs.Usage = func() {
 		fmt.Fprint(out, imageUsage)
-		fs.PrintDefaults()
+		printFlagDefaults(out, fs)
 	}
 	return fs
 }
@@ -243,7 +243,7 @@ func parseSubcommand[F any](args []string, verb, noun, what, usage string, stdou
 	// help printed because of a mistake goes to stderr.
 	help := func(w io.Writer) {
 		fmt.Fprint(w, usage)
-		newFlags(w, new(F)).PrintDefaults()
+		printFlagDefaults(w, newFlags(w, new(F)))
 	}
 	if len(args) == 0 || args[0] != verb {
 		switch {
@@ -259,14 +259,15 @@ func parseSubcommand[F any](args []string, verb, noun, what, usage string, stdou
 		return nil, nil, 2, false
 	}
 	f = new(F)
-	fs := newFlags(stderr, f)
+	fs := newFlags(io.Discard, f)
 	fs.Usage = func() {} // the error line is enough; the usage is one --help away
 	if err := fs.Parse(args[1:]); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			help(stdout)
 			return nil, nil, 0, false
 		}
-		fmt.Fprintf(stderr, "Run '%s %s --help' for usage.\n", noun, verb)
+		// One line naming the flag as the help does (--name).
+		fmt.Fprintf(stderr, "%s %s: %v\nRun '%s %s --help' for usage.\n", noun, verb, flagError(fs, err), noun, verb)
 		return nil, nil, 2, false
 	}
 	command, err := trailingCommand(fs, args[1:])

@@ -7,6 +7,7 @@
 //	bridge deploy aws --stack NAME ...
 //	bridge connect URL [flags]
 //	bridge pin --output mcp-lock.json -- COMMAND [ARGS...]
+//	bridge check -- COMMAND [ARGS...]
 //
 // Every flag has a BRIDGE_* environment variable; flags win. cmd/bridge owns
 // start-up and the shutdown order: stop accepting, drain, end sessions, exit.
@@ -69,6 +70,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 			return runConnect(ctx, args[1:], os.Stdin, stdout, stderr)
 		case "pin":
 			return runPin(ctx, args[1:], stdout, stderr)
+		case "check":
+			return runCheck(ctx, args[1:], stdout, stderr)
 		}
 	}
 	cfg, err := parseConfig(args)
@@ -142,6 +145,11 @@ func newLogger(cfg *config, w io.Writer) *slog.Logger {
 func serve(ctx context.Context, cfg *config, logger *slog.Logger, ready chan<- net.Addr) error {
 	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
 	defer stop()
+	// A SIGHUP during start-up (a Docker pull, a slow --warm) must not end
+	// the process either: it waits here until onSIGHUP handles it.
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	defer signal.Stop(hup)
 	defer gcfloor.Start()()
 
 	g, err := newGuards(cfg, logger)
@@ -263,7 +271,7 @@ func serve(ctx context.Context, cfg *config, logger *slog.Logger, ready chan<- n
 	tlsConf, reloadTLS, err := newTLSConfig(cfg, logger)
 	if err != nil {
 		_ = fe.Shutdown(context.Background())
-		return err
+		return startError{err}
 	}
 	if reloadTLS != nil {
 		reload = append(reload, reloadTLS)
@@ -271,7 +279,7 @@ func serve(ctx context.Context, cfg *config, logger *slog.Logger, ready chan<- n
 	// One SIGHUP handler for all that reloads, started before the bridge
 	// listens: a SIGHUP sent once it says so never meets the default
 	// action (exit).
-	defer onSIGHUP(reload...)()
+	defer onSIGHUP(logger, hup, reload...)()
 	ln, err := net.Listen("tcp", cfg.Listen)
 	if err != nil {
 		_ = fe.Shutdown(context.Background())
@@ -305,12 +313,14 @@ func serve(ctx context.Context, cfg *config, logger *slog.Logger, ready chan<- n
 	}
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(ln) }()
+	logServerEnv(cfg, logger)
+	base := scheme + listenURLHost(cfg.Listen, ln.Addr())
 	if m, ok := fe.(*multi); ok {
-		logger.Info("bridge listening", "url", scheme+ln.Addr().String(), "config", cfg.Config,
-			"servers", m.servers.Names(), "paths", bridge.ServerPath("NAME"), "auth", len(cfg.tokens) > 0)
+		logger.Info("bridge listening", "url", base, "config", cfg.Config,
+			"servers", m.servers.Names(), "paths", bridge.ServerPath("NAME"), "auth", authMode(cfg))
 	} else {
-		logger.Info("bridge listening", "url", scheme+ln.Addr().String()+cfg.Path,
-			"command", strings.Join(cfg.command, " "), "sandbox", cfg.Sandbox, "auth", len(cfg.tokens) > 0)
+		logger.Info("bridge listening", "url", base+cfg.Path,
+			"command", strings.Join(cfg.command, " "), "sandbox", cfg.Sandbox, "auth", authMode(cfg))
 	}
 	if ready != nil {
 		ready <- ln.Addr()

@@ -9,11 +9,9 @@ import (
 	"log/slog"
 	"net/http"
 	"os"
-	"os/signal"
 	"reflect"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"time"
 
 	"github.com/mcp-bridge/mcp-bridge/affinity"
@@ -62,6 +60,7 @@ func sessionOptions(cfg *config, launcher session.Launcher, logger *slog.Logger)
 		LogMaxTotalBytes: cfg.LogMaxTotalBytes,
 
 		InitializeTimeout: cfg.InitializeTimeout,
+		InitializeHint:    initializeHint(cfg),
 		RequestTimeout:    cfg.RequestTimeout,
 		MaxRequests:       cfg.MaxRequestsPerSession,
 		MaxQueuedBytes:    cfg.MaxQueuedBytes,
@@ -450,18 +449,18 @@ func (m *multi) Shutdown(ctx context.Context) error {
 	return errors.Join(all...)
 }
 
-// onSIGHUP runs each of fns, in order, whenever SIGHUP arrives, until stop
-// is called (which waits for a run under way). It is the bridge's one
-// SIGHUP handler: what reloads on SIGHUP registers here. Without fns,
-// SIGHUP keeps its default action.
-func onSIGHUP(fns ...func()) (stop func()) {
+// onSIGHUP runs each of fns, in order, whenever SIGHUP arrives on hup
+// (which the caller has passed to signal.Notify), until stop is called
+// (which waits for a run under way). It is the bridge's one SIGHUP handler:
+// what reloads on SIGHUP registers here. Without fns, a SIGHUP is logged as
+// having nothing to reload: it never ends the process (its default action
+// would cut every session without a drain, issue 26).
+func onSIGHUP(logger *slog.Logger, hup <-chan os.Signal, fns ...func()) (stop func()) {
 	if len(fns) == 0 {
-		return func() {}
+		fns = []func(){func() {
+			logger.Info("SIGHUP: nothing to reload (reloads --config, --tls-cert and --tls-key when given)")
+		}}
 	}
-	// Notify before serving, so that a SIGHUP sent once the bridge says
-	// it listens never meets the default action (exit).
-	hup := make(chan os.Signal, 1)
-	signal.Notify(hup, syscall.SIGHUP)
 	done := make(chan struct{})
 	var wg sync.WaitGroup
 	wg.Add(1)
@@ -479,7 +478,6 @@ func onSIGHUP(fns ...func()) (stop func()) {
 		}
 	}()
 	return func() {
-		signal.Stop(hup)
 		close(done)
 		wg.Wait()
 	}

@@ -3,7 +3,11 @@ package main
 import (
 	"fmt"
 	"log/slog"
+	"net"
+	"os"
 	"os/exec"
+	"path/filepath"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -37,6 +41,10 @@ func unwrapExec(err error) error {
 func warnLoosenings(cfg *config, logger *slog.Logger) {
 	warn := func(flag, value, risk string) {
 		logger.Warn("loosened: "+risk, "flag", "--"+flag, "value", value)
+	}
+	warnWeakTokens(cfg, logger)
+	if cfg.EnvInherit && cfg.Sandbox != "docker" {
+		warn("env-inherit", "true", "every local server gets the bridge's environment (but "+sandbox.ReservedEnvPrefix+"* variables): API keys, cloud credentials and tokens in it reach every server")
 	}
 	if cfg.InsecureNoAuth && len(cfg.tokens) == 0 && !isLoopback(cfg.Listen) {
 		warn("insecure-no-auth", "true", "no authentication on "+cfg.Listen+": anyone who reaches it can run your server")
@@ -86,4 +94,188 @@ func warnLoosenings(cfg *config, logger *slog.Logger) {
 	if cfg.SandboxPids > sandbox.DefaultDockerPids {
 		warn("sandbox-pids", fmt.Sprint(cfg.SandboxPids), "more processes on the host")
 	}
+}
+
+// authMode names the authentication in force, for the start-up line:
+// tokens, oauth, mtls, several joined by "+", or none (issue 26: the line
+// said auth=false with --oauth-issuer on).
+func authMode(cfg *config) string {
+	var modes []string
+	if len(cfg.tokens) > 0 {
+		modes = append(modes, "tokens")
+	}
+	if cfg.OAuthIssuer != "" {
+		modes = append(modes, "oauth")
+	}
+	if cfg.TLSClientCA != "" {
+		modes = append(modes, "mtls")
+	}
+	if len(modes) == 0 {
+		return "none"
+	}
+	return strings.Join(modes, "+")
+}
+
+// listenURLHost is the host:port the start-up line shows: the host as
+// --listen gave it (0.0.0.0 stays 0.0.0.0, where the listener reports
+// [::]), with the port actually bound (--listen HOST:0 picks one).
+func listenURLHost(listen string, bound net.Addr) string {
+	host, _, err := net.SplitHostPort(listen)
+	if err != nil {
+		return bound.String()
+	}
+	_, port, err := net.SplitHostPort(bound.String())
+	if err != nil {
+		return bound.String()
+	}
+	if host == "" {
+		host = "0.0.0.0"
+	}
+	return net.JoinHostPort(host, port)
+}
+
+// minTokenChars is the length under which a bearer token is called
+// guessable at start-up; 32 random hex characters are what README advises.
+const minTokenChars = 16
+
+// warnWeakTokens warns of a static token short enough to guess and of a
+// --auth-token-file other users of the host can read (issue 26: both were
+// accepted silently). Neither stops the bridge; a token is never logged.
+func warnWeakTokens(cfg *config, logger *slog.Logger) {
+	for _, t := range cfg.tokens {
+		if n := len([]rune(t)); n < minTokenChars {
+			logger.Warn(fmt.Sprintf("a bearer token is too short to resist guessing (%d of at least %d characters): use 32 random characters or more (openssl rand -hex 32)", n, minTokenChars))
+		}
+	}
+	if cfg.AuthTokenFile == "" {
+		return
+	}
+	if fi, err := os.Stat(cfg.AuthTokenFile); err == nil && fi.Mode().Perm()&0o044 != 0 {
+		logger.Warn(fmt.Sprintf("--auth-token-file %s is readable by other users of this host (mode %04o): they can read the tokens; chmod 600 it", cfg.AuthTokenFile, fi.Mode().Perm()))
+	}
+}
+
+// otherBridgesFlags are flags that users of other stdio bridges (and of
+// servers' own HTTP modes) type, with what to type here instead.
+var otherBridgesFlags = map[string]string{
+	"port":  "the bridge takes the address and port together: --listen 127.0.0.1:8080 (0.0.0.0:8080 for every interface, with authentication)",
+	"p":     "the bridge takes the address and port together: --listen 127.0.0.1:8080 (0.0.0.0:8080 for every interface, with authentication)",
+	"host":  "the bridge takes the address and port together: --listen 127.0.0.1:8080 (0.0.0.0:8080 for every interface, with authentication)",
+	"token": "a token on the command line is visible to every local user: put tokens in a file for --auth-token-file, or in " + envPrefix + "_AUTH_TOKENS",
+	"debug": "use --log-level debug",
+	"stdio": "the server always speaks stdio to the bridge; give its command after --, as in: bridge -- npx -y @modelcontextprotocol/server-everything",
+}
+
+// unknownFlag is the error for a flag that does not exist, with a hint when
+// it is one of another bridge's (issue 26). A one-letter flag is shown with
+// one dash, as it was most likely typed.
+func unknownFlag(name string) error {
+	shown := "--" + name
+	if len(name) == 1 {
+		shown = "-" + name
+	}
+	if hint, ok := otherBridgesFlags[name]; ok {
+		return fmt.Errorf("unknown flag %s: %s", shown, hint)
+	}
+	return fmt.Errorf("unknown flag %s", shown)
+}
+
+// initializeHint is what the initialize timeout's error adds for this
+// configuration's server: how it gets environment variables (issue 26: a
+// server waiting for a key it never got looked like a hung one), and, for
+// a Python server, to run it unbuffered.
+func initializeHint(cfg *config) string {
+	h := "that it gets the environment variables it needs (a local server gets few of the bridge's: pass one with --env NAME)"
+	if cfg.Sandbox == "docker" {
+		h = "that it gets the environment variables it needs (a container gets those of --sandbox-env only)"
+	}
+	if p := pythonHint(cfg); p != "" {
+		h += "; " + p
+	}
+	return h
+}
+
+// rePython matches the base name of a Python interpreter (python,
+// python3, python3.12) and of the launchers that run a Python entry point.
+var rePython = regexp.MustCompile(`^(python[0-9.]*|uv|uvx|pipx)$`)
+
+// pythonHint is what the initialize timeout's error adds when the server is
+// a Python program: on a pipe, Python's stdout is block-buffered, so a
+// server that prints its answers is alive but silent (issue 26; under
+// bridges that pass their whole environment, a PYTHONUNBUFFERED=1 of the
+// user's shell hid it). Empty when the command is not Python or already
+// runs unbuffered.
+func pythonHint(cfg *config) string {
+	if len(cfg.command) == 0 || !rePython.MatchString(filepath.Base(cfg.command[0])) {
+		return ""
+	}
+	if slices.Contains(cfg.command[1:], "-u") {
+		return ""
+	}
+	env := cfg.env
+	envFlag := "--env"
+	if cfg.Sandbox == "docker" {
+		env, envFlag = cfg.SandboxEnv, "--sandbox-env"
+	}
+	for _, kv := range append(slices.Clip(env), cfg.serverEnv...) {
+		if strings.HasPrefix(kv, "PYTHONUNBUFFERED=") {
+			return ""
+		}
+	}
+	return "a Python server's stdout is block-buffered on a pipe, so its answers may wait unsent: run it unbuffered, with python -u or " + envFlag + " PYTHONUNBUFFERED=1"
+}
+
+// secrets are the bridge's own secrets, which never reach a server.
+func (c *config) secrets() []string {
+	out := slices.Clone(c.tokens)
+	if c.OAuthClientSecret != "" {
+		out = append(out, c.OAuthClientSecret)
+	}
+	if len(c.affinitySecret) > 0 {
+		out = append(out, string(c.affinitySecret))
+	}
+	return out
+}
+
+// inheritedEnv is what --env-inherit passes of environ: every variable but
+// the bridge's own (BRIDGE_*, MCP_BRIDGE_OWNER) and those whose value holds
+// one of secrets (a copy of a token under another name).
+func inheritedEnv(environ, secrets []string) []string {
+	var out []string
+next:
+	for _, kv := range environ {
+		name, value, _ := strings.Cut(kv, "=")
+		if name == "" || strings.HasPrefix(strings.ToUpper(name), sandbox.ReservedEnvPrefix) || name == sandbox.OwnerEnv {
+			continue
+		}
+		for _, s := range secrets {
+			if s != "" && strings.Contains(value, s) {
+				continue next
+			}
+		}
+		out = append(out, kv)
+	}
+	return out
+}
+
+// logServerEnv says at start what local servers get of the bridge's
+// environment and how to pass more (issue 26: a server that needed
+// PYTHONUNBUFFERED, an API key or a proxy variable hung or failed, and
+// nothing said why). Names only: values may be secrets.
+func logServerEnv(cfg *config, logger *slog.Logger) {
+	if cfg.Sandbox == "docker" {
+		return
+	}
+	var names []string
+	for _, e := range cfg.Env {
+		name, _, _ := strings.Cut(e, "=")
+		names = append(names, name)
+	}
+	if cfg.EnvInherit {
+		logger.Info("local MCP servers get the bridge's environment but "+sandbox.ReservedEnvPrefix+"* variables and those holding its secrets (--env-inherit)",
+			"env", strings.Join(names, ","))
+		return
+	}
+	logger.Info("local MCP servers get only these variables of the bridge's environment, and those of --env; pass another with --env NAME, or all but "+sandbox.ReservedEnvPrefix+"* with --env-inherit",
+		"passed", sandbox.DefaultEnvAllow, "env", strings.Join(names, ","))
 }
