@@ -1,6 +1,8 @@
 package main
 
 import (
+	"encoding/json"
+	"errors"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -8,10 +10,12 @@ import (
 	"strings"
 	"testing"
 
+	sdkjsonrpc "github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/mcp-bridge/mcp-bridge/auth"
 	"github.com/mcp-bridge/mcp-bridge/internal/oauthtest"
+	"github.com/mcp-bridge/mcp-bridge/policy"
 )
 
 // TestOAuthFlagsAndSecretsStayOut runs the binary as a resource server of
@@ -183,7 +187,28 @@ func policyScopes(t *testing.T, as *oauthtest.Server, url, resource, version str
 	if listsEcho(without) {
 		t.Error("a token without mail:send sees echo")
 	}
-	if err := call(without); err == nil || !strings.Contains(err.Error(), "mail:send") {
-		t.Errorf("a token without mail:send calling echo: %v, want an error naming the scope", err)
+	err := call(without)
+	if err == nil || !strings.Contains(err.Error(), "mail:send") {
+		t.Fatalf("a token without mail:send calling echo: %v, want an error naming the scope", err)
+	}
+	// The refusal is an error of this call, not of the connection (issue
+	// 26): the Go SDK reads -32003 and -32004 as its own "client/server is
+	// closing", and an agent that reconnects on ErrConnectionClosed would
+	// loop. The code is policy.CodeInsufficientScope and the data names
+	// the missing scopes; the connection serves the next request.
+	if errors.Is(err, mcp.ErrConnectionClosed) {
+		t.Errorf("the insufficient-scope refusal is a closing error to the Go SDK: %v", err)
+	}
+	var wire *sdkjsonrpc.Error
+	if !errors.As(err, &wire) || wire.Code != policy.CodeInsufficientScope {
+		t.Errorf("the refusal %v is not a JSON-RPC error with code %d", err, policy.CodeInsufficientScope)
+	} else {
+		var data struct{ MissingScopes []string }
+		if json.Unmarshal(wire.Data, &data) != nil || !slices.Equal(data.MissingScopes, []string{"mail:send"}) {
+			t.Errorf("the refusal's data %s does not list missingScopes [mail:send]", wire.Data)
+		}
+	}
+	if listsEcho(without) {
+		t.Error("after the refusal, a token without mail:send sees echo")
 	}
 }
