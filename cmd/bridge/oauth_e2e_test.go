@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"syscall"
 	"testing"
 
 	sdkjsonrpc "github.com/modelcontextprotocol/go-sdk/jsonrpc"
@@ -210,5 +211,35 @@ func policyScopes(t *testing.T, as *oauthtest.Server, url, resource, version str
 	}
 	if listsEcho(without) {
 		t.Error("after the refusal, a token without mail:send sees echo")
+	}
+}
+
+// A --resource-url whose path is not the endpoint's is warned about at
+// start, naming both (issue 26: it was accepted silently, and clients,
+// which compare the resource with the URL they use, then fail their
+// authorization). A warning, not a refusal: behind a reverse proxy that
+// rewrites paths the public path differs from the bridge's own.
+func TestResourceURLPathWarned(t *testing.T) {
+	bridgeBin, helloBin := buildBinaries(t)
+	as := oauthtest.New(t, oauthtest.Options{Audience: []string{"http://localhost/tools/mcp"}})
+	for _, c := range []struct {
+		resource string
+		warned   bool
+	}{
+		{"http://localhost/tools/mcp", true},
+		{"http://localhost/mcp", false},
+	} {
+		p := startBridgeBinary(t, bridgeBin, "--oauth-issuer", as.URL, "--resource-url", c.resource, "--", helloBin)
+		p.cmd.Process.Signal(syscall.SIGTERM)
+		lines := <-p.done
+		warned := false
+		for _, l := range lines {
+			if strings.Contains(l, `"level":"WARN"`) && strings.Contains(l, "--resource-url") && strings.Contains(l, "/tools/mcp") && strings.Contains(l, `/mcp`) {
+				warned = true
+			}
+		}
+		if warned != c.warned {
+			t.Errorf("--resource-url %s: warned %v, want %v:\n%s", c.resource, warned, c.warned, strings.Join(lines, "\n"))
+		}
 	}
 }
