@@ -4,6 +4,7 @@ go 1.26.0
 
 require (
 	github.com/awslabs/goformation/v7 v7.14.9
+	github.com/aymanbagabas/go-udiff v0.4.1
 	github.com/containerd/errdefs v1.0.0
 	github.com/distribution/reference v0.6.0
 	github.com/docker/go-units v0.5.0

@@ -2,6 +2,8 @@ package auth
 
 import (
 	"context"
+	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -42,6 +44,24 @@ func (c *keyCache) discover(ctx context.Context) error {
 	// insertion, as the MCP authorization spec orders them; the SDK checks
 	// that the metadata names the same issuer (RFC 8414 §3.3).
 	meta, err := sdkauth.GetAuthServerMetadata(ctx, o.Issuer, c.a.client)
+	if err != nil || meta == nil {
+		// An issuer is compared byte for byte (RFC 8414 §3.3, and with
+		// each token's iss): one typed with a trailing slash that its
+		// server does not use (or without one it does) finds no metadata,
+		// or one naming another issuer, or a redirect. Say which to give
+		// (issue 26: a trailing slash got a confusing redirect message).
+		alt := strings.TrimSuffix(o.Issuer, "/")
+		if alt == o.Issuer {
+			alt += "/"
+		}
+		if m, aerr := sdkauth.GetAuthServerMetadata(ctx, alt, c.a.client); aerr == nil && m != nil && m.Issuer == alt {
+			how := "without the trailing slash"
+			if strings.HasSuffix(alt, "/") {
+				how = "with a trailing slash"
+			}
+			return optionErr("Issuer", "%s: the authorization server's issuer is %s (%s); give it exactly, as its tokens carry it in iss", o.Issuer, alt, how)
+		}
+	}
 	if err != nil {
 		return optionErr("Issuer", "reading the metadata of issuer %s: %w", o.Issuer, err)
 	}
@@ -163,7 +183,9 @@ func (c *keyCache) lookup(kid string) (jwk.Key, bool) {
 func (a *Authenticator) verifyJWT(ctx context.Context, tok string) (*Principal, error) {
 	msg, err := jws.ParseString(tok)
 	if err != nil {
-		return nil, fmt.Errorf("%w: malformed JWT: %w", ErrInvalidToken, err)
+		// The library's words (base64 offsets, "jws.Parse: failed to
+		// parse compact format") help no one.
+		return nil, fmt.Errorf("%w: the token looks like a JWT but is not one (want three base64url parts: header.claims.signature)", ErrInvalidToken)
 	}
 	sigs := msg.Signatures()
 	if len(sigs) != 1 {
@@ -204,7 +226,7 @@ func (a *Authenticator) verifyJWT(ctx context.Context, tok string) (*Principal, 
 		jwt.WithClock(jwt.ClockFunc(a.now)),
 	)
 	if err != nil {
-		return nil, fmt.Errorf("%w: %w", ErrInvalidToken, err)
+		return nil, fmt.Errorf("%w: %s", ErrInvalidToken, a.explainJWT(tok, kid, err))
 	}
 	p := &Principal{}
 	p.Issuer, _ = t.Issuer()
@@ -246,4 +268,78 @@ func scopeClaim(t jwt.Token) []string {
 		return out
 	}
 	return strings.Fields(stringClaim(t, "scp"))
+}
+
+// explainJWT says in plain words why jwt.ParseString refused tok: what was
+// expected (the issuer, the resource URL, the time) and what the token
+// holds. The library's own text ("jwt.ParseString: failed to parse
+// string: jwt.Validate: validation failed: "aud" not satisfied") tells a
+// client nothing it can act on (issue 26). The claims quoted are read
+// again without verification, only to be quoted, and only once the
+// signature has verified (the claims are checked after it), except for a
+// signature error, which quotes none.
+func (a *Authenticator) explainJWT(tok, kid string, err error) string {
+	if errors.Is(err, jws.VerifyError()) || errors.Is(err, jws.VerificationError()) {
+		if kid == "" {
+			return "its signature does not verify with the issuer's key (the token names none: kid)"
+		}
+		return fmt.Sprintf("its signature does not verify with the issuer's key %q", kid)
+	}
+	t, perr := jwt.ParseInsecure([]byte(tok))
+	claim := func(name string) string {
+		if perr != nil {
+			return "(unreadable)"
+		}
+		var v any
+		if t.Get(name, &v) != nil {
+			return "none"
+		}
+		b, _ := json.Marshal(v)
+		return quoteBounded(string(b))
+	}
+	at := func(name string) string {
+		if perr != nil {
+			return "(unreadable)"
+		}
+		var v any
+		if t.Get(name, &v) != nil {
+			return "none"
+		}
+		if ts, ok := v.(time.Time); ok {
+			return ts.UTC().Format(time.RFC3339)
+		}
+		b, _ := json.Marshal(v)
+		return quoteBounded(string(b))
+	}
+	now := a.now().UTC().Format(time.RFC3339)
+	switch {
+	case errors.Is(err, jwt.InvalidAudienceError()):
+		came := "is for the audience " + claim("aud") + ", not for this server"
+		if claim("aud") == "none" {
+			came = "names no audience"
+		}
+		return fmt.Sprintf("the token %s: this server's resource URL (--resource-url) is %s, which its audience (aud) must hold; a client asks the authorization server for a token with resource=%s (RFC 8707)",
+			came, a.opts.ResourceURL, a.opts.ResourceURL)
+	case errors.Is(err, jwt.InvalidIssuerError()):
+		return fmt.Sprintf("the token was issued by %s, not by the issuer this server trusts (--oauth-issuer) %s", claim("iss"), a.opts.Issuer)
+	case errors.Is(err, jwt.TokenExpiredError()):
+		return fmt.Sprintf("the token expired at %s (now %s, with %s of clock skew allowed)", at("exp"), now, a.opts.ClockSkew)
+	case errors.Is(err, jwt.TokenNotYetValidError()):
+		return fmt.Sprintf("the token is not valid before %s (now %s, with %s of clock skew allowed)", at("nbf"), now, a.opts.ClockSkew)
+	case errors.Is(err, jwt.InvalidIssuedAtError()):
+		return fmt.Sprintf("the token says it was issued at %s, in the future (now %s)", at("iat"), now)
+	case errors.Is(err, jwt.MissingRequiredClaimError()):
+		return "the token has no expiry (exp), which this server requires"
+	}
+	return "its claims are not valid"
+}
+
+// quoteBounded bounds a claim quoted in an error: a token's claims are the
+// client's, any length.
+func quoteBounded(s string) string {
+	const max = 200
+	if len(s) > max {
+		return strings.ToValidUTF8(s[:max], "") + "…"
+	}
+	return s
 }

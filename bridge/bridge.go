@@ -163,6 +163,10 @@ type Handler struct {
 	mux    *http.ServeMux
 
 	ssePath, msgPath string // the legacy transport's endpoints, or ""
+	// notFound answers a request for a path no route serves, after the
+	// checks of guard: serveWrongPath by default, the Servers' own answer
+	// for its edge.
+	notFound func(http.ResponseWriter, *http.Request, any)
 
 	allowedNames []string // opts.AllowedHosts without IPv6 brackets, by index
 
@@ -239,7 +243,43 @@ func NewHandler(reg *session.Registry, opts *Options) *Handler {
 		h.mux.HandleFunc("GET "+p, h.auth.ServeMetadata)
 		h.mux.HandleFunc("OPTIONS "+p, h.auth.ServeMetadata)
 	}
+	h.notFound = h.serveWrongPath
+	h.mux.HandleFunc("/", h.serveUnrouted)
 	return h
+}
+
+// serveUnrouted answers what no route serves. A path served for other
+// methods gets 405 with Allow, as the mux itself answers when no route
+// catches everything; any other path gets a JSON-RPC error naming the
+// endpoint (issue 26: a client configured with "/" or "/mcp/" got Go's
+// bare "404 page not found", which says nothing of where MCP is), after
+// the checks of every request, so that only a client that may use the
+// bridge learns its paths.
+func (h *Handler) serveUnrouted(w http.ResponseWriter, r *http.Request) {
+	var allow []string
+	probe := *r
+	for _, m := range []string{http.MethodDelete, http.MethodGet, http.MethodHead, http.MethodOptions, http.MethodPost} {
+		probe.Method = m
+		if _, pattern := h.mux.Handler(&probe); pattern != "/" && pattern != "" {
+			allow = append(allow, m)
+		}
+	}
+	if len(allow) > 0 {
+		w.Header().Set("Allow", strings.Join(allow, ", "))
+		WriteError(w, http.StatusMethodNotAllowed, nil, jsonrpc.CodeInvalidRequest,
+			"Method Not Allowed: use "+strings.Join(allow, ", "), nil)
+		return
+	}
+	h.guard(h.notFound)(w, r)
+}
+
+// serveWrongPath is the 404 of a path that is not the endpoint.
+func (h *Handler) serveWrongPath(w http.ResponseWriter, r *http.Request, _ any) {
+	msg := "Not Found: no MCP endpoint at " + strconv.Quote(r.URL.Path) + "; this bridge serves MCP at " + strconv.Quote(h.opts.Path)
+	if h.ssePath != "" {
+		msg += " (and the HTTP+SSE transport of revision 2024-11-05 at " + strconv.Quote(h.ssePath) + ")"
+	}
+	WriteError(w, http.StatusNotFound, nil, jsonrpc.CodeInvalidRequest, msg, nil)
 }
 
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {

@@ -32,7 +32,7 @@ func TestMain(m *testing.M) {
 		runChild(mode)
 		os.Exit(0)
 	}
-	goleak.VerifyTestMain(m)
+	goleak.VerifyTestMain(notingM{m})
 }
 
 type textArgs struct {

@@ -48,7 +48,11 @@ type serverHandlers struct {
 // Logger) and what is served outside /servers/ (/healthz, /readyz,
 // Metrics, the OAuth metadata): pass those the servers' handlers get.
 func NewServers(opts *Options) *Servers {
-	return &Servers{edge: NewHandler(nil, opts), byName: make(map[string]*serverHandlers)}
+	s := &Servers{edge: NewHandler(nil, opts), byName: make(map[string]*serverHandlers)}
+	// A path outside /servers/ that the edge does not serve ("/", "/mcp/")
+	// gets the answer of an unknown server, naming the servers' paths.
+	s.edge.notFound = func(w http.ResponseWriter, r *http.Request, _ any) { s.serveUnknown(w, r, "") }
+	return s
 }
 
 // Set makes h the handler of the server called name, for new sessions. A
@@ -133,19 +137,23 @@ func (s *Servers) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		h.ServeHTTP(w, r)
 		return
 	}
-	s.edge.guard(func(w http.ResponseWriter, r *http.Request, _ any) {
-		names := s.Names()
-		msg := "Not Found: no MCP server at " + strconv.Quote(r.URL.Path) + "; "
-		if name != "" {
-			msg = "Not Found: no MCP server named " + strconv.Quote(name) + " on this bridge; "
-		}
-		if len(names) == 0 {
-			msg += "it serves none at the moment"
-		} else {
-			msg += "it serves " + ServersPrefix + "NAME" + DefaultPath + " for NAME in " + strings.Join(names, ", ")
-		}
-		WriteError(w, http.StatusNotFound, nil, jsonrpc.CodeInvalidRequest, msg, nil)
-	})(w, r)
+	s.edge.guard(func(w http.ResponseWriter, r *http.Request, _ any) { s.serveUnknown(w, r, name) })(w, r)
+}
+
+// serveUnknown is the 404 of a request for no server (name "") or for the
+// server called name, which this bridge does not serve.
+func (s *Servers) serveUnknown(w http.ResponseWriter, r *http.Request, name string) {
+	names := s.Names()
+	msg := "Not Found: no MCP server at " + strconv.Quote(r.URL.Path) + "; "
+	if name != "" {
+		msg = "Not Found: no MCP server named " + strconv.Quote(name) + " on this bridge; "
+	}
+	if len(names) == 0 {
+		msg += "it serves " + ServersPrefix + "NAME" + DefaultPath + " for the servers of its --config file, none at the moment"
+	} else {
+		msg += "it serves " + ServersPrefix + "NAME" + DefaultPath + " for NAME in " + strings.Join(names, ", ")
+	}
+	WriteError(w, http.StatusNotFound, nil, jsonrpc.CodeInvalidRequest, msg, nil)
 }
 
 // handler picks the handler of a request for the server called name: a

@@ -233,10 +233,12 @@ func TestLegacySSEWithTSClient(t *testing.T) {
 	peers := npmPeers(t)
 	node := filepath.Join(peers, "node22")
 	if _, err := os.Stat(filepath.Join(peers, "node_modules", "@modelcontextprotocol", "sdk")); err != nil {
-		t.Skipf("the TypeScript SDK is not installed in %s (MCP_PEERS_DIR): run ../shared/npm-peers/install %s", peers, peers)
+		peersSkipped.Store("no @modelcontextprotocol/sdk in MCP_PEERS_DIR=" + peers)
+		t.Skipf("the TypeScript SDK is not installed in %s (MCP_PEERS_DIR)", peers)
 	}
 	if _, err := exec.LookPath(node); err != nil {
-		t.Skipf("no Node binary at %s: run ../shared/npm-peers/install %s", node, peers)
+		peersSkipped.Store("no runnable node22 in MCP_PEERS_DIR=" + peers)
+		t.Skipf("no Node binary at %s (MCP_PEERS_DIR)", node)
 	}
 	b := startBridge(t, bridgeConfig{bridge: bridge.Options{AuthTokens: []string{"ts-secret"}}})
 	cmd := exec.CommandContext(ctxT(t), node, "testdata/ts_sse_client.cjs", sseURL(b), "ts-secret")

@@ -161,8 +161,10 @@ func execCommand(name string, args ...string) ([]byte, error) {
 	return exec.Command(name, args...).CombinedOutput()
 }
 
-// npmPeers returns the directory of the npm peers (../shared/npm-peers
-// installs them), or skips the test.
+// npmPeers returns the directory of the npm peers (MCP_PEERS_DIR: a
+// directory holding node22 and node_modules with the TypeScript SDK
+// clients, server-everything and the conformance suite), or skips the
+// test, and has TestMain say so once (peersSkipped).
 func npmPeers(t *testing.T) string {
 	t.Helper()
 	if testing.Short() {
@@ -170,10 +172,12 @@ func npmPeers(t *testing.T) string {
 	}
 	dir := os.Getenv("MCP_PEERS_DIR")
 	if dir == "" {
-		t.Skip("MCP_PEERS_DIR is not set: install the npm peers with ../shared/npm-peers/install DIR and set MCP_PEERS_DIR=DIR (.ci/run does)")
+		peersSkipped.Store("MCP_PEERS_DIR is not set")
+		t.Skip("MCP_PEERS_DIR is not set: set it to a directory holding node22 and node_modules with the npm peers (.ci/run does when it can)")
 	}
 	if _, err := os.Stat(dir + "/node22"); err != nil {
-		t.Skipf("no npm peers in %s (install them with ../shared/npm-peers/install %s)", dir, dir)
+		peersSkipped.Store("no node22 in MCP_PEERS_DIR=" + dir)
+		t.Skipf("no npm peers in %s (MCP_PEERS_DIR): it holds no node22", dir)
 	}
 	return dir
 }

@@ -7,8 +7,10 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"path/filepath"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -165,3 +167,70 @@ func TestRealChildExit(t *testing.T) {
 
 // A sandbox.Process is a peer.Process.
 var _ peer.Process = sandbox.Process(nil)
+
+// TestOwnCallWhileStopping: a request of the bridge's own (a pin
+// enforcer's list after list_changed) that races the end of a session
+// finds stdin closed by Stop while the child still runs; it fails with
+// ErrClosed, which callers ignore, not with the write error ("file already
+// closed", which the pin enforcer logged at WARN at every DELETE; issue
+// 26). The child tells when its stdin has ended, so the race is hit every
+// time.
+func TestOwnCallWhileStopping(t *testing.T) {
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	fifo := filepath.Join(t.TempDir(), "linger")
+	if err := syscall.Mkfifo(fifo, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	l := sandbox.NewLocal(&sandbox.LocalOptions{
+		Command:   exe,
+		Env:       append(os.Environ(), childEnv+"=linger", lingerFIFOEnv+"="+fifo),
+		StopGrace: time.Minute, // the child is let go through the FIFO, well before
+		Logger:    slog.New(slog.DiscardHandler),
+	})
+	proc, err := l.Launch(context.Background(), "peer-test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	router := &notedRouter{note: make(chan string, 1), ended: make(chan error, 1)}
+	conn := peer.New(proc, router, &peer.Options{Logger: slog.New(slog.DiscardHandler)})
+	if _, err := conn.Initialize(context.Background(), map[string]any{
+		"protocolVersion": "2025-06-18", "capabilities": map[string]any{},
+		"clientInfo": map[string]any{"name": "peer-test", "version": "1"},
+	}); err != nil {
+		t.Fatal(err)
+	}
+	closed := make(chan error, 1)
+	go func() { closed <- conn.Close(context.Background()) }()
+	if got := <-router.note; !strings.Contains(got, "stdin closed") {
+		t.Fatalf("the child said %s", got)
+	}
+	_, callErr := conn.Call(context.Background(), "tools/list", nil)
+	// Let the child go.
+	if f, err := os.OpenFile(fifo, os.O_WRONLY, 0); err == nil {
+		f.Close()
+	}
+	if err := <-closed; err != nil {
+		t.Fatal(err)
+	}
+	<-router.ended
+	if !errors.Is(callErr, peer.ErrClosed) {
+		t.Fatalf("a call of the bridge's own while the child stops: %v, want ErrClosed", callErr)
+	}
+}
+
+// notedRouter hands on the child's notifications.
+type notedRouter struct {
+	note  chan string
+	ended chan error
+}
+
+func (r *notedRouter) Route(m *peer.Message) {
+	if m.Env.Kind == jsonrpc.KindNotification {
+		r.note <- string(m.Data)
+	}
+}
+
+func (r *notedRouter) Ended(err error) { r.ended <- err }

@@ -7,6 +7,7 @@ package peer_test
 import (
 	"context"
 	"fmt"
+	"io"
 	"os"
 	"testing"
 
@@ -17,7 +18,12 @@ import (
 const childEnv = "PEER_TEST_CHILD"
 
 func TestMain(m *testing.M) {
-	if os.Getenv(childEnv) != "" {
+	switch os.Getenv(childEnv) {
+	case "":
+	case "linger":
+		runLingeringChild()
+		os.Exit(0)
+	default:
 		runChild()
 		os.Exit(0)
 	}
@@ -48,3 +54,17 @@ func runChild() {
 		os.Exit(1)
 	}
 }
+
+// runLingeringChild is a server that outlives its stdin, as one does during
+// Stop's grace: when stdin ends it says so on stdout, then runs until the
+// FIFO named by lingerFIFOEnv is opened and closed by the test.
+func runLingeringChild() {
+	server := mcp.NewServer(&mcp.Implementation{Name: "peer-test-lingering", Version: "1.0.0"}, nil)
+	_ = server.Run(context.Background(), &mcp.StdioTransport{})
+	fmt.Println(`{"jsonrpc":"2.0","method":"notifications/message","params":{"level":"info","data":"stdin closed"}}`)
+	if f, err := os.Open(os.Getenv(lingerFIFOEnv)); err == nil {
+		_, _ = io.Copy(io.Discard, f)
+	}
+}
+
+const lingerFIFOEnv = "PEER_TEST_LINGER_FIFO"

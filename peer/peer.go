@@ -828,7 +828,15 @@ func (c *Conn) sendOwn(data []byte) error {
 	c.wmu.Lock()
 	defer c.wmu.Unlock()
 	if err := c.writeLine(data, nil); err != nil {
-		return fmt.Errorf("writing to the MCP server's stdin: %w", err)
+		// A message of the bridge's own is one line it marshalled: writing
+		// it fails only when stdin no longer takes anything, which is the
+		// end of the connection, though the reader may not have seen the
+		// child's stdout end yet (Stop closes stdin first and waits; a
+		// child that exits breaks the pipe before its stdout is drained).
+		// Callers tell that end from a real failure with ErrClosed (issue
+		// 26: a pin enforcer's list racing a DELETE logged "file already
+		// closed" at WARN).
+		return fmt.Errorf("%w: writing to the MCP server's stdin: %w", ErrClosed, err)
 	}
 	return nil
 }

@@ -56,12 +56,7 @@ func Capture(ctx context.Context, conn *peer.Conn, in Inspection) (*Lock, []Prob
 				problems = append(problems, Problem{k.Name, name, p})
 				return nil
 			}
-			d, err := Digest(k, item)
-			if err != nil {
-				return err
-			}
-			k.lock(l)[name] = d
-			return nil
+			return l.Set(k, item)
 		})
 		if err != nil && !errors.Is(err, errNotSupported) {
 			return nil, nil, err

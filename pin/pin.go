@@ -50,6 +50,7 @@
 package pin
 
 import (
+	"bytes"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
@@ -58,13 +59,20 @@ import (
 	"os"
 	"sort"
 
+	"github.com/aymanbagabas/go-udiff"
 	"github.com/gowebpki/jcs"
 )
 
-// LockVersion is the version of the lock file format this package writes
-// and reads. Version 2 added resources (version 1 files, which left them
-// out, would refuse every read of a listed resource).
-const LockVersion = 2
+// LockVersion is the version of the lock file format this package writes.
+// Version 2 added resources (version 1 files, which left them out, would
+// refuse every read of a listed resource). Version 3 (issue 26) holds,
+// beside each digest, the members it is the digest of ("pinned"), for a
+// reviewer to read and for bridge pin --check to diff; version 2 files,
+// digests only, are still read.
+const LockVersion = 3
+
+// lockVersionDigestsOnly is the earlier version still read.
+const lockVersionDigestsOnly = 2
 
 // DefaultMaxDescriptionBytes is the longest description accepted by
 // default. Descriptions of real tools are a few hundred bytes; one of many
@@ -87,6 +95,60 @@ type Lock struct {
 	Prompts           map[string]string `json:"prompts"`
 	Resources         map[string]string `json:"resources"`
 	ResourceTemplates map[string]string `json:"resourceTemplates"`
+
+	// items are the digested members of each item, in RFC 8785 canonical
+	// form, by kind (Kind.Array) and name; an item pinned by digest alone
+	// (a version 2 file, or a lock built by hand) has none.
+	items map[string]map[string]json.RawMessage
+}
+
+// An entry is how a version 3 lock file writes an item: its digest and
+// the members it is of.
+type entry struct {
+	Digest string          `json:"digest"`
+	Pinned json.RawMessage `json:"pinned,omitempty"`
+}
+
+// lockFile is the written form of a Lock.
+type lockFile[E any] struct {
+	Version           int          `json:"version"`
+	Server            *ServerInfo  `json:"server,omitempty"`
+	Canonicalization  string       `json:"canonicalization"`
+	Tools             map[string]E `json:"tools"`
+	Prompts           map[string]E `json:"prompts"`
+	Resources         map[string]E `json:"resources"`
+	ResourceTemplates map[string]E `json:"resourceTemplates"`
+}
+
+// Item returns the digested members of an item of kind k, canonical
+// (RFC 8785), or nil if the lock holds its digest alone.
+func (l *Lock) Item(k *Kind, name string) json.RawMessage { return l.items[k.Array][name] }
+
+// Set pins an item of kind k as the server listed it (one element of the
+// list's array): its digest, and its digested members for reviewers.
+func (l *Lock) Set(k *Kind, item []byte) error {
+	var named map[string]json.RawMessage
+	var name string
+	if json.Unmarshal(item, &named) != nil || json.Unmarshal(named[k.Key], &name) != nil || name == "" {
+		return fmt.Errorf("a %s without a %s", k.Name, k.Key)
+	}
+	d, canon, err := digest(k, item)
+	if err != nil {
+		return err
+	}
+	k.lock(l)[name] = d
+	l.setItem(k, name, canon)
+	return nil
+}
+
+func (l *Lock) setItem(k *Kind, name string, canon json.RawMessage) {
+	if l.items == nil {
+		l.items = map[string]map[string]json.RawMessage{}
+	}
+	if l.items[k.Array] == nil {
+		l.items[k.Array] = map[string]json.RawMessage{}
+	}
+	l.items[k.Array][name] = canon
 }
 
 // ServerInfo is the serverInfo of the initialize answer.
@@ -175,20 +237,27 @@ func NewLock() *Lock {
 // Digest computes the digest of an item of kind k as the server listed it
 // (one element of the list's array, as written).
 func Digest(k *Kind, item []byte) (string, error) {
+	d, _, err := digest(k, item)
+	return d, err
+}
+
+// digest returns the digest of an item and the canonical form of its
+// digested members.
+func digest(k *Kind, item []byte) (string, json.RawMessage, error) {
 	sel, err := selectMembers(k, item)
 	if err != nil {
-		return "", err
+		return "", nil, err
 	}
 	raw, err := json.Marshal(sel)
 	if err != nil {
-		return "", err
+		return "", nil, err
 	}
 	canon, err := jcs.Transform(raw)
 	if err != nil {
-		return "", fmt.Errorf("canonicalizing a %s: %w", k.Name, err)
+		return "", nil, fmt.Errorf("canonicalizing a %s: %w", k.Name, err)
 	}
 	sum := sha256.Sum256(canon)
-	return "sha256:" + hex.EncodeToString(sum[:]), nil
+	return "sha256:" + hex.EncodeToString(sum[:]), canon, nil
 }
 
 // selectMembers returns the members of item that are digested.
@@ -206,21 +275,68 @@ func selectMembers(k *Kind, item []byte) (map[string]json.RawMessage, error) {
 	return sel, nil
 }
 
-// ReadLock reads a lock file.
+// ReadLock reads a lock file, of version 3 or 2. In a version 3 file, an
+// item's pinned members must have its digest: the digest is what is
+// enforced and the members are what a reviewer reads, so the two must not
+// say different things.
 func ReadLock(path string) (*Lock, error) {
 	data, err := os.ReadFile(path)
 	if err != nil {
 		return nil, fmt.Errorf("reading the pin file: %w", err)
 	}
-	l := NewLock()
-	if err := json.Unmarshal(data, l); err != nil {
-		return nil, fmt.Errorf("pin file %s: not a lock file written by bridge pin: %w", path, err)
+	notLock := func(err error) error {
+		return fmt.Errorf("pin file %s: not a lock file written by bridge pin: %w", path, err)
+	}
+	var head struct {
+		Version          int    `json:"version"`
+		Canonicalization string `json:"canonicalization"`
+	}
+	if err := json.Unmarshal(data, &head); err != nil {
+		return nil, notLock(err)
 	}
 	switch {
-	case l.Version != LockVersion:
-		return nil, fmt.Errorf("pin file %s: version %d, this bridge reads version %d: write it again with bridge pin", path, l.Version, LockVersion)
-	case l.Canonicalization != Canonicalization:
-		return nil, fmt.Errorf("pin file %s: digests computed as %q, this bridge computes them as %q: write it again with bridge pin", path, l.Canonicalization, Canonicalization)
+	case head.Version != LockVersion && head.Version != lockVersionDigestsOnly:
+		return nil, fmt.Errorf("pin file %s: version %d, this bridge reads versions %d and %d: write it again with bridge pin", path, head.Version, lockVersionDigestsOnly, LockVersion)
+	case head.Canonicalization != Canonicalization:
+		return nil, fmt.Errorf("pin file %s: digests computed as %q, this bridge computes them as %q: write it again with bridge pin", path, head.Canonicalization, Canonicalization)
+	}
+	l := NewLock()
+	l.Version = LockVersion
+	if head.Version == lockVersionDigestsOnly {
+		var f lockFile[string]
+		if err := json.Unmarshal(data, &f); err != nil {
+			return nil, notLock(err)
+		}
+		if f.Tools == nil || f.Prompts == nil || f.Resources == nil || f.ResourceTemplates == nil {
+			return nil, errNoMaps(path)
+		}
+		l.Server, l.Tools, l.Prompts, l.Resources, l.ResourceTemplates = f.Server, f.Tools, f.Prompts, f.Resources, f.ResourceTemplates
+	} else {
+		var f lockFile[entry]
+		if err := json.Unmarshal(data, &f); err != nil {
+			return nil, notLock(err)
+		}
+		if f.Tools == nil || f.Prompts == nil || f.Resources == nil || f.ResourceTemplates == nil {
+			return nil, errNoMaps(path)
+		}
+		l.Server = f.Server
+		byKind := map[*Kind]map[string]entry{kindTool: f.Tools, kindPrompt: f.Prompts, kindResource: f.Resources, kindTemplate: f.ResourceTemplates}
+		for _, k := range Kinds {
+			for name, e := range byKind[k] {
+				k.lock(l)[name] = e.Digest
+				if len(e.Pinned) == 0 {
+					continue
+				}
+				d, canon, err := digest(k, e.Pinned)
+				if err != nil {
+					return nil, fmt.Errorf("pin file %s: %s %q: %w", path, k.Name, name, err)
+				}
+				if d != e.Digest {
+					return nil, fmt.Errorf("pin file %s: %s %q: its pinned members have the digest %s, not the %s the file gives: one of them was edited; write the file again with bridge pin", path, k.Name, name, d, e.Digest)
+				}
+				l.setItem(k, name, canon)
+			}
+		}
 	}
 	for _, k := range Kinds {
 		for name, d := range k.lock(l) {
@@ -229,20 +345,42 @@ func ReadLock(path string) (*Lock, error) {
 			}
 		}
 	}
-	if l.Tools == nil || l.Prompts == nil || l.Resources == nil || l.ResourceTemplates == nil {
-		return nil, fmt.Errorf("pin file %s: tools, prompts, resources and resourceTemplates must be objects (empty ones pin nothing of that kind)", path)
-	}
 	return l, nil
 }
 
-// WriteFile writes the lock as indented JSON, sorted, ending in a newline:
-// a file to review and commit.
+func errNoMaps(path string) error {
+	return fmt.Errorf("pin file %s: tools, prompts, resources and resourceTemplates must be objects (empty ones pin nothing of that kind)", path)
+}
+
+// WriteFile writes the lock (version 3) as indented JSON, members sorted,
+// without HTML escapes, ending in a newline: a file to review and commit,
+// the same bytes for the same lock, so that a git diff shows what changed.
 func (l *Lock) WriteFile(path string) error {
-	data, err := json.MarshalIndent(l, "", "  ")
-	if err != nil {
+	f := lockFile[entry]{Version: LockVersion, Server: l.Server, Canonicalization: l.Canonicalization}
+	for _, k := range Kinds {
+		m := make(map[string]entry, len(k.lock(l)))
+		for name, d := range k.lock(l) {
+			m[name] = entry{Digest: d, Pinned: l.Item(k, name)}
+		}
+		switch k {
+		case kindTool:
+			f.Tools = m
+		case kindPrompt:
+			f.Prompts = m
+		case kindResource:
+			f.Resources = m
+		case kindTemplate:
+			f.ResourceTemplates = m
+		}
+	}
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false) // descriptions are read by people: "<" stays "<"
+	enc.SetIndent("", "  ")
+	if err := enc.Encode(f); err != nil {
 		return err
 	}
-	return os.WriteFile(path, append(data, '\n'), 0o644)
+	return os.WriteFile(path, buf.Bytes(), 0o644)
 }
 
 // A Drift is a difference between a lock and what a server offers now.
@@ -250,9 +388,31 @@ type Drift struct {
 	Kind   string // "tool", "prompt", "resource template", "resource"
 	Name   string
 	Change string // "added", "removed" or "changed"
+	// Was and Now are the item's digested members in the lock and on the
+	// server (canonical JSON), when known: nil for an item pinned by
+	// digest alone, or absent on that side.
+	Was, Now json.RawMessage
 }
 
 func (d Drift) String() string { return fmt.Sprintf("%s %q %s", d.Kind, d.Name, d.Change) }
+
+// Diff is a unified diff of the item's members, pinned and now, indented
+// one member per line; "" when either side is unknown.
+func (d Drift) Diff() string {
+	if d.Was == nil || d.Now == nil {
+		return ""
+	}
+	return udiff.Unified("pinned", "now", indent(d.Was), indent(d.Now))
+}
+
+// indent returns canonical JSON indented, one member per line.
+func indent(canon json.RawMessage) string {
+	var buf bytes.Buffer
+	if err := json.Indent(&buf, canon, "", "  "); err != nil {
+		return string(canon) + "\n"
+	}
+	return buf.String() + "\n"
+}
 
 // Compare lists how now differs from the lock l, sorted by kind and name.
 func Compare(l, now *Lock) []Drift {
@@ -274,11 +434,11 @@ func Compare(l, now *Lock) []Drift {
 			b, inIs := is[n]
 			switch {
 			case !inWas:
-				out = append(out, Drift{k.Name, n, "added"})
+				out = append(out, Drift{Kind: k.Name, Name: n, Change: "added", Now: now.Item(k, n)})
 			case !inIs:
-				out = append(out, Drift{k.Name, n, "removed"})
+				out = append(out, Drift{Kind: k.Name, Name: n, Change: "removed", Was: l.Item(k, n)})
 			case a != b:
-				out = append(out, Drift{k.Name, n, "changed"})
+				out = append(out, Drift{Kind: k.Name, Name: n, Change: "changed", Was: l.Item(k, n), Now: now.Item(k, n)})
 			}
 		}
 	}

@@ -122,7 +122,7 @@ func TestReadLockErrors(t *testing.T) {
 	dir := t.TempDir()
 	for name, c := range map[string]struct{ content, want string }{
 		"bad.json":     {"{", "not a lock file written by bridge pin"},
-		"version.json": {`{"version":1}`, "version 1, this bridge reads version 2"},
+		"version.json": {`{"version":1}`, "version 1, this bridge reads versions 2 and 3"},
 		"canon.json":   {`{"version":2,"canonicalization":"x"}`, "write it again with bridge pin"},
 		"digest.json":  {fmt.Sprintf(`{"version":2,"canonicalization":%q,"tools":{"a":"md5:1"},"prompts":{},"resources":{},"resourceTemplates":{}}`, pin.Canonicalization), `tool "a": digest "md5:1"`},
 	} {

@@ -11,13 +11,33 @@ import (
 )
 
 // CodeInsufficientScope is the JSON-RPC error code of a request refused
-// because its caller lacks a scope (in the implementation-defined range of
-// JSON-RPC server errors; MCP defines none for this). The error's data is
-// {"error": "insufficient_scope", "scope": "a b", "missingScopes": [...]},
-// the names of RFC 6750's WWW-Authenticate parameters, so that an HTTP
-// edge that sees the answer (or calls Check first) can answer 403 with
-// error="insufficient_scope" and scope="a b".
-const CodeInsufficientScope = -32003
+// because its caller lacks a scope. MCP defines no code for this, and no
+// code of JSON-RPC's server-error range -32000..-32099 is free for it:
+//
+//   - 2026-07-28 (basic/index, "Error Codes"): "-32000 to -32019 — legacy.
+//     ... New codes MUST NOT be allocated in this sub-range, and new
+//     implementations SHOULD NOT use codes from this sub-range at all";
+//     "-32020 to -32099 — reserved for the MCP specification. ...
+//     Implementations MUST NOT emit any code from this sub-range that is
+//     not defined by this specification".
+//   - The SDKs read legacy codes as their own: the Go SDK v1.8 takes -32003
+//     for ErrClientClosing and -32004 for ErrServerClosing (both become
+//     mcp.ErrConnectionClosed, on which agents reconnect), -32005 for a
+//     transport rejection and -32001 for an unknown error; the TypeScript
+//     and Python SDKs take -32000 (connection closed) and -32001 (request
+//     timeout); -32002 was resource not found.
+//
+// So the code lies outside -32768..-32000, in the space JSON-RPC 2.0
+// leaves to applications ("The remainder of the space is available for
+// application defined errors"), where no SDK gives a code a meaning: -31403
+// (403, as the HTTP status of insufficient_scope). Issue 26 moved it from
+// -32003.
+//
+// The error's data is {"error": "insufficient_scope", "scope": "a b",
+// "missingScopes": [...]}, the names of RFC 6750's WWW-Authenticate
+// parameters, so that an HTTP edge that sees the answer (or calls Check
+// first) can answer 403 with error="insufficient_scope" and scope="a b".
+const CodeInsufficientScope = -31403
 
 // CodeResourceNotFound is MCP's code for a resource that does not exist
 // ("Resource not found: -32002", server/resources#error-handling): a

@@ -118,12 +118,7 @@ func (r *checkReport) print(w io.Writer) {
 }
 
 // plural is "1 tool", "2 tools".
-func plural(n int, noun string) string {
-	if n == 1 {
-		return "1 " + noun
-	}
-	return fmt.Sprintf("%d %ss", n, noun)
-}
+func plural(n int, noun string) string { return count(n, noun, noun+"s") }
 
 // checkServer starts the server once and inspects it.
 func checkServer(ctx context.Context, cfg *config, initTimeout time.Duration, logger *slog.Logger) *checkReport {
@@ -221,10 +216,10 @@ func checkServer(ctx context.Context, cfg *config, initTimeout time.Duration, lo
 		initAt := time.Duration(initAt.Load())
 		r.ok = append(r.ok, fmt.Sprintf("initialize answered in %s by %s", initAt.Round(time.Millisecond), checkedServerName(lock)))
 		r.ok = append(r.ok, fmt.Sprintf("listed %s, %s, %s and %s in %s",
-			plural(len(lock.Tools)+count(problems, "tool"), "tool"),
-			plural(len(lock.Prompts)+count(problems, "prompt"), "prompt"),
-			plural(len(lock.Resources)+count(problems, "resource"), "resource"),
-			plural(len(lock.ResourceTemplates)+count(problems, "resource template"), "resource template"),
+			plural(len(lock.Tools)+problemsOfKind(problems, "tool"), "tool"),
+			plural(len(lock.Prompts)+problemsOfKind(problems, "prompt"), "prompt"),
+			plural(len(lock.Resources)+problemsOfKind(problems, "resource"), "resource"),
+			plural(len(lock.ResourceTemplates)+problemsOfKind(problems, "resource template"), "resource template"),
 			elapsed.Round(time.Millisecond)))
 		if slow := min(checkSlowStart, initTimeout/2); initAt > slow {
 			r.warnings = append(r.warnings, fmt.Sprintf("slow start: %s to answer initialize (over %s); a client may give up on its first session: --warm N starts servers ahead of sessions, and --initialize-timeout must stay above it",
@@ -245,8 +240,8 @@ func checkServer(ctx context.Context, cfg *config, initTimeout time.Duration, lo
 	return r
 }
 
-// count is the number of problems of a kind.
-func count(problems []pin.Problem, kind string) int {
+// problemsOfKind is the number of problems of a kind.
+func problemsOfKind(problems []pin.Problem, kind string) int {
 	n := 0
 	for _, p := range problems {
 		if p.Kind == kind {

@@ -21,6 +21,7 @@ import (
 	"github.com/kelseyhightower/envconfig"
 	"github.com/mcp-bridge/mcp-bridge/auth"
 	"github.com/mcp-bridge/mcp-bridge/bridge"
+	"github.com/mcp-bridge/mcp-bridge/msglog"
 	"github.com/mcp-bridge/mcp-bridge/peer"
 	"github.com/mcp-bridge/mcp-bridge/pin"
 	"github.com/mcp-bridge/mcp-bridge/policy"
@@ -60,6 +61,7 @@ type config struct {
 	TLSClientCA     string        `envconfig:"BRIDGE_TLS_CLIENT_CA"`
 	LogFormat       string        `envconfig:"BRIDGE_LOG_FORMAT"`
 	LogLevel        string        `envconfig:"BRIDGE_LOG_LEVEL"`
+	LogMessages     bool          `envconfig:"BRIDGE_LOG_MESSAGES"`
 	StopGrace       time.Duration `envconfig:"BRIDGE_STOP_GRACE"`
 	ShutdownGrace   time.Duration `envconfig:"BRIDGE_SHUTDOWN_GRACE"`
 	JSONResponse    bool          `envconfig:"BRIDGE_JSON_RESPONSE"`
@@ -351,6 +353,7 @@ func newFlagSet(c *config) *flag.FlagSet {
 	fs.StringVar(&c.TLSClientCA, "tls-client-ca", c.TLSClientCA, gAuth.in("require client certificates signed by a CA in this PEM `file` (mutual TLS); a non-loopback --listen then needs no auth tokens"))
 	fs.StringVar(&c.LogFormat, "log-format", c.LogFormat, gObs.in("log `format`: text or json"))
 	fs.StringVar(&c.LogLevel, "log-level", c.LogLevel, gObs.in("log `level`: debug, info, warn or error"))
+	fs.BoolVar(&c.LogMessages, "log-messages", c.LogMessages, gObs.in("log each JSON-RPC message both ways (session, method, id, size, body cut at "+strconv.Itoa(msglog.DefaultMaxBody)+" bytes), at info; message bodies hold what users and tools exchange; tokens and headers are never logged"))
 	fs.DurationVar(&c.StopGrace, "stop-grace", c.StopGrace, gProcs.in("when stopping a server: wait this long after closing stdin before SIGTERM, and again before SIGKILL"))
 	fs.DurationVar(&c.ShutdownGrace, "shutdown-grace", c.ShutdownGrace, gEdge.in("at SIGINT/SIGTERM: how long requests in flight may still finish"))
 	fs.BoolVar(&c.JSONResponse, "json-response", c.JSONResponse, gSessions.in("answer requests with one application/json body instead of an SSE stream (not resumable)"))

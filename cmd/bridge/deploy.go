@@ -53,6 +53,9 @@ func runDeploy(args []string, stdout, stderr io.Writer) int {
 	}
 	d := &deploy.Deployer{Config: cfg, Out: stdout, Progress: stderr}
 	if f.dryRun {
+		if f.dryRunNote != "" {
+			fmt.Fprintf(stderr, "bridge deploy aws: note: %s\n", f.dryRunNote)
+		}
 		if err := d.DryRun(stdout); err != nil {
 			fmt.Fprintf(stderr, "bridge deploy aws: %v\n", err)
 			return 2
@@ -75,6 +78,7 @@ type deployFlags struct {
 	stack, region, image, from, bridgeBinary, arch   string
 	certificateArn, domain, hostedZoneID, authSecret string
 	allowHTTP, dryRun, delete                        bool
+	dryRunNote                                       string // what the real run would refuse, for a dry run to say
 	desired, minTasks, maxTasks                      int
 	params                                           []string
 
@@ -192,20 +196,24 @@ func (f *deployFlags) config(command []string) (*deploy.AWSConfig, error) {
 				return nil, err
 			}
 			c.BridgeBinary = p
-		} else {
-			// A dry run calls nothing, but it checks the binary it would
-			// ship (a static Linux amd64 or arm64 executable), which a real
-			// run would refuse only after its first steps.
-			p, err := bridgeBinaryPath(f.bridgeBinary)
-			if err != nil {
-				return nil, err
-			}
-			if err := c.CheckBinary(p); err != nil {
+		} else if f.bridgeBinary != "" {
+			// A dry run calls nothing, but it checks the binary it was
+			// given to ship (a static Linux amd64 or arm64 executable),
+			// which a real run would refuse only after its first steps.
+			if err := c.CheckBinary(f.bridgeBinary); err != nil {
 				return nil, err
 			}
 			c.BridgeBinary = f.bridgeBinary
-			if c.BridgeBinary == "" {
-				c.BridgeBinary = "<this executable>"
+		} else {
+			// No binary named: the dry run shows the plan whatever this
+			// executable is (issue 26: an AgentCore dry run on an amd64
+			// machine was refused, though it builds nothing), and notes
+			// what the real run would refuse.
+			c.BridgeBinary = "<this executable>"
+			if p, err := bridgeBinaryPath(""); err != nil {
+				f.dryRunNote = err.Error()
+			} else if err := c.CheckBinary(p); err != nil {
+				f.dryRunNote = "the real run would refuse this executable: " + err.Error()
 			}
 		}
 	}

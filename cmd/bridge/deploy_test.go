@@ -374,3 +374,32 @@ func TestDeployDryRunChecksTheBinary(t *testing.T) {
 		t.Errorf("AgentCore dry run with an amd64 bridge: exit %d, stdout %d bytes, stderr:\n%s\nwant:\n%s", code, out.Len(), errb.String(), want)
 	}
 }
+
+// A dry run without --bridge-binary builds nothing and ships nothing, so
+// it does not refuse this executable for the target (issue 26: an
+// AgentCore dry run on an amd64 machine exited 2): it prints the plan and,
+// on stderr, a note saying what the real run needs.
+func TestDeployDryRunDefaultBinary(t *testing.T) {
+	noAmbientAWS(t)
+	t.Setenv("DOCKER_HOST", "unix:///nonexistent/docker.sock")
+	for _, args := range [][]string{
+		{"aws", "--target", "agentcore", "--stack", "demo", "--region", "us-west-2",
+			"--from", "npx:@modelcontextprotocol/server-everything@2025.1.14",
+			"--role-arn", "arn:aws:iam::123456789012:role/AgentCoreRuntime", "--dry-run"},
+		{"aws", "--stack", "demo", "--region", "eu-west-1", "--from", "npx:@modelcontextprotocol/server-everything@2025.1.14",
+			"--allow-http", "--dry-run"},
+	} {
+		var out, errb bytes.Buffer
+		code := runDeploy(args, &out, &errb)
+		if code != 0 || !strings.Contains(out.String(), "<this executable>") {
+			t.Errorf("%v: exit %d, stdout %d bytes, stderr:\n%s", args, code, out.Len(), errb.String())
+			continue
+		}
+		// The test binary is no static Linux executable for every target
+		// (-race links it dynamically; AgentCore wants arm64): the note
+		// names the flag that fixes it.
+		if errb.Len() > 0 && (!strings.HasPrefix(errb.String(), "bridge deploy aws: note: ") || !strings.Contains(errb.String(), "--bridge-binary")) {
+			t.Errorf("%v: stderr %q, want a note naming --bridge-binary", args, errb.String())
+		}
+	}
+}

@@ -8,6 +8,7 @@ import (
 
 	"github.com/mcp-bridge/mcp-bridge/audit"
 	"github.com/mcp-bridge/mcp-bridge/auth"
+	"github.com/mcp-bridge/mcp-bridge/msglog"
 	"github.com/mcp-bridge/mcp-bridge/peer"
 	"github.com/mcp-bridge/mcp-bridge/pin"
 	"github.com/mcp-bridge/mcp-bridge/policy"
@@ -30,6 +31,8 @@ type guards struct {
 	// counts counts the policy's denials and the pin violations (the
 	// server's metrics); nil: not counted.
 	counts guardCounts
+	// logMessages logs every message of each connection (--log-messages).
+	logMessages bool
 }
 
 // inspection is what --max-description-bytes and --allow-hidden-unicode
@@ -41,7 +44,7 @@ func (c *config) inspection() pin.Inspection {
 // newGuards builds the guards the configuration asks for and opens the
 // audit log; close releases it.
 func newGuards(cfg *config, logger *slog.Logger) (*guards, error) {
-	g := &guards{policy: cfg.policy, logger: logger}
+	g := &guards{policy: cfg.policy, logger: logger, logMessages: cfg.LogMessages}
 	if cfg.authenticates() {
 		// Without authentication no message has a principal (the HTTP
 		// edge attaches one only to an authenticated request): nobody to
@@ -98,6 +101,11 @@ func (g *guards) close() error {
 func (g *guards) forConn(name string, self any, logger *slog.Logger, end func(error), call pin.CallFunc) (peer.Interceptor, func(reason string)) {
 	var chain []peer.Interceptor
 	ended := func(string) {}
+	if g.logMessages {
+		// First: a client's message as it wrote it, a server's as it
+		// wrote it, whatever the guards below do with them.
+		chain = append(chain, msglog.Interceptor(logger, nil))
+	}
 	if g.audit != nil {
 		var i peer.Interceptor
 		i, ended = g.audit.Interceptor(name)

@@ -23,6 +23,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/url"
 	"os"
 	"os/signal"
 	"runtime/debug"
@@ -209,6 +210,7 @@ func serve(ctx context.Context, cfg *config, logger *slog.Logger, ready chan<- n
 	}
 	if authn.OAuth() {
 		logger.Info("OAuth resource server on", "issuer", cfg.OAuthIssuer, "resource", cfg.ResourceURL)
+		warnResourcePath(cfg, logger)
 	}
 	// What every registry and handler gets, in both forms.
 	g.counts = tel.counts()
@@ -412,4 +414,26 @@ func forwarder(fwd *bridge.Forwarder) func(http.ResponseWriter, *http.Request, s
 		return nil
 	}
 	return fwd.Forward
+}
+
+// warnResourcePath warns when --resource-url names another path than the
+// one-command form's endpoint (issue 26: accepted silently). Clients take
+// the URL they connect to as the resource they ask a token for, and check
+// that the protected resource metadata names it ("MCP clients MUST use the
+// canonical URI of the MCP server as the resource parameter", RFC 8707 as
+// the authorization spec applies it), so a mismatch fails every client's
+// authorization. A warning, not a refusal: behind a reverse proxy that
+// rewrites paths, the public path is not the bridge's own. Under --config
+// the servers' paths are many (/servers/NAME/mcp): not checked.
+func warnResourcePath(cfg *config, logger *slog.Logger) {
+	if cfg.Config != "" {
+		return
+	}
+	u, err := url.Parse(cfg.ResourceURL)
+	if err != nil || u.Path == cfg.Path {
+		return
+	}
+	logger.Warn("--resource-url names another path than the MCP endpoint's: clients that connect to the endpoint ask for a token for its URL, which then names another resource",
+		"resource_url", cfg.ResourceURL, "resource_path", u.Path, "endpoint_path", cfg.Path,
+		"hint", "give --resource-url the URL clients reach this endpoint at (path "+cfg.Path+"), unless a reverse proxy rewrites the path")
 }

@@ -1,17 +1,22 @@
 package main
 
 import (
+	"encoding/json"
+	"errors"
 	"net/http"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
+	"syscall"
 	"testing"
 
+	sdkjsonrpc "github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/mcp-bridge/mcp-bridge/auth"
 	"github.com/mcp-bridge/mcp-bridge/internal/oauthtest"
+	"github.com/mcp-bridge/mcp-bridge/policy"
 )
 
 // TestOAuthFlagsAndSecretsStayOut runs the binary as a resource server of
@@ -183,7 +188,58 @@ func policyScopes(t *testing.T, as *oauthtest.Server, url, resource, version str
 	if listsEcho(without) {
 		t.Error("a token without mail:send sees echo")
 	}
-	if err := call(without); err == nil || !strings.Contains(err.Error(), "mail:send") {
-		t.Errorf("a token without mail:send calling echo: %v, want an error naming the scope", err)
+	err := call(without)
+	if err == nil || !strings.Contains(err.Error(), "mail:send") {
+		t.Fatalf("a token without mail:send calling echo: %v, want an error naming the scope", err)
+	}
+	// The refusal is an error of this call, not of the connection (issue
+	// 26): the Go SDK reads -32003 and -32004 as its own "client/server is
+	// closing", and an agent that reconnects on ErrConnectionClosed would
+	// loop. The code is policy.CodeInsufficientScope and the data names
+	// the missing scopes; the connection serves the next request.
+	if errors.Is(err, mcp.ErrConnectionClosed) {
+		t.Errorf("the insufficient-scope refusal is a closing error to the Go SDK: %v", err)
+	}
+	var wire *sdkjsonrpc.Error
+	if !errors.As(err, &wire) || wire.Code != policy.CodeInsufficientScope {
+		t.Errorf("the refusal %v is not a JSON-RPC error with code %d", err, policy.CodeInsufficientScope)
+	} else {
+		var data struct{ MissingScopes []string }
+		if json.Unmarshal(wire.Data, &data) != nil || !slices.Equal(data.MissingScopes, []string{"mail:send"}) {
+			t.Errorf("the refusal's data %s does not list missingScopes [mail:send]", wire.Data)
+		}
+	}
+	if listsEcho(without) {
+		t.Error("after the refusal, a token without mail:send sees echo")
+	}
+}
+
+// A --resource-url whose path is not the endpoint's is warned about at
+// start, naming both (issue 26: it was accepted silently, and clients,
+// which compare the resource with the URL they use, then fail their
+// authorization). A warning, not a refusal: behind a reverse proxy that
+// rewrites paths the public path differs from the bridge's own.
+func TestResourceURLPathWarned(t *testing.T) {
+	bridgeBin, helloBin := buildBinaries(t)
+	as := oauthtest.New(t, oauthtest.Options{Audience: []string{"http://localhost/tools/mcp"}})
+	for _, c := range []struct {
+		resource string
+		warned   bool
+	}{
+		{"http://localhost/tools/mcp", true},
+		{"http://localhost/mcp", false},
+	} {
+		p := startBridgeBinary(t, bridgeBin, "--oauth-issuer", as.URL, "--resource-url", c.resource, "--", helloBin)
+		p.cmd.Process.Signal(syscall.SIGTERM)
+		lines := <-p.done
+		warned := false
+		for _, l := range lines {
+			if strings.Contains(l, `"level":"WARN"`) && strings.Contains(l, "--resource-url") && strings.Contains(l, "/tools/mcp") && strings.Contains(l, `/mcp`) {
+				warned = true
+			}
+		}
+		if warned != c.warned {
+			t.Errorf("--resource-url %s: warned %v, want %v:\n%s", c.resource, warned, c.warned, strings.Join(lines, "\n"))
+		}
 	}
 }

@@ -6,6 +6,8 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/kelseyhightower/envconfig"
@@ -19,11 +21,13 @@ const pinUsage = `Usage:
   bridge pin --check --pin-file mcp-lock.json [sandbox flags] -- COMMAND [ARGS...]
 
 Starts the server once, as bridge would for a session (--sandbox, --image and
-the other sandbox flags apply), and records the digest of each tool, prompt and
-resource template it offers. bridge --pin-file then hides and refuses whatever
+the other sandbox flags apply), and records each tool, prompt, resource and
+resource template it offers: its digest, and beside it the members the digest
+is of, for reviewers (a git diff of the file shows what changed). bridge --pin-file then hides and refuses whatever
 is new or changed. Items whose descriptions hold hidden Unicode or exceed
 --max-description-bytes are not pinned: bridge pin lists them and fails.
---check prints what was added, removed or changed and exits 1 if anything was.
+--check prints what was added, removed or changed, with a diff of each changed
+item, and exits 1 if anything was.
 
 Run 'bridge --help' for every flag.
 `
@@ -101,26 +105,60 @@ func runPin(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		drift := pin.Compare(cfg.lock, lock)
 		for _, d := range drift {
 			fmt.Fprintln(stdout, d)
+			// How it changed: the diff of its pinned members and the
+			// server's (issue 26: "changed" alone gave a reviewer nothing).
+			switch diff := d.Diff(); {
+			case diff != "":
+				fmt.Fprint(stdout, indentLines(diff, "    "))
+			case d.Change == "changed" && d.Was == nil:
+				fmt.Fprintf(stdout, "    (%s holds only its digest: write it again with bridge pin to see what changed next time)\n", cfg.PinFile)
+			}
 		}
 		if len(drift) > 0 || len(problems) > 0 {
-			fmt.Fprintf(stderr, "bridge pin: the MCP server drifted from %s: %d changes, %d refused items\n", cfg.PinFile, len(drift), len(problems))
+			fmt.Fprintf(stderr, "bridge pin: the MCP server drifted from %s: %s, %s\n", cfg.PinFile,
+				count(len(drift), "change", "changes"), count(len(problems), "refused item", "refused items"))
 			return 1
 		}
-		fmt.Fprintf(stdout, "no drift: %d tools, %d prompts, %d resources and %d resource templates match %s\n",
-			len(lock.Tools), len(lock.Prompts), len(lock.Resources), len(lock.ResourceTemplates), cfg.PinFile)
+		fmt.Fprintf(stdout, "no drift: %s match %s\n", lockCounts(lock), cfg.PinFile)
 		return 0
 	}
 	if len(problems) > 0 {
-		fmt.Fprintf(stderr, "bridge pin: not writing %s: %d items are refused (see above); fix the server, or loosen with --allow-hidden-unicode or --max-description-bytes\n", output, len(problems))
+		fmt.Fprintf(stderr, "bridge pin: not writing %s: %s refused (see above); fix the server, or loosen with --allow-hidden-unicode or --max-description-bytes\n",
+			output, count(len(problems), "item is", "items are"))
 		return 1
 	}
 	if err := lock.WriteFile(output); err != nil {
 		fmt.Fprintf(stderr, "bridge pin: writing the lock file: %v\n", err)
 		return 1
 	}
-	fmt.Fprintf(stdout, "pinned %d tools, %d prompts, %d resources and %d resource templates in %s\n",
-		len(lock.Tools), len(lock.Prompts), len(lock.Resources), len(lock.ResourceTemplates), output)
+	fmt.Fprintf(stdout, "pinned %s in %s\n", lockCounts(lock), output)
 	return 0
+}
+
+// lockCounts says what a lock holds: "3 tools, 1 prompt, 0 resources and
+// 0 resource templates".
+func lockCounts(l *pin.Lock) string {
+	return count(len(l.Tools), "tool", "tools") + ", " + count(len(l.Prompts), "prompt", "prompts") + ", " +
+		count(len(l.Resources), "resource", "resources") + " and " + count(len(l.ResourceTemplates), "resource template", "resource templates")
+}
+
+// count writes n with the noun that agrees with it.
+func count(n int, one, many string) string {
+	if n == 1 {
+		return "1 " + one
+	}
+	return strconv.Itoa(n) + " " + many
+}
+
+// indentLines prefixes each line of s.
+func indentLines(s, prefix string) string {
+	var b strings.Builder
+	for _, line := range strings.SplitAfter(s, "\n") {
+		if line != "" {
+			b.WriteString(prefix + line)
+		}
+	}
+	return b.String()
 }
 
 // pinRouter ignores what the server sends besides the answers bridge pin

@@ -5,6 +5,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 
@@ -40,8 +41,15 @@ func TestPinCommand(t *testing.T) {
 
 	edited := filepath.Join(dir, "edited.json")
 	delete(lock.Tools, "test_simple_text")
-	lock.Tools["test_image_content"] = "sha256:" + strings.Repeat("0", 64)
-	lock.Tools["gone_tool"] = "sha256:" + strings.Repeat("1", 64)
+	// An item edited in the lock must keep its digest and members in
+	// agreement (ReadLock refuses otherwise): Set pins both.
+	changed := strings.Replace(string(lock.Item(pin.Kinds[0], "test_image_content")), `"name"`, `"title":"an older title","name"`, 1)
+	if err := lock.Set(pin.Kinds[0], []byte(changed)); err != nil {
+		t.Fatal(err)
+	}
+	if err := lock.Set(pin.Kinds[0], []byte(`{"name":"gone_tool","inputSchema":{"type":"object"}}`)); err != nil {
+		t.Fatal(err)
+	}
 	delete(lock.Prompts, "test_simple_prompt")
 	if err := lock.WriteFile(edited); err != nil {
 		t.Fatal(err)
@@ -116,5 +124,53 @@ func TestGuardConfigErrors(t *testing.T) {
 	c, err := parseConfig([]string{"--", "srv"})
 	if err != nil || c.MaxDescriptionBytes != pin.DefaultMaxDescriptionBytes || c.OnPinViolation != "drop" {
 		t.Fatalf("defaults: %v %+v", err, c)
+	}
+}
+
+// bridge pin --check shows how an item changed, as a diff of its pinned
+// members and the server's, and counts in words that agree with their
+// numbers (issue 26: "tool echo changed" said nothing of how, and "1
+// changes").
+func TestPinCheckShowsTheChange(t *testing.T) {
+	bin, helloBin := buildBinaries(t)
+	dir := t.TempDir()
+	lockFile := filepath.Join(dir, "mcp-lock.json")
+	stdout, stderr, code := runBinary(t, bin, nil, "pin", "--output", lockFile, "--", helloBin)
+	if code != 0 {
+		t.Fatalf("bridge pin: exit %d\n%s\n%s", code, stdout, stderr)
+	}
+	data, _ := os.ReadFile(lockFile)
+	if !strings.Contains(string(data), `"description": "Send the text back"`) {
+		t.Errorf("the lock file does not show the tool's description:\n%s", data)
+	}
+	lock, err := pin.ReadLock(lockFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The lock as if the server had said something else before.
+	was := strings.Replace(string(lock.Item(pin.Kinds[0], "echo")), "Send the text back", "Send the text back, politely", 1)
+	if err := lock.Set(pin.Kinds[0], []byte(was)); err != nil {
+		t.Fatal(err)
+	}
+	edited := filepath.Join(dir, "edited.json")
+	if err := lock.WriteFile(edited); err != nil {
+		t.Fatal(err)
+	}
+	stdout, stderr, code = runBinary(t, bin, nil, "pin", "--check", "--pin-file", edited, "--", helloBin)
+	if code != 1 {
+		t.Fatalf("bridge pin --check on drift: exit %d\n%s\n%s", code, stdout, stderr)
+	}
+	for _, want := range []string{`tool "echo" changed`, `-  "description": "Send the text back, politely",`, `+  "description": "Send the text back",`} {
+		if !strings.Contains(stdout, want) {
+			t.Errorf("--check output lacks %q:\n%s", want, stdout)
+		}
+	}
+	if !strings.Contains(stderr, ": 1 change, 0 refused items") {
+		t.Errorf("stderr: %s", stderr)
+	}
+	for _, out := range []string{stdout, stderr} {
+		if m := regexp.MustCompile(`\b1 (tools|prompts|resources|resource templates|changes|items|refused items)\b`).FindString(out); m != "" {
+			t.Errorf("%q in:\n%s", m, out)
+		}
 	}
 }
