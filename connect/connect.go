@@ -61,6 +61,10 @@ const (
 	maxRetries = 5
 	// deleteTimeout bounds the DELETE that ends the session at exit.
 	deleteTimeout = 5 * time.Second
+	// DefaultEventTimeout bounds, when Options.EventTimeout is zero, how
+	// long one SSE event or one JSON answer may take to arrive whole once
+	// its first byte arrived.
+	DefaultEventTimeout = time.Minute
 )
 
 // ErrUnauthorized is returned when the remote answers 401 or 403.
@@ -94,6 +98,12 @@ type Options struct {
 	// MaxMessageBytes bounds each message read from stdin or from the
 	// remote. Zero: DefaultMaxMessageBytes.
 	MaxMessageBytes int
+	// EventTimeout bounds how long one SSE event, one SSE line, or one
+	// JSON answer may take to arrive whole once its first byte arrived: a
+	// remote that drips an event byte by byte gets its stream closed. The
+	// wait between events is not bounded (a tool may work for long).
+	// Zero: DefaultEventTimeout.
+	EventTimeout time.Duration
 	// Logger receives what the forwarder has to say; never stdout, which
 	// carries the protocol. Nil: slog.Default().
 	Logger *slog.Logger
@@ -116,6 +126,9 @@ func Run(ctx context.Context, in io.Reader, out io.Writer, opts *Options) error 
 	}
 	if o.Logger == nil {
 		o.Logger = slog.Default()
+	}
+	if o.EventTimeout <= 0 {
+		o.EventTimeout = DefaultEventTimeout
 	}
 	if o.TokenSource == "" {
 		o.TokenSource = "the token"

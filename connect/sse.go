@@ -42,8 +42,11 @@ func (f *forwarder) dialSSE() (*legacy, error) {
 				return
 			}
 			data, err := jsonrpc.EncodeMessage(msg)
+			if err == nil {
+				err = checkMessage(data)
+			}
 			if err != nil {
-				f.log.Warn("skipping a message of the remote", "err", err)
+				f.log.Error("skipping a message of the remote", "err", err)
 				continue
 			}
 			f.deliver(data)

@@ -17,6 +17,7 @@ import (
 	"os/signal"
 	"strings"
 	"syscall"
+	"time"
 
 	"github.com/kelseyhightower/envconfig"
 	"github.com/mcp-bridge/mcp-bridge/connect"
@@ -31,15 +32,16 @@ type connectConfig struct {
 	TokenFile string `envconfig:"BRIDGE_CONNECT_TOKEN_FILE"`
 	// Token has no flag: a token on the command line is visible to every
 	// user of the host in the process list.
-	Token           string `envconfig:"BRIDGE_CONNECT_TOKEN"`
-	Headers         string `envconfig:"BRIDGE_CONNECT_HEADERS"` // one per line
-	AllowHTTP       bool   `envconfig:"BRIDGE_CONNECT_ALLOW_HTTP"`
-	TLSCA           string `envconfig:"BRIDGE_CONNECT_TLS_CA"`
-	TLSClientCert   string `envconfig:"BRIDGE_CONNECT_TLS_CLIENT_CERT"`
-	TLSClientKey    string `envconfig:"BRIDGE_CONNECT_TLS_CLIENT_KEY"`
-	MaxMessageBytes int    `envconfig:"BRIDGE_MAX_MESSAGE_BYTES"`
-	LogFormat       string `envconfig:"BRIDGE_LOG_FORMAT" default:"text"`
-	LogLevel        string `envconfig:"BRIDGE_LOG_LEVEL" default:"info"`
+	Token           string        `envconfig:"BRIDGE_CONNECT_TOKEN"`
+	Headers         string        `envconfig:"BRIDGE_CONNECT_HEADERS"` // one per line
+	AllowHTTP       bool          `envconfig:"BRIDGE_CONNECT_ALLOW_HTTP"`
+	TLSCA           string        `envconfig:"BRIDGE_CONNECT_TLS_CA"`
+	TLSClientCert   string        `envconfig:"BRIDGE_CONNECT_TLS_CLIENT_CERT"`
+	TLSClientKey    string        `envconfig:"BRIDGE_CONNECT_TLS_CLIENT_KEY"`
+	MaxMessageBytes int           `envconfig:"BRIDGE_MAX_MESSAGE_BYTES"`
+	EventTimeout    time.Duration `envconfig:"BRIDGE_CONNECT_EVENT_TIMEOUT"`
+	LogFormat       string        `envconfig:"BRIDGE_LOG_FORMAT" default:"text"`
+	LogLevel        string        `envconfig:"BRIDGE_LOG_LEVEL" default:"info"`
 
 	headerFlags []string
 	url         string
@@ -55,6 +57,7 @@ var connectFlagEnv = map[string]string{
 	"tls-client-cert":   "BRIDGE_CONNECT_TLS_CLIENT_CERT",
 	"tls-client-key":    "BRIDGE_CONNECT_TLS_CLIENT_KEY",
 	"max-message-bytes": "BRIDGE_MAX_MESSAGE_BYTES",
+	"event-timeout":     "BRIDGE_CONNECT_EVENT_TIMEOUT",
 	"log-format":        "BRIDGE_LOG_FORMAT",
 	"log-level":         "BRIDGE_LOG_LEVEL",
 }
@@ -77,6 +80,7 @@ func newConnectFlagSet(c *connectConfig, out io.Writer) *flag.FlagSet {
 	fs.StringVar(&c.TLSClientCert, "tls-client-cert", c.TLSClientCert, "present this PEM client certificate `file` to the remote (mutual TLS; with --tls-client-key)")
 	fs.StringVar(&c.TLSClientKey, "tls-client-key", c.TLSClientKey, "PEM private key `file` of --tls-client-cert")
 	fs.IntVar(&c.MaxMessageBytes, "max-message-bytes", c.MaxMessageBytes, "largest message in `bytes`, either way (0: 4 MiB)")
+	fs.DurationVar(&c.EventTimeout, "event-timeout", c.EventTimeout, "longest `duration` one SSE event or JSON answer of the remote may take to arrive whole once it began (a slow drip is cut; 0: 1m)")
 	fs.StringVar(&c.LogFormat, "log-format", c.LogFormat, "log `format` on stderr: text or json")
 	fs.StringVar(&c.LogLevel, "log-level", c.LogLevel, "log `level`: debug, info, warn or error")
 	return fs
@@ -177,6 +181,9 @@ func parseConnectConfig(args []string, out io.Writer) (*connectConfig, error) {
 	if err := level.UnmarshalText([]byte(c.LogLevel)); err != nil {
 		return nil, fmt.Errorf("--log-level %q: want debug, info, warn or error", c.LogLevel)
 	}
+	if c.EventTimeout < 0 {
+		return nil, fmt.Errorf("--event-timeout %v: want a positive duration", c.EventTimeout)
+	}
 	if c.MaxMessageBytes < 0 {
 		return nil, fmt.Errorf("--max-message-bytes %d: want a positive size", c.MaxMessageBytes)
 	}
@@ -194,7 +201,7 @@ func (c *connectConfig) options() (*connect.Options, error) {
 	default:
 		return nil, fmt.Errorf("--transport %q: want auto, streamable or sse", c.Transport)
 	}
-	o := &connect.Options{URL: c.url, Transport: c.Transport, MaxMessageBytes: c.MaxMessageBytes, Header: http.Header{}}
+	o := &connect.Options{URL: c.url, Transport: c.Transport, MaxMessageBytes: c.MaxMessageBytes, EventTimeout: c.EventTimeout, Header: http.Header{}}
 
 	o.Token, o.TokenSource = strings.TrimSpace(c.Token), "BRIDGE_CONNECT_TOKEN"
 	if c.TokenFile != "" {

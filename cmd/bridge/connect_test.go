@@ -17,6 +17,7 @@ func TestConnectFlagsHaveVariables(t *testing.T) {
 	values := map[string]string{
 		"transport": "sse", "token-file": "/some/file", "header": "X-A: b", "allow-http": "true",
 		"max-message-bytes": "7", "tls-ca": "/some/ca.pem", "tls-client-cert": "/some/cert.pem", "tls-client-key": "/some/key.pem", "log-format": "json", "log-level": "debug",
+		"event-timeout": "3s",
 	}
 	fs := newConnectFlagSet(&connectConfig{}, io.Discard)
 	fs.VisitAll(func(f *flag.Flag) {
