@@ -54,6 +54,13 @@ type streamable struct {
 	// sender of the cancellation notification SHOULD ignore any response
 	// to the request that arrives afterward."
 	calls map[string]context.CancelFunc
+	// stateless holds the ids of the requests in flight sent in revision
+	// 2026-07-28, whose cancellation is the closing of their stream.
+	stateless map[string]bool
+	// toolLists holds the ids of the tools/list requests in flight, whose
+	// answers tell the x-mcp-header annotations of each tool (tools).
+	toolLists map[string]bool
+	tools     map[string][]paramHeader
 }
 
 func newStreamable(f *forwarder, auto bool) *streamable {
@@ -66,6 +73,12 @@ func newStreamable(f *forwarder, auto bool) *streamable {
 // answer, except for initialize, whose status decides the transport.
 func (s *streamable) send(env *envelope, raw []byte) (err error) {
 	isInit := env.isRequest() && env.Method == "initialize"
+	pv := metaProtocolVersion(env.Params)
+	if env.Method == "notifications/cancelled" && s.cancelStateless(env.Params) {
+		// "closing the SSE response stream is itself the cancellation
+		// signal" (2026-07-28): the notification is not sent.
+		return nil
+	}
 	if isInit {
 		s.mu.Lock()
 		s.initID = string(env.ID)
@@ -81,6 +94,18 @@ func (s *streamable) send(env *envelope, raw []byte) (err error) {
 			s.calls = make(map[string]context.CancelFunc)
 		}
 		s.calls[key] = cancel
+		if pv >= revisionStateless {
+			if s.stateless == nil {
+				s.stateless = make(map[string]bool)
+			}
+			s.stateless[key] = true
+		}
+		if env.Method == "tools/list" {
+			if s.toolLists == nil {
+				s.toolLists = make(map[string]bool)
+			}
+			s.toolLists[key] = true
+		}
 		s.mu.Unlock()
 		defer func() {
 			if err != nil {
@@ -94,8 +119,11 @@ func (s *streamable) send(env *envelope, raw []byte) (err error) {
 	}
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("Accept", "application/json, text/event-stream")
-	if pv := metaProtocolVersion(env.Params); pv != "" {
+	if pv != "" {
 		req.Header.Set(protocolVersionHeader, pv)
+	}
+	if req.Header.Get(protocolVersionHeader) >= revisionStateless {
+		s.setStatelessHeaders(req.Header, env)
 	}
 	if isInit {
 		resp, err := s.client.Do(req)
@@ -164,6 +192,8 @@ func (s *streamable) endCall(id string) {
 	s.mu.Lock()
 	cancel := s.calls[id]
 	delete(s.calls, id)
+	delete(s.stateless, id)
+	delete(s.toolLists, id)
 	s.mu.Unlock()
 	if cancel != nil {
 		cancel()
@@ -179,6 +209,26 @@ func (s *streamable) cancelCall(params json.RawMessage) {
 	if json.Unmarshal(params, &p) == nil && isID(p.RequestID) {
 		s.endCall(string(bytes.TrimSpace(p.RequestID)))
 	}
+}
+
+// cancelStateless stops the stream of the request a notifications/cancelled
+// names when that request was sent in revision 2026-07-28, and reports
+// whether it did.
+func (s *streamable) cancelStateless(params json.RawMessage) bool {
+	var p struct {
+		RequestID json.RawMessage `json:"requestId"`
+	}
+	if json.Unmarshal(params, &p) != nil || !isID(p.RequestID) {
+		return false
+	}
+	id := string(bytes.TrimSpace(p.RequestID))
+	s.mu.Lock()
+	stateless := s.stateless[id]
+	s.mu.Unlock()
+	if stateless {
+		s.endCall(id)
+	}
+	return stateless
 }
 
 // newRequest builds a request to the remote with the session's headers.
@@ -313,7 +363,22 @@ func (s *streamable) deliverRemote(msg []byte) error {
 	}
 	s.mu.Lock()
 	initID := s.initID
+	listing := len(s.toolLists) > 0
 	s.mu.Unlock()
+	if listing {
+		var res struct {
+			ID     json.RawMessage `json:"id"`
+			Result json.RawMessage `json:"result"`
+		}
+		if json.Unmarshal(msg, &res) == nil && isID(res.ID) && res.Result != nil {
+			s.mu.Lock()
+			ok := s.toolLists[string(bytes.TrimSpace(res.ID))]
+			s.mu.Unlock()
+			if ok {
+				s.learnTools(res.Result)
+			}
+		}
+	}
 	if initID != "" && bytes.Contains(msg, []byte(`"protocolVersion"`)) {
 		var res struct {
 			ID     json.RawMessage `json:"id"`

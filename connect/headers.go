@@ -1,0 +1,194 @@
+package connect
+
+import (
+	"bytes"
+	"encoding/base64"
+	"encoding/json"
+	"math"
+	"net/http"
+	"strconv"
+	"strings"
+)
+
+// The headers of revision 2026-07-28 (basic/transports/streamable-http,
+// "Standard Headers" and "Custom Headers from Tool Parameters"), derived
+// from each message, since the stdio client that wrote it knows nothing
+// of HTTP: "Clients MUST include the Mcp-Method header on all requests and
+// notifications", "Mcp-Name ... for tools/call, resources/read and
+// prompts/get", and "When a client calls a tool whose inputSchema has
+// x-mcp-header annotations, the client MUST include the corresponding
+// Mcp-Param-{Name} headers". Which parameters a tool declares is learnt
+// from the tools/list answers that pass through.
+const (
+	methodHeader      = "Mcp-Method"
+	nameHeader        = "Mcp-Name"
+	paramHeaderPrefix = "Mcp-Param-"
+	base64Prefix      = "=?base64?"
+	base64Suffix      = "?="
+)
+
+// paramHeader is one x-mcp-header annotation of a tool's inputSchema: the
+// argument at path is mirrored in the header Mcp-Param-{name}.
+type paramHeader struct {
+	path []string
+	name string
+}
+
+// setStatelessHeaders sets the headers a message of revision 2026-07-28
+// needs.
+func (s *streamable) setStatelessHeaders(h http.Header, env *envelope) {
+	if env.Method == "" {
+		return
+	}
+	h.Set(methodHeader, env.Method)
+	var member string
+	switch env.Method {
+	case "tools/call", "prompts/get":
+		member = "name"
+	case "resources/read":
+		member = "uri"
+	default:
+		return
+	}
+	var params map[string]json.RawMessage
+	if json.Unmarshal(env.Params, &params) != nil {
+		return // the remote answers the malformed request
+	}
+	var name string
+	if json.Unmarshal(params[member], &name) != nil {
+		return
+	}
+	h.Set(nameHeader, encodeHeaderValue(name))
+	if env.Method != "tools/call" {
+		return
+	}
+	s.mu.Lock()
+	annotated := s.tools[name]
+	s.mu.Unlock()
+	for _, a := range annotated {
+		raw, ok := params["arguments"], true
+		for _, k := range a.path {
+			var obj map[string]json.RawMessage
+			if json.Unmarshal(raw, &obj) != nil {
+				ok = false
+				break
+			}
+			if raw, ok = obj[k]; !ok {
+				break
+			}
+		}
+		if !ok {
+			continue // "Parameter value is null / not in arguments: ... MUST NOT" send it
+		}
+		if v, ok := headerValueOf(raw); ok {
+			h.Set(paramHeaderPrefix+a.name, v)
+		}
+	}
+}
+
+// headerValueOf encodes an argument for its header: a string as is (or in
+// Base64 form), a boolean as true or false, an integer in decimal. Other
+// values (null, numbers with a fraction, objects, arrays) have no header.
+func headerValueOf(raw json.RawMessage) (string, bool) {
+	raw = bytes.TrimSpace(raw)
+	switch {
+	case len(raw) == 0 || string(raw) == "null":
+		return "", false
+	case raw[0] == '"':
+		var s string
+		if json.Unmarshal(raw, &s) != nil {
+			return "", false
+		}
+		return encodeHeaderValue(s), true
+	case string(raw) == "true" || string(raw) == "false":
+		return string(raw), true
+	}
+	f, err := strconv.ParseFloat(string(raw), 64)
+	// "Integer values MUST be within the safe range for JavaScript".
+	if err != nil || f != math.Trunc(f) || math.Abs(f) > 1<<53-1 {
+		return "", false
+	}
+	return strconv.FormatInt(int64(f), 10), true
+}
+
+// encodeHeaderValue uses the Base64 form where the plain one cannot carry
+// the value: "If the value contains any characters outside the visible
+// ASCII range, or has leading or trailing whitespace, clients MUST encode
+// it", and a plain value that looks encoded is encoded too.
+func encodeHeaderValue(v string) string {
+	plain := v == "" || (v[0] != ' ' && v[0] != '\t' && v[len(v)-1] != ' ' && v[len(v)-1] != '\t')
+	for i := 0; plain && i < len(v); i++ {
+		if c := v[i]; (c < 0x20 && c != '\t') || c > 0x7e {
+			plain = false
+		}
+	}
+	if plain && !(strings.HasPrefix(v, base64Prefix) && strings.HasSuffix(v, base64Suffix)) {
+		return v
+	}
+	return base64Prefix + base64.StdEncoding.EncodeToString([]byte(v)) + base64Suffix
+}
+
+// learnTools reads the x-mcp-header annotations of the tools of a
+// tools/list result.
+func (s *streamable) learnTools(result json.RawMessage) {
+	var r struct {
+		Tools []struct {
+			Name        string          `json:"name"`
+			InputSchema json.RawMessage `json:"inputSchema"`
+		} `json:"tools"`
+	}
+	if json.Unmarshal(result, &r) != nil {
+		return
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.tools == nil {
+		s.tools = make(map[string][]paramHeader)
+	}
+	for _, t := range r.Tools {
+		s.tools[t.Name] = annotations(t.InputSchema)
+	}
+}
+
+type schemaNode struct {
+	Header     json.RawMessage       `json:"x-mcp-header"`
+	Properties map[string]schemaNode `json:"properties"`
+}
+
+// annotations finds the x-mcp-header annotations of an inputSchema, on
+// properties "statically reachable from the schema root: reachable via a
+// chain consisting solely of properties keys".
+func annotations(schema json.RawMessage) []paramHeader {
+	if !bytes.Contains(schema, []byte(`"x-mcp-header"`)) {
+		return nil
+	}
+	var root schemaNode
+	if json.Unmarshal(schema, &root) != nil {
+		return nil
+	}
+	var out []paramHeader
+	var walk func(props map[string]schemaNode, path []string)
+	walk = func(props map[string]schemaNode, path []string) {
+		for name, n := range props {
+			p := append(path[:len(path):len(path)], name)
+			var h string
+			if json.Unmarshal(n.Header, &h) == nil && h != "" && validHeaderName(h) {
+				out = append(out, paramHeader{path: p, name: h})
+			}
+			walk(n.Properties, p)
+		}
+	}
+	walk(root.Properties, nil)
+	return out
+}
+
+// validHeaderName reports whether s is an HTTP token (RFC 9110, 5.1).
+func validHeaderName(s string) bool {
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if c <= ' ' || c > 0x7e || strings.IndexByte(`"(),/:;<=>?@[\]{}`, c) >= 0 {
+			return false
+		}
+	}
+	return s != ""
+}
