@@ -104,6 +104,10 @@ type Options struct {
 	// wait between events is not bounded (a tool may work for long).
 	// Zero: DefaultEventTimeout.
 	EventTimeout time.Duration
+	// OAuth, when set, makes bridge connect an OAuth 2.1 client: it logs
+	// in when the remote answers 401 (or 403 insufficient_scope), and
+	// sends the token it got instead of Token. Nil: Token only.
+	OAuth *OAuthOptions
 	// Logger receives what the forwarder has to say; never stdout, which
 	// carries the protocol. Nil: slog.Default().
 	Logger *slog.Logger
@@ -149,6 +153,14 @@ func Run(ctx context.Context, in io.Reader, out io.Writer, opts *Options) error 
 	ht := &headerTransport{base: base.Transport, host: u.Host, token: o.Token, header: o.Header}
 	if ht.base == nil {
 		ht.base = http.DefaultTransport
+	}
+	if o.OAuth != nil {
+		if o.Token != "" {
+			return errors.New("both a token and OAuth are configured: keep one")
+		}
+		if ht.oauth, err = newOAuthClient(o.OAuth, o.URL, base, o.Logger); err != nil {
+			return err
+		}
 	}
 	client := *base
 	client.Transport = ht
@@ -257,6 +269,14 @@ func (f *forwarder) unauthorized(status int, challenge, what string) error {
 	fmt.Fprintf(&b, "%v: %s answered %d %s to %s", ErrUnauthorized, f.opts.URL, status, http.StatusText(status), what)
 	if challenge != "" {
 		fmt.Fprintf(&b, " (WWW-Authenticate: %s)", challenge)
+	}
+	if f.auth.oauth != nil {
+		if err := f.auth.oauthFailure(); err != nil {
+			fmt.Fprintf(&b, "; the OAuth login failed: %v", err)
+		} else {
+			b.WriteString("; it refused the token OAuth gave too")
+		}
+		return errors.New(b.String())
 	}
 	if f.opts.Token == "" {
 		b.WriteString("; no token was sent: give one in BRIDGE_CONNECT_TOKEN or a file named by --token-file")
@@ -445,28 +465,74 @@ type headerTransport struct {
 	token  string
 	header http.Header
 
+	oauth *oauthClient // nil without OAuth
+
 	mu        sync.Mutex
 	status    int    // the last 401 or 403 answer, for the legacy transport's errors
 	challenge string // its WWW-Authenticate
+	oauthErr  error  // why the last OAuth login failed
 }
 
 func (t *headerTransport) RoundTrip(req *http.Request) (*http.Response, error) {
-	if req.URL.Host == t.host {
-		req = req.Clone(req.Context())
-		for k, vs := range t.header {
-			req.Header[k] = append([]string(nil), vs...)
-		}
-		if t.token != "" {
-			req.Header.Set("Authorization", "Bearer "+t.token)
-		}
+	if req.URL.Host != t.host {
+		return t.base.RoundTrip(req)
+	}
+	orig := req
+	req = req.Clone(req.Context())
+	for k, vs := range t.header {
+		req.Header[k] = append([]string(nil), vs...)
+	}
+	sent := t.token
+	if t.oauth != nil {
+		sent = t.oauth.token(req.Context())
+	}
+	if sent != "" {
+		req.Header.Set("Authorization", "Bearer "+sent)
 	}
 	resp, err := t.base.RoundTrip(req)
-	if err == nil && (resp.StatusCode == http.StatusUnauthorized || resp.StatusCode == http.StatusForbidden) {
+	// With OAuth, a refusal is answered by a refresh, a login or a step
+	// up, and the request sent again: twice at most (a refresh the remote
+	// still refuses, then a login).
+	for try := 0; t.oauth != nil && err == nil && try < 2 && refusal(resp.StatusCode) &&
+		(orig.Body == nil || orig.Body == http.NoBody || orig.GetBody != nil); try++ {
+		aerr := t.oauth.unauthorized(req.Context(), resp, sent)
+		if errors.Is(aerr, errNoRetry) {
+			break
+		}
+		t.mu.Lock()
+		t.oauthErr = aerr
+		t.mu.Unlock()
+		if aerr != nil {
+			break
+		}
+		drain(resp)
+		req = req.Clone(req.Context())
+		if orig.GetBody != nil {
+			if req.Body, err = orig.GetBody(); err != nil {
+				return nil, err
+			}
+		}
+		sent = t.oauth.token(req.Context())
+		req.Header.Set("Authorization", "Bearer "+sent)
+		resp, err = t.base.RoundTrip(req)
+	}
+	if err == nil && refusal(resp.StatusCode) {
 		t.mu.Lock()
 		t.status, t.challenge = resp.StatusCode, resp.Header.Get("WWW-Authenticate")
 		t.mu.Unlock()
 	}
 	return resp, err
+}
+
+func refusal(status int) bool {
+	return status == http.StatusUnauthorized || status == http.StatusForbidden
+}
+
+// oauthFailure returns why the last OAuth login failed, if it did.
+func (t *headerTransport) oauthFailure() error {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.oauthErr
 }
 
 // refused returns the last 401 or 403 status seen, if any.
