@@ -3,6 +3,7 @@ package connect_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -380,6 +381,49 @@ func TestConnectOAuthRefresh(t *testing.T) {
 	if n := rs.as.Grants("authorization_code"); n != 1 {
 		t.Errorf("%d logins, want 1", n)
 	}
+	t.Run("refresh refused", func(t *testing.T) {
+		// Both tokens revoked: the refresh fails, and a new login
+		// follows, with one line saying why.
+		for p, m := range storedTokens(t, store) {
+			m["access_token"], m["refresh_token"] = "revoked", "revoked-too"
+			b, _ := json.Marshal(m)
+			if err := os.WriteFile(p, b, 0o600); err != nil {
+				t.Fatal(err)
+			}
+		}
+		r, err := startOAuthRun(t, rs.url, o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		r.echo(t)
+		r.close()
+		if n := rs.as.Grants("authorization_code"); n != 2 {
+			t.Errorf("%d logins, want 2", n)
+		}
+		if n := strings.Count(r.prompt.String(), "refreshing it failed"); n != 1 || strings.Contains(r.prompt.String(), "revoked-too") {
+			t.Errorf("prompt:\n%s\nwant one line saying why, without the token", r.prompt)
+		}
+	})
+}
+
+// TestConnectOAuthClientMetadataDocument: where the authorization server
+// takes Client ID Metadata Documents, the document's URL is the client_id.
+func TestConnectOAuthClientMetadataDocument(t *testing.T) {
+	remote := hostileAS(t, nil, func(_ string, m map[string]any) { m["client_id_metadata_document_supported"] = true })
+	const doc = "https://client.example/bridge-connect.json"
+	var got string
+	_, err := startOAuthRun(t, remote, connect.OAuthOptions{TokenStore: t.TempDir(), ClientMetadataURL: doc,
+		Browser: func(_ context.Context, u string) error {
+			pu, _ := url.Parse(u)
+			got = pu.Query().Get("client_id")
+			return errors.New("the user closed the browser")
+		}})
+	if err == nil || !strings.Contains(err.Error(), "the user closed the browser") {
+		t.Fatalf("got %v", err)
+	}
+	if got != doc {
+		t.Errorf("client_id %q, want %q", got, doc)
+	}
 }
 
 // TestConnectOAuthConcurrentRefresh: two bridge connects sharing a store
@@ -450,6 +494,9 @@ func hostileAS(t *testing.T, prm func(base string) map[string]any, alter func(ba
 		case "/mcp":
 			w.Header().Set("WWW-Authenticate", `Bearer resource_metadata="`+base+`/.well-known/oauth-protected-resource/mcp"`)
 			w.WriteHeader(http.StatusUnauthorized)
+		case "/token":
+			// Another origin: the client's credentials must not follow.
+			http.Redirect(w, r, as.URL+"/token", http.StatusTemporaryRedirect)
 		case "/.well-known/oauth-protected-resource/mcp":
 			m := map[string]any{"resource": base + "/mcp", "authorization_servers": []string{base}}
 			if prm != nil {
@@ -481,8 +528,11 @@ func TestConnectOAuthRefusals(t *testing.T) {
 		alter func(base string, m map[string]any)
 		extra url.Values
 		want  string
+		// afterConsent: refused once the user consented, at the
+		// redirect or the token exchange.
+		afterConsent bool
 	}{
-		{name: "wrong iss", extra: url.Values{"iss": {"https://evil.example"}}, want: `comes from issuer "https://evil.example"`},
+		{name: "wrong iss", extra: url.Values{"iss": {"https://evil.example"}}, want: `comes from issuer "https://evil.example"`, afterConsent: true},
 		{name: "PKCE downgrade", alter: func(_ string, m map[string]any) { m["code_challenge_methods_supported"] = []string{"plain"} },
 			want: "does not offer PKCE with S256"},
 		{name: "no PKCE", alter: func(_ string, m map[string]any) { delete(m, "code_challenge_methods_supported") },
@@ -491,13 +541,17 @@ func TestConnectOAuthRefusals(t *testing.T) {
 			want: "want https (http only on a loopback address)"},
 		{name: "javascript authorization endpoint", alter: func(_ string, m map[string]any) { m["authorization_endpoint"] = "javascript:alert(1)" },
 			want: "is not an absolute URL"},
-		{name: "shell characters", alter: func(_ string, m map[string]any) { m["authorization_endpoint"] = "https://auth.example/$(touch${IFS}pwned)" },
+		{name: "shell characters", alter: func(_ string, m map[string]any) {
+			m["authorization_endpoint"] = "https://auth.example/$(touch${IFS}pwned)"
+		},
 			want: "holds the character '$'"},
 		{name: "issuer mismatch", alter: func(_ string, m map[string]any) { m["issuer"] = "https://other.example" },
 			want: `names issuer "https://other.example"`},
 		{name: "wrong audience", prm: func(base string) map[string]any {
 			return map[string]any{"resource": "https://other.example/mcp", "authorization_servers": []string{base}}
 		}, want: `got metadata resource "https://other.example/mcp"`},
+		{name: "token endpoint redirecting to another origin", alter: func(base string, m map[string]any) { m["token_endpoint"] = base + "/token" },
+			want: "refusing a redirect from", afterConsent: true},
 		{name: "http token endpoint", alter: func(_ string, m map[string]any) { m["token_endpoint"] = "http://auth.example/token" },
 			want: "token_endpoint \"http://auth.example/token\": want https"},
 	} {
@@ -510,13 +564,12 @@ func TestConnectOAuthRefusals(t *testing.T) {
 			if err == nil || !strings.Contains(err.Error(), tc.want) {
 				t.Fatalf("got %v, want an error containing %q", err, tc.want)
 			}
-			if opened.Load() && tc.extra == nil {
+			if opened.Load() && !tc.afterConsent {
 				t.Error("the browser was opened")
 			}
 		})
 	}
 }
-
 
 // TestConnectOAuthBinary: the bridge connect binary, with --no-browser,
 // prints the authorization URL on stderr; a user opens it; the Go SDK's
