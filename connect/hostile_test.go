@@ -217,3 +217,80 @@ func TestConnectHostileMalformed(t *testing.T) {
 		})
 	}
 }
+
+// TestConnectHostileLegacy: on the legacy HTTP+SSE transport, an answer
+// in invalid UTF-8 is answered with an error, and malformed JSON (after
+// which the stream cannot be trusted) answers every request in flight
+// with an error before bridge connect gives up; stdout gets JSON only.
+func TestConnectHostileLegacy(t *testing.T) {
+	for _, tc := range []struct {
+		name, event, want string
+		fatal             bool
+	}{
+		{"invalid utf-8", "{\"jsonrpc\":\"2.0\",\"id\":1,\"result\":{\"t\":\"\xff\"}}", "not valid UTF-8", false},
+		{"truncated json", "{\"jsonrpc\":\"2.0\",\"id\":1,\"result\":{", "the remote's SSE stream ended", true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			events := make(chan string, 1)
+			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				if r.Method == http.MethodPost {
+					w.WriteHeader(http.StatusAccepted)
+					events <- tc.event
+					return
+				}
+				sseHeader(w)
+				io.WriteString(w, "event: endpoint\ndata: /post\n\n")
+				http.NewResponseController(w).Flush()
+				select {
+				case ev := <-events:
+					io.WriteString(w, "event: message\ndata: "+ev+"\n\n")
+					http.NewResponseController(w).Flush()
+				case <-r.Context().Done():
+					return
+				}
+				<-r.Context().Done()
+			}))
+			defer func() {
+				srv.CloseClientConnections()
+				srv.Close()
+			}()
+			var logs syncBuffer
+			inR, inW := io.Pipe()
+			outR, outW := io.Pipe()
+			ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+			defer cancel()
+			done := make(chan error, 1)
+			go func() {
+				done <- connect.Run(ctx, inR, outW, &connect.Options{URL: srv.URL, Transport: connect.TransportSSE,
+					Logger: slog.New(slog.NewTextHandler(&logs, nil))})
+				outW.Close()
+			}()
+			lines := make(chan string, 4)
+			go func() {
+				defer close(lines)
+				sc := bufio.NewScanner(outR)
+				for sc.Scan() {
+					lines <- sc.Text()
+				}
+			}()
+			io.WriteString(inW, pingRequest+"\n")
+			select {
+			case got := <-lines:
+				wantRPCError(t, got, tc.want)
+			case <-ctx.Done():
+				t.Fatalf("no answer; log:\n%s", logs.String())
+			}
+			inW.Close()
+			err := <-done
+			if tc.fatal != (err != nil) {
+				t.Errorf("Run: %v", err)
+			}
+			for l := range lines {
+				t.Errorf("another line on stdout: %.200q", l)
+			}
+			if !strings.Contains(logs.String(), "level=ERROR") {
+				t.Errorf("log:\n%s\nwant an error", logs.String())
+			}
+		})
+	}
+}
