@@ -63,8 +63,6 @@ type Options struct {
 	Opaque bool
 	// OpenIDOnly serves the metadata only at /.well-known/openid-configuration.
 	OpenIDOnly bool
-	// AccessTokenLifespan is the life of access tokens. Zero: an hour.
-	AccessTokenLifespan time.Duration
 }
 
 // A Server is a running authorization server.
@@ -101,12 +99,8 @@ func New(t testing.TB, opts Options) *Server {
 	s.Rotate()
 
 	s.x = extra{grants: map[string]int{}, devices: map[string]*device{}, byUser: map[string]string{}, dynamic: map[string]fosite.Client{}}
-	lifespan := time.Hour
-	if opts.AccessTokenLifespan > 0 {
-		lifespan = opts.AccessTokenLifespan
-	}
 	cfg := &fosite.Config{
-		AccessTokenLifespan:   lifespan,
+		AccessTokenLifespan:   time.Hour,
 		RefreshTokenLifespan:  24 * time.Hour,
 		AuthorizeCodeLifespan: time.Minute,
 		GlobalSecret:          []byte("a-global-secret-of-32-bytes-long"),
