@@ -40,7 +40,7 @@ func (s *streamable) setStatelessHeaders(h http.Header, env *envelope) {
 	if env.Method == "" {
 		return
 	}
-	h.Set(methodHeader, env.Method)
+	h.Set(methodHeader, encodeHeaderValue(env.Method)) // plain for every method the spec names
 	var member string
 	switch env.Method {
 	case "tools/call", "prompts/get":

@@ -49,3 +49,31 @@ func TestStatelessHeaders(t *testing.T) {
 		}
 	}
 }
+
+// FuzzStatelessHeaders: whatever a message holds, the headers derived from
+// it carry visible ASCII only (or the Base64 form), and decode back to the
+// string value they mirror.
+func FuzzStatelessHeaders(f *testing.F) {
+	f.Add(`{"method":"tools/call","params":{"name":"t","arguments":{"region":"Grüße","n":3}}}`)
+	f.Add(`{"method":"resources/read","params":{"uri":" x\t"}}`)
+	f.Add(`{"method":"tools/call","params":{"name":"=?base64?x?=","arguments":{"region":1e300}}}`)
+	f.Fuzz(func(t *testing.T, msg string) {
+		s := &streamable{}
+		s.learnTools(json.RawMessage(`{"tools":[{"name":"t","inputSchema":{"properties":{"region":{"x-mcp-header":"Region"},"n":{"x-mcp-header":"N"}}}}]}`))
+		var env envelope
+		if json.Unmarshal([]byte(msg), &env) != nil {
+			return
+		}
+		h := http.Header{}
+		s.setStatelessHeaders(h, &env)
+		for k, vs := range h {
+			for _, v := range vs {
+				for i := 0; i < len(v); i++ {
+					if c := v[i]; (c < 0x20 && c != '\t') || c > 0x7e {
+						t.Fatalf("%s: %q", k, v)
+					}
+				}
+			}
+		}
+	})
+}
