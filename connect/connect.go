@@ -150,7 +150,7 @@ func Run(ctx context.Context, in io.Reader, out io.Writer, opts *Options) error 
 	if base == nil {
 		base = &http.Client{}
 	}
-	ht := &headerTransport{base: base.Transport, host: u.Host, token: o.Token, header: o.Header}
+	ht := &headerTransport{base: base.Transport, scheme: u.Scheme, host: u.Host, token: o.Token, header: o.Header}
 	if ht.base == nil {
 		ht.base = http.DefaultTransport
 	}
@@ -280,6 +280,9 @@ func (f *forwarder) unauthorized(status int, challenge, what string) error {
 	}
 	if f.opts.Token == "" {
 		b.WriteString("; no token was sent: give one in BRIDGE_CONNECT_TOKEN or a file named by --token-file")
+		if status == http.StatusUnauthorized && strings.Contains(challenge, "resource_metadata") {
+			b.WriteString(", or log in with --oauth (the remote names its authorization server)")
+		}
 	} else if status == http.StatusUnauthorized {
 		fmt.Fprintf(&b, "; the token from %s is missing or invalid there", f.opts.TokenSource)
 	} else {
@@ -457,10 +460,11 @@ func (l *lineWriter) write(msg []byte) error {
 }
 
 // headerTransport adds the token and the extra headers to requests for the
-// remote's host only: a redirect or a legacy SSE endpoint elsewhere never
-// gets them.
+// remote's scheme and host only: a redirect or a legacy SSE endpoint
+// elsewhere never gets them.
 type headerTransport struct {
 	base   http.RoundTripper
+	scheme string // a redirect from https to http on the same host gets nothing
 	host   string
 	token  string
 	header http.Header
@@ -474,7 +478,7 @@ type headerTransport struct {
 }
 
 func (t *headerTransport) RoundTrip(req *http.Request) (*http.Response, error) {
-	if req.URL.Host != t.host {
+	if req.URL.Host != t.host || req.URL.Scheme != t.scheme {
 		return t.base.RoundTrip(req)
 	}
 	orig := req

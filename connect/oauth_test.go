@@ -616,3 +616,46 @@ func (u *codeUser) Write(p []byte) (int, error) {
 	}
 	return len(p), nil
 }
+
+// TestConnectOAuthConcurrentProcesses: two bridge connect processes
+// sharing a store and a token about to expire refresh it once, through
+// the lock file.
+func TestConnectOAuthConcurrentProcesses(t *testing.T) {
+	rs := startOAuthRS(t, "mcp:tools")
+	store := t.TempDir()
+	r, err := startOAuthRun(t, rs.url, connect.OAuthOptions{TokenStore: store, ClientID: oauthtest.PublicClient, Browser: browser(nil)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.close()
+	expireSoon(t, store)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	var wg sync.WaitGroup
+	for range 2 {
+		cmd, stderr := connectCmd(t, rs.url, []string{"BRIDGE_CONNECT_TOKEN_STORE=" + store, "BRIDGE_CONNECT_OAUTH_CLIENT_ID=" + oauthtest.PublicClient, "BRIDGE_CONNECT_NO_BROWSER=true"})
+		wg.Go(func() {
+			client := mcp.NewClient(&mcp.Implementation{Name: "connect-oauth-test", Version: "1.0.0"}, nil)
+			cs, err := client.Connect(ctx, &mcp.CommandTransport{Command: cmd}, &mcp.ClientSessionOptions{ProtocolVersion: "2025-11-25"})
+			if err != nil {
+				t.Errorf("connecting: %v", err)
+				return
+			}
+			res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "echo", Arguments: textArgs{"hi"}})
+			if err != nil || res.IsError {
+				t.Errorf("tools/call echo: %v %+v", err, res)
+			}
+			cs.Close()
+			if strings.Contains(stderr.String(), "open http") {
+				t.Errorf("a process asked for a login:\n%s", stderr)
+			}
+		})
+	}
+	wg.Wait()
+	if n := rs.as.Grants("refresh_token"); n != 1 {
+		t.Errorf("%d refresh grants, want 1", n)
+	}
+	if n := rs.as.Grants("authorization_code"); n != 1 {
+		t.Errorf("%d logins, want 1", n)
+	}
+}
