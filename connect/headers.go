@@ -1,10 +1,14 @@
 package connect
 
 import (
+	"bufio"
 	"bytes"
+	"context"
 	"encoding/base64"
 	"encoding/json"
+	"fmt"
 	"math"
+	"mime"
 	"net/http"
 	"strconv"
 	"strings"
@@ -191,4 +195,139 @@ func validHeaderName(s string) bool {
 		}
 	}
 	return s != ""
+}
+
+// maxToolPages bounds the pages of a listing of bridge connect's own.
+const maxToolPages = 20
+
+// learnToolOf lists the remote's tools when a tools/call names a tool no
+// tools/list answer has shown yet (a client may call without listing):
+// its x-mcp-header annotations decide the headers the call must carry.
+// The listing repeats the call's _meta (protocol version, capabilities).
+func (s *streamable) learnToolOf(ctx context.Context, env *envelope, version string) {
+	if env.Method != "tools/call" {
+		return
+	}
+	var p struct {
+		Name string          `json:"name"`
+		Meta json.RawMessage `json:"_meta"`
+	}
+	if json.Unmarshal(env.Params, &p) != nil || p.Name == "" {
+		return
+	}
+	s.mu.Lock()
+	_, known := s.tools[p.Name]
+	tried := s.listedFor[p.Name]
+	if !known && !tried {
+		if s.listedFor == nil {
+			s.listedFor = make(map[string]bool)
+		}
+		s.listedFor[p.Name] = true
+	}
+	s.mu.Unlock()
+	if known || tried {
+		return
+	}
+	cursor := ""
+	for page := 0; page < maxToolPages; page++ {
+		params := map[string]any{}
+		if len(p.Meta) > 0 {
+			params["_meta"] = p.Meta
+		}
+		if cursor != "" {
+			params["cursor"] = cursor
+		}
+		result, err := s.ownRequest(ctx, version, "tools/list", params)
+		if err != nil {
+			s.log.Warn("listing the remote's tools for the headers of a call failed", "tool", p.Name, "err", err)
+			return
+		}
+		s.learnTools(result)
+		var next struct {
+			NextCursor string `json:"nextCursor"`
+		}
+		if json.Unmarshal(result, &next) != nil || next.NextCursor == "" {
+			return
+		}
+		cursor = next.NextCursor
+	}
+}
+
+// ownRequest sends a request of bridge connect's own in revision
+// 2026-07-28 and returns its result. Nothing of it reaches stdout.
+func (s *streamable) ownRequest(ctx context.Context, version, method string, params any) (json.RawMessage, error) {
+	s.mu.Lock()
+	s.ownID++
+	id := fmt.Sprintf(`"bridge-connect-%d"`, s.ownID)
+	s.mu.Unlock()
+	body, err := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": json.RawMessage(id), "method": method, "params": params})
+	if err != nil {
+		return nil, err
+	}
+	ctx, cancel := context.WithTimeout(ctx, oauthTimeout)
+	defer cancel()
+	req, err := s.newRequest(ctx, http.MethodPost, body)
+	if err != nil {
+		return nil, err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	req.Header.Set(protocolVersionHeader, version)
+	req.Header.Set(methodHeader, method)
+	resp, err := s.client.Do(req)
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return nil, fmt.Errorf("the remote answered %s", resp.Status)
+	}
+	var answer []byte
+	ct, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type"))
+	switch ct {
+	case "application/json":
+		if answer, err = readBody(resp.Body, s.opts.MaxMessageBytes); err != nil {
+			return nil, err
+		}
+	case "text/event-stream":
+		// The answer is the event whose data has the id; what comes
+		// before it (progress, logs) is not the client's.
+		r := bufio.NewReaderSize(resp.Body, 64<<10)
+		var data []byte
+		for answer == nil {
+			line, err := readLine(r, s.opts.MaxMessageBytes)
+			if err != nil && len(line) == 0 {
+				return nil, fmt.Errorf("the stream ended before the answer: %w", err)
+			}
+			switch {
+			case len(line) == 0:
+				if isAnswerTo(data, json.RawMessage(id)) {
+					answer = data
+				}
+				data = nil
+			case bytes.HasPrefix(line, []byte("data:")):
+				v := bytes.TrimPrefix(bytes.TrimPrefix(line, []byte("data:")), []byte(" "))
+				if len(data)+1+len(v) > s.opts.MaxMessageBytes {
+					return nil, errEventTooLarge
+				}
+				if data != nil {
+					data = append(data, '\n')
+				}
+				data = append(data, v...)
+			}
+		}
+	default:
+		return nil, fmt.Errorf("the remote answered with Content-Type %q", ct)
+	}
+	var m struct {
+		Result json.RawMessage `json:"result"`
+		Error  *rpcError       `json:"error"`
+	}
+	if err := json.Unmarshal(answer, &m); err != nil {
+		return nil, err
+	}
+	if m.Error != nil {
+		return nil, fmt.Errorf("%s: %d %s", method, m.Error.Code, m.Error.Message)
+	}
+	return m.Result, nil
 }

@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -97,7 +98,8 @@ func startStatelessBridge(t *testing.T, token string) string {
 // TestConnectBothEras: the Go SDK's stdio client reaches the bridge
 // through bridge connect in 2026-07-28 (its default: server/discover, the
 // headers of the revision derived by bridge connect, Mcp-Param-Region in
-// Base64 form for a value that needs it, an elicitation as an MRTR round)
+// Base64 form for a value that needs it, before the client listed the
+// tools and after, an elicitation as an MRTR round)
 // and in 2025-11-25 (a session).
 func TestConnectBothEras(t *testing.T) {
 	url := startStatelessBridge(t, "tok")
@@ -125,9 +127,6 @@ func TestConnectBothEras(t *testing.T) {
 			if v := cs.InitializeResult().ProtocolVersion; v != tc.want {
 				t.Fatalf("negotiated %q, want %q; stderr:\n%s", v, tc.want, stderr)
 			}
-			if _, err := cs.ListTools(ctx, nil); err != nil {
-				t.Fatal(err)
-			}
 			call := func(name string, args map[string]any, want string) {
 				t.Helper()
 				res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: name, Arguments: args})
@@ -144,8 +143,13 @@ func TestConnectBothEras(t *testing.T) {
 					t.Errorf("%s: %q (error %v), want %q in it", name, got, res.IsError, want)
 				}
 			}
-			call("test_simple_text", nil, "simple text")
+			// Called before any tools/list of the client's: bridge connect
+			// lists the tools itself for the annotations.
 			call("test_x_mcp_header", map[string]any{"region": "eu-west 3 ü", "level": 2}, "region=eu-west 3 ü")
+			if _, err := cs.ListTools(ctx, nil); err != nil {
+				t.Fatal(err)
+			}
+			call("test_simple_text", nil, "simple text")
 			call("test_x_mcp_header", map[string]any{"region": "us-east1"}, "region=us-east1")
 			if tc.want == "2026-07-28" {
 				call("test_input_required_result_elicitation", nil, "Ada")
@@ -267,4 +271,40 @@ func npmPeers(t *testing.T) string {
 		t.Skipf("no npm peers in %s (install them with ../shared/npm-peers/install %s)", dir, dir)
 	}
 	return dir
+}
+
+// TestConnectListsToolsForHeaders: a 2026-07-28 tools/call for a tool no
+// tools/list answer has shown makes bridge connect list the tools itself
+// (here answered on an SSE stream, after a notification), and the call
+// carries its Mcp-Param header; nothing of the listing reaches stdout.
+func TestConnectListsToolsForHeaders(t *testing.T) {
+	var region atomic.Value
+	handler := func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		var m struct {
+			ID json.RawMessage `json:"id"`
+		}
+		json.Unmarshal(body, &m)
+		switch r.Header.Get("Mcp-Method") {
+		case "tools/list":
+			sseHeader(w)
+			io.WriteString(w, `data: {"jsonrpc":"2.0","method":"notifications/message","params":{"level":"info","data":"listing"}}`+"\n\n")
+			io.WriteString(w, `data: {"jsonrpc":"2.0","id":`+string(m.ID)+`,"result":{"tools":[{"name":"geo","inputSchema":{"type":"object","properties":{"region":{"type":"string","x-mcp-header":"Region"}}}}]}}`+"\n\n")
+		case "tools/call":
+			region.Store(r.Header.Get("Mcp-Param-Region"))
+			w.Header().Set("Content-Type", "application/json")
+			io.WriteString(w, `{"jsonrpc":"2.0","id":`+string(m.ID)+`,"result":{"content":[]}}`)
+		default:
+			w.WriteHeader(http.StatusBadRequest)
+		}
+	}
+	const meta = `"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28"}`
+	got, _ := runHostile(t, handler, connect.Options{},
+		`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"geo","arguments":{"region":"eu-west1"},`+meta+`}}`)
+	if got != `{"jsonrpc":"2.0","id":1,"result":{"content":[]}}` {
+		t.Errorf("stdout got %q, want the call's answer only", got)
+	}
+	if v, _ := region.Load().(string); v != "eu-west1" {
+		t.Errorf("Mcp-Param-Region %q, want eu-west1", v)
+	}
 }

@@ -61,6 +61,10 @@ type streamable struct {
 	// answers tell the x-mcp-header annotations of each tool (tools).
 	toolLists map[string]bool
 	tools     map[string][]paramHeader
+	// listedFor holds the tools a listing of bridge connect's own was
+	// made for, so that a tool the remote does not list costs one.
+	listedFor map[string]bool
+	ownID     int // the last id of bridge connect's own requests
 }
 
 func newStreamable(f *forwarder, auto bool) *streamable {
@@ -122,7 +126,8 @@ func (s *streamable) send(env *envelope, raw []byte) (err error) {
 	if pv != "" {
 		req.Header.Set(protocolVersionHeader, pv)
 	}
-	if req.Header.Get(protocolVersionHeader) >= revisionStateless {
+	if v := req.Header.Get(protocolVersionHeader); v >= revisionStateless {
+		s.learnToolOf(ctx, env, v)
 		s.setStatelessHeaders(req.Header, env)
 	}
 	if isInit {
