@@ -12,17 +12,18 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"time"
 )
 
-// The headers of revision 2026-07-28 (basic/transports/streamable-http,
-// "Standard Headers" and "Custom Headers from Tool Parameters"), derived
-// from each message, since the stdio client that wrote it knows nothing
-// of HTTP: "Clients MUST include the Mcp-Method header on all requests and
-// notifications", "Mcp-Name ... for tools/call, resources/read and
-// prompts/get", and "When a client calls a tool whose inputSchema has
-// x-mcp-header annotations, the client MUST include the corresponding
-// Mcp-Param-{Name} headers". Which parameters a tool declares is learnt
-// from the tools/list answers that pass through.
+// The headers of revision 2026-07-28 (basic/transports/streamable-http),
+// derived from each message, since the stdio client that wrote it knows
+// nothing of HTTP: Mcp-Method for "All requests" and Mcp-Name for
+// "tools/call, resources/read, prompts/get requests" ("These headers are
+// REQUIRED for compliance"), and "When a server's tool definition includes
+// x-mcp-header annotations, conforming clients MUST mirror the designated
+// parameter values into HTTP headers". Which parameters a tool declares is
+// learnt from the tools/list answers that pass through, or from a listing
+// of bridge connect's own.
 const (
 	methodHeader      = "Mcp-Method"
 	nameHeader        = "Mcp-Name"
@@ -116,9 +117,11 @@ func headerValueOf(raw json.RawMessage) (string, bool) {
 }
 
 // encodeHeaderValue uses the Base64 form where the plain one cannot carry
-// the value: "If the value contains any characters outside the visible
-// ASCII range, or has leading or trailing whitespace, clients MUST encode
-// it", and a plain value that looks encoded is encoded too.
+// the value: "When a value cannot be safely represented as a plain ASCII
+// header value (e.g., it contains non-ASCII characters, control
+// characters, or has leading/trailing whitespace), clients MUST use Base64
+// encoding of the UTF-8 representation", and "clients MUST also
+// Base64-encode any plain-ASCII value that matches the sentinel pattern".
 func encodeHeaderValue(v string) string {
 	plain := v == "" || (v[0] != ' ' && v[0] != '\t' && v[len(v)-1] != ' ' && v[len(v)-1] != '\t')
 	for i := 0; plain && i < len(v); i++ {
@@ -197,8 +200,12 @@ func validHeaderName(s string) bool {
 	return s != ""
 }
 
-// maxToolPages bounds the pages of a listing of bridge connect's own.
-const maxToolPages = 20
+const (
+	// maxToolPages bounds the pages of a listing of bridge connect's own.
+	maxToolPages = 20
+	// ownRequestTimeout bounds each request of bridge connect's own.
+	ownRequestTimeout = 10 * time.Second
+)
 
 // learnToolOf lists the remote's tools when a tools/call names a tool no
 // tools/list answer has shown yet (a client may call without listing):
@@ -264,7 +271,8 @@ func (s *streamable) ownRequest(ctx context.Context, version, method string, par
 	if err != nil {
 		return nil, err
 	}
-	ctx, cancel := context.WithTimeout(ctx, oauthTimeout)
+	// The client's messages wait meanwhile: bounded tighter than a call.
+	ctx, cancel := context.WithTimeout(ctx, ownRequestTimeout)
 	defer cancel()
 	req, err := s.newRequest(ctx, http.MethodPost, body)
 	if err != nil {

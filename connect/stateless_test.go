@@ -174,6 +174,12 @@ func TestConnectStatelessCancel(t *testing.T) {
 	var closeOnce sync.Once
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		body, _ := io.ReadAll(r.Body)
+		if r.Header.Get("Mcp-Method") == "tools/list" {
+			// bridge connect's own listing, for the annotations of "slow".
+			w.Header().Set("Content-Type", "application/json")
+			io.WriteString(w, `{"jsonrpc":"2.0","id":"bridge-connect-1","result":{"tools":[{"name":"slow","inputSchema":{"type":"object"}}]}}`)
+			return
+		}
 		posts <- seen{r.Header.Get("Mcp-Method"), r.Header.Get("Mcp-Name"), r.Header.Get("Mcp-Protocol-Version"), string(body)}
 		sseHeader(w)
 		io.WriteString(w, ": working\n\n")
@@ -306,5 +312,48 @@ func TestConnectListsToolsForHeaders(t *testing.T) {
 	}
 	if v, _ := region.Load().(string); v != "eu-west1" {
 		t.Errorf("Mcp-Param-Region %q, want eu-west1", v)
+	}
+}
+
+// TestConnectRetriesHeaderMismatch: the tool's schema changed since the
+// tools/list answer bridge connect saw (it now declares Region); the
+// remote refuses the call with HeaderMismatch, and bridge connect lists
+// the tools again and retries it with the header, once.
+func TestConnectRetriesHeaderMismatch(t *testing.T) {
+	var lists, calls atomic.Int64
+	handler := func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		var m struct {
+			ID json.RawMessage `json:"id"`
+		}
+		json.Unmarshal(body, &m)
+		w.Header().Set("Content-Type", "application/json")
+		switch r.Header.Get("Mcp-Method") {
+		case "tools/list":
+			schema := `{"type":"object","properties":{"region":{"type":"string"}}}`
+			if lists.Add(1) > 1 {
+				schema = `{"type":"object","properties":{"region":{"type":"string","x-mcp-header":"Region"}}}`
+			}
+			io.WriteString(w, `{"jsonrpc":"2.0","id":`+string(m.ID)+`,"result":{"tools":[{"name":"geo","inputSchema":`+schema+`}]}}`)
+		case "tools/call":
+			calls.Add(1)
+			if r.Header.Get("Mcp-Param-Region") != "eu-west1" {
+				w.WriteHeader(http.StatusBadRequest)
+				io.WriteString(w, `{"jsonrpc":"2.0","id":`+string(m.ID)+`,"error":{"code":-32020,"message":"Header mismatch: exactly one Mcp-Param-Region header is required"}}`)
+				return
+			}
+			io.WriteString(w, `{"jsonrpc":"2.0","id":`+string(m.ID)+`,"result":{"content":[]}}`)
+		default:
+			w.WriteHeader(http.StatusBadRequest)
+		}
+	}
+	const meta = `"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28"}`
+	got, _ := runHostile(t, handler, connect.Options{},
+		`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"geo","arguments":{"region":"eu-west1"},`+meta+`}}`)
+	if got != `{"jsonrpc":"2.0","id":1,"result":{"content":[]}}` {
+		t.Errorf("stdout got %q, want the call's answer", got)
+	}
+	if lists.Load() != 2 || calls.Load() != 2 {
+		t.Errorf("%d listings and %d calls, want 2 and 2", lists.Load(), calls.Load())
 	}
 }

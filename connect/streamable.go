@@ -117,18 +117,9 @@ func (s *streamable) send(env *envelope, raw []byte) (err error) {
 			}
 		}()
 	}
-	req, err := s.newRequest(ctx, http.MethodPost, raw)
+	req, err := s.post(ctx, env, raw, pv)
 	if err != nil {
 		return err
-	}
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("Accept", "application/json, text/event-stream")
-	if pv != "" {
-		req.Header.Set(protocolVersionHeader, pv)
-	}
-	if v := req.Header.Get(protocolVersionHeader); v >= revisionStateless {
-		s.learnToolOf(ctx, env, v)
-		s.setStatelessHeaders(req.Header, env)
 	}
 	if isInit {
 		resp, err := s.client.Do(req)
@@ -177,6 +168,7 @@ func (s *streamable) send(env *envelope, raw []byte) (err error) {
 			return
 		}
 		markWritten()
+		resp = s.retryHeaderMismatch(ctx, env, raw, pv, resp)
 		s.handle(ctx, env, resp)
 		switch env.Method {
 		case "notifications/initialized":
@@ -191,6 +183,67 @@ func (s *streamable) send(env *envelope, raw []byte) (err error) {
 	}
 	return nil
 }
+
+// post builds the POST of one message with the headers it needs.
+func (s *streamable) post(ctx context.Context, env *envelope, raw []byte, pv string) (*http.Request, error) {
+	req, err := s.newRequest(ctx, http.MethodPost, raw)
+	if err != nil {
+		return nil, err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	if pv != "" {
+		req.Header.Set(protocolVersionHeader, pv)
+	}
+	if v := req.Header.Get(protocolVersionHeader); v >= revisionStateless {
+		s.learnToolOf(ctx, env, v)
+		s.setStatelessHeaders(req.Header, env)
+	}
+	return req, nil
+}
+
+// retryHeaderMismatch sends a tools/call of revision 2026-07-28 again when
+// the remote refused its Mcp-Param headers: "If the server rejects a
+// request with a HeaderMismatch error because required Mcp-Param-*
+// headers are missing or do not match the body, the client SHOULD call
+// tools/list to check for changes to the tool's inputSchema, then retry
+// the original request with the appropriate headers." Once; it returns
+// the answer to hand on (the first one, when there is no retry).
+func (s *streamable) retryHeaderMismatch(ctx context.Context, env *envelope, raw []byte, pv string, resp *http.Response) *http.Response {
+	if env.Method != "tools/call" || pv < revisionStateless || resp.StatusCode != http.StatusBadRequest {
+		return resp
+	}
+	body, err := readBody(resp.Body, 64<<10)
+	resp.Body.Close()
+	resp.Body = io.NopCloser(bytes.NewReader(body))
+	var m struct {
+		Error *rpcError `json:"error"`
+	}
+	if err != nil || json.Unmarshal(body, &m) != nil || m.Error == nil || m.Error.Code != codeHeaderMismatch {
+		return resp
+	}
+	var p struct {
+		Name string `json:"name"`
+	}
+	json.Unmarshal(env.Params, &p)
+	s.mu.Lock()
+	delete(s.tools, p.Name)
+	delete(s.listedFor, p.Name)
+	s.mu.Unlock()
+	s.log.Info("the remote refused the Mcp-Param headers of a call: listing its tools again, then retrying", "tool", p.Name, "error", m.Error.Message)
+	req, err := s.post(ctx, env, raw, pv)
+	if err != nil {
+		return resp
+	}
+	again, err := s.client.Do(req)
+	if err != nil {
+		return resp
+	}
+	return again
+}
+
+// codeHeaderMismatch is the HeaderMismatch error of revision 2026-07-28.
+const codeHeaderMismatch = -32020
 
 // endCall forgets the request id and stops its stream.
 func (s *streamable) endCall(id string) {
