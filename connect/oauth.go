@@ -441,15 +441,17 @@ func (c *oauthClient) serverMetadata(ctx context.Context, issuer string) (*serve
 	if asm == nil {
 		return nil, fmt.Errorf("no authorization server metadata (RFC 8414 or OpenID) for %s: %w", issuer, errors.Join(errs...))
 	}
-	// RFC 8414, 3.3: "The issuer value returned MUST be identical to the
-	// authorization server's issuer identifier value".
-	if strings.TrimRight(asm.Issuer, "/") != strings.TrimRight(issuer, "/") {
+	// "the issuer value in the document MUST be identical to the issuer
+	// identifier used to construct the well-known URL. If they differ,
+	// the client MUST NOT use the metadata."
+	if asm.Issuer != issuer {
 		return nil, fmt.Errorf("the authorization server metadata names issuer %q, not %q: refusing it (RFC 8414, 3.3)", asm.Issuer, issuer)
 	}
 	// "MCP clients MUST use the S256 code challenge method when
 	// technically capable" and "If code_challenge_methods_supported is
 	// absent, the authorization server does not support PKCE and MCP
-	// clients MUST refuse to proceed."
+	// clients MUST refuse to proceed." S256 only: a list of "plain" alone
+	// is a downgrade.
 	if c.opts.Flow == FlowCode && !slices.Contains(asm.CodeChallengeMethodsSupported, "S256") {
 		return nil, fmt.Errorf("the authorization server %s does not offer PKCE with S256 (code_challenge_methods_supported %q): refusing the code flow", issuer, asm.CodeChallengeMethodsSupported)
 	}
@@ -557,15 +559,17 @@ type registration struct {
 	registeredSecret       string // kept in the store when registered
 }
 
-// client picks the client: "Clients and authorization servers MAY support
-// ... Client ID Metadata Documents ... Pre-registration ... Dynamic Client
-// Registration", tried in that order as the spec recommends.
+// client picks the client: "Clients supporting all options SHOULD use the
+// following priority order: 1. Use pre-registered client information ...
+// 2. Use Client ID Metadata Documents if the Authorization Server
+// indicates that it supports them ... 3. Use Dynamic Client Registration
+// as a fallback".
 func (c *oauthClient) client(ctx context.Context, asm *serverMeta, resource string) (*registration, error) {
-	if c.opts.ClientMetadataURL != "" && asm.ClientIDMetadataDocumentSupported && c.opts.Flow != FlowClientCredentials {
-		return &registration{ClientID: c.opts.ClientMetadataURL}, nil
-	}
 	if c.opts.ClientID != "" {
 		return &registration{ClientID: c.opts.ClientID, ClientSecret: c.opts.ClientSecret}, nil
+	}
+	if c.opts.ClientMetadataURL != "" && asm.ClientIDMetadataDocumentSupported && c.opts.Flow != FlowClientCredentials {
+		return &registration{ClientID: c.opts.ClientMetadataURL}, nil
 	}
 	if st := c.store.registered(asm.Issuer); st != nil {
 		return &registration{ClientID: st.ClientID, ClientSecret: st.ClientSecret, registered: true, registeredSecret: st.ClientSecret}, nil
@@ -579,7 +583,9 @@ func (c *oauthClient) client(ctx context.Context, asm *serverMeta, resource stri
 		TokenEndpointAuthMethod: "none",
 		GrantTypes:              []string{"authorization_code", "refresh_token"},
 		ResponseTypes:           []string{"code"},
-		// RFC 8252, 7.3: the port of a loopback redirect URI may vary.
+		// RFC 8252, 7.3: "The authorization server MUST allow any port
+		// to be specified at the time of the request for loopback IP
+		// redirect URIs", so the one registration serves every login.
 		RedirectURIs: []string{"http://127.0.0.1/callback"},
 	}
 	if c.opts.Flow == FlowDevice {
@@ -626,8 +632,10 @@ func (c *oauthClient) codeFlow(ctx context.Context, cfg *oauth2.Config, asm *ser
 		case q.Get("error") != "":
 			res.err = fmt.Errorf("the authorization server refused: %s %s", q.Get("error"), q.Get("error_description"))
 		case iss != "" && iss != asm.Issuer:
-			// RFC 9207, 2.4: "clients MUST ... compare the iss parameter
-			// value to the issuer of the authorization server".
+			// A present iss is compared "to the recorded issuer using
+			// simple string comparison", whatever the metadata says; an
+			// absent one is rejected only where the metadata promised it
+			// (Authorization Response Validation, RFC 9207).
 			res.err = fmt.Errorf("the authorization response comes from issuer %q, not %q: refusing it (a mix-up attack?)", iss, asm.Issuer)
 		case iss == "" && asm.IssParameterSupported:
 			res.err = fmt.Errorf("the authorization server %s promises an iss parameter (RFC 9207) but the response has none: refusing it", asm.Issuer)
