@@ -128,7 +128,7 @@ Flags (each also read from the environment variable shown; flags win):
 	fs.VisitAll(func(f *flag.Flag) {
 		name, text := flag.UnquoteUsage(f)
 		fmt.Fprintf(out, "  --%s %s\n        %s\n        env %s", f.Name, name, text, connectFlagEnv[f.Name])
-		if f.DefValue != "" && f.DefValue != "false" && f.DefValue != "0" {
+		if f.DefValue != "" && f.DefValue != "false" && f.DefValue != "0" && f.DefValue != "0s" {
 			fmt.Fprintf(out, "   default %s", f.DefValue)
 		}
 		fmt.Fprintln(out)
