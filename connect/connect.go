@@ -7,7 +7,14 @@
 // Messages pass through untouched: the forwarder reads only their envelope
 // (id, method) and never rewrites an id, so server-to-client requests
 // (sampling, elicitation, roots), notifications, progress and cancellation
-// reach the other side as they were sent.
+// reach the other side as they were sent. A message of revision 2026-07-28
+// gets the HTTP headers that revision derives from it (headers.go), and a
+// cancelled request of that revision has its stream closed instead.
+//
+// With Options.OAuth the forwarder is an OAuth 2.1 client (oauth.go):
+// the remote's 401 leads to a login, tokens are kept in a store
+// (tokenstore.go) and refreshed. What the remote sends is bounded as it
+// arrives, and only JSON-RPC in UTF-8 reaches stdout.
 //
 // Streamable HTTP is spoken by a small client of this package rather than
 // the Go SDK's StreamableClientTransport: used without the SDK's mcp.Client

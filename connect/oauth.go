@@ -286,7 +286,7 @@ func (c *oauthClient) login(ctx context.Context, bearer map[string]string, stepU
 		slices.Sort(scopes)
 		scopes = slices.Compact(scopes)
 	}
-	cl, err := c.client(ctx, asm, prm.Resource)
+	cl, err := c.client(ctx, asm)
 	if err != nil {
 		return err
 	}
@@ -564,7 +564,7 @@ type registration struct {
 // 2. Use Client ID Metadata Documents if the Authorization Server
 // indicates that it supports them ... 3. Use Dynamic Client Registration
 // as a fallback".
-func (c *oauthClient) client(ctx context.Context, asm *serverMeta, resource string) (*registration, error) {
+func (c *oauthClient) client(ctx context.Context, asm *serverMeta) (*registration, error) {
 	if c.opts.ClientID != "" {
 		return &registration{ClientID: c.opts.ClientID, ClientSecret: c.opts.ClientSecret}, nil
 	}
