@@ -7,7 +7,14 @@
 // Messages pass through untouched: the forwarder reads only their envelope
 // (id, method) and never rewrites an id, so server-to-client requests
 // (sampling, elicitation, roots), notifications, progress and cancellation
-// reach the other side as they were sent.
+// reach the other side as they were sent. A message of revision 2026-07-28
+// gets the HTTP headers that revision derives from it (headers.go), and a
+// cancelled request of that revision has its stream closed instead.
+//
+// With Options.OAuth the forwarder is an OAuth 2.1 client (oauth.go):
+// the remote's 401 leads to a login, tokens are kept in a store
+// (tokenstore.go) and refreshed. What the remote sends is bounded as it
+// arrives, and only JSON-RPC in UTF-8 reaches stdout.
 //
 // Streamable HTTP is spoken by a small client of this package rather than
 // the Go SDK's StreamableClientTransport: used without the SDK's mcp.Client
@@ -61,6 +68,10 @@ const (
 	maxRetries = 5
 	// deleteTimeout bounds the DELETE that ends the session at exit.
 	deleteTimeout = 5 * time.Second
+	// DefaultEventTimeout bounds, when Options.EventTimeout is zero, how
+	// long one SSE event or one JSON answer may take to arrive whole once
+	// its first byte arrived.
+	DefaultEventTimeout = time.Minute
 )
 
 // ErrUnauthorized is returned when the remote answers 401 or 403.
@@ -94,6 +105,16 @@ type Options struct {
 	// MaxMessageBytes bounds each message read from stdin or from the
 	// remote. Zero: DefaultMaxMessageBytes.
 	MaxMessageBytes int
+	// EventTimeout bounds how long one SSE event, one SSE line, or one
+	// JSON answer may take to arrive whole once its first byte arrived: a
+	// remote that drips an event byte by byte gets its stream closed. The
+	// wait between events is not bounded (a tool may work for long).
+	// Zero: DefaultEventTimeout.
+	EventTimeout time.Duration
+	// OAuth, when set, makes bridge connect an OAuth 2.1 client: it logs
+	// in when the remote answers 401 (or 403 insufficient_scope), and
+	// sends the token it got instead of Token. Nil: Token only.
+	OAuth *OAuthOptions
 	// Logger receives what the forwarder has to say; never stdout, which
 	// carries the protocol. Nil: slog.Default().
 	Logger *slog.Logger
@@ -117,6 +138,9 @@ func Run(ctx context.Context, in io.Reader, out io.Writer, opts *Options) error 
 	if o.Logger == nil {
 		o.Logger = slog.Default()
 	}
+	if o.EventTimeout <= 0 {
+		o.EventTimeout = DefaultEventTimeout
+	}
 	if o.TokenSource == "" {
 		o.TokenSource = "the token"
 	}
@@ -133,9 +157,17 @@ func Run(ctx context.Context, in io.Reader, out io.Writer, opts *Options) error 
 	if base == nil {
 		base = &http.Client{}
 	}
-	ht := &headerTransport{base: base.Transport, host: u.Host, token: o.Token, header: o.Header}
+	ht := &headerTransport{base: base.Transport, scheme: u.Scheme, host: u.Host, token: o.Token, header: o.Header}
 	if ht.base == nil {
 		ht.base = http.DefaultTransport
+	}
+	if o.OAuth != nil {
+		if o.Token != "" {
+			return errors.New("both a token and OAuth are configured: keep one")
+		}
+		if ht.oauth, err = newOAuthClient(o.OAuth, o.URL, base, o.Logger); err != nil {
+			return err
+		}
 	}
 	client := *base
 	client.Transport = ht
@@ -245,8 +277,19 @@ func (f *forwarder) unauthorized(status int, challenge, what string) error {
 	if challenge != "" {
 		fmt.Fprintf(&b, " (WWW-Authenticate: %s)", challenge)
 	}
+	if f.auth.oauth != nil {
+		if err := f.auth.oauthFailure(); err != nil {
+			fmt.Fprintf(&b, "; the OAuth login failed: %v", err)
+		} else {
+			b.WriteString("; it refused the token OAuth gave too")
+		}
+		return errors.New(b.String())
+	}
 	if f.opts.Token == "" {
 		b.WriteString("; no token was sent: give one in BRIDGE_CONNECT_TOKEN or a file named by --token-file")
+		if status == http.StatusUnauthorized && strings.Contains(challenge, "resource_metadata") {
+			b.WriteString(", or log in with --oauth (the remote names its authorization server)")
+		}
 	} else if status == http.StatusUnauthorized {
 		fmt.Fprintf(&b, "; the token from %s is missing or invalid there", f.opts.TokenSource)
 	} else {
@@ -424,36 +467,83 @@ func (l *lineWriter) write(msg []byte) error {
 }
 
 // headerTransport adds the token and the extra headers to requests for the
-// remote's host only: a redirect or a legacy SSE endpoint elsewhere never
-// gets them.
+// remote's scheme and host only: a redirect or a legacy SSE endpoint
+// elsewhere never gets them.
 type headerTransport struct {
 	base   http.RoundTripper
+	scheme string // a redirect from https to http on the same host gets nothing
 	host   string
 	token  string
 	header http.Header
 
+	oauth *oauthClient // nil without OAuth
+
 	mu        sync.Mutex
 	status    int    // the last 401 or 403 answer, for the legacy transport's errors
 	challenge string // its WWW-Authenticate
+	oauthErr  error  // why the last OAuth login failed
 }
 
 func (t *headerTransport) RoundTrip(req *http.Request) (*http.Response, error) {
-	if req.URL.Host == t.host {
-		req = req.Clone(req.Context())
-		for k, vs := range t.header {
-			req.Header[k] = append([]string(nil), vs...)
-		}
-		if t.token != "" {
-			req.Header.Set("Authorization", "Bearer "+t.token)
-		}
+	if req.URL.Host != t.host || req.URL.Scheme != t.scheme {
+		return t.base.RoundTrip(req)
+	}
+	orig := req
+	req = req.Clone(req.Context())
+	for k, vs := range t.header {
+		req.Header[k] = append([]string(nil), vs...)
+	}
+	sent := t.token
+	if t.oauth != nil {
+		sent = t.oauth.token(req.Context())
+	}
+	if sent != "" {
+		req.Header.Set("Authorization", "Bearer "+sent)
 	}
 	resp, err := t.base.RoundTrip(req)
-	if err == nil && (resp.StatusCode == http.StatusUnauthorized || resp.StatusCode == http.StatusForbidden) {
+	// With OAuth, a refusal is answered by a refresh, a login or a step
+	// up, and the request sent again: twice at most (a refresh the remote
+	// still refuses, then a login).
+	for try := 0; t.oauth != nil && err == nil && try < 2 && refusal(resp.StatusCode) &&
+		(orig.Body == nil || orig.Body == http.NoBody || orig.GetBody != nil); try++ {
+		aerr := t.oauth.unauthorized(req.Context(), resp, sent)
+		if errors.Is(aerr, errNoRetry) {
+			break
+		}
+		t.mu.Lock()
+		t.oauthErr = aerr
+		t.mu.Unlock()
+		if aerr != nil {
+			break
+		}
+		drain(resp)
+		req = req.Clone(req.Context())
+		if orig.GetBody != nil {
+			if req.Body, err = orig.GetBody(); err != nil {
+				return nil, err
+			}
+		}
+		sent = t.oauth.token(req.Context())
+		req.Header.Set("Authorization", "Bearer "+sent)
+		resp, err = t.base.RoundTrip(req)
+	}
+	if err == nil && refusal(resp.StatusCode) {
 		t.mu.Lock()
 		t.status, t.challenge = resp.StatusCode, resp.Header.Get("WWW-Authenticate")
 		t.mu.Unlock()
 	}
 	return resp, err
+}
+
+func refusal(status int) bool {
+	return status == http.StatusUnauthorized || status == http.StatusForbidden
+}
+
+// oauthFailure returns why the last OAuth login failed, if it did.
+func (t *headerTransport) oauthFailure() error {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.oauthErr
 }
 
 // refused returns the last 401 or 403 status seen, if any.

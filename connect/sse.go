@@ -1,7 +1,9 @@
 package connect
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"sync"
 
@@ -18,6 +20,12 @@ type legacy struct {
 	conn mcp.Connection
 	wg   sync.WaitGroup // the reader
 	once sync.Once
+
+	mu sync.Mutex
+	// pending holds the ids of the client's requests not answered yet,
+	// answered with an error if the stream fails: a single stream carries
+	// every answer, so one malformed message ends them all.
+	pending map[string]json.RawMessage
 }
 
 func (f *forwarder) dialSSE() (*legacy, error) {
@@ -29,7 +37,7 @@ func (f *forwarder) dialSSE() (*legacy, error) {
 		}
 		return nil, fmt.Errorf("connecting to the HTTP+SSE endpoint %s: %w", f.opts.URL, err)
 	}
-	l := &legacy{forwarder: f, conn: conn}
+	l := &legacy{forwarder: f, conn: conn, pending: make(map[string]json.RawMessage)}
 	l.wg.Add(1)
 	go func() {
 		defer l.wg.Done()
@@ -37,14 +45,37 @@ func (f *forwarder) dialSSE() (*legacy, error) {
 			msg, err := conn.Read(f.ctx)
 			if err != nil {
 				if f.ctx.Err() == nil {
-					f.fail(fmt.Errorf("the remote's SSE stream ended: %w", err))
+					err = fmt.Errorf("the remote's SSE stream ended: %w", err)
+					f.log.Error("giving up the remote", "err", err)
+					l.failPending(err)
+					f.fail(err)
 				}
 				return
 			}
 			data, err := jsonrpc.EncodeMessage(msg)
+			if err == nil {
+				err = checkMessage(data)
+			}
 			if err != nil {
-				f.log.Warn("skipping a message of the remote", "err", err)
+				f.log.Error("skipping a message of the remote", "err", err)
+				if r, ok := msg.(*jsonrpc.Response); ok && r.ID.IsValid() {
+					// The answer the client waits for is unusable.
+					if id, merr := json.Marshal(r.ID.Raw()); merr == nil {
+						l.mu.Lock()
+						delete(l.pending, string(id))
+						l.mu.Unlock()
+						l.answerError(id, codeInternalError, fmt.Sprintf("bridge connect: the answer of the remote was refused: %v", err))
+					}
+				}
 				continue
+			}
+			if _, ok := msg.(*jsonrpc.Response); ok {
+				var env envelope
+				if json.Unmarshal(data, &env) == nil {
+					l.mu.Lock()
+					delete(l.pending, string(bytes.TrimSpace(env.ID)))
+					l.mu.Unlock()
+				}
 			}
 			f.deliver(data)
 		}
@@ -59,6 +90,12 @@ func (l *legacy) send(env *envelope, raw []byte) error {
 		l.answerError(env.ID, codeInvalidRequest, err.Error())
 		return nil
 	}
+	if env.isRequest() {
+		id := bytes.TrimSpace(env.ID)
+		l.mu.Lock()
+		l.pending[string(id)] = id
+		l.mu.Unlock()
+	}
 	if err := l.conn.Write(l.ctx, msg); err != nil {
 		if status, challenge := l.auth.refused(); status != 0 {
 			return l.unauthorized(status, challenge, env.Method)
@@ -67,6 +104,9 @@ func (l *legacy) send(env *envelope, raw []byte) error {
 			return context.Cause(l.ctx)
 		}
 		l.log.Warn("a message did not reach the remote", "method", env.Method, "err", err)
+		l.mu.Lock()
+		delete(l.pending, string(bytes.TrimSpace(env.ID)))
+		l.mu.Unlock()
 		l.answerError(env.ID, codeInternalError, fmt.Sprintf("bridge connect: %v", err))
 	}
 	return nil
@@ -79,4 +119,15 @@ func (l *legacy) close() {
 		_ = l.conn.Close()
 		l.wg.Wait()
 	})
+}
+
+// failPending answers every request in flight with an error.
+func (l *legacy) failPending(cause error) {
+	l.mu.Lock()
+	ids := l.pending
+	l.pending = map[string]json.RawMessage{}
+	l.mu.Unlock()
+	for _, id := range ids {
+		l.answerError(id, codeInternalError, fmt.Sprintf("bridge connect: %v", cause))
+	}
 }

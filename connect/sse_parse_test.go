@@ -3,6 +3,7 @@ package connect
 import (
 	"bytes"
 	"context"
+	"log/slog"
 	"strings"
 	"testing"
 	"time"
@@ -58,4 +59,31 @@ func TestReadEvents(t *testing.T) {
 			}
 		})
 	}
+}
+
+// FuzzReadEvents: whatever the remote sends, every line on stdout is one
+// JSON-RPC message in UTF-8, and no message outgrows the bound.
+func FuzzReadEvents(f *testing.F) {
+	f.Add("id: s_0\nretry: 250\ndata:\n\nid: s_1\ndata: {\"jsonrpc\":\"2.0\",\"method\":\"x\"}\n\n")
+	f.Add("data: {\"a\":\r\ndata: \"\xff\"}\r\n\r\n")
+	f.Add("data: [1,\ndata: 2]\n\n: c\nevent: message\ndata: {}\n\n")
+	f.Fuzz(func(t *testing.T, stream string) {
+		var out bytes.Buffer
+		f := &forwarder{opts: &Options{MaxMessageBytes: 256}, out: &lineWriter{w: &out}}
+		f.ctx, f.fail = context.WithCancelCause(context.Background())
+		defer f.fail(nil)
+		s := newStreamable(f, false)
+		s.log = slog.New(slog.DiscardHandler)
+		var lastID string
+		retry := DefaultRetry
+		s.readEvents(strings.NewReader(stream), []byte("7"), &lastID, &retry)
+		for _, line := range bytes.SplitAfter(out.Bytes(), []byte("\n")) {
+			if len(line) == 0 {
+				continue
+			}
+			if line[len(line)-1] != '\n' || checkMessage(line) != nil || len(line) > 257 {
+				t.Fatalf("stdout line %q", line)
+			}
+		}
+	})
 }

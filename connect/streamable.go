@@ -14,7 +14,9 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
+	"unicode/utf8"
 )
 
 const (
@@ -52,6 +54,17 @@ type streamable struct {
 	// sender of the cancellation notification SHOULD ignore any response
 	// to the request that arrives afterward."
 	calls map[string]context.CancelFunc
+	// stateless holds the ids of the requests in flight sent in revision
+	// 2026-07-28, whose cancellation is the closing of their stream.
+	stateless map[string]bool
+	// toolLists holds the ids of the tools/list requests in flight, whose
+	// answers tell the x-mcp-header annotations of each tool (tools).
+	toolLists map[string]bool
+	tools     map[string][]paramHeader
+	// listedFor holds the tools a listing of bridge connect's own was
+	// made for, so that a tool the remote does not list costs one.
+	listedFor map[string]bool
+	ownID     int // the last id of bridge connect's own requests
 }
 
 func newStreamable(f *forwarder, auto bool) *streamable {
@@ -64,6 +77,12 @@ func newStreamable(f *forwarder, auto bool) *streamable {
 // answer, except for initialize, whose status decides the transport.
 func (s *streamable) send(env *envelope, raw []byte) (err error) {
 	isInit := env.isRequest() && env.Method == "initialize"
+	pv := metaProtocolVersion(env.Params)
+	if env.Method == "notifications/cancelled" && s.cancelStateless(env.Params) {
+		// "closing the SSE response stream is itself the cancellation
+		// signal" (2026-07-28): the notification is not sent.
+		return nil
+	}
 	if isInit {
 		s.mu.Lock()
 		s.initID = string(env.ID)
@@ -79,6 +98,18 @@ func (s *streamable) send(env *envelope, raw []byte) (err error) {
 			s.calls = make(map[string]context.CancelFunc)
 		}
 		s.calls[key] = cancel
+		if pv >= revisionStateless {
+			if s.stateless == nil {
+				s.stateless = make(map[string]bool)
+			}
+			s.stateless[key] = true
+		}
+		if env.Method == "tools/list" {
+			if s.toolLists == nil {
+				s.toolLists = make(map[string]bool)
+			}
+			s.toolLists[key] = true
+		}
 		s.mu.Unlock()
 		defer func() {
 			if err != nil {
@@ -86,14 +117,9 @@ func (s *streamable) send(env *envelope, raw []byte) (err error) {
 			}
 		}()
 	}
-	req, err := s.newRequest(ctx, http.MethodPost, raw)
+	req, err := s.post(ctx, env, raw, pv)
 	if err != nil {
 		return err
-	}
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("Accept", "application/json, text/event-stream")
-	if pv := metaProtocolVersion(env.Params); pv != "" {
-		req.Header.Set(protocolVersionHeader, pv)
 	}
 	if isInit {
 		resp, err := s.client.Do(req)
@@ -142,6 +168,7 @@ func (s *streamable) send(env *envelope, raw []byte) (err error) {
 			return
 		}
 		markWritten()
+		resp = s.retryHeaderMismatch(ctx, env, raw, pv, resp)
 		s.handle(ctx, env, resp)
 		switch env.Method {
 		case "notifications/initialized":
@@ -157,11 +184,74 @@ func (s *streamable) send(env *envelope, raw []byte) (err error) {
 	return nil
 }
 
+// post builds the POST of one message with the headers it needs.
+func (s *streamable) post(ctx context.Context, env *envelope, raw []byte, pv string) (*http.Request, error) {
+	req, err := s.newRequest(ctx, http.MethodPost, raw)
+	if err != nil {
+		return nil, err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	if pv != "" {
+		req.Header.Set(protocolVersionHeader, pv)
+	}
+	if v := req.Header.Get(protocolVersionHeader); v >= revisionStateless {
+		s.learnToolOf(ctx, env, v)
+		s.setStatelessHeaders(req.Header, env)
+	}
+	return req, nil
+}
+
+// retryHeaderMismatch sends a tools/call of revision 2026-07-28 again when
+// the remote refused its Mcp-Param headers: "If the server rejects a
+// request with a HeaderMismatch error because required Mcp-Param-*
+// headers are missing or do not match the body, the client SHOULD call
+// tools/list to check for changes to the tool's inputSchema, then retry
+// the original request with the appropriate headers." Once; it returns
+// the answer to hand on (the first one, when there is no retry).
+func (s *streamable) retryHeaderMismatch(ctx context.Context, env *envelope, raw []byte, pv string, resp *http.Response) *http.Response {
+	if env.Method != "tools/call" || pv < revisionStateless || resp.StatusCode != http.StatusBadRequest {
+		return resp
+	}
+	body, err := readBody(resp.Body, 64<<10)
+	resp.Body.Close()
+	resp.Body = io.NopCloser(bytes.NewReader(body))
+	var m struct {
+		Error *rpcError `json:"error"`
+	}
+	if err != nil || json.Unmarshal(body, &m) != nil || m.Error == nil || m.Error.Code != codeHeaderMismatch {
+		return resp
+	}
+	var p struct {
+		Name string `json:"name"`
+	}
+	json.Unmarshal(env.Params, &p)
+	s.mu.Lock()
+	delete(s.tools, p.Name)
+	delete(s.listedFor, p.Name)
+	s.mu.Unlock()
+	s.log.Info("the remote refused the Mcp-Param headers of a call: listing its tools again, then retrying", "tool", p.Name, "error", m.Error.Message)
+	req, err := s.post(ctx, env, raw, pv)
+	if err != nil {
+		return resp
+	}
+	again, err := s.client.Do(req)
+	if err != nil {
+		return resp
+	}
+	return again
+}
+
+// codeHeaderMismatch is the HeaderMismatch error of revision 2026-07-28.
+const codeHeaderMismatch = -32020
+
 // endCall forgets the request id and stops its stream.
 func (s *streamable) endCall(id string) {
 	s.mu.Lock()
 	cancel := s.calls[id]
 	delete(s.calls, id)
+	delete(s.stateless, id)
+	delete(s.toolLists, id)
 	s.mu.Unlock()
 	if cancel != nil {
 		cancel()
@@ -177,6 +267,26 @@ func (s *streamable) cancelCall(params json.RawMessage) {
 	if json.Unmarshal(params, &p) == nil && isID(p.RequestID) {
 		s.endCall(string(bytes.TrimSpace(p.RequestID)))
 	}
+}
+
+// cancelStateless stops the stream of the request a notifications/cancelled
+// names when that request was sent in revision 2026-07-28, and reports
+// whether it did.
+func (s *streamable) cancelStateless(params json.RawMessage) bool {
+	var p struct {
+		RequestID json.RawMessage `json:"requestId"`
+	}
+	if json.Unmarshal(params, &p) != nil || !isID(p.RequestID) {
+		return false
+	}
+	id := string(bytes.TrimSpace(p.RequestID))
+	s.mu.Lock()
+	stateless := s.stateless[id]
+	s.mu.Unlock()
+	if stateless {
+		s.endCall(id)
+	}
+	return stateless
 }
 
 // newRequest builds a request to the remote with the session's headers.
@@ -225,12 +335,20 @@ func (s *streamable) handle(ctx context.Context, env *envelope, resp *http.Respo
 	ct, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type"))
 	switch ct {
 	case "application/json":
+		wd := newWatchdog(s.opts.EventTimeout, func() { resp.Body.Close() })
+		wd.arm()
 		body, err := readBody(resp.Body, s.opts.MaxMessageBytes)
+		wd.disarm()
+		if err == nil {
+			err = s.deliverRemote(body)
+		} else if wd.fired.Load() {
+			err = wd.err("the JSON answer")
+		}
 		if err != nil {
-			s.answerError(env.ID, codeInternalError, fmt.Sprintf("bridge connect: reading the answer to %s: %v", what, err))
+			s.log.Error("the remote's answer was not forwarded", "method", what, "err", err)
+			s.answerError(env.ID, codeInternalError, fmt.Sprintf("bridge connect: the answer of the remote to %s was refused: %v", what, err))
 			return
 		}
-		s.deliverRemote(body)
 	case "text/event-stream":
 		s.stream(ctx, env.ID, resp)
 	default:
@@ -294,11 +412,31 @@ func (s *streamable) SessionID() string {
 }
 
 // deliverRemote writes a message of the remote to stdout, noting the
-// protocol revision when it is the answer to initialize.
-func (s *streamable) deliverRemote(msg []byte) {
+// protocol revision when it is the answer to initialize. A message that is
+// not JSON-RPC (not UTF-8, not a JSON object or array) is refused with a
+// *badMessageError: the stdio client would choke on it.
+func (s *streamable) deliverRemote(msg []byte) error {
+	if err := checkMessage(msg); err != nil {
+		return err
+	}
 	s.mu.Lock()
 	initID := s.initID
+	listing := len(s.toolLists) > 0
 	s.mu.Unlock()
+	if listing {
+		var res struct {
+			ID     json.RawMessage `json:"id"`
+			Result json.RawMessage `json:"result"`
+		}
+		if json.Unmarshal(msg, &res) == nil && isID(res.ID) && res.Result != nil {
+			s.mu.Lock()
+			ok := s.toolLists[string(bytes.TrimSpace(res.ID))]
+			s.mu.Unlock()
+			if ok {
+				s.learnTools(res.Result)
+			}
+		}
+	}
 	if initID != "" && bytes.Contains(msg, []byte(`"protocolVersion"`)) {
 		var res struct {
 			ID     json.RawMessage `json:"id"`
@@ -313,6 +451,7 @@ func (s *streamable) deliverRemote(msg []byte) {
 		}
 	}
 	s.deliver(msg)
+	return nil
 }
 
 // startStandalone opens the GET stream once the session is initialized:
@@ -379,6 +518,15 @@ func (s *streamable) stream(ctx context.Context, callID json.RawMessage, resp *h
 		if answered || ctx.Err() != nil {
 			return
 		}
+		if isHostile(err) {
+			// Resuming would replay the same event: give up the stream.
+			s.log.Error("closed a stream of the remote", "stream", what, "err", err)
+			if callID == nil {
+				s.log.Error("messages the remote sends outside requests are lost from now on")
+			}
+			s.answerError(callID, codeInternalError, fmt.Sprintf("bridge connect: closed the remote's stream: %v", err))
+			return
+		}
 		if err != nil && !errors.Is(err, io.ErrUnexpectedEOF) {
 			s.log.Warn("a stream of the remote broke", "stream", what, "err", err)
 		}
@@ -419,13 +567,38 @@ func (s *streamable) stream(ctx context.Context, callID json.RawMessage, resp *h
 // readEvents forwards the message events of one SSE body. It reports
 // whether the answer to callID was among them, and keeps the last event ID
 // and the retry delay the server announced.
+//
+// Every bound holds as the bytes arrive: an event's data may not grow past
+// MaxMessageBytes (errEventTooLarge, before the blank line that would end
+// it), and a line or an event, once its first byte arrived, must arrive
+// whole within EventTimeout (errDrip; the body is closed). An event that is
+// not a JSON-RPC message ends the stream of a request with a
+// *badMessageError, and is skipped on the standalone stream.
 func (s *streamable) readEvents(body io.Reader, callID json.RawMessage, lastID *string, retry *time.Duration) (bool, error) {
 	r := bufio.NewReaderSize(body, 64<<10)
+	closeBody := func() {}
+	if c, ok := body.(io.Closer); ok {
+		closeBody = func() { c.Close() }
+	}
+	wd := newWatchdog(s.opts.EventTimeout, closeBody)
+	defer wd.disarm()
+	max := s.opts.MaxMessageBytes
 	var data []byte
 	var event string
-	hasData := false
+	hasData, inEvent := false, false
 	for {
-		line, err := readLine(r, s.opts.MaxMessageBytes)
+		// The first byte of a line arms the watchdog; the wait for it
+		// between events is not bounded.
+		if _, err := r.Peek(1); err == nil {
+			wd.arm()
+		}
+		line, err := readLine(r, max)
+		if wd.fired.Load() {
+			return false, wd.err("an SSE event")
+		}
+		if errors.Is(err, errLineTooLong) {
+			return false, fmt.Errorf("%w: an SSE line over %d bytes", errEventTooLarge, max)
+		}
 		if err != nil && len(line) == 0 {
 			if err == io.EOF {
 				return false, nil
@@ -437,21 +610,31 @@ func (s *streamable) readEvents(body io.Reader, callID json.RawMessage, lastID *
 			// dispatches nothing (SSE spec), such as the priming events
 			// of 2025-11-25, an id with empty data.
 			if len(data) > 0 && (event == "" || event == "message") {
-				if len(data) > s.opts.MaxMessageBytes {
-					return false, fmt.Errorf("an event over %d bytes", s.opts.MaxMessageBytes)
-				}
-				s.deliverRemote(data)
-				if callID != nil && isAnswerTo(data, callID) {
+				if err := s.deliverRemote(data); err != nil {
+					if callID != nil {
+						return false, err
+					}
+					s.log.Error("skipped an event of the remote's standalone stream", "err", err)
+				} else if callID != nil && isAnswerTo(data, callID) {
 					return true, nil
 				}
 			}
-			data, event, hasData = data[:0], "", false
+			data, event, hasData, inEvent = data[:0], "", false, false
+			wd.disarm()
 			continue
 		}
 		field, value, _ := bytes.Cut(line, []byte(":"))
 		value = bytes.TrimPrefix(value, []byte(" "))
+		if len(field) > 0 {
+			inEvent = true // a comment (empty field name) is no part of one
+		}
 		switch string(field) {
 		case "data":
+			if len(data)+1+len(value) > max {
+				// Checked per line, not when the event ends: an endless
+				// event must not grow the process.
+				return false, fmt.Errorf("%w: an SSE event over %d bytes (raise --max-message-bytes)", errEventTooLarge, max)
+			}
 			if hasData {
 				data = append(data, '\n')
 			}
@@ -468,10 +651,83 @@ func (s *streamable) readEvents(body io.Reader, callID json.RawMessage, lastID *
 				*retry = time.Duration(ms) * time.Millisecond
 			}
 		}
+		if !inEvent {
+			wd.disarm()
+		}
 		if err != nil { // the last line had no end
 			return false, nil
 		}
 	}
+}
+
+var (
+	errEventTooLarge = errors.New("message too large")
+	errDrip          = errors.New("the remote is too slow")
+)
+
+// badMessageError is a message of the remote that is not JSON-RPC.
+type badMessageError struct{ why string }
+
+func (e *badMessageError) Error() string {
+	return "a message of the remote is not JSON-RPC: " + e.why
+}
+
+// isHostile reports whether err is a bound or a malformed message, after
+// which a stream is not resumed.
+func isHostile(err error) bool {
+	var bad *badMessageError
+	return errors.Is(err, errEventTooLarge) || errors.Is(err, errDrip) || errors.As(err, &bad)
+}
+
+// checkMessage refuses what must not reach stdout: a line there is a JSON
+// object (a message) or array (a batch of 2025-03-26) in UTF-8 ("Messages
+// are individual JSON-RPC requests, notifications, or responses", "JSON-RPC
+// messages MUST be UTF-8 encoded").
+func checkMessage(msg []byte) error {
+	if !utf8.Valid(msg) {
+		return &badMessageError{"it is not valid UTF-8"}
+	}
+	t := bytes.TrimSpace(msg)
+	if len(t) == 0 || (t[0] != '{' && t[0] != '[') {
+		return &badMessageError{"it is not a JSON object"}
+	}
+	if !json.Valid(t) {
+		return &badMessageError{"it is not valid JSON"}
+	}
+	return nil
+}
+
+// watchdog closes a body when what began arriving does not end in time.
+type watchdog struct {
+	d     time.Duration
+	stop  func()
+	t     *time.Timer
+	fired atomic.Bool
+}
+
+func newWatchdog(d time.Duration, stop func()) *watchdog {
+	if d <= 0 {
+		d = DefaultEventTimeout
+	}
+	return &watchdog{d: d, stop: stop}
+}
+
+// arm starts the countdown unless it runs already.
+func (w *watchdog) arm() {
+	if w.t == nil {
+		w.t = time.AfterFunc(w.d, func() { w.fired.Store(true); w.stop() })
+	}
+}
+
+func (w *watchdog) disarm() {
+	if w.t != nil {
+		w.t.Stop()
+		w.t = nil
+	}
+}
+
+func (w *watchdog) err(what string) error {
+	return fmt.Errorf("%w: %s did not arrive whole within %v of its first byte (a slow drip; raise --event-timeout if the remote is just slow)", errDrip, what, w.d)
 }
 
 // isAnswerTo reports whether msg is the response to request id.

@@ -17,6 +17,7 @@ import (
 	"os/signal"
 	"strings"
 	"syscall"
+	"time"
 
 	"github.com/kelseyhightower/envconfig"
 	"github.com/mcp-bridge/mcp-bridge/connect"
@@ -31,15 +32,27 @@ type connectConfig struct {
 	TokenFile string `envconfig:"BRIDGE_CONNECT_TOKEN_FILE"`
 	// Token has no flag: a token on the command line is visible to every
 	// user of the host in the process list.
-	Token           string `envconfig:"BRIDGE_CONNECT_TOKEN"`
-	Headers         string `envconfig:"BRIDGE_CONNECT_HEADERS"` // one per line
-	AllowHTTP       bool   `envconfig:"BRIDGE_CONNECT_ALLOW_HTTP"`
-	TLSCA           string `envconfig:"BRIDGE_CONNECT_TLS_CA"`
-	TLSClientCert   string `envconfig:"BRIDGE_CONNECT_TLS_CLIENT_CERT"`
-	TLSClientKey    string `envconfig:"BRIDGE_CONNECT_TLS_CLIENT_KEY"`
-	MaxMessageBytes int    `envconfig:"BRIDGE_MAX_MESSAGE_BYTES"`
-	LogFormat       string `envconfig:"BRIDGE_LOG_FORMAT" default:"text"`
-	LogLevel        string `envconfig:"BRIDGE_LOG_LEVEL" default:"info"`
+	Token           string        `envconfig:"BRIDGE_CONNECT_TOKEN"`
+	Headers         string        `envconfig:"BRIDGE_CONNECT_HEADERS"` // one per line
+	AllowHTTP       bool          `envconfig:"BRIDGE_CONNECT_ALLOW_HTTP"`
+	TLSCA           string        `envconfig:"BRIDGE_CONNECT_TLS_CA"`
+	TLSClientCert   string        `envconfig:"BRIDGE_CONNECT_TLS_CLIENT_CERT"`
+	TLSClientKey    string        `envconfig:"BRIDGE_CONNECT_TLS_CLIENT_KEY"`
+	MaxMessageBytes int           `envconfig:"BRIDGE_MAX_MESSAGE_BYTES"`
+	EventTimeout    time.Duration `envconfig:"BRIDGE_CONNECT_EVENT_TIMEOUT"`
+	// OAuth: any of these turns the OAuth client on.
+	OAuth                  bool   `envconfig:"BRIDGE_CONNECT_OAUTH"`
+	OAuthFlow              string `envconfig:"BRIDGE_CONNECT_OAUTH_FLOW"`
+	OAuthClientID          string `envconfig:"BRIDGE_CONNECT_OAUTH_CLIENT_ID"`
+	OAuthClientSecretFile  string `envconfig:"BRIDGE_CONNECT_OAUTH_CLIENT_SECRET_FILE"`
+	OAuthClientMetadataURL string `envconfig:"BRIDGE_CONNECT_OAUTH_CLIENT_METADATA_URL"`
+	OAuthScope             string `envconfig:"BRIDGE_CONNECT_OAUTH_SCOPE"`
+	TokenStore             string `envconfig:"BRIDGE_CONNECT_TOKEN_STORE"`
+	NoBrowser              bool   `envconfig:"BRIDGE_CONNECT_NO_BROWSER"`
+	// ClientSecret has no flag, like Token.
+	ClientSecret string `envconfig:"BRIDGE_CONNECT_CLIENT_SECRET"`
+	LogFormat    string `envconfig:"BRIDGE_LOG_FORMAT" default:"text"`
+	LogLevel     string `envconfig:"BRIDGE_LOG_LEVEL" default:"info"`
 
 	headerFlags []string
 	url         string
@@ -47,16 +60,25 @@ type connectConfig struct {
 
 // connectFlagEnv names the variable of each flag, for --help.
 var connectFlagEnv = map[string]string{
-	"transport":         "BRIDGE_CONNECT_TRANSPORT",
-	"token-file":        "BRIDGE_CONNECT_TOKEN_FILE",
-	"header":            "BRIDGE_CONNECT_HEADERS",
-	"allow-http":        "BRIDGE_CONNECT_ALLOW_HTTP",
-	"tls-ca":            "BRIDGE_CONNECT_TLS_CA",
-	"tls-client-cert":   "BRIDGE_CONNECT_TLS_CLIENT_CERT",
-	"tls-client-key":    "BRIDGE_CONNECT_TLS_CLIENT_KEY",
-	"max-message-bytes": "BRIDGE_MAX_MESSAGE_BYTES",
-	"log-format":        "BRIDGE_LOG_FORMAT",
-	"log-level":         "BRIDGE_LOG_LEVEL",
+	"transport":                 "BRIDGE_CONNECT_TRANSPORT",
+	"token-file":                "BRIDGE_CONNECT_TOKEN_FILE",
+	"header":                    "BRIDGE_CONNECT_HEADERS",
+	"allow-http":                "BRIDGE_CONNECT_ALLOW_HTTP",
+	"tls-ca":                    "BRIDGE_CONNECT_TLS_CA",
+	"tls-client-cert":           "BRIDGE_CONNECT_TLS_CLIENT_CERT",
+	"tls-client-key":            "BRIDGE_CONNECT_TLS_CLIENT_KEY",
+	"max-message-bytes":         "BRIDGE_MAX_MESSAGE_BYTES",
+	"event-timeout":             "BRIDGE_CONNECT_EVENT_TIMEOUT",
+	"oauth":                     "BRIDGE_CONNECT_OAUTH",
+	"oauth-flow":                "BRIDGE_CONNECT_OAUTH_FLOW",
+	"oauth-client-id":           "BRIDGE_CONNECT_OAUTH_CLIENT_ID",
+	"oauth-client-secret-file":  "BRIDGE_CONNECT_OAUTH_CLIENT_SECRET_FILE",
+	"oauth-client-metadata-url": "BRIDGE_CONNECT_OAUTH_CLIENT_METADATA_URL",
+	"oauth-scope":               "BRIDGE_CONNECT_OAUTH_SCOPE",
+	"token-store":               "BRIDGE_CONNECT_TOKEN_STORE",
+	"no-browser":                "BRIDGE_CONNECT_NO_BROWSER",
+	"log-format":                "BRIDGE_LOG_FORMAT",
+	"log-level":                 "BRIDGE_LOG_LEVEL",
 }
 
 // headerFlag collects repeated --header values, never split on commas
@@ -77,6 +99,15 @@ func newConnectFlagSet(c *connectConfig, out io.Writer) *flag.FlagSet {
 	fs.StringVar(&c.TLSClientCert, "tls-client-cert", c.TLSClientCert, "present this PEM client certificate `file` to the remote (mutual TLS; with --tls-client-key)")
 	fs.StringVar(&c.TLSClientKey, "tls-client-key", c.TLSClientKey, "PEM private key `file` of --tls-client-cert")
 	fs.IntVar(&c.MaxMessageBytes, "max-message-bytes", c.MaxMessageBytes, "largest message in `bytes`, either way (0: 4 MiB)")
+	fs.DurationVar(&c.EventTimeout, "event-timeout", c.EventTimeout, "longest `duration` one SSE event or JSON answer of the remote may take to arrive whole once it began (a slow drip is cut; 0: 1m)")
+	fs.BoolVar(&c.OAuth, "oauth", c.OAuth, "log in with OAuth 2.1 when the remote answers 401 (implied by any other --oauth-* flag)")
+	fs.StringVar(&c.OAuthFlow, "oauth-flow", c.OAuthFlow, "OAuth `flow`: code (a browser on this machine; the default), device (a browser elsewhere: SSH, containers) or client-credentials (a service, no user)")
+	fs.StringVar(&c.OAuthClientID, "oauth-client-id", c.OAuthClientID, "OAuth client `id` registered at the authorization server (default: a Client ID Metadata Document, or dynamic registration)")
+	fs.StringVar(&c.OAuthClientSecretFile, "oauth-client-secret-file", c.OAuthClientSecretFile, "`file` holding the secret of --oauth-client-id (its first line; BRIDGE_CONNECT_CLIENT_SECRET also takes it)")
+	fs.StringVar(&c.OAuthClientMetadataURL, "oauth-client-metadata-url", c.OAuthClientMetadataURL, "https `URL` of this client's Client ID Metadata Document, used as its client_id where the authorization server takes one")
+	fs.StringVar(&c.OAuthScope, "oauth-scope", c.OAuthScope, "OAuth `scopes` to ask for, space-separated (default: those the remote's 401 or metadata names)")
+	fs.StringVar(&c.TokenStore, "token-store", c.TokenStore, "`directory` of the OAuth token files, one of mode 0600 per issuer, resource and client (default: mcp-bridge/tokens under the user's configuration directory)")
+	fs.BoolVar(&c.NoBrowser, "no-browser", c.NoBrowser, "print the OAuth authorization URL on stderr instead of opening a browser")
 	fs.StringVar(&c.LogFormat, "log-format", c.LogFormat, "log `format` on stderr: text or json")
 	fs.StringVar(&c.LogLevel, "log-level", c.LogLevel, "log `level`: debug, info, warn or error")
 	return fs
@@ -97,13 +128,15 @@ Flags (each also read from the environment variable shown; flags win):
 	fs.VisitAll(func(f *flag.Flag) {
 		name, text := flag.UnquoteUsage(f)
 		fmt.Fprintf(out, "  --%s %s\n        %s\n        env %s", f.Name, name, text, connectFlagEnv[f.Name])
-		if f.DefValue != "" && f.DefValue != "false" && f.DefValue != "0" {
+		if f.DefValue != "" && f.DefValue != "false" && f.DefValue != "0" && f.DefValue != "0s" {
 			fmt.Fprintf(out, "   default %s", f.DefValue)
 		}
 		fmt.Fprintln(out)
 	})
 	fmt.Fprint(out, `  env BRIDGE_CONNECT_TOKEN
         the bearer token sent to the remote (no flag: tokens on a command line are visible to every local user)
+  env BRIDGE_CONNECT_CLIENT_SECRET
+        the secret of --oauth-client-id (no flag, for the same reason)
 `)
 }
 
@@ -177,6 +210,9 @@ func parseConnectConfig(args []string, out io.Writer) (*connectConfig, error) {
 	if err := level.UnmarshalText([]byte(c.LogLevel)); err != nil {
 		return nil, fmt.Errorf("--log-level %q: want debug, info, warn or error", c.LogLevel)
 	}
+	if c.EventTimeout < 0 {
+		return nil, fmt.Errorf("--event-timeout %v: want a positive duration", c.EventTimeout)
+	}
 	if c.MaxMessageBytes < 0 {
 		return nil, fmt.Errorf("--max-message-bytes %d: want a positive size", c.MaxMessageBytes)
 	}
@@ -194,7 +230,7 @@ func (c *connectConfig) options() (*connect.Options, error) {
 	default:
 		return nil, fmt.Errorf("--transport %q: want auto, streamable or sse", c.Transport)
 	}
-	o := &connect.Options{URL: c.url, Transport: c.Transport, MaxMessageBytes: c.MaxMessageBytes, Header: http.Header{}}
+	o := &connect.Options{URL: c.url, Transport: c.Transport, MaxMessageBytes: c.MaxMessageBytes, EventTimeout: c.EventTimeout, Header: http.Header{}}
 
 	o.Token, o.TokenSource = strings.TrimSpace(c.Token), "BRIDGE_CONNECT_TOKEN"
 	if c.TokenFile != "" {
@@ -226,10 +262,16 @@ func (c *connectConfig) options() (*connect.Options, error) {
 		o.Header.Add(name, strings.TrimSpace(value))
 	}
 
+	if o.OAuth, err = c.oauthOptions(); err != nil {
+		return nil, err
+	}
+	if o.OAuth != nil && o.Token != "" {
+		return nil, errors.New("both a bearer token and OAuth are configured: keep one")
+	}
 	if o.HTTPClient, err = c.httpClient(); err != nil {
 		return nil, err
 	}
-	if u.Scheme == "http" && !connect.IsLoopbackURL(u) && !c.AllowHTTP && (o.Token != "" || len(o.Header) > 0) {
+	if u.Scheme == "http" && !connect.IsLoopbackURL(u) && !c.AllowHTTP && (o.Token != "" || len(o.Header) > 0 || o.OAuth != nil) {
 		return nil, fmt.Errorf("refusing to send a token or headers to %s over plain http: anyone on the path reads them; use https://, or pass --allow-http", u.Host)
 	}
 	return o, nil
@@ -297,4 +339,51 @@ func (c *connectConfig) httpClient() (*http.Client, error) {
 	t := http.DefaultTransport.(*http.Transport).Clone()
 	t.TLSClientConfig = conf
 	return &http.Client{Transport: t}, nil
+}
+
+// oauthOptions is nil unless OAuth is asked for.
+func (c *connectConfig) oauthOptions() (*connect.OAuthOptions, error) {
+	if !c.OAuth && c.OAuthFlow == "" && c.OAuthClientID == "" && c.OAuthClientSecretFile == "" && c.OAuthClientMetadataURL == "" &&
+		c.OAuthScope == "" && c.TokenStore == "" && !c.NoBrowser && c.ClientSecret == "" {
+		return nil, nil
+	}
+	o := &connect.OAuthOptions{Flow: c.OAuthFlow, ClientID: c.OAuthClientID, ClientMetadataURL: c.OAuthClientMetadataURL,
+		TokenStore: c.TokenStore, NoBrowser: c.NoBrowser, ClientSecret: strings.TrimSpace(c.ClientSecret)}
+	switch o.Flow {
+	case "", connect.FlowCode, connect.FlowDevice, connect.FlowClientCredentials:
+	default:
+		return nil, fmt.Errorf("--oauth-flow %q: want code, device or client-credentials", o.Flow)
+	}
+	if c.OAuthClientSecretFile != "" {
+		if o.ClientSecret != "" {
+			return nil, errors.New("both BRIDGE_CONNECT_CLIENT_SECRET and --oauth-client-secret-file give a client secret: keep one")
+		}
+		secret, err := readSecretFile(c.OAuthClientSecretFile)
+		if err != nil {
+			return nil, err
+		}
+		o.ClientSecret = secret
+	}
+	if o.ClientSecret != "" && o.ClientID == "" {
+		return nil, errors.New("a client secret without --oauth-client-id: give the client's id")
+	}
+	if f := strings.Fields(c.OAuthScope); len(f) > 0 {
+		o.Scopes = f
+	}
+	return o, nil
+}
+
+// readSecretFile reads the first line of a secret file that is not empty
+// or a # comment.
+func readSecretFile(path string) (string, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return "", fmt.Errorf("--oauth-client-secret-file: %w", err)
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if line = strings.TrimSpace(line); line != "" && !strings.HasPrefix(line, "#") {
+			return line, nil
+		}
+	}
+	return "", fmt.Errorf("--oauth-client-secret-file %s holds no secret", path)
 }

@@ -17,6 +17,8 @@ func TestConnectFlagsHaveVariables(t *testing.T) {
 	values := map[string]string{
 		"transport": "sse", "token-file": "/some/file", "header": "X-A: b", "allow-http": "true",
 		"max-message-bytes": "7", "tls-ca": "/some/ca.pem", "tls-client-cert": "/some/cert.pem", "tls-client-key": "/some/key.pem", "log-format": "json", "log-level": "debug",
+		"event-timeout": "3s", "oauth": "true", "oauth-flow": "device", "oauth-client-id": "c1", "oauth-client-secret-file": "/some/secret",
+		"oauth-client-metadata-url": "https://client.example/meta.json", "oauth-scope": "a b", "token-store": "/some/dir", "no-browser": "true",
 	}
 	fs := newConnectFlagSet(&connectConfig{}, io.Discard)
 	fs.VisitAll(func(f *flag.Flag) {

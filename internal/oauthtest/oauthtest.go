@@ -74,6 +74,7 @@ type Server struct {
 	srv      *httptest.Server
 	provider fosite.OAuth2Provider
 	store    *storage.MemoryStore
+	x        extra
 
 	mu   sync.Mutex
 	keys []*jose.JSONWebKey // published; the last one signs
@@ -97,6 +98,7 @@ func New(t testing.TB, opts Options) *Server {
 	s.URL = "http://" + s.srv.Listener.Addr().String()
 	s.Rotate()
 
+	s.x = extra{grants: map[string]int{}, devices: map[string]*device{}, byUser: map[string]string{}, dynamic: map[string]fosite.Client{}}
 	cfg := &fosite.Config{
 		AccessTokenLifespan:   time.Hour,
 		RefreshTokenLifespan:  24 * time.Hour,
@@ -138,7 +140,7 @@ func New(t testing.TB, opts Options) *Server {
 			return s.keys[len(s.keys)-1], nil
 		}, hmac, cfg)
 	}
-	s.provider = compose.Compose(cfg, s.store, &compose.CommonStrategy{CoreStrategy: core},
+	s.provider = compose.Compose(cfg, dynStore{s.store, s}, &compose.CommonStrategy{CoreStrategy: core},
 		compose.OAuth2AuthorizeExplicitFactory,
 		compose.OAuth2PKCEFactory,
 		compose.OAuth2RefreshTokenGrantFactory,
@@ -280,6 +282,9 @@ func FetchCode(ctx context.Context, authURL string) (code, state string, err err
 
 func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 	ctx := r.Context()
+	if ctx.Value(noExtraKey{}) == nil && s.serveExtra(w, r) {
+		return
+	}
 	switch r.URL.Path {
 	case "/.well-known/oauth-authorization-server", "/.well-known/openid-configuration":
 		if s.opts.OpenIDOnly != (r.URL.Path == "/.well-known/openid-configuration") {
@@ -300,6 +305,7 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 		if !s.opts.Opaque {
 			meta["jwks_uri"] = s.URL + "/jwks"
 		}
+		s.extendMeta(meta)
 		w.Header().Set("Content-Type", "application/json")
 		json.NewEncoder(w).Encode(meta)
 	case "/jwks":
