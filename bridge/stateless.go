@@ -187,6 +187,10 @@ func (h *Handler) serveStateless(w http.ResponseWriter, r *http.Request, owner a
 			h.statelessFailed(w, r, rawID, err)
 			return
 		}
+		if msg := ambiguousParamPath(body, annotated); msg != "" {
+			WriteError(w, http.StatusBadRequest, rawID, jsonrpc.CodeInvalidRequest, "Bad Request: "+msg, nil)
+			return
+		}
 		if msg := checkParamHeaders(r.Header, body, annotated); msg != "" {
 			WriteError(w, http.StatusBadRequest, rawID, pool.CodeHeaderMismatch, "Header mismatch: "+msg, nil)
 			return
