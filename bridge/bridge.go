@@ -248,6 +248,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	// net/http lifts it once that is written (conn.serve clears the
 	// connection's write deadline after each response), so the next
 	// request on a kept-alive connection starts without one.
+	boundUnreadBody(w, r, h.opts.BodyReadTimeout)
 	h.mux.ServeHTTP(w, r)
 }
 
