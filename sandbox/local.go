@@ -606,6 +606,11 @@ type localStdin struct {
 
 func (s *localStdin) Write(b []byte) (int, error) { return s.f.Write(b) }
 
+// SetWriteDeadline bounds the writes that follow (the pipe is in the
+// runtime's poller): peer.Conn.SendBy gives up waiting for a child that
+// stopped reading (issue 25, item 8).
+func (s *localStdin) SetWriteDeadline(t time.Time) error { return s.f.SetWriteDeadline(t) }
+
 func (s *localStdin) Close() error {
 	s.once.Do(func() { s.err = s.f.Close() })
 	return s.err
