@@ -161,6 +161,8 @@ type Handler struct {
 	logger *slog.Logger
 	auth   *auth.Authenticator
 	mux    *http.ServeMux
+	// refusals logs refused tokens at a bounded rate.
+	refusals *refusalLog
 
 	ssePath, msgPath string // the legacy transport's endpoints, or ""
 
@@ -199,6 +201,7 @@ func NewHandler(reg *session.Registry, opts *Options) *Handler {
 		o.Logger = slog.Default()
 	}
 	h.logger = o.Logger
+	h.refusals = newRefusalLog()
 	// Trimmed once here rather than on every request (hostAllowed).
 	for _, a := range o.AllowedHosts {
 		h.allowedNames = append(h.allowedNames, strings.Trim(a, "[]"))
