@@ -382,6 +382,18 @@ func (h *Handler) hostAllowed(host string) bool {
 	return false
 }
 
+// HostAllowed is the endpoint's Host check for another listener (such as
+// --metrics-listen): whether host, a request's Host, is one of allowed
+// (names, or name:port; "*" allows any), case-insensitively, with or
+// without its port. An empty allowed allows any, as AllowedHosts does.
+func HostAllowed(allowed []string, host string) bool {
+	h := Handler{opts: Options{AllowedHosts: allowed}}
+	for _, a := range allowed {
+		h.allowedNames = append(h.allowedNames, strings.Trim(a, "[]"))
+	}
+	return h.hostAllowed(host)
+}
+
 // LoopbackHosts are the names of the loopback interface.
 var LoopbackHosts = []string{"localhost", "127.0.0.1", "::1"}
 
