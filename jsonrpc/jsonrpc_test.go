@@ -856,6 +856,25 @@ func FuzzParse(f *testing.F) {
 			t.Fatalf("RawID(%q) = %q, want %q", orig, got, wantID)
 		}
 
+		// LookupUnique: Lookup, and whether the name is given twice or in
+		// another case, on the message and on its params.
+		if json.Valid(orig) {
+			objs := []json.RawMessage{orig}
+			if m := referenceObject(json.RawMessage(bytes.TrimLeft(orig, " \t\r\n"))); m != nil {
+				objs = append(objs, m["params"])
+			}
+			for _, obj := range objs {
+				for _, name := range []string{"name", "id", "uri", "progressToken"} {
+					v, ok, amb := LookupUnique(obj, name)
+					wantV, wantOK := Lookup(obj, name)
+					wantAmb, _ := referenceMembersAmbiguous(obj, []string{name})
+					if ok != wantOK || !bytes.Equal(v, wantV) || amb != wantAmb {
+						t.Fatalf("LookupUnique(%q, %q) = %q, %v, %v; want %q, %v, %v", obj, name, v, ok, amb, wantV, wantOK, wantAmb)
+					}
+				}
+			}
+		}
+
 		// SplitBatch: the elements of an array.
 		msgs, ok, berr := SplitBatch(data)
 		trimmed := bytes.TrimLeft(orig, " \t\r\n")
