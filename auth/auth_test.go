@@ -190,6 +190,19 @@ func TestRefusedTokens(t *testing.T) {
 			t.Errorf("typ %s: %v", typ, err)
 		}
 	}
+	// TokenTypes loosens the check, explicitly.
+	jwtToo, _ := newAuth(t, Options{Issuer: as.URL, TokenTypes: []string{"at+jwt", "JWT"}})
+	anyType, _ := newAuth(t, Options{Issuer: as.URL, TokenTypes: []string{"*"}})
+	for _, c := range []struct {
+		a    *Authenticator
+		typ  string
+		pass bool
+	}{{jwtToo, "JWT", true}, {jwtToo, "jwt", true}, {jwtToo, "at+jwt", true}, {jwtToo, "", false}, {jwtToo, "application/at+jwt", false},
+		{anyType, "JWT", true}, {anyType, "", true}, {anyType, "id+jwt", true}} {
+		if _, err := c.a.Authenticate(request(as.SignTyped(t, c.typ, claims(nil)))); (err == nil) != c.pass {
+			t.Errorf("TokenTypes %v, typ %q: %v", c.a.typs, c.typ, err)
+		}
+	}
 	// Within the skew, exp and nbf still pass.
 	if _, err := a.Authenticate(request(as.Sign(t, claims(func(c map[string]any) {
 		c["exp"] = now.Add(-DefaultClockSkew / 2).Unix()

@@ -181,8 +181,9 @@ func (a *Authenticator) verifyJWT(ctx context.Context, tok string) (*Principal, 
 	// (RFC 9068, section 4): an ID token, or another JWT the issuer
 	// signs, is no access token (issue 25, item 10). Media types compare
 	// without case.
-	if typ, _ := hdr.Type(); !strings.EqualFold(typ, "at+jwt") && !strings.EqualFold(typ, "application/at+jwt") {
-		return nil, fmt.Errorf("%w: the JWT's typ is %q, not at+jwt: not an access token (RFC 9068)", ErrInvalidToken, typ)
+	if typ, _ := hdr.Type(); a.typs != nil && !slices.ContainsFunc(a.typs, func(t string) bool { return strings.EqualFold(t, typ) }) {
+		return nil, fmt.Errorf("%w: the JWT's typ is %q, not %s: not an access token (RFC 9068; --oauth-token-types accepts others)",
+			ErrInvalidToken, typ, strings.Join(a.typs, " or "))
 	}
 	kid, _ := hdr.KeyID()
 	key, err := a.keys.key(ctx, kid)

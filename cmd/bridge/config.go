@@ -130,6 +130,7 @@ type config struct {
 	OAuthIssuer           string   `envconfig:"BRIDGE_OAUTH_ISSUER"`
 	ResourceURL           string   `envconfig:"BRIDGE_RESOURCE_URL"`
 	OAuthScopes           []string `envconfig:"BRIDGE_OAUTH_SCOPES"`
+	OAuthTokenTypes       []string `envconfig:"BRIDGE_OAUTH_TOKEN_TYPES"`
 	OAuthIntrospectionURL string   `envconfig:"BRIDGE_OAUTH_INTROSPECTION_URL"`
 	OAuthClientID         string   `envconfig:"BRIDGE_OAUTH_CLIENT_ID"`
 	OAuthClientSecretFile string   `envconfig:"BRIDGE_OAUTH_CLIENT_SECRET_FILE"`
@@ -247,6 +248,7 @@ var optionFlags = map[string]string{
 	"auth.Options.ResourceURL":              "resource-url",
 	"auth.Options.Scopes":                   "oauth-scopes",
 	"auth.Options.IntrospectionURL":         "oauth-introspection-url",
+	"auth.Options.TokenTypes":               "oauth-token-types",
 }
 
 // flagOf is "--flag" for a library option of optionFlags.
@@ -397,6 +399,7 @@ func newFlagSet(c *config) *flag.FlagSet {
 	fs.StringVar(&c.AffinitySecretFile, "affinity-secret-file", c.AffinitySecretFile, "`file` holding the secret (32 bytes or more) shared by all instances, which authenticates owners in session IDs (BRIDGE_AFFINITY_SECRET also takes it)")
 	fs.StringVar(&c.OAuthIssuer, "oauth-issuer", c.OAuthIssuer, "issuer `URL` of the OAuth 2.1 authorization server whose access tokens are accepted (needs --resource-url)")
 	fs.StringVar(&c.ResourceURL, "resource-url", c.ResourceURL, "canonical `URL` clients reach the MCP endpoint at, e.g. https://mcp.example.com/mcp: the audience every OAuth token must carry")
+	fs.Var(&listFlag{dst: &c.OAuthTokenTypes}, "oauth-token-types", "JWS `typ` values of JWT access tokens accepted (comma-separated or repeated; * accepts any); default: at+jwt, application/at+jwt (RFC 9068)")
 	fs.Var(&listFlag{dst: &c.OAuthScopes}, "oauth-scopes", "`scopes` every OAuth token must carry, advertised to clients (comma-separated or repeated)")
 	fs.StringVar(&c.OAuthIntrospectionURL, "oauth-introspection-url", c.OAuthIntrospectionURL, "RFC 7662 introspection endpoint `URL` for opaque (non-JWT) tokens; needs --oauth-client-id and a client secret")
 	fs.StringVar(&c.OAuthClientID, "oauth-client-id", c.OAuthClientID, "the bridge's client `ID` at the introspection endpoint")

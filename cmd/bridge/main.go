@@ -186,6 +186,7 @@ func serve(ctx context.Context, cfg *config, logger *slog.Logger, ready chan<- n
 		Issuer:           cfg.OAuthIssuer,
 		ResourceURL:      cfg.ResourceURL,
 		Scopes:           cfg.OAuthScopes,
+		TokenTypes:       cfg.OAuthTokenTypes,
 		IntrospectionURL: cfg.OAuthIntrospectionURL,
 		ClientID:         cfg.OAuthClientID,
 		ClientSecret:     cfg.OAuthClientSecret,
