@@ -158,6 +158,61 @@ func foldedMember(f []byte) name {
 	return nameOther
 }
 
+// foldedByLen lists, by length, the names foldedMember knows, in lower
+// case: foldedASCII compares a name with the few of its length, most
+// often only its first byte.
+var foldedByLen = func() (t [len("protocolversion") + 1][]struct {
+	lower string
+	n     name
+}) {
+	for _, s := range []string{"jsonrpc", "id", "method", "params", "result", "error", "_meta", "progresstoken",
+		"requestid", "name", "arguments", "uri", "ref", "cursor", "requeststate", "inputresponses", "notifications", "protocolversion"} {
+		t[len(s)] = append(t[len(s)], struct {
+			lower string
+			n     name
+		}{s, foldedMember([]byte(s))})
+	}
+	return t
+}()
+
+// nameStarts marks the ASCII bytes a name foldedMember knows may start
+// with, in either case.
+var nameStarts = func() (t [0x80]bool) {
+	for _, cs := range foldedByLen {
+		for _, c := range cs {
+			b := c.lower[0]
+			t[b] = true
+			if 'a' <= b && b <= 'z' {
+				t[b-('a'-'A')] = true
+			}
+		}
+	}
+	return t
+}()
+
+// foldedASCII is foldedName for a name written in ASCII without escapes,
+// the usual kind, without folding it into a buffer first: this runs for
+// every member of params the bridge does not read (issue 25, item 1).
+func foldedASCII(raw []byte) name {
+	if len(raw) >= len(foldedByLen) {
+		return nameOther
+	}
+next:
+	for _, c := range foldedByLen[len(raw)] {
+		for i := 0; i < len(raw); i++ {
+			b := raw[i]
+			if 'A' <= b && b <= 'Z' {
+				b += 'a' - 'A'
+			}
+			if b != c.lower[i] {
+				continue next
+			}
+		}
+		return c.n
+	}
+	return nameOther
+}
+
 // guardedParam reports whether n is a member of params the bridge reads:
 // given twice, or in another case, it makes a request ambiguous.
 func guardedParam(n name) bool { return n >= nameMeta }

@@ -362,6 +362,15 @@ func isHex(c byte) bool {
 // case-insensitively: for them "ID" is "id" (issue 13, item 6) and "Name"
 // is "name" (issue 25, item 1).
 func foldedName(raw []byte, escaped bool) name {
+	if len(raw) == 0 {
+		return nameOther
+	}
+	if c := raw[0]; c < 0x80 && c != '\\' && !nameStarts[c] {
+		return nameOther // most names: one load
+	}
+	if !escaped && isASCII(raw) {
+		return foldedASCII(raw)
+	}
 	var buf [maxFolded]byte
 	n, ok := foldKey(&buf, raw, escaped)
 	if !ok || n > len("protocolVersion") {
