@@ -242,14 +242,13 @@ type Conn struct {
 	intercept Handler // the chain ending in deliver; nil without interceptors
 	toChild   Handler // the chain ending in enqueue; nil without interceptors
 
-	// wsem serializes writes to the child's stdin, one line per message:
-	// holding it (a value in the channel) is the right to write. A channel
-	// rather than a mutex, so that SendBy can stop waiting for it.
-	wsem   chan struct{}
+	// wlock serializes writes to the child's stdin, one line per
+	// message; SendBy can stop waiting for it.
+	wlock  writeLock
 	stdin  io.Writer
-	queued atomic.Int64 // bytes of Sends waiting for wsem or writing
+	queued atomic.Int64 // bytes of Sends waiting for wlock or writing
 	// dl is stdin if it takes write deadlines, else nil; dlSet is the
-	// deadline set last (writeBy). Both used with wsem held.
+	// deadline set last (writeBy). Both used with wlock held.
 	dl    writeDeadliner
 	dlSet time.Time
 	// bg counts the goroutines finishing a SendBy's writes (finish).
@@ -313,7 +312,6 @@ func New(proc Process, router Router, opts *Options) *Conn {
 		maxLine:   o.MaxMessageBytes,
 		maxQueued: int64(o.MaxQueuedBytes),
 		stdin:     proc.Stdin(),
-		wsem:      make(chan struct{}, 1),
 		inflight:  make(map[jsonrpc.ID]*entry),
 		tokens:    make(map[jsonrpc.ID]*entry),
 		done:      make(chan struct{}),
@@ -741,7 +739,7 @@ const pooledLineBytes = 64 << 10
 var newline = []byte{'\n'}
 
 // writeLine puts one message on stdin as one line, with the ids of ids
-// (nil: none). Called with the right to write (wsem).
+// (nil: none). Called with the right to write (wlock).
 func (c *Conn) writeLine(data []byte, ids *idEdits) error {
 	// Two IndexByte scans (vectorized) rather than ContainsAny, which
 	// tests each byte against a set: about 0.1k instructions a call
