@@ -67,6 +67,12 @@ const (
 // have to be shared with the bridge), never "none".
 var DefaultAlgorithms = []string{"RS256", "RS384", "RS512", "PS256", "PS384", "PS512", "ES256", "ES384", "ES512", "EdDSA"}
 
+// DefaultTokenTypes are the JWS typ values of the JWT access tokens
+// accepted: "Resource servers MUST verify that the typ header value is
+// at+jwt or application/at+jwt and reject tokens carrying any other
+// value" (RFC 9068, section 4).
+var DefaultTokenTypes = []string{"at+jwt", "application/at+jwt"}
+
 // Options configure an Authenticator. Every zero value means the documented
 // default; with neither StaticTokens nor Issuer, nothing is authenticated.
 type Options struct {
@@ -90,6 +96,12 @@ type Options struct {
 	// Algorithms are the JWS algorithms accepted. Empty means
 	// DefaultAlgorithms; "none" and HMAC algorithms are refused.
 	Algorithms []string
+	// TokenTypes are the JWS typ values of JWT access tokens accepted,
+	// compared without case. Empty means DefaultTokenTypes. "*" accepts
+	// any, none included: for an issuer that writes typ JWT into its
+	// access tokens; it also lets any other JWT of the issuer (an ID
+	// token) pass as an access token if its claims do.
+	TokenTypes []string
 	// ClockSkew is the tolerance on exp and nbf. Zero means
 	// DefaultClockSkew; above MaxClockSkew is an error.
 	ClockSkew time.Duration
@@ -172,7 +184,8 @@ type Authenticator struct {
 	client  *http.Client
 	static  [][]byte
 	algs    []string
-	metaURL string // resource metadata URL, path form
+	typs    []string // TokenTypes; nil accepts any
+	metaURL string   // resource metadata URL, path form
 
 	// now is the clock; tests replace it.
 	now func() time.Time
@@ -252,6 +265,13 @@ func (a *Authenticator) checkOAuthOptions() error {
 	}
 	if o.KeySetMaxAge <= 0 {
 		o.KeySetMaxAge = DefaultKeySetMaxAge
+	}
+	a.typs = o.TokenTypes
+	if len(a.typs) == 0 {
+		a.typs = DefaultTokenTypes
+	}
+	if slices.Contains(a.typs, "*") {
+		a.typs = nil
 	}
 	a.algs = o.Algorithms
 	if len(a.algs) == 0 {

@@ -158,7 +158,14 @@ func TestRefusedTokens(t *testing.T) {
 		"alg none":              b64([]byte(`{"alg":"none","typ":"JWT"}`)) + "." + parts[1] + ".",
 		"alg none, kid":         b64([]byte(`{"alg":"none","kid":"`+as.KeyID()+`"}`)) + "." + parts[1] + ".",
 		// The key confusion attack: HMAC keyed with the public key.
-		"HS256":       b64([]byte(`{"alg":"HS256","kid":"`+as.KeyID()+`"}`)) + "." + parts[1] + "." + parts[2],
+		"HS256": b64([]byte(`{"alg":"HS256","kid":"`+as.KeyID()+`"}`)) + "." + parts[1] + "." + parts[2],
+		// RFC 9068, section 4: "Resource servers MUST verify that the typ
+		// header value is at+jwt or application/at+jwt and reject tokens
+		// carrying any other value" (issue 25, item 10): an ID token or
+		// any other JWT of the issuer is no access token.
+		"typ JWT":     as.SignTyped(t, "JWT", claims(nil)),
+		"no typ":      as.SignTyped(t, "", claims(nil)),
+		"typ id+jwt":  as.SignTyped(t, "id+jwt", claims(nil)),
 		"not a JWT":   "opaque-token",
 		"garbage JWT": "a.b.c",
 	} {
@@ -177,6 +184,24 @@ func TestRefusedTokens(t *testing.T) {
 	rsOnly, _ := newAuth(t, Options{Issuer: as.URL, Algorithms: []string{"RS256"}})
 	if _, err := rsOnly.Authenticate(request(good)); !errors.Is(err, ErrInvalidToken) {
 		t.Errorf("ES256 with Algorithms RS256: %v, want ErrInvalidToken", err)
+	}
+	for _, typ := range []string{"at+jwt", "application/at+jwt", "AT+JWT", "Application/At+Jwt"} {
+		if _, err := a.Authenticate(request(as.SignTyped(t, typ, claims(nil)))); err != nil {
+			t.Errorf("typ %s: %v", typ, err)
+		}
+	}
+	// TokenTypes loosens the check, explicitly.
+	jwtToo, _ := newAuth(t, Options{Issuer: as.URL, TokenTypes: []string{"at+jwt", "JWT"}})
+	anyType, _ := newAuth(t, Options{Issuer: as.URL, TokenTypes: []string{"*"}})
+	for _, c := range []struct {
+		a    *Authenticator
+		typ  string
+		pass bool
+	}{{jwtToo, "JWT", true}, {jwtToo, "jwt", true}, {jwtToo, "at+jwt", true}, {jwtToo, "", false}, {jwtToo, "application/at+jwt", false},
+		{anyType, "JWT", true}, {anyType, "", true}, {anyType, "id+jwt", true}} {
+		if _, err := c.a.Authenticate(request(as.SignTyped(t, c.typ, claims(nil)))); (err == nil) != c.pass {
+			t.Errorf("TokenTypes %v, typ %q: %v", c.a.typs, c.typ, err)
+		}
 	}
 	// Within the skew, exp and nbf still pass.
 	if _, err := a.Authenticate(request(as.Sign(t, claims(func(c map[string]any) {

@@ -198,6 +198,15 @@ func (a *Authenticator) verifyJWT(ctx context.Context, tok string) (*Principal, 
 	if !slices.Contains(a.algs, alg.String()) {
 		return nil, fmt.Errorf("%w: JWS algorithm %q is not accepted", ErrInvalidToken, alg.String())
 	}
+	// "Resource servers MUST verify that the typ header value is at+jwt
+	// or application/at+jwt and reject tokens carrying any other value"
+	// (RFC 9068, section 4): an ID token, or another JWT the issuer
+	// signs, is no access token (issue 25, item 10). Media types compare
+	// without case.
+	if typ, _ := hdr.Type(); a.typs != nil && !slices.ContainsFunc(a.typs, func(t string) bool { return strings.EqualFold(t, typ) }) {
+		return nil, fmt.Errorf("%w: the JWT's typ is %q, not %s: not an access token (RFC 9068; --oauth-token-types accepts others)",
+			ErrInvalidToken, typ, strings.Join(a.typs, " or "))
+	}
 	kid, _ := hdr.KeyID()
 	key, err := a.keys.key(ctx, kid)
 	if err != nil {

@@ -2,6 +2,7 @@ package bridge
 
 import (
 	"errors"
+	"log/slog"
 	"net/http"
 
 	"github.com/mcp-bridge/mcp-bridge/auth"
@@ -21,7 +22,7 @@ func (h *Handler) authenticate(w http.ResponseWriter, r *http.Request) (*http.Re
 	status, msg := http.StatusUnauthorized, "Unauthorized: send a valid bearer token in the Authorization header"
 	switch {
 	case errors.Is(err, auth.ErrInsufficientScope):
-		h.logger.Info("refused a token without the scopes required (--oauth-scopes)", "principal", p.Tag, "err", err)
+		h.refusals.log(h.logger, slog.LevelInfo, "refused a token without the scopes required (--oauth-scopes)", "principal", p.Tag, "err", err)
 		status, msg = http.StatusForbidden, "Forbidden: "+err.Error()
 	case errors.Is(err, auth.ErrUnavailable):
 		// The token may be valid: a 401 would send the client through a
@@ -31,7 +32,7 @@ func (h *Handler) authenticate(w http.ResponseWriter, r *http.Request) (*http.Re
 			"Service Unavailable: the authorization server could not be reached; try again later", nil)
 		return nil, nil, false
 	case errors.Is(err, auth.ErrInvalidToken):
-		h.logger.Info("refused a bearer token", "err", err)
+		h.refusals.log(h.logger, slog.LevelInfo, "refused a bearer token", "err", err)
 		msg = "Unauthorized: " + err.Error()
 	}
 	h.auth.Challenge(w.Header(), err)

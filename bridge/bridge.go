@@ -161,6 +161,8 @@ type Handler struct {
 	logger *slog.Logger
 	auth   *auth.Authenticator
 	mux    *http.ServeMux
+	// refusals logs refused tokens at a bounded rate.
+	refusals *refusalLog
 
 	ssePath, msgPath string // the legacy transport's endpoints, or ""
 	// notFound answers a request for a path no route serves, after the
@@ -203,6 +205,7 @@ func NewHandler(reg *session.Registry, opts *Options) *Handler {
 		o.Logger = slog.Default()
 	}
 	h.logger = o.Logger
+	h.refusals = newRefusalLog()
 	// Trimmed once here rather than on every request (hostAllowed).
 	for _, a := range o.AllowedHosts {
 		h.allowedNames = append(h.allowedNames, strings.Trim(a, "[]"))
@@ -288,6 +291,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	// net/http lifts it once that is written (conn.serve clears the
 	// connection's write deadline after each response), so the next
 	// request on a kept-alive connection starts without one.
+	boundUnreadBody(w, r, h.opts.BodyReadTimeout)
 	h.mux.ServeHTTP(w, r)
 }
 
@@ -416,6 +420,18 @@ func (h *Handler) hostAllowed(host string) bool {
 		}
 	}
 	return false
+}
+
+// HostAllowed is the endpoint's Host check for another listener (such as
+// --metrics-listen): whether host, a request's Host, is one of allowed
+// (names, or name:port; "*" allows any), case-insensitively, with or
+// without its port. An empty allowed allows any, as AllowedHosts does.
+func HostAllowed(allowed []string, host string) bool {
+	h := Handler{opts: Options{AllowedHosts: allowed}}
+	for _, a := range allowed {
+		h.allowedNames = append(h.allowedNames, strings.Trim(a, "[]"))
+	}
+	return h.hostAllowed(host)
 }
 
 // LoopbackHosts are the names of the loopback interface.

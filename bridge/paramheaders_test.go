@@ -133,3 +133,37 @@ func TestStatusOf(t *testing.T) {
 		}
 	}
 }
+
+// A member of the arguments an Mcp-Param header mirrors, given twice or in
+// another case, is refused (issue 25, item 1): the header was checked
+// against one value and a server decoding names case-insensitively acts on
+// another.
+func TestAmbiguousParamPath(t *testing.T) {
+	annotated := []pool.ParamHeader{
+		{Path: []string{"region"}, Name: "Region"},
+		{Path: []string{"limits", "count"}, Name: "Count"},
+	}
+	body := func(args string) []byte {
+		return []byte(`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"q","arguments":` + args + `}}`)
+	}
+	for _, tc := range []struct {
+		args string
+		want string // "" when unambiguous, else a part of the message
+	}{
+		{`{"region":"us","limits":{"count":1},"Other":1,"other":2}`, ""},
+		{`{"region":"us","Region":"eu"}`, "params.arguments.region"},
+		{`{"region":"us","region":"eu"}`, "params.arguments.region"},
+		{`{"REGION":"eu"}`, "params.arguments.region"},
+		{`{"limits":{"count":1,"Count":2}}`, "params.arguments.limits.count"},
+		{`{"limits":{"count":1},"Limits":{"count":2}}`, "params.arguments.limits"},
+		{`null`, ""},
+	} {
+		got := ambiguousParamPath(body(tc.args), annotated)
+		switch {
+		case tc.want == "" && got != "":
+			t.Errorf("%s: refused: %s", tc.args, got)
+		case tc.want != "" && !strings.Contains(got, tc.want):
+			t.Errorf("%s: got %q, want %q in it", tc.args, got, tc.want)
+		}
+	}
+}

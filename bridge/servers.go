@@ -120,6 +120,7 @@ func (s *Servers) Drain() {
 }
 
 func (s *Servers) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	boundUnreadBody(w, r, s.edge.opts.BodyReadTimeout) // for the answers below that no Handler gives
 	switch p := r.URL.Path; {
 	case p == DefaultPath || p == DefaultLegacySSEPath || p == DefaultLegacyMessagePath:
 		// The endpoints of the one-command form: not served here.

@@ -69,6 +69,14 @@ func (h *Handler) legacyRoutes() {
 	}
 	h.ssePath, h.msgPath = legacyPaths(h.opts.Path)
 	h.mux.HandleFunc("GET "+h.ssePath, h.guard(h.serveLegacySSE))
+	// HEAD would get the GET handler, which starts a session and its
+	// server and never ends (issue 25, item 10): no method of the
+	// transport, as on the Streamable HTTP endpoint.
+	h.mux.HandleFunc("HEAD "+h.ssePath, func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Allow", "GET, OPTIONS")
+		WriteError(w, http.StatusMethodNotAllowed, nil, jsonrpc.CodeInvalidRequest,
+			"Method Not Allowed: open the stream with GET", nil)
+	})
 	h.mux.HandleFunc("POST "+h.msgPath, h.guard(h.serveLegacyMessage))
 	h.mux.HandleFunc("OPTIONS "+h.ssePath, h.servePreflight)
 	h.mux.HandleFunc("OPTIONS "+h.msgPath, h.servePreflight)

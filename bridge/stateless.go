@@ -187,6 +187,10 @@ func (h *Handler) serveStateless(w http.ResponseWriter, r *http.Request, owner a
 			h.statelessFailed(w, r, rawID, err)
 			return
 		}
+		if msg := ambiguousParamPath(body, annotated); msg != "" {
+			WriteError(w, http.StatusBadRequest, rawID, jsonrpc.CodeInvalidRequest, "Bad Request: "+msg, nil)
+			return
+		}
 		if msg := checkParamHeaders(r.Header, body, annotated); msg != "" {
 			WriteError(w, http.StatusBadRequest, rawID, pool.CodeHeaderMismatch, "Header mismatch: "+msg, nil)
 			return
@@ -340,6 +344,10 @@ func checkHeaders(r *http.Request, body []byte, env *jsonrpc.Envelope, name stri
 	switch {
 	case m == "":
 		return "the Mcp-Method header is required"
+	case len(r.Header[hdrMethod]) != 1:
+		// As for Mcp-Name: whatever routed on another of them saw another
+		// method than the server will (issue 25, item 10).
+		return "exactly one Mcp-Method header is required"
 	case m != env.Method:
 		return "Mcp-Method header value " + quote(m) + " does not match body value " + quote(env.Method)
 	}

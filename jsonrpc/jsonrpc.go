@@ -119,6 +119,9 @@ var (
 	ErrInvalidMessage = errors.New("invalid JSON-RPC message")
 	errParse          = &parseError{"not valid JSON"}
 	errAmbiguous      = &parseError{`a member among "jsonrpc", "id", "method", "params", "result" and "error" is given twice, or in another case`}
+	// A server reading names case-insensitively would act on another
+	// value than the bridge's guards checked (issue 25, item 1).
+	errAmbiguousParams = &parseError{`a member of "params" that the bridge reads (such as "name", "uri", "arguments", "_meta", or a member of "_meta") is given twice, or in another case`}
 )
 
 type parseError struct{ what string }
@@ -141,6 +144,9 @@ type members struct {
 	jsonrpc, id, method []byte
 	result, error       bool
 	ambiguous           bool
+	// paramsAmbiguous: a member of params the bridge reads is given twice
+	// or in another case (see guard.go).
+	paramsAmbiguous bool
 	// From params, if it is an object; from params._meta for metaToken.
 	metaToken, progressToken, requestID, name, meta, arguments []byte
 	// Where id, result and the members of params are in the input.
@@ -179,7 +185,7 @@ func (m *members) scanObject(s *scanner, names []string, values [][]byte) bool {
 		n := memberName(key, escaped)
 		switch {
 		case n == nameOther:
-			if foldedName(key, escaped) != nameOther {
+			if k := foldedName(key, escaped); k != nameOther && k <= nameError {
 				m.ambiguous = true
 			}
 		case n <= nameError:
@@ -213,6 +219,7 @@ func (m *members) member(s *scanner, n name, names []string, values [][]byte) bo
 		return s.skipValue()
 	case nameParams:
 		m.metaToken, m.progressToken, m.requestID, m.name, m.meta, m.arguments = nil, nil, nil, nil, nil, nil
+		m.paramsAmbiguous = false
 		clear(values)
 		if s.peek() != '{' {
 			return s.skipValue() // by-position params: nothing to route on
@@ -226,13 +233,30 @@ func (m *members) member(s *scanner, n name, names []string, values [][]byte) bo
 // routing needs. (A loop of its own rather than a function per member: a
 // call through a func value for each member of every request.)
 func (m *members) params(s *scanner, names []string, values [][]byte) bool {
+	var seen uint32 // bit n: the guarded member n was given
 	more, ok := s.openObject()
 	for ok && more {
 		key, escaped, valid := s.key()
 		if !valid {
 			return false
 		}
-		switch memberName(key, escaped) {
+		n := memberName(key, escaped)
+		switch {
+		case guardedParam(n):
+			if seen&(1<<n) != 0 {
+				m.paramsAmbiguous = true
+			}
+			seen |= 1 << n
+		case n == nameOther:
+			if guardedParam(foldedName(key, escaped)) {
+				m.paramsAmbiguous = true
+			}
+		}
+		switch n {
+		case nameRef:
+			ok = m.guardedObject(s, refMembers)
+		case nameNotifications:
+			ok = m.guardedObject(s, notificationsMembers)
 		case nameProgressToken:
 			ok = s.valueAt(&m.progressToken, &m.progressTokenAt)
 		case nameRequestID:
@@ -264,14 +288,29 @@ func (m *members) params(s *scanner, names []string, values [][]byte) bool {
 // metaMembers walks the _meta object whose '{' is at pos, for its
 // progressToken and ParseMeta's names.
 func (m *members) metaMembers(s *scanner, names []string, values [][]byte) bool {
+	var seenToken, seenNames uint64
 	more, ok := s.openObject()
 	for ok && more {
 		key, escaped, valid := s.key()
 		if !valid {
 			return false
 		}
+		isToken := memberName(key, escaped) == nameProgressToken
+		if isToken { // exact, the usual case: no folding to compare
+			if seenToken != 0 {
+				m.paramsAmbiguous = true
+			}
+			seenToken = 1
+		}
+		if !isToken || len(names) > 0 {
+			var buf [maxFolded]byte
+			if n, foldable := foldKey(&buf, key, escaped); foldable &&
+				(!isToken && guardFolded(buf[:n], key, escaped, progressTokenOnly, &seenToken) || guardFolded(buf[:n], key, escaped, names, &seenNames)) {
+				m.paramsAmbiguous = true
+			}
+		}
 		switch {
-		case memberName(key, escaped) == nameProgressToken:
+		case isToken:
 			ok = s.valueAt(&m.metaToken, &m.metaTokenAt)
 			matchNames(key, escaped, m.metaToken, names, values)
 		case len(names) == 0:
@@ -320,6 +359,13 @@ const (
 	nameRequestID
 	nameName
 	nameArguments
+	nameURI
+	nameRef
+	nameCursor
+	nameRequestState
+	nameInputResponses
+	nameNotifications
+	nameProtocolVersion
 )
 
 // memberName returns the member name the bridge knows that raw (as
@@ -328,7 +374,7 @@ const (
 // whatever encoding/json would replace its bytes with.
 func memberName(raw []byte, escaped bool) name {
 	if escaped {
-		var buf [len("progressToken")]byte
+		var buf [len("protocolVersion")]byte
 		n, ok := unescapeASCII(buf[:], raw)
 		if !ok {
 			return nameOther
@@ -358,6 +404,20 @@ func memberName(raw []byte, escaped bool) name {
 		return nameName
 	case "arguments":
 		return nameArguments
+	case "uri":
+		return nameURI
+	case "ref":
+		return nameRef
+	case "cursor":
+		return nameCursor
+	case "requestState":
+		return nameRequestState
+	case "inputResponses":
+		return nameInputResponses
+	case "notifications":
+		return nameNotifications
+	case "protocolVersion":
+		return nameProtocolVersion
 	}
 	return nameOther
 }
@@ -473,6 +533,9 @@ func (m *members) envelope() (Envelope, error) {
 	}
 	switch {
 	case method != nil:
+		if m.paramsAmbiguous {
+			return Envelope{}, errAmbiguousParams
+		}
 		if method[0] != '"' {
 			return Envelope{}, &parseError{`"method" must be a string`}
 		}

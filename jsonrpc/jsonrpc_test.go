@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -51,7 +52,7 @@ func TestParse(t *testing.T) {
 		{`{"JSONRPC":"2.0","id":1,"method":"a"}`, Envelope{}, "invalid"},
 		{`{"jsonrpc":"2.0","Method":"x","id":1}`, Envelope{}, "invalid"},
 		{`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"_Meta":{"progressToken":1},"ProgressToken":2}}`,
-			Envelope{Kind: KindRequest, ID: "n1", Method: "tools/call"}, ""},
+			Envelope{}, "invalid"}, // issue 25, item 1: see below
 
 		// An envelope member in another case, or given twice, is refused
 		// (issue 13, item 6): servers that decode names case-insensitively
@@ -77,7 +78,7 @@ func TestParse(t *testing.T) {
 		{`{"jsonrpc":"2.0","id":1,"method":"a","params":{"ID":1,"id":2,"id":3,"Method":"b"}}`,
 			Envelope{Kind: KindRequest, ID: "n1", Method: "a"}, ""},
 		{`{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":1,"requestId":2}}`,
-			Envelope{Kind: KindNotification, Method: "notifications/cancelled", RequestID: "n2"}, ""},
+			Envelope{}, "invalid"},
 		{`{"jsonrpc":"2.0","id":1,"method":"b","method":null,"result":1}`, Envelope{}, "invalid"},
 		{`{"jsonrpc":"2.0","id":{},"id":1,"method":"a"}`, Envelope{}, "invalid"},
 		{`{"jsonrpc":"2.0","id":1,"id":null,"method":"a"}`, Envelope{}, "invalid"},
@@ -88,14 +89,40 @@ func TestParse(t *testing.T) {
 			Envelope{}, "invalid"},
 		{`{"jsonrpc":"2.0","id":1,"method":"a","params":{"_meta":{"progressToken":1}},"params":[]}`,
 			Envelope{}, "invalid"},
+
+		// A member of params the bridge reads, given twice or in another
+		// case, is refused too (issue 25, item 1): the guards would check
+		// one value and the server act on another.
 		{`{"jsonrpc":"2.0","id":1,"method":"a","params":{"_meta":{"progressToken":1},"_meta":{"progressToken":2}}}`,
-			Envelope{Kind: KindRequest, ID: "n1", Method: "a", ProgressToken: "n2"}, ""},
+			Envelope{}, "invalid"},
 		{`{"jsonrpc":"2.0","id":1,"method":"a","params":{"_meta":{"progressToken":1},"_meta":null}}`,
-			Envelope{Kind: KindRequest, ID: "n1", Method: "a"}, ""},
+			Envelope{}, "invalid"},
 		{`{"jsonrpc":"2.0","id":1,"method":"a","params":{"_meta":{"progressToken":1,"progressToken":"x"}}}`,
-			Envelope{Kind: KindRequest, ID: "n1", Method: "a", ProgressToken: "sx"}, ""},
+			Envelope{}, "invalid"},
 		{`{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":1,"requestId":"r"}}`,
-			Envelope{Kind: KindNotification, Method: "notifications/cancelled", RequestID: "sr"}, ""},
+			Envelope{}, "invalid"},
+		{`{"jsonrpc":"2.0","id":4,"method":"tools/call","params":{"name":"echo","Name":"admin_delete"}}`, Envelope{}, "invalid"},
+		{`{"jsonrpc":"2.0","id":4,"method":"tools/call","params":{"name":"echo","name":"admin_delete"}}`, Envelope{}, "invalid"},
+		{`{"jsonrpc":"2.0","id":4,"method":"tools/call","params":{"NAME":"admin_delete"}}`, Envelope{}, "invalid"},
+		{`{"jsonrpc":"2.0","id":4,"method":"tools/call","params":{"n\u0041me":"admin_delete","name":"echo"}}`, Envelope{}, "invalid"},
+		{`{"jsonrpc":"2.0","id":4,"method":"resources/read","params":{"uri":"file:///a","URI":"file:///etc/shadow"}}`, Envelope{}, "invalid"},
+		{"{\"jsonrpc\":\"2.0\",\"id\":4,\"method\":\"resources/read\",\"params\":{\"uri\":\"a\",\"ur\u0131\":\"b\"}}", // dotless i folds to no ASCII letter
+			Envelope{Kind: KindRequest, ID: "n4", Method: "resources/read"}, ""},
+		{"{\"jsonrpc\":\"2.0\",\"id\":4,\"method\":\"tools/call\",\"params\":{\"name\":\"a\",\"\u212Aey\":1,\"argument\u017f\":{}}}", // Kelvin K, long s
+			Envelope{}, "invalid"},
+		{`{"jsonrpc":"2.0","id":4,"method":"tools/call","params":{"name":"echo","Arguments":{},"arguments":{}}}`, Envelope{}, "invalid"},
+		{`{"jsonrpc":"2.0","id":4,"method":"tools/call","params":{"name":"echo","_META":{}}}`, Envelope{}, "invalid"},
+		{`{"jsonrpc":"2.0","id":4,"method":"tools/call","params":{"name":"echo","_meta":{"progressToken":1,"ProgressToken":2}}}`, Envelope{}, "invalid"},
+		{`{"jsonrpc":"2.0","id":4,"method":"completion/complete","params":{"ref":{"type":"ref/prompt","name":"a","NAME":"b"}}}`, Envelope{}, "invalid"},
+		{`{"jsonrpc":"2.0","id":4,"method":"completion/complete","params":{"ref":{"type":"ref/prompt","Type":"ref/resource"}}}`, Envelope{}, "invalid"},
+		{`{"jsonrpc":"2.0","id":4,"method":"subscriptions/listen","params":{"notifications":{"resourceSubscriptions":[],"resourcesubscriptions":["x"]}}}`, Envelope{}, "invalid"},
+		{`{"jsonrpc":"2.0","id":4,"method":"tools/call","params":{"requestState":"a","RequestState":"b"}}`, Envelope{}, "invalid"},
+		{`{"jsonrpc":"2.0","id":4,"method":"initialize","params":{"protocolVersion":"a","ProtocolVersion":"b"}}`, Envelope{}, "invalid"},
+		// Members the bridge does not read, nested or not, are the server's.
+		{`{"jsonrpc":"2.0","id":4,"method":"tools/call","params":{"name":"echo","arguments":{"name":1,"Name":2,"name":3},"x":1,"X":2,"_meta":{"a":1,"A":2,"a":3}}}`,
+			Envelope{Kind: KindRequest, ID: "n4", Method: "tools/call"}, ""},
+		// A response's params are not read.
+		{`{"jsonrpc":"2.0","id":4,"result":{},"params":{"name":1,"Name":2}}`, Envelope{Kind: KindResponse, ID: "n4"}, ""},
 
 		// Escaped names and strings are compared unescaped.
 		{`{"\u006asonrpc":"2\u002e0","\u0069d":1,"\u006dethod":"\u0074ools/call"}`,
@@ -448,6 +475,12 @@ func TestErrorResponse(t *testing.T) {
 // to hold the scanner to: the verdict is "parse" for input that is not
 // JSON, "invalid" for JSON that is not a message, "" for a message.
 func referenceParse(data []byte) (env Envelope, verdict string) {
+	return referenceParseMeta(data, nil)
+}
+
+// referenceParseMeta is referenceParse for ParseMeta of metaNames: their
+// members of _meta are guarded too.
+func referenceParseMeta(data []byte, metaNames []string) (env Envelope, verdict string) {
 	if !json.Valid(data) {
 		return Envelope{}, "parse"
 	}
@@ -483,6 +516,9 @@ func referenceParse(data []byte) (env Envelope, verdict string) {
 		if !hasID {
 			env.Kind = KindNotification
 		} else if env.ID == "" {
+			return Envelope{}, "invalid"
+		}
+		if referenceParamsAmbiguous(m["params"], metaNames) {
 			return Envelope{}, "invalid"
 		}
 		params := referenceObject(m["params"])
@@ -607,6 +643,81 @@ func referenceAmbiguous(data []byte) bool {
 	return false
 }
 
+// guardedParams are the members of params whose names must be given
+// exactly once, and in their own case (issue 25, item 1), and the members
+// of those that must too.
+var guardedParams = map[string][]string{
+	"_meta": {"progressToken"}, "progressToken": nil, "requestId": nil, "name": nil, "arguments": nil,
+	"uri": nil, "ref": {"type", "name", "uri"}, "cursor": nil, "requestState": nil, "inputResponses": nil,
+	"notifications": {"resourceSubscriptions"}, "protocolVersion": nil,
+}
+
+// referenceParamsAmbiguous reports whether params (a JSON object, or
+// anything else, which has no members) gives a member of guardedParams,
+// or of its nested objects, twice or in another case; metaNames that are
+// ASCII are guarded in _meta too.
+func referenceParamsAmbiguous(params json.RawMessage, metaNames []string) bool {
+	names := make([]string, 0, len(guardedParams))
+	for n := range guardedParams {
+		names = append(names, n)
+	}
+	ambiguous, nested := referenceMembersAmbiguous(params, names)
+	if ambiguous {
+		return true
+	}
+	for n, raw := range nested {
+		inner := guardedParams[n]
+		if n == "_meta" {
+			for _, mn := range metaNames {
+				if isASCII([]byte(mn)) && !slices.Contains(inner, mn) {
+					inner = append(inner[:len(inner):len(inner)], mn)
+				}
+			}
+		}
+		if a, _ := referenceMembersAmbiguous(raw, inner); a {
+			return true
+		}
+	}
+	return false
+}
+
+// referenceMembersAmbiguous reports whether the JSON value raw is an
+// object that gives one of names twice, or under a name equal to one under
+// strings.EqualFold but not equal; and returns the values of names.
+func referenceMembersAmbiguous(raw json.RawMessage, names []string) (bool, map[string]json.RawMessage) {
+	if len(raw) == 0 || raw[0] != '{' {
+		return false, nil
+	}
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.Token()
+	seen := map[string]bool{}
+	values := map[string]json.RawMessage{}
+	ambiguous := false
+	for dec.More() {
+		tok, err := dec.Token()
+		if err != nil {
+			panic(err)
+		}
+		key := tok.(string)
+		var v json.RawMessage
+		if err := dec.Decode(&v); err != nil {
+			panic(err)
+		}
+		for _, n := range names {
+			switch {
+			case key == n && seen[n]:
+				ambiguous = true
+			case key == n:
+				seen[n] = true
+				values[n] = v
+			case strings.EqualFold(key, n):
+				ambiguous = true
+			}
+		}
+	}
+	return ambiguous, values
+}
+
 // referenceObject decodes raw if it is an object, else returns nil.
 func referenceObject(raw json.RawMessage) map[string]json.RawMessage {
 	var m map[string]json.RawMessage
@@ -669,6 +780,10 @@ func FuzzParse(f *testing.F) {
 		`{"jsonrpc":"2.0","id":[1`,
 		`{"jsonrpc":"2.0","id":9223372036854775808,"method":"a"}`,
 		`{"jsonrpc":"2.0","id":1e400,"result":1}`,
+		`{"jsonrpc":"2.0","id":4,"method":"tools/call","params":{"name":"echo","Name":"admin_delete","arguments":{"Name":1}}}`,
+		`{"jsonrpc":"2.0","id":4,"method":"resources/read","params":{"uri":"a","\u0055RI":"b","_meta":{"A":1,"progre\u017fsToken":2}}}`,
+		`{"jsonrpc":"2.0","id":4,"method":"completion/complete","params":{"ref":{"type":"ref/prompt","name":"a","nAme":"b"},"Ref":{}}}`,
+		`{"jsonrpc":"2.0","id":4,"method":"subscriptions/listen","params":{"notifications":{"resourceSubscriptions":[]}}}`,
 		`{} {}`,
 		`[[[[[[]]]]]]`,
 		`[1, "2", [], {}]`,
@@ -704,11 +819,17 @@ func FuzzParse(f *testing.F) {
 			got[i] = []byte("stale")
 		}
 		env2, err2 := ParseMeta(data, metaNames, got)
-		if env2 != env || (err2 == nil) != (err == nil) {
-			t.Fatalf("ParseMeta(%q) = %+v, %v; Parse = %+v, %v", orig, env2, err2, env, err)
+		want2, verdict2 := referenceParseMeta(orig, metaNames)
+		switch {
+		case (err2 == nil) != (verdict2 == ""):
+			t.Fatalf("ParseMeta(%q) = %+v, %v; want a verdict of %q", orig, env2, err2, verdict2)
+		case routing(env2) != want2:
+			t.Fatalf("ParseMeta(%q) = %+v, want %+v", orig, env2, want2)
+		case err2 == nil && env2 != env:
+			t.Fatalf("ParseMeta(%q) = %+v; Parse = %+v", orig, env2, env)
 		}
 		wantMeta := make([][]byte, len(metaNames))
-		if err == nil {
+		if err2 == nil {
 			LookupEach(env.MetaAt.In(orig), metaNames, wantMeta)
 		}
 		for i := range metaNames {
@@ -733,6 +854,25 @@ func FuzzParse(f *testing.F) {
 		}
 		if got := RawID(data); !bytes.Equal(got, wantID) || (got == nil) != (wantID == nil) {
 			t.Fatalf("RawID(%q) = %q, want %q", orig, got, wantID)
+		}
+
+		// LookupUnique: Lookup, and whether the name is given twice or in
+		// another case, on the message and on its params.
+		if json.Valid(orig) {
+			objs := []json.RawMessage{orig}
+			if m := referenceObject(json.RawMessage(bytes.TrimLeft(orig, " \t\r\n"))); m != nil {
+				objs = append(objs, m["params"])
+			}
+			for _, obj := range objs {
+				for _, name := range []string{"name", "id", "uri", "progressToken"} {
+					v, ok, amb := LookupUnique(obj, name)
+					wantV, wantOK := Lookup(obj, name)
+					wantAmb, _ := referenceMembersAmbiguous(obj, []string{name})
+					if ok != wantOK || !bytes.Equal(v, wantV) || amb != wantAmb {
+						t.Fatalf("LookupUnique(%q, %q) = %q, %v, %v; want %q, %v, %v", obj, name, v, ok, amb, wantV, wantOK, wantAmb)
+					}
+				}
+			}
 		}
 
 		// SplitBatch: the elements of an array.

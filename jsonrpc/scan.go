@@ -15,7 +15,6 @@ import (
 	"encoding/binary"
 	"math/bits"
 	"unicode"
-	"unicode/utf8"
 )
 
 // maxDepth is encoding/json's limit on nested arrays and objects; deeper
@@ -356,56 +355,28 @@ func isHex(c byte) bool {
 	return isDigit(c) || ('a' <= c && c <= 'f') || ('A' <= c && c <= 'F')
 }
 
-// foldedName returns the envelope member (jsonrpc, id, method, params,
-// result or error) that the name raw (as written, escaped or not) equals
-// under the case folding of encoding/json (bytes.EqualFold: Unicode simple
-// folding, so "ſ" is an "s"), or nameOther. Many servers decode member names
-// case-insensitively: for them "ID" is "id" (issue 13, item 6).
+// foldedName returns the member the bridge knows (memberName) that the
+// name raw (as written, escaped or not) equals under the case folding of
+// encoding/json (bytes.EqualFold: Unicode simple folding, so "ſ" is an
+// "s"), or nameOther. Many servers decode member names
+// case-insensitively: for them "ID" is "id" (issue 13, item 6) and "Name"
+// is "name" (issue 25, item 1).
 func foldedName(raw []byte, escaped bool) name {
-	const longest = len("jsonrpc")
-	if len(raw) < len("id") || len(raw) > 6*longest { // 6: the length of \uXXXX
+	if len(raw) == 0 {
 		return nameOther
 	}
-	var buf [longest]byte
-	n := 0
-	for i := 0; i < len(raw); {
-		c := raw[i]
-		var r rune
-		switch {
-		case c == '\\' && escaped: // an escape the scanner has checked
-			if raw[i+1] != 'u' {
-				return nameOther // no envelope name holds '"', '\\', '/' or a control character
-			}
-			r = hexValue(raw[i+2])<<12 | hexValue(raw[i+3])<<8 | hexValue(raw[i+4])<<4 | hexValue(raw[i+5])
-			i += 6
-		case c < utf8.RuneSelf:
-			r = rune(c)
-			i++
-		default:
-			var size int
-			r, size = utf8.DecodeRune(raw[i:])
-			i += size
-		}
-		if r >= utf8.RuneSelf {
-			if r = smallestFold(r); r >= utf8.RuneSelf {
-				return nameOther
-			}
-		}
-		if 'A' <= r && r <= 'Z' {
-			r += 'a' - 'A'
-		}
-		if n == len(buf) {
-			return nameOther
-		}
-		buf[n] = byte(r)
-		n++
+	if c := raw[0]; c < 0x80 && c != '\\' && !nameStarts[c] {
+		return nameOther // most names: one load
 	}
-	// The folded name is lower-case ASCII: memberName knows its spelling;
-	// only the envelope's members count here.
-	if k := memberName(buf[:n], false); nameJSONRPC <= k && k <= nameError {
-		return k
+	if !escaped && isASCII(raw) {
+		return foldedASCII(raw)
 	}
-	return nameOther
+	var buf [maxFolded]byte
+	n, ok := foldKey(&buf, raw, escaped)
+	if !ok || n > len("protocolVersion") {
+		return nameOther
+	}
+	return foldedMember(buf[:n])
 }
 
 // smallestFold is the smallest rune that r equals under simple case

@@ -242,10 +242,17 @@ type Conn struct {
 	intercept Handler // the chain ending in deliver; nil without interceptors
 	toChild   Handler // the chain ending in enqueue; nil without interceptors
 
-	// wmu serializes writes to the child's stdin: one line per message.
-	wmu    sync.Mutex
+	// wlock serializes writes to the child's stdin, one line per
+	// message; SendBy can stop waiting for it.
+	wlock  writeLock
 	stdin  io.Writer
-	queued atomic.Int64 // bytes of Sends waiting for wmu or writing
+	queued atomic.Int64 // bytes of Sends waiting for wlock or writing
+	// dl is stdin if it takes write deadlines, else nil; dlSet is the
+	// deadline set last (writeBy). Both used with wlock held.
+	dl    writeDeadliner
+	dlSet time.Time
+	// bg counts the goroutines finishing a SendBy's writes (finish).
+	bg sync.WaitGroup
 
 	mu sync.Mutex
 	// inflight maps the ids of requests in flight, as the child knows
@@ -310,6 +317,7 @@ func New(proc Process, router Router, opts *Options) *Conn {
 		done:      make(chan struct{}),
 		waited:    make(chan struct{}),
 	}
+	c.dl, _ = c.stdin.(writeDeadliner)
 	if o.Intercept != nil {
 		c.intercept = o.Intercept(c.deliver)
 		c.toChild = o.Intercept(forward)
@@ -337,7 +345,11 @@ func (c *Conn) ProtocolVersion() string {
 // is harmless.
 func (c *Conn) Close(ctx context.Context) error {
 	err := c.proc.Stop(ctx)
-	for _, ch := range []chan struct{}{c.done, c.waited} {
+	// The writes finish (a stopped child's stdin is closed) once it is
+	// stopped.
+	bg := make(chan struct{})
+	go func() { c.bg.Wait(); close(bg) }()
+	for _, ch := range []chan struct{}{c.done, c.waited, bg} {
 		select {
 		case <-ch:
 		case <-ctx.Done():
@@ -368,6 +380,18 @@ func forward(m *Message) error {
 // written), and with the write error if stdin failed (the child is gone).
 // Requests not written are forgotten: their client should answer them.
 func (c *Conn) Send(origin any, msgs ...jsonrpc.Message) error {
+	return c.SendBy(origin, time.Time{}, msgs...)
+}
+
+// SendBy is Send that waits for the child's stdin only until deadline
+// (zero: no bound). It fails with ErrStalled if it could not begin to
+// write by then (nothing was written), and with ErrWriting if it began
+// but the child stopped reading: the rest is then written in the
+// background, in order, and its requests stay in flight. Bounding the
+// write itself needs a stdin that takes write deadlines (pipes and
+// containers' attach connections do); with another, only the wait behind
+// other writes is bounded.
+func (c *Conn) SendBy(origin any, deadline time.Time, msgs ...jsonrpc.Message) error {
 	if c.toChild != nil {
 		var err error
 		if msgs, err = c.filter(origin, msgs); err != nil {
@@ -382,25 +406,40 @@ func (c *Conn) Send(origin any, msgs ...jsonrpc.Message) error {
 		c.queued.Add(-int64(size))
 		return fmt.Errorf("%w: %d bytes are waiting for it", ErrBusy, q-int64(size))
 	}
-	defer c.queued.Add(-int64(size))
-
-	c.wmu.Lock()
-	defer c.wmu.Unlock()
+	if !c.lockWrite(deadline) {
+		c.queued.Add(-int64(size))
+		return ErrStalled
+	}
+	c.writeBy(deadline)
 	for i := range msgs {
 		m := &msgs[i]
 		ids, ok, err := c.register(origin, m)
 		if err != nil {
 			c.forget(origin, msgs[i:])
+			c.unlockWrite()
+			c.queued.Add(-int64(size))
 			return err
 		}
 		if !ok {
 			continue
 		}
 		if err := c.writeLine(m.Data, &ids); err != nil {
+			if sw, ok := err.(*stalledWrite); ok {
+				// The line is cut: what remains, and the messages after
+				// it, go on in the background, which keeps the right to
+				// write and the queued bytes until then.
+				c.bg.Add(1)
+				go c.finish(origin, sw.rest, cloneMessages(msgs[i+1:]), size)
+				return ErrWriting
+			}
 			c.forget(origin, msgs[i:])
+			c.unlockWrite()
+			c.queued.Add(-int64(size))
 			return fmt.Errorf("writing to the MCP server's stdin: %w", err)
 		}
 	}
+	c.unlockWrite()
+	c.queued.Add(-int64(size))
 	return nil
 }
 
@@ -700,7 +739,7 @@ const pooledLineBytes = 64 << 10
 var newline = []byte{'\n'}
 
 // writeLine puts one message on stdin as one line, with the ids of ids
-// (nil: none). Called under wmu.
+// (nil: none). Called with the right to write (wlock).
 func (c *Conn) writeLine(data []byte, ids *idEdits) error {
 	// Two IndexByte scans (vectorized) rather than ContainsAny, which
 	// tests each byte against a set: about 0.1k instructions a call
@@ -722,11 +761,7 @@ func (c *Conn) writeLine(data []byte, ids *idEdits) error {
 		data = buf.Bytes()
 	}
 	if len(data) >= pooledLineBytes {
-		if _, err := c.stdin.Write(data); err != nil {
-			return err
-		}
-		_, err := c.stdin.Write(newline)
-		return err
+		return c.write(data, newline)
 	}
 	bp := lineBufs.Get().(*[]byte)
 	var line []byte
@@ -735,7 +770,7 @@ func (c *Conn) writeLine(data []byte, ids *idEdits) error {
 	} else {
 		line = append(append((*bp)[:0], data...), '\n')
 	}
-	_, err := c.stdin.Write(line)
+	err := c.write(line, nil)
 	*bp = line
 	lineBufs.Put(bp)
 	return err
@@ -825,8 +860,9 @@ func (c *Conn) sendOwn(data []byte) error {
 	}
 	c.queued.Add(int64(len(data) + 1))
 	defer c.queued.Add(-int64(len(data) + 1))
-	c.wmu.Lock()
-	defer c.wmu.Unlock()
+	c.lockWrite(time.Time{})
+	defer c.unlockWrite()
+	c.writeBy(time.Time{})
 	if err := c.writeLine(data, nil); err != nil {
 		// A message of the bridge's own is one line it marshalled: writing
 		// it fails only when stdin no longer takes anything, which is the

@@ -118,6 +118,9 @@ type dockerStdin struct{ p *dockerProcess }
 
 func (s dockerStdin) Write(b []byte) (int, error) { return s.p.att.Conn.Write(b) }
 
+// SetWriteDeadline bounds the writes that follow (see localStdin's).
+func (s dockerStdin) SetWriteDeadline(t time.Time) error { return s.p.att.Conn.SetWriteDeadline(t) }
+
 // Close half-closes the attach connection; with StdinOnce, the engine then
 // closes the server's stdin.
 func (s dockerStdin) Close() error { return s.p.closeStdin() }

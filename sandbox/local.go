@@ -193,6 +193,7 @@ func (l *Local) Launch(ctx context.Context, sessionID string) (Process, error) {
 	p := &localProcess{
 		cmd:        cmd,
 		pid:        pid,
+		pidfd:      openPidfd(pid),
 		logger:     logger,
 		grace:      l.opts.StopGrace,
 		after:      time.After,
@@ -408,6 +409,8 @@ func (l *Local) refill() {
 type localProcess struct {
 	cmd *exec.Cmd
 	pid int // also the process group ID (Setpgid)
+	// pidfd is a pidfd of pid for wait (awaitExit), or nil; wait closes it.
+	pidfd *os.File
 	// supervised: pid is the supervisor's, alone in its group; it forwards
 	// SIGTERM to the server's group and takes supervisorKillSignal for
 	// SIGKILL (see supervise.go).
@@ -460,7 +463,7 @@ func (p *localProcess) wait() {
 	// unrelated group that reused the number. Killing the rest of the group
 	// here means nothing the server started outlives it, whether it exited
 	// on its own or was stopped: its session is over either way.
-	awaitExit(p.pid)
+	awaitExit(p.pidfd)
 	var info unix.Siginfo
 	var err error
 	for {
@@ -606,6 +609,11 @@ type localStdin struct {
 
 func (s *localStdin) Write(b []byte) (int, error) { return s.f.Write(b) }
 
+// SetWriteDeadline bounds the writes that follow (the pipe is in the
+// runtime's poller): peer.Conn.SendBy gives up waiting for a child that
+// stopped reading (issue 25, item 8).
+func (s *localStdin) SetWriteDeadline(t time.Time) error { return s.f.SetWriteDeadline(t) }
+
 func (s *localStdin) Close() error {
 	s.once.Do(func() { s.err = s.f.Close() })
 	return s.err
@@ -629,21 +637,32 @@ func (s *localStdout) Read(b []byte) (int, error) {
 // close is called once, by stop.
 func (s *localStdout) close() { s.f.Close() }
 
-// awaitExit returns once the process pid, a child not yet reaped, has
-// exited, or when it cannot tell. It waits on a pidfd in the network
+// openPidfd opens a pidfd of the process pid, a child not yet reaped, for
+// awaitExit, or returns nil where pidfds are missing. It is opened as the
+// process starts rather than by the goroutine that waits, so that every
+// descriptor of a session is open once Launch returns (the connection
+// limit keeps descriptors for them; issue 25, item 10).
+func openPidfd(pid int) *os.File {
+	fd, err := unix.PidfdOpen(pid, unix.PIDFD_NONBLOCK)
+	if err != nil {
+		return nil
+	}
+	// A non-blocking descriptor is registered with the poller by NewFile.
+	return os.NewFile(uintptr(fd), "pidfd")
+}
+
+// awaitExit returns once the process of the pidfd f (nil: none) has
+// exited, or when it cannot tell, and closes f. It waits on a pidfd in the network
 // poller: a blocking waitid would hold an OS thread per session for the
 // session's whole life (1,000 idle sessions were 1,000 threads, 21 KiB of
 // bridge RSS each, measured with bridge-bench). Where pidfds are missing
 // (Linux before 5.10), it returns at once and the caller's waitid blocks a thread as
 // before. The pid cannot be reused meanwhile: the child is ours, and
 // unreaped.
-func awaitExit(pid int) {
-	fd, err := unix.PidfdOpen(pid, unix.PIDFD_NONBLOCK)
-	if err != nil {
+func awaitExit(f *os.File) {
+	if f == nil {
 		return
 	}
-	// A non-blocking descriptor is registered with the poller by NewFile.
-	f := os.NewFile(uintptr(fd), "pidfd")
 	defer f.Close()
 	rc, err := f.SyscallConn()
 	if err != nil {

@@ -892,7 +892,7 @@ func (s *Session) Post(msgs []Message, opts PostOptions) (*Reader, error) {
 		s.mu.Unlock()
 		return nil, fmt.Errorf("%w: the limit is %d (--max-requests-per-session); wait for answers, or cancel requests with notifications/cancelled", ErrTooManyRequests, s.reg.opts.MaxRequests)
 	}
-	var now time.Time
+	var now, deadline time.Time // deadline: the earliest of this POST's requests
 	var p *post
 	var one *postOne
 	for i := range msgs {
@@ -934,6 +934,9 @@ func (s *Session) Post(msgs []Message, opts PostOptions) (*Reader, error) {
 			}
 			c.deadline = now.Add(timeout)
 			s.armLocked(c.deadline)
+			if deadline.IsZero() || c.deadline.Before(deadline) {
+				deadline = c.deadline
+			}
 		}
 		if env.ProgressToken != "" && opts.Resumable {
 			c.token = env.ProgressToken
@@ -969,10 +972,28 @@ func (s *Session) Post(msgs []Message, opts PostOptions) (*Reader, error) {
 	s.mu.Unlock()
 
 	<-s.ready
+	if requests == 0 && s.reg.opts.RequestTimeout > 0 {
+		// Notifications and answers wait for a server that stopped
+		// reading no longer than a request would.
+		deadline = time.Now().Add(s.reg.opts.RequestTimeout)
+	}
 	// Bytes waiting for the server's stdin are bounded (the connection's
 	// MaxQueuedBytes): a server that stopped reading would otherwise hold
-	// every POST's body (issue 13).
-	switch err := s.conn.Send(s, msgs...); {
+	// every POST's body (issue 13). And the wait is bounded by the
+	// request timeout: a stopped server held every POST until the session
+	// ended (issue 25, item 8).
+	switch err := s.conn.SendBy(s, deadline, msgs...); {
+	case errors.Is(err, peer.ErrWriting):
+		// The rest is written when the server reads again; the requests
+		// time out meanwhile (expire).
+		s.logger.Warn("the MCP server has not read its stdin for the request timeout; answering the requests waiting for it with an error",
+			"server", s.conn.ID(), "hint", "the server is stopped or hung; raise --request-timeout if it legitimately reads that slowly")
+	case errors.Is(err, peer.ErrStalled) && requests > 0:
+		// Nothing was written: expire answers the requests, whose
+		// deadline this was, with a timeout error; notifications and
+		// answers in the same POST are dropped with them.
+		s.logger.Warn("the MCP server has not read its stdin for the request timeout; requests waiting behind earlier ones are answered with an error and not sent",
+			"server", s.conn.ID(), "hint", "the server is stopped or hung")
 	case errors.Is(err, peer.ErrBusy):
 		s.mu.Lock()
 		s.unregisterLocked(msgs)
@@ -1307,11 +1328,16 @@ func (s *Session) expire() {
 		}()
 	}
 	if len(cancels) > 0 {
-		// The timer's goroutine writes: a server that does not read its
-		// stdin blocks it until the session ends and closes the pipe. The
-		// connection passes each cancellation on under the id the server
-		// knows the request by.
-		if err := s.conn.Send(s, cancels...); err != nil && !errors.Is(err, peer.ErrBusy) {
+		// The timer's goroutine writes, bounded as requests are (SendBy):
+		// a server that stopped reading does not get them, and must not
+		// hold this goroutine until the session ends. The connection
+		// passes each cancellation on under the id the server knows the
+		// request by.
+		var by time.Time
+		if d := s.reg.opts.RequestTimeout; d > 0 {
+			by = time.Now().Add(d)
+		}
+		if err := s.conn.SendBy(s, by, cancels...); err != nil && !errors.Is(err, peer.ErrBusy) && !errors.Is(err, peer.ErrWriting) {
 			s.Close(fmt.Errorf("%w: writing to its stdin failed: %v", ErrServerExited, err))
 		}
 	}

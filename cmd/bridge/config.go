@@ -133,6 +133,7 @@ type config struct {
 	OAuthIssuer           string   `envconfig:"BRIDGE_OAUTH_ISSUER"`
 	ResourceURL           string   `envconfig:"BRIDGE_RESOURCE_URL"`
 	OAuthScopes           []string `envconfig:"BRIDGE_OAUTH_SCOPES"`
+	OAuthTokenTypes       []string `envconfig:"BRIDGE_OAUTH_TOKEN_TYPES"`
 	OAuthIntrospectionURL string   `envconfig:"BRIDGE_OAUTH_INTROSPECTION_URL"`
 	OAuthClientID         string   `envconfig:"BRIDGE_OAUTH_CLIENT_ID"`
 	OAuthClientSecretFile string   `envconfig:"BRIDGE_OAUTH_CLIENT_SECRET_FILE"`
@@ -250,6 +251,7 @@ var optionFlags = map[string]string{
 	"auth.Options.ResourceURL":              "resource-url",
 	"auth.Options.Scopes":                   "oauth-scopes",
 	"auth.Options.IntrospectionURL":         "oauth-introspection-url",
+	"auth.Options.TokenTypes":               "oauth-token-types",
 }
 
 // flagOf is "--flag" for a library option of optionFlags.
@@ -403,6 +405,7 @@ func newFlagSet(c *config) *flag.FlagSet {
 	fs.StringVar(&c.OAuthIssuer, "oauth-issuer", c.OAuthIssuer, gAuth.in("issuer `URL` of the OAuth 2.1 authorization server whose access tokens are accepted (needs --resource-url)"))
 	fs.StringVar(&c.ResourceURL, "resource-url", c.ResourceURL, gAuth.in("canonical `URL` clients reach the MCP endpoint at, e.g. https://mcp.example.com/mcp: the audience every OAuth token must carry"))
 	fs.Var(&listFlag{dst: &c.OAuthScopes}, "oauth-scopes", gAuth.in("`scopes` every OAuth token must carry, advertised to clients (comma-separated or repeated)"))
+	fs.Var(&listFlag{dst: &c.OAuthTokenTypes}, "oauth-token-types", gAuth.in("JWS `typ` values of JWT access tokens accepted (comma-separated or repeated; * accepts any); default: at+jwt, application/at+jwt (RFC 9068)"))
 	fs.StringVar(&c.OAuthIntrospectionURL, "oauth-introspection-url", c.OAuthIntrospectionURL, gAuth.in("RFC 7662 introspection endpoint `URL` for opaque (non-JWT) tokens; needs --oauth-client-id and a client secret"))
 	fs.StringVar(&c.OAuthClientID, "oauth-client-id", c.OAuthClientID, gAuth.in("the bridge's client `ID` at the introspection endpoint"))
 	fs.StringVar(&c.OAuthClientSecretFile, "oauth-client-secret-file", c.OAuthClientSecretFile, gAuth.in("`file` holding the bridge's client secret at the introspection endpoint (BRIDGE_OAUTH_CLIENT_SECRET also takes it)"))

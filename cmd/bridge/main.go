@@ -195,6 +195,7 @@ func serve(ctx context.Context, cfg *config, logger *slog.Logger, ready chan<- n
 		Issuer:           cfg.OAuthIssuer,
 		ResourceURL:      cfg.ResourceURL,
 		Scopes:           cfg.OAuthScopes,
+		TokenTypes:       cfg.OAuthTokenTypes,
 		IntrospectionURL: cfg.OAuthIntrospectionURL,
 		ClientID:         cfg.OAuthClientID,
 		ClientSecret:     cfg.OAuthClientSecret,
@@ -292,7 +293,7 @@ func serve(ctx context.Context, cfg *config, logger *slog.Logger, ready chan<- n
 		return startError{fmt.Errorf("--listen %s: %w (%s)", cfg.Listen, err, hint)}
 	}
 	ln = bridge.LimitListener(ln, &bridge.LimitOptions{
-		MaxConnections:          connectionLimit(cfg.MaxConnections, cfg.MaxSessions, logger),
+		MaxConnections:          connectionLimit(cfg.MaxConnections, cfg.MaxSessions+max(cfg.Warm, 0), logger),
 		MaxConnectionsPerClient: cfg.MaxConnectionsPerClient,
 		Logger:                  logger,
 	})

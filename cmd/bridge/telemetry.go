@@ -7,11 +7,14 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"strconv"
+	"strings"
 	"time"
 
 	"go.opentelemetry.io/otel"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 
+	"github.com/mcp-bridge/mcp-bridge/bridge"
 	"github.com/mcp-bridge/mcp-bridge/jsonrpc"
 	"github.com/mcp-bridge/mcp-bridge/metrics"
 	"github.com/mcp-bridge/mcp-bridge/peer"
@@ -178,7 +181,7 @@ func (t *telemetry) serveMetrics(cfg *config) (addr net.Addr, stop func(), err e
 	}
 	mux := http.NewServeMux()
 	mux.Handle("GET /metrics", t.metrics.Handler())
-	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second,
+	srv := &http.Server{Handler: metricsHostCheck(cfg.AllowedHosts, mux, t.logger), ReadHeaderTimeout: 10 * time.Second,
 		ErrorLog: slog.NewLogLogger(t.logger.Handler(), slog.LevelWarn)}
 	done := make(chan struct{})
 	go func() {
@@ -194,6 +197,32 @@ func (t *telemetry) serveMetrics(cfg *config) (addr net.Addr, stop func(), err e
 		_ = srv.Shutdown(ctx)
 		<-done
 	}, nil
+}
+
+// metricsHostCheck refuses with 403 a request to --metrics-listen whose
+// Host is not allowed: a page of a DNS-rebinding name could read /metrics
+// otherwise (issue 25, item 10). The names allowed are those of
+// --allowed-hosts, or the loopback names when it is not given (the main
+// listener then allows any Host when it is not on loopback; this one has
+// no authentication); and any IP address, which no DNS rebinding
+// produces, so that a scraper may name its target by address.
+func metricsHostCheck(allowed []string, next http.Handler, logger *slog.Logger) http.Handler {
+	if len(allowed) == 0 {
+		allowed = bridge.LoopbackHosts
+	}
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		name := r.Host
+		if h, _, err := net.SplitHostPort(name); err == nil {
+			name = h
+		}
+		if net.ParseIP(strings.Trim(name, "[]")) == nil && !bridge.HostAllowed(allowed, r.Host) {
+			logger.Warn("refused a request for /metrics with a disallowed Host (DNS rebinding?)", "host", r.Host,
+				"hint", "add it to --allowed-hosts if the scraper legitimately uses this name")
+			http.Error(w, "Forbidden: Host "+strconv.Quote(r.Host)+" is not allowed", http.StatusForbidden)
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
 }
 
 // close flushes the last spans.

@@ -56,3 +56,56 @@ func TestTelemetryOff(t *testing.T) {
 		t.Fatal("telemetry off still installs hooks")
 	}
 }
+
+// --metrics-listen checks Host as the main listener does: a DNS-rebinding
+// page (evil.example resolving to 127.0.0.1) must not read /metrics
+// (issue 25, item 10). Without --allowed-hosts the loopback names pass;
+// with it, its names; an IP address, which no rebinding can produce,
+// always.
+func TestMetricsListenChecksHost(t *testing.T) {
+	for _, tc := range []struct {
+		args    []string
+		allowed []string
+		refused []string
+	}{
+		{nil, []string{"localhost", "127.0.0.1", "[::1]", "10.1.2.3"}, []string{"evil.example", "metrics.example"}},
+		{[]string{"--allowed-hosts", "metrics.example"}, []string{"metrics.example", "10.1.2.3"}, []string{"evil.example", "localhost"}},
+		{[]string{"--listen", "0.0.0.0:0", "--insecure-no-auth"}, []string{"localhost", "10.1.2.3"}, []string{"evil.example"}},
+	} {
+		cfg, err := parseConfig(append(append([]string{"--metrics-listen", "127.0.0.1:0"}, tc.args...), "--", "true"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		tel, err := newTelemetry(context.Background(), cfg, slog.New(slog.DiscardHandler))
+		if err != nil {
+			t.Fatal(err)
+		}
+		addr, stop, err := tel.serveMetrics(cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, port, _ := strings.Cut(addr.String(), ":")
+		get := func(host string) int {
+			req, _ := http.NewRequest(http.MethodGet, "http://"+addr.String()+"/metrics", nil)
+			req.Host = host + ":" + port
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+			return resp.StatusCode
+		}
+		for _, h := range tc.allowed {
+			if code := get(h); code != http.StatusOK {
+				t.Errorf("%v: Host %s: %d, want 200", tc.args, h, code)
+			}
+		}
+		for _, h := range tc.refused {
+			if code := get(h); code != http.StatusForbidden {
+				t.Errorf("%v: Host %s: %d, want 403", tc.args, h, code)
+			}
+		}
+		stop()
+	}
+}

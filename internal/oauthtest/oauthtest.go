@@ -28,6 +28,7 @@ import (
 	jose "github.com/go-jose/go-jose/v3"
 	"github.com/lestrrat-go/jwx/v3/jwa"
 	"github.com/lestrrat-go/jwx/v3/jwk"
+	"github.com/lestrrat-go/jwx/v3/jws"
 	"github.com/lestrrat-go/jwx/v3/jwt"
 	"github.com/ory/fosite"
 	"github.com/ory/fosite/compose"
@@ -199,8 +200,28 @@ func (s *Server) Sign(t testing.TB, claims map[string]any) string {
 	return SignWith(t, k.Key.(*ecdsa.PrivateKey), k.KeyID, claims)
 }
 
-// SignWith signs claims with key, naming it kid.
+// SignTyped is Sign with the JWS header typ ("": none) rather than at+jwt.
+func (s *Server) SignTyped(t testing.TB, typ string, claims map[string]any) string {
+	t.Helper()
+	s.mu.Lock()
+	k := s.keys[len(s.keys)-1]
+	s.mu.Unlock()
+	return signTyped(t, k.Key.(*ecdsa.PrivateKey), k.KeyID, typ, claims)
+}
+
+// SignWith signs claims with key, naming it kid, as an access token: typ
+// at+jwt (RFC 9068, section 2.1).
 func SignWith(t testing.TB, key *ecdsa.PrivateKey, kid string, claims map[string]any) string {
+	t.Helper()
+	return signTyped(t, key, kid, AccessTokenType, claims)
+}
+
+// AccessTokenType is the typ of the JWT access tokens the server issues:
+// "Resource servers MUST verify that the typ header value is at+jwt or
+// application/at+jwt" (RFC 9068, section 4).
+const AccessTokenType = "at+jwt"
+
+func signTyped(t testing.TB, key *ecdsa.PrivateKey, kid, typ string, claims map[string]any) string {
 	t.Helper()
 	jk, err := jwk.Import(key)
 	if err != nil {
@@ -213,7 +234,16 @@ func SignWith(t testing.TB, key *ecdsa.PrivateKey, kid string, claims map[string
 			t.Fatal(err)
 		}
 	}
-	b, err := jwt.Sign(tok, jwt.WithKey(jwa.ES256(), jk))
+	// jws.Sign rather than jwt.Sign, which writes typ JWT when none is given.
+	payload, err := json.Marshal(tok)
+	if err != nil {
+		t.Fatal(err)
+	}
+	hdrs := jws.NewHeaders()
+	if typ != "" {
+		hdrs.Set(jws.TypeKey, typ)
+	}
+	b, err := jws.Sign(payload, jws.WithKey(jwa.ES256(), jk, jws.WithProtectedHeaders(hdrs)))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -388,7 +418,7 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 func newSession(user, clientID string) *oauth2.JWTSession {
 	return &oauth2.JWTSession{
 		JWTClaims: &fjwt.JWTClaims{Subject: user, Extra: map[string]any{"client_id": clientID}},
-		JWTHeader: &fjwt.Headers{},
+		JWTHeader: &fjwt.Headers{Extra: map[string]any{"typ": AccessTokenType}},
 		Subject:   user,
 	}
 }
