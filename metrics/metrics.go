@@ -105,6 +105,7 @@ var reasons = []struct {
 	{session.ErrOversizedMessage, "oversized_message"},
 	{session.ErrShutdown, "shutdown"},
 	{session.ErrRetired, "retired"},
+	{session.ErrLogBudget, "log_budget"},
 }
 
 // ReasonLabel is the reason label of a session's end.

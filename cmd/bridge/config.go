@@ -358,7 +358,7 @@ func newFlagSet(c *config) *flag.FlagSet {
 	fs.DurationVar(&c.SSEKeepAlive, "sse-keepalive", c.SSEKeepAlive, "write an SSE comment on a stream quiet for this long, so that proxies with an idle timeout keep it open (0: never)")
 	fs.IntVar(&c.LogMaxEvents, "log-max-events", c.LogMaxEvents, "most events each session's resumption log holds")
 	fs.Int64Var(&c.LogMaxBytes, "log-max-bytes", c.LogMaxBytes, "most `bytes` each session's resumption log holds")
-	fs.Int64Var(&c.LogMaxTotalBytes, "log-max-total-bytes", c.LogMaxTotalBytes, "most `bytes` all sessions' resumption logs hold together; beyond it the largest logs lose their oldest already-delivered events")
+	fs.Int64Var(&c.LogMaxTotalBytes, "log-max-total-bytes", c.LogMaxTotalBytes, "most `bytes` all sessions' resumption logs hold together; beyond it the largest logs lose their oldest already-delivered events, and when events no client read exceed it alone, the sessions holding the most of them are ended (their clients get 404; metric mcp_bridge_sessions_ended_total{reason=\"log_budget\"})")
 	fs.IntVar(&c.StderrLineBytes, "stderr-line-bytes", c.StderrLineBytes, "longest server stderr line logged, in `bytes`; longer lines are cut")
 	fs.Float64Var(&c.StderrLinesPerSecond, "stderr-lines-per-second", c.StderrLinesPerSecond, fmt.Sprintf("server stderr lines logged per second and session, on average; more are dropped (counted in the log) (0: %d; negative: no limit)", sandbox.DefaultStderrLinesPerSecond))
 	fs.IntVar(&c.StderrBurst, "stderr-burst", c.StderrBurst, fmt.Sprintf("server stderr lines a session may log at once above --stderr-lines-per-second (0: %d)", sandbox.DefaultStderrBurst))
