@@ -162,6 +162,14 @@ type Options struct {
 	Min int
 	// Max children in all, across every principal. Zero means DefaultMax.
 	Max int
+	// MaxPerPrincipal is the most children one principal may have (its
+	// legacy children, and the modern children its requests with a log
+	// level hold alone); beyond it a request that needs one more is
+	// refused with ErrPrincipalShare (see share.go). Zero means half of Max
+	// (at least one) when clients authenticate (PrivateCache), else Max:
+	// without authentication every client is the same principal. Negative
+	// means Max.
+	MaxPerPrincipal int
 	// Cores is how many children a group (the modern children, or a
 	// legacy key's) grows to because they are busy: one per CPU. Beyond
 	// it, a group grows only when its children are stalled (StallAfter).
@@ -617,12 +625,18 @@ func (p *Pool) acquire(ctx context.Context, key string, principal any, caps json
 				best = ch
 			}
 		}
+		atShare := (legacy || c.solo) && p.atShareLocked(g, legacy, c)
+		if atShare && !legacy {
+			// A log-level call takes a modern child for itself.
+			p.mu.Unlock()
+			return nil, p.shareError()
+		}
 		if best != nil && (best.inflight == 0 || exclusive) {
 			p.takeLocked(best, exclusive, c)
 			p.mu.Unlock()
 			return best, nil
 		}
-		room := p.total < p.opts.Max
+		room := p.total < p.opts.Max && !atShare
 		grow := false // start a child for this request and take it
 		switch {
 		case shared && (best != nil || usable >= p.cores):
@@ -640,7 +654,7 @@ func (p *Pool) acquire(ctx context.Context, key string, principal any, caps json
 			switch {
 			case g.starting > 0:
 				// One is starting: wait for it, or for an answer.
-			case !spawnFailed && (room || p.evictLocked(g)):
+			case !spawnFailed && (room || p.makeRoomLocked(g, atShare)):
 				grow = true
 			default:
 				// At Max (or no child could start): queue on the least
@@ -659,7 +673,12 @@ func (p *Pool) acquire(ctx context.Context, key string, principal any, caps json
 			p.mu.Unlock()
 			return best, nil
 		default:
-			grow = room || p.evictLocked(g)
+			grow = room || p.makeRoomLocked(g, atShare)
+			if !grow && atShare && g.starting == 0 {
+				p.dropEmptyLocked(g)
+				p.mu.Unlock()
+				return nil, p.shareError()
+			}
 		}
 		if grow {
 			p.total++

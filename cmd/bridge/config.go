@@ -104,9 +104,11 @@ type config struct {
 
 	Warm int `envconfig:"BRIDGE_WARM"`
 
-	ChildEra            string        `envconfig:"BRIDGE_CHILD_ERA"`
-	PoolMin             int           `envconfig:"BRIDGE_POOL_MIN"`
-	PoolMax             int           `envconfig:"BRIDGE_POOL_MAX"`
+	ChildEra string `envconfig:"BRIDGE_CHILD_ERA"`
+	PoolMin  int    `envconfig:"BRIDGE_POOL_MIN"`
+	PoolMax  int    `envconfig:"BRIDGE_POOL_MAX"`
+	// PoolMaxPerPrincipal: zero means pool.Options.MaxPerPrincipal's default.
+	PoolMaxPerPrincipal int           `envconfig:"BRIDGE_POOL_MAX_PER_PRINCIPAL"`
 	RequestStateTTL     time.Duration `envconfig:"BRIDGE_REQUEST_STATE_TTL"`
 	NoMetrics           bool          `envconfig:"BRIDGE_NO_METRICS"`
 	MetricsListen       string        `envconfig:"BRIDGE_METRICS_LISTEN"`
@@ -404,6 +406,7 @@ func newFlagSet(c *config) *flag.FlagSet {
 	fs.StringVar(&c.ChildEra, "child-era", c.ChildEra, "era of the server for revision 2026-07-28 clients: auto (ask a throwaway process with server/discover once), legacy (needs initialize; the bridge translates) or modern")
 	fs.IntVar(&c.PoolMin, "pool-min", c.PoolMin, "servers kept running for revision 2026-07-28 clients when the server is modern (-1: none)")
 	fs.IntVar(&c.PoolMax, "pool-max", c.PoolMax, "most servers running for revision 2026-07-28 clients, across all principals (separate from --max-sessions); beyond one per CPU, a pool grows only while its servers have stopped answering")
+	fs.IntVar(&c.PoolMaxPerPrincipal, "pool-max-per-principal", c.PoolMaxPerPrincipal, "most of the --pool-max servers one authenticated principal may have (its legacy servers, and those its requests with a log level hold alone); beyond it a request needing one more gets 429; 0: half of --pool-max with authentication, all of it without (every client is then one principal)")
 	fs.DurationVar(&c.RequestStateTTL, "request-state-ttl", c.RequestStateTTL, "how long a call that asked the client something (elicitation, sampling, roots) waits for the client's retry before it is cancelled")
 	fs.StringVar(&c.Policy, "policy", c.Policy, "policy `file` (YAML): which tools, prompts and resources callers see and may use, and the scopes each needs")
 	fs.StringVar(&c.PinFile, "pin-file", c.PinFile, "lock `file` written by bridge pin: a tool, prompt or resource template that is new or changed since is hidden and refused")
@@ -652,6 +655,9 @@ func (c *config) finish() error {
 	}
 	if _, err := pool.ParseEra(c.ChildEra); err != nil {
 		return fmt.Errorf("--child-era: %w", err)
+	}
+	if c.PoolMaxPerPrincipal < 0 {
+		return fmt.Errorf("--pool-max-per-principal %d: want 0 (the default) or a number of servers", c.PoolMaxPerPrincipal)
 	}
 	if c.PoolMax < 1 || c.PoolMin > c.PoolMax || c.RequestStateTTL <= 0 {
 		return errors.New("--pool-max must be positive and at least --pool-min, --request-state-ttl positive")
