@@ -29,6 +29,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/mcp-bridge/mcp-bridge/audit"
 	"github.com/mcp-bridge/mcp-bridge/jsonrpc"
 	"github.com/mcp-bridge/mcp-bridge/peer"
 	"github.com/mcp-bridge/mcp-bridge/sandbox"
@@ -187,6 +188,9 @@ func New() *Metrics {
 		m.requests, m.duration, m.bytes,
 		m.evictions, m.evictedBytes, m.resumes,
 		m.denials, m.pins,
+		prometheus.NewCounterFunc(prometheus.CounterOpts{Namespace: Namespace, Name: "audit_records_lost_total",
+			Help: "Audit log records that could not be written (a failed write, or a blocked writer whose queue was full), all audit logs of the process together."},
+			func() float64 { return float64(audit.LostRecords()) }),
 	)
 	return m
 }
