@@ -533,6 +533,19 @@ func (s *Server) WatchRegistry(r *session.Registry) error {
 	return s.register(map[string]prometheus.Collector{"event_log_bytes": bytes, "event_log_events": events})
 }
 
+// WatchStatelessPool exports the churn of the server's revision
+// 2026-07-28 pool (mcp_bridge_pool_children_started_total, and
+// _evicted_total: idle children stopped to make room for another
+// principal's or capabilities' request), read at scrape time from stats.
+func (s *Server) WatchStatelessPool(stats func() (started, evicted int64)) error {
+	l := prometheus.Labels{"server": s.name}
+	started := prometheus.NewCounterFunc(prometheus.CounterOpts{Namespace: Namespace, Name: "pool_children_started_total", ConstLabels: l,
+		Help: "MCP servers started by the pool serving revision 2026-07-28 clients."}, func() float64 { n, _ := stats(); return float64(n) })
+	evicted := prometheus.NewCounterFunc(prometheus.CounterOpts{Namespace: Namespace, Name: "pool_children_evicted_total", ConstLabels: l,
+		Help: "Idle MCP servers of the 2026-07-28 pool stopped to make room for a request of another principal or other capabilities (churn: raise --pool-max)."}, func() float64 { _, n := stats(); return float64(n) })
+	return s.register(map[string]prometheus.Collector{"pool_children_started_total": started, "pool_children_evicted_total": evicted})
+}
+
 // register adds collectors read at scrape time. One of the same name and
 // server replaces the one before: a reloaded configuration gives a server a
 // new pool or registry, whose figures are then the ones shown.

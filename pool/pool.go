@@ -11,7 +11,8 @@
 //     pool of children shared by every client, with ids rewritten by peer
 //     where they collide; its own InputRequiredResults pass through untouched.
 //   - A legacy child is initialized by the bridge, with the capabilities
-//     the client declared, in a pool keyed by (principal, capabilities),
+//     the client declared (those of 2025-11-25 a server acts on: see
+//     churn.go), in a pool keyed by (principal, capabilities),
 //     never shared across principals. Its results are decorated as the
 //     revision wants them (resultType, serverInfo, ttlMs and cacheScope),
 //     retired error codes rewritten. When it asks the client something in
@@ -281,6 +282,8 @@ type Pool struct {
 
 	cores int              // Options.Cores
 	now   func() time.Time // the clock; tests set their own
+
+	churn churn // children started and stopped for other keys (churn.go)
 }
 
 // New returns a pool. Children start on demand (the modern pool's Min once
@@ -579,10 +582,8 @@ func canonicalCaps(caps json.RawMessage) (json.RawMessage, error) {
 			return nil, err
 		}
 	}
-	if _, ok := v.(map[string]any); !ok {
-		v = map[string]any{}
-	}
-	canon, _ := json.Marshal(v)
+	m, _ := v.(map[string]any)
+	canon, _ := json.Marshal(legacyCapabilities(m))
 	return canon, nil
 }
 
@@ -673,6 +674,13 @@ func (p *Pool) acquire(ctx context.Context, key string, principal any, caps json
 			p.mu.Unlock()
 			return best, nil
 		default:
+			if !room && legacy {
+				if ch := p.reusableLocked(g, c); ch != nil {
+					p.takeLocked(ch, exclusive, c)
+					p.mu.Unlock()
+					return ch, nil
+				}
+			}
 			grow = room || p.makeRoomLocked(g, atShare)
 			if !grow && atShare && g.starting == 0 {
 				p.dropEmptyLocked(g)
@@ -859,6 +867,7 @@ func (p *Pool) evictLocked(g *group) bool {
 		return false
 	}
 	p.retireLocked(victim)
+	p.churn.evicted.Add(1)
 	return true
 }
 
@@ -964,6 +973,7 @@ func (p *Pool) spawn(ctx context.Context, g *group, legacy bool) (*child, error)
 	}
 	ch.lastUsed = p.clockLocked()
 	g.children = append(g.children, ch)
+	p.churn.started.Add(1)
 	p.signalLocked()
 	p.mu.Unlock()
 	return ch, nil
@@ -1020,6 +1030,10 @@ type Stats struct {
 	Children, Parked, Groups, InFlight, Waiting int
 	// Starting counts the children being started.
 	Starting int
+	// Started counts the children started so far (initialized, for a
+	// legacy child); Evicted those stopped, idle, to make room for a
+	// request of another key.
+	Started, Evicted int64
 }
 
 // WaitIdle waits until no call is in flight on any child (parked calls
@@ -1057,7 +1071,8 @@ func (p *Pool) Stats() Stats {
 }
 
 func (p *Pool) statsLocked() Stats {
-	s := Stats{Parked: len(p.parked), Groups: len(p.groups), Waiting: p.waiting}
+	s := Stats{Parked: len(p.parked), Groups: len(p.groups), Waiting: p.waiting,
+		Started: p.churn.started.Load(), Evicted: p.churn.evicted.Load()}
 	for _, g := range p.groups {
 		s.Children += len(g.children)
 		s.Starting += g.starting

@@ -96,6 +96,7 @@ func (p *Pool) makeRoomLocked(g *group, atShare bool) bool {
 		return false
 	}
 	p.retireLocked(victim)
+	p.churn.evicted.Add(1)
 	return true
 }
 

@@ -246,6 +246,7 @@ func serve(ctx context.Context, cfg *config, logger *slog.Logger, ready chan<- n
 		if err != nil {
 			return err
 		}
+		tel.watchStateless(stateless)
 		defer func() {
 			ctx, cancel := context.WithTimeout(context.Background(), sandbox.StopBudget(cfg.StopGrace))
 			defer cancel()
