@@ -652,9 +652,19 @@ func (p *Pool) acquire(ctx context.Context, key string, principal any, caps json
 				return ch, nil
 			}
 			// Every child the call could use is stalled, or starting.
+			var own *child
+			if !legacy && best != nil {
+				own = p.ownStalledLocked(g, c)
+			}
 			switch {
 			case g.starting > 0:
 				// One is starting: wait for it, or for an answer.
+			case own != nil:
+				// Its principal's slow calls hold its share of the
+				// children already: it queues behind them (share.go).
+				p.takeLocked(own, false, c)
+				p.mu.Unlock()
+				return own, nil
 			case !spawnFailed && (room || p.makeRoomLocked(g, atShare)):
 				grow = true
 			default:

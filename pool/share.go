@@ -19,6 +19,13 @@ import (
 // there, as any request of a busy pool does); one of the principal's own
 // idle children of another legacy key is stopped to make room first. The
 // other principals keep Max minus the share, at least.
+//
+// Modern children are shared, but a principal's slow calls made the pool
+// grow (each stalled child is a reason to start another) until Max, and
+// then every other principal's request queued behind them. A principal
+// whose in-flight calls alone occupy its share of stalled modern children
+// queues its next request on them instead of growing the pool further
+// (ownStalledLocked).
 
 // ErrPrincipalShare: the request's principal already has its share of the
 // pool's children (Options.MaxPerPrincipal), all of them busy.
@@ -73,6 +80,46 @@ func (p *Pool) atShareLocked(g *group, legacy bool, c *call) bool {
 		return p.heldLocked(g.principal) >= share
 	}
 	return c.solo && p.heldLocked(c.req.Principal) >= share
+}
+
+// ownStalledLocked returns, when c's principal's calls alone occupy its
+// share of g's modern children (their only calls, subscriptions aside,
+// are its), the least loaded of those that c fits on; or nil. It is
+// asked only when every child c could use is stalled.
+func (p *Pool) ownStalledLocked(g *group, c *call) *child {
+	share := p.share()
+	if share >= p.opts.Max {
+		return nil
+	}
+	n := 0
+	var least *child
+	for _, ch := range g.children {
+		if ch.dead || !fits(ch, c) || !occupiedBy(ch, c.req.Principal) {
+			continue
+		}
+		n++
+		if least == nil || ch.inflight < least.inflight {
+			least = ch
+		}
+	}
+	if n < share {
+		return nil
+	}
+	return least
+}
+
+// occupiedBy reports whether every call in flight on ch, subscriptions
+// aside, is principal's, and there is one.
+func occupiedBy(ch *child, principal any) bool {
+	if ch.inflight <= ch.listens {
+		return false
+	}
+	for o := ch.calls; o != nil; o = o.nextOn {
+		if !o.listen && o.req.Principal != principal {
+			return false
+		}
+	}
+	return true
 }
 
 // makeRoomLocked stops an idle child to make room for g: of another key,
