@@ -6,11 +6,17 @@
 //
 // A line is written when its request is answered (just after the answer
 // has gone on to its client), refused or cancelled, with one write(2) to
-// a file opened with O_APPEND, and nothing is buffered across lines: a
-// crash loses at most the line being written, and several bridges may
-// append to one file without their lines mixing (POSIX makes each append
-// of a regular file atomic with respect to other appends; Linux does for
-// writes of any size to a local file).
+// a file opened with O_APPEND, and nothing is buffered across lines: the
+// request waits until its line is written, so a crash loses at most the
+// lines being written, and several bridges may append to one file without
+// their lines mixing (POSIX makes each append of a regular file atomic
+// with respect to other appends; Linux does for writes of any size to a
+// local file). The writes happen on a goroutine of the log's, and a
+// request waits at most WriteTimeout for its line: a blocked writer (a
+// FIFO or pipe whose reader stalled, a hung network file system) stalls no
+// session; lines then queue, up to QueueBytes, and beyond it are lost and
+// counted (Lost). A line a failed write cut part-way (a full disk) is
+// completed before any other, so two records never share a line.
 //
 // The log holds no token: the interception point never sees HTTP headers.
 // It holds arguments only as their SHA-256 unless Options.Args is set, as
@@ -104,6 +110,12 @@ type Options struct {
 	Server string
 	// Logger gets write failures. Nil means slog.Default().
 	Logger *slog.Logger
+	// WriteTimeout is how long a request waits for its line to be written
+	// before the log counts as stalled. Zero means DefaultWriteTimeout.
+	WriteTimeout time.Duration
+	// QueueBytes bounds the lines waiting for a stalled log; beyond it
+	// records are lost, and counted (Lost). Zero means DefaultQueueBytes.
+	QueueBytes int
 }
 
 // A Log is an audit log. Its methods are safe for concurrent use.
@@ -111,14 +123,6 @@ type Log struct {
 	o    Options
 	out  *output
 	view bool // a ForServer view: Close leaves the file open
-}
-
-// output is where a Log and its ForServer views write.
-type output struct {
-	mu     sync.Mutex // serializes writes, so that lines are whole and in order
-	w      io.Writer
-	closer io.Closer
-	broken bool // the last write failed: logged once until one succeeds
 }
 
 // ForServer is a view of l that writes to the same file, with the server
@@ -148,43 +152,40 @@ func Open(path string, opts *Options) (*Log, error) {
 	return l, nil
 }
 
-// New writes the log to w, one Write per line.
+// New writes the log to w, one Write per line, on a goroutine of its own
+// while lines wait (see output).
 func New(w io.Writer, opts *Options) *Log {
-	l := &Log{out: &output{w: w}}
+	l := &Log{}
 	if opts != nil {
 		l.o = *opts
 	}
 	if l.o.Logger == nil {
 		l.o.Logger = slog.Default()
 	}
+	l.out = newOutput(w, &l.o)
 	return l
 }
 
-// Close closes the file Open opened (not through a ForServer view).
+// Close waits for the lines queued (at most WriteTimeout once the writer
+// is blocked) and closes the file Open opened. Closing a ForServer view
+// does nothing.
 func (l *Log) Close() error {
-	if l.view || l.out.closer == nil {
+	if l.view {
 		return nil
 	}
-	return l.out.closer.Close()
+	return l.out.close()
 }
+
+// Lost is how many records could not be written: the writes failed, or
+// the writer was blocked and its queue full.
+func (l *Log) Lost() int64 { return l.out.lost.Load() }
 
 // write appends one record as one line, in one write.
 func (l *Log) write(r *Record) {
 	r.Server = l.o.Server
 	bp := bufs.Get().(*[]byte)
 	line := append(r.appendJSON((*bp)[:0]), '\n')
-	o := l.out
-	o.mu.Lock()
-	_, err := o.w.Write(line)
-	switch {
-	case err != nil && !o.broken:
-		l.o.Logger.Error("cannot write the audit log: records are lost until it works again", "err", err)
-		o.broken = true
-	case err == nil && o.broken:
-		l.o.Logger.Info("the audit log is written again")
-		o.broken = false
-	}
-	o.mu.Unlock()
+	l.out.put(line)
 	if cap(line) <= maxPooled {
 		*bp = line
 		bufs.Put(bp)

@@ -58,7 +58,7 @@ func (r *Record) appendJSON(b []byte) []byte {
 	}
 	if len(r.Args) > 0 {
 		b = append(b, `,"args":`...)
-		b = appendCompact(b, r.Args)
+		b = appendArgs(b, r.Args)
 	}
 	b = append(b, `,"outcome":`...)
 	b = appendWord(b, r.Outcome)

@@ -387,3 +387,68 @@ func TestOptionsEnabled(t *testing.T) {
 		t.Error("options with an issuer are not Enabled")
 	}
 }
+
+// TestSlowJWKSFetchBlocksNoValidToken (issue 25, item 5): while a token
+// naming an unknown key makes the bridge fetch the JWKS again, and the
+// issuer is slow to answer, a token signed with a key held is checked at
+// once; the unknown key's check waits for the fetch.
+func TestSlowJWKSFetchBlocksNoValidToken(t *testing.T) {
+	as := oauthtest.New(t, oauthtest.Options{Audience: []string{resource}})
+	a, clk := newAuth(t, Options{Issuer: as.URL})
+	valid := as.ClientCredentials(t, resource)
+	if _, err := a.Authenticate(request(valid)); err != nil {
+		t.Fatal(err)
+	}
+	hold := as.HoldJWKS(t)
+	clk.Advance(DefaultKeyRefreshMinInterval)
+	otherKey, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	forged := oauthtest.SignWith(t, otherKey, "unknown-kid", as.Claims("alice", resource))
+	forgedErr := make(chan error, 1)
+	go func() {
+		_, err := a.Authenticate(request(forged))
+		forgedErr <- err
+	}()
+	<-hold.Entered // the refetch is under way, and the issuer does not answer
+
+	validErr := make(chan error, 1)
+	start := time.Now()
+	go func() {
+		_, err := a.Authenticate(request(valid))
+		validErr <- err
+	}()
+	select {
+	case err := <-validErr:
+		if err != nil {
+			t.Fatalf("a valid token during the refetch: %v", err)
+		}
+		t.Logf("a valid token was checked in %v while the JWKS fetch was held", time.Since(start))
+	case <-hold.Abandoned:
+		t.Fatalf("a valid token's check waited for the JWKS fetch (%v, until the HTTP client gave up)", time.Since(start))
+	}
+	select {
+	case err := <-forgedErr:
+		t.Fatalf("the unknown key's check returned before the fetch ended: %v", err)
+	default:
+	}
+	hold.Release()
+	if err := <-forgedErr; !errors.Is(err, ErrInvalidToken) {
+		t.Fatalf("unknown key after the fetch: %v", err)
+	}
+}
+
+// TestKeySetRefreshedAhead: near its expiry the JWKS is fetched again in
+// the background, and checks of held keys go on meanwhile.
+func TestKeySetRefreshedAhead(t *testing.T) {
+	as := oauthtest.New(t, oauthtest.Options{Audience: []string{resource}})
+	a, clk := newAuth(t, Options{Issuer: as.URL})
+	valid := as.ClientCredentials(t, resource)
+	hold := as.HoldJWKS(t)
+	clk.Advance(DefaultKeySetMaxAge - DefaultKeySetMaxAge/20)
+	for range 3 {
+		if _, err := a.Authenticate(request(valid)); err != nil {
+			t.Fatalf("a valid token while the key set is refreshed: %v", err)
+		}
+	}
+	<-hold.Entered
+	hold.Release()
+}

@@ -23,9 +23,13 @@ import (
 // maxJWKSBytes bounds a JWKS response.
 const maxJWKSBytes = 1 << 20
 
-// keyCache holds the issuer's JWKS. Fetches happen on demand, under mu,
-// so that concurrent requests wait for one fetch instead of each making
-// their own; a fetch is bounded by the HTTP client's timeout.
+// keyCache holds the issuer's JWKS. Fetches happen on demand, one at a
+// time, outside mu: a check whose key is held never waits for a fetch
+// (issue 25: a refetch for an unknown key ID, up to the HTTP timeout, held
+// every token check). Checks that need the fetch (no key set yet, the set
+// expired, an unknown key ID) wait for the one in flight, bounded by their
+// context; a fetch is bounded by the HTTP client's timeout and
+// DefaultHTTPTimeout.
 type keyCache struct {
 	a *Authenticator
 
@@ -34,7 +38,16 @@ type keyCache struct {
 	set       jwk.Set
 	fetched   time.Time // of the last attempt, successful or not
 	expires   time.Time
-	refreshes int // successful fetches, for tests and logs
+	refreshAt time.Time // when a fetch starts ahead of expiry, in the background
+	refreshes int       // successful fetches, for tests and logs
+	inflight  *keyFetch // the fetch under way, nil if none
+}
+
+// A keyFetch is one JWKS fetch; done is closed by the goroutine that makes
+// it, once the cache holds its outcome.
+type keyFetch struct {
+	done chan struct{}
+	err  error // set before done is closed
 }
 
 // discover reads the issuer's metadata and fetches its JWKS.
@@ -76,43 +89,94 @@ func (c *keyCache) discover(ctx context.Context) error {
 		return nil
 	}
 	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.fetchLocked(ctx)
+	c.fetched = c.a.now()
+	c.mu.Unlock()
+	set, age, err := c.fetch(ctx)
+	if err != nil {
+		return err
+	}
+	c.mu.Lock()
+	c.storeLocked(set, age)
+	c.mu.Unlock()
+	return nil
 }
 
-// fetchLocked fetches the JWKS. On failure the keys held so far stay.
-func (c *keyCache) fetchLocked(ctx context.Context) error {
+// startFetchLocked starts a fetch, or returns the one under way. The fetch
+// does not depend on the context of the request that caused it: others may
+// be waiting for it. Its goroutine ends within DefaultHTTPTimeout (or the
+// HTTP client's shorter timeout).
+func (c *keyCache) startFetchLocked() *keyFetch {
+	if f := c.inflight; f != nil {
+		return f
+	}
+	f := &keyFetch{done: make(chan struct{})}
+	c.inflight = f
+	c.fetched = c.a.now()
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), DefaultHTTPTimeout)
+		defer cancel()
+		set, age, err := c.fetch(ctx)
+		c.mu.Lock()
+		if err == nil {
+			c.storeLocked(set, age)
+		}
+		f.err = err
+		c.inflight = nil
+		c.mu.Unlock()
+		close(f.done)
+	}()
+	return f
+}
+
+// wait waits for f, or for ctx to end.
+func (f *keyFetch) wait(ctx context.Context) error {
+	select {
+	case <-f.done:
+		return f.err
+	case <-ctx.Done():
+		return fmt.Errorf("waiting for the issuer's JWKS: %w", context.Cause(ctx))
+	}
+}
+
+// storeLocked makes set the key set, used for age.
+func (c *keyCache) storeLocked(set jwk.Set, age time.Duration) {
 	now := c.a.now()
-	c.fetched = now
+	c.set = set
+	c.expires = now.Add(age)
+	// Fetch again ahead of expiry, in the background, so that checks of
+	// held keys never wait for the scheduled refresh either.
+	c.refreshAt = now.Add(age - age/10)
+	c.refreshes++
+	c.a.logger.Debug("fetched the issuer's JWKS", "url", c.jwksURI, "keys", set.Len(), "until", c.expires)
+}
+
+// fetch fetches the JWKS and says how long it may be used.
+func (c *keyCache) fetch(ctx context.Context) (jwk.Set, time.Duration, error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, c.jwksURI, nil)
 	if err != nil {
-		return fmt.Errorf("JWKS %s: %w", c.jwksURI, err)
+		return nil, 0, fmt.Errorf("JWKS %s: %w", c.jwksURI, err)
 	}
 	req.Header.Set("Accept", "application/json")
 	resp, err := c.a.client.Do(req)
 	if err != nil {
-		return fmt.Errorf("fetching the issuer's JWKS %s: %w", c.jwksURI, err)
+		return nil, 0, fmt.Errorf("fetching the issuer's JWKS %s: %w", c.jwksURI, err)
 	}
 	defer resp.Body.Close()
 	body, err := io.ReadAll(io.LimitReader(resp.Body, maxJWKSBytes+1))
 	if err != nil {
-		return fmt.Errorf("fetching the issuer's JWKS %s: %w", c.jwksURI, err)
+		return nil, 0, fmt.Errorf("fetching the issuer's JWKS %s: %w", c.jwksURI, err)
 	}
 	if resp.StatusCode != http.StatusOK {
-		return fmt.Errorf("fetching the issuer's JWKS %s: %s", c.jwksURI, resp.Status)
+		return nil, 0, fmt.Errorf("fetching the issuer's JWKS %s: %s", c.jwksURI, resp.Status)
 	}
 	if len(body) > maxJWKSBytes {
-		return fmt.Errorf("the issuer's JWKS %s is over %d bytes", c.jwksURI, maxJWKSBytes)
+		return nil, 0, fmt.Errorf("the issuer's JWKS %s is over %d bytes", c.jwksURI, maxJWKSBytes)
 	}
 	set, err := jwk.Parse(body)
 	if err != nil {
-		return fmt.Errorf("the issuer's JWKS %s: %w", c.jwksURI, err)
+		return nil, 0, fmt.Errorf("the issuer's JWKS %s: %w", c.jwksURI, err)
 	}
-	c.set = set
-	c.expires = now.Add(c.maxAge(resp.Header.Get("Cache-Control")))
-	c.refreshes++
-	c.a.logger.Debug("fetched the issuer's JWKS", "url", c.jwksURI, "keys", set.Len(), "until", c.expires)
-	return nil
+	return set, c.maxAge(resp.Header.Get("Cache-Control")), nil
 }
 
 // maxAge is how long a JWKS response may be used.
@@ -132,37 +196,53 @@ func (c *keyCache) maxAge(cacheControl string) time.Duration {
 
 // key returns the key named kid (any key of the set when kid is empty and
 // the set holds one), fetching the JWKS again when it expired, or when kid
-// is unknown and the last fetch is older than KeyRefreshMinInterval.
+// is unknown and the last fetch is older than KeyRefreshMinInterval. Only
+// the checks that need the fetch wait for it.
 func (c *keyCache) key(ctx context.Context, kid string) (jwk.Key, error) {
 	c.mu.Lock()
-	defer c.mu.Unlock()
 	if c.jwksURI == "" {
+		c.mu.Unlock()
 		return nil, fmt.Errorf("%w: the issuer publishes no JWKS; its tokens are introspected, not JWTs", ErrInvalidToken)
 	}
 	now := c.a.now()
-	if c.set == nil || !now.Before(c.expires) {
-		if now.Sub(c.fetched) >= c.a.opts.KeyRefreshMinInterval || c.set == nil {
-			if err := c.fetchLocked(ctx); err != nil {
-				if c.set == nil {
-					return nil, fmt.Errorf("%w: %w", ErrUnavailable, err)
-				}
-				// The keys held stay in use until the issuer answers again.
-				c.a.logger.Warn("could not refresh the issuer's JWKS; using the keys fetched before", "err", err)
+	canFetch := c.inflight != nil || now.Sub(c.fetched) >= c.a.opts.KeyRefreshMinInterval
+	if c.set == nil || (!now.Before(c.expires) && canFetch) {
+		// No keys, or keys past their age that must not be used while the
+		// issuer may have withdrawn them: wait for the fetch.
+		f := c.startFetchLocked()
+		c.mu.Unlock()
+		err := f.wait(ctx)
+		c.mu.Lock()
+		if err != nil {
+			if c.set == nil {
+				c.mu.Unlock()
+				return nil, fmt.Errorf("%w: %w", ErrUnavailable, err)
 			}
+			// The keys held stay in use until the issuer answers again.
+			c.a.logger.Warn("could not refresh the issuer's JWKS; using the keys fetched before", "err", err)
 		}
+	} else if !now.Before(c.refreshAt) && canFetch {
+		c.startFetchLocked()
 	}
 	if k, ok := c.lookup(kid); ok {
+		c.mu.Unlock()
 		return k, nil
 	}
 	// An unknown key: the issuer may have rotated its keys. Rate-limited,
-	// since anyone can send a token naming any kid.
-	if now.Sub(c.fetched) < c.a.opts.KeyRefreshMinInterval {
+	// since anyone can send a token naming any kid; a fetch under way
+	// (whatever started it) is waited for.
+	if c.inflight == nil && now.Sub(c.fetched) < c.a.opts.KeyRefreshMinInterval {
+		c.mu.Unlock()
 		return nil, fmt.Errorf("%w: signed with unknown key %q", ErrInvalidToken, kid)
 	}
-	if err := c.fetchLocked(ctx); err != nil {
+	f := c.startFetchLocked()
+	c.mu.Unlock()
+	if err := f.wait(ctx); err != nil {
 		c.a.logger.Warn("could not refresh the issuer's JWKS for an unknown key", "kid", kid, "err", err)
 		return nil, fmt.Errorf("%w: signed with unknown key %q", ErrInvalidToken, kid)
 	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
 	if k, ok := c.lookup(kid); ok {
 		return k, nil
 	}

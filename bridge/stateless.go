@@ -324,6 +324,11 @@ func (h *Handler) statelessFailed(w http.ResponseWriter, r *http.Request, rawID 
 	case errors.Is(err, pool.ErrClosed):
 		w.Header().Set("Retry-After", "5")
 		WriteError(w, http.StatusServiceUnavailable, rawID, jsonrpc.CodeServerError, "Service Unavailable: "+err.Error(), nil)
+	case errors.Is(err, pool.ErrPrincipalShare):
+		// Issue 25: one principal may not take every child of the pool.
+		h.logger.Warn("refused a request: its principal holds its share of the pool's MCP servers", "err", err)
+		WriteError(w, http.StatusTooManyRequests, rawID, jsonrpc.CodeServerError,
+			"Too Many Requests: "+err.Error()+" (the bridge's --pool-max-per-principal)", nil)
 	case errors.Is(err, pool.ErrLaunch):
 		h.logger.Error("the stateless front end could not start an MCP server", "err", err)
 		WriteError(w, http.StatusBadGateway, rawID, jsonrpc.CodeServerError, "Bad Gateway: "+err.Error(), nil)

@@ -29,6 +29,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/mcp-bridge/mcp-bridge/audit"
 	"github.com/mcp-bridge/mcp-bridge/jsonrpc"
 	"github.com/mcp-bridge/mcp-bridge/peer"
 	"github.com/mcp-bridge/mcp-bridge/sandbox"
@@ -105,6 +106,7 @@ var reasons = []struct {
 	{session.ErrOversizedMessage, "oversized_message"},
 	{session.ErrShutdown, "shutdown"},
 	{session.ErrRetired, "retired"},
+	{session.ErrLogBudget, "log_budget"},
 }
 
 // ReasonLabel is the reason label of a session's end.
@@ -186,6 +188,9 @@ func New() *Metrics {
 		m.requests, m.duration, m.bytes,
 		m.evictions, m.evictedBytes, m.resumes,
 		m.denials, m.pins,
+		prometheus.NewCounterFunc(prometheus.CounterOpts{Namespace: Namespace, Name: "audit_records_lost_total",
+			Help: "Audit log records that could not be written (a failed write, or a blocked writer whose queue was full), all audit logs of the process together."},
+			func() float64 { return float64(audit.LostRecords()) }),
 	)
 	return m
 }
@@ -526,6 +531,19 @@ func (s *Server) WatchRegistry(r *session.Registry) error {
 	events := prometheus.NewGaugeFunc(prometheus.GaugeOpts{Namespace: Namespace, Name: "event_log_events", ConstLabels: l,
 		Help: "Events held in the sessions' event logs for resumption."}, func() float64 { e, _ := r.LogStats(); return float64(e) })
 	return s.register(map[string]prometheus.Collector{"event_log_bytes": bytes, "event_log_events": events})
+}
+
+// WatchStatelessPool exports the churn of the server's revision
+// 2026-07-28 pool (mcp_bridge_pool_children_started_total, and
+// _evicted_total: idle children stopped to make room for another
+// principal's or capabilities' request), read at scrape time from stats.
+func (s *Server) WatchStatelessPool(stats func() (started, evicted int64)) error {
+	l := prometheus.Labels{"server": s.name}
+	started := prometheus.NewCounterFunc(prometheus.CounterOpts{Namespace: Namespace, Name: "pool_children_started_total", ConstLabels: l,
+		Help: "MCP servers started by the pool serving revision 2026-07-28 clients."}, func() float64 { n, _ := stats(); return float64(n) })
+	evicted := prometheus.NewCounterFunc(prometheus.CounterOpts{Namespace: Namespace, Name: "pool_children_evicted_total", ConstLabels: l,
+		Help: "Idle MCP servers of the 2026-07-28 pool stopped to make room for a request of another principal or other capabilities (churn: raise --pool-max)."}, func() float64 { _, n := stats(); return float64(n) })
+	return s.register(map[string]prometheus.Collector{"pool_children_started_total": started, "pool_children_evicted_total": evicted})
 }
 
 // register adds collectors read at scrape time. One of the same name and

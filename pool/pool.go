@@ -11,7 +11,8 @@
 //     pool of children shared by every client, with ids rewritten by peer
 //     where they collide; its own InputRequiredResults pass through untouched.
 //   - A legacy child is initialized by the bridge, with the capabilities
-//     the client declared, in a pool keyed by (principal, capabilities),
+//     the client declared (those of 2025-11-25 a server acts on: see
+//     churn.go), in a pool keyed by (principal, capabilities),
 //     never shared across principals. Its results are decorated as the
 //     revision wants them (resultType, serverInfo, ttlMs and cacheScope),
 //     retired error codes rewritten. When it asks the client something in
@@ -162,6 +163,14 @@ type Options struct {
 	Min int
 	// Max children in all, across every principal. Zero means DefaultMax.
 	Max int
+	// MaxPerPrincipal is the most children one principal may have (its
+	// legacy children, and the modern children its requests with a log
+	// level hold alone); beyond it a request that needs one more is
+	// refused with ErrPrincipalShare (see share.go). Zero means half of Max
+	// (at least one) when clients authenticate (PrivateCache), else Max:
+	// without authentication every client is the same principal. Negative
+	// means Max.
+	MaxPerPrincipal int
 	// Cores is how many children a group (the modern children, or a
 	// legacy key's) grows to because they are busy: one per CPU. Beyond
 	// it, a group grows only when its children are stalled (StallAfter).
@@ -273,6 +282,8 @@ type Pool struct {
 
 	cores int              // Options.Cores
 	now   func() time.Time // the clock; tests set their own
+
+	churn churn // children started and stopped for other keys (churn.go)
 }
 
 // New returns a pool. Children start on demand (the modern pool's Min once
@@ -571,10 +582,8 @@ func canonicalCaps(caps json.RawMessage) (json.RawMessage, error) {
 			return nil, err
 		}
 	}
-	if _, ok := v.(map[string]any); !ok {
-		v = map[string]any{}
-	}
-	canon, _ := json.Marshal(v)
+	m, _ := v.(map[string]any)
+	canon, _ := json.Marshal(legacyCapabilities(m))
 	return canon, nil
 }
 
@@ -617,12 +626,18 @@ func (p *Pool) acquire(ctx context.Context, key string, principal any, caps json
 				best = ch
 			}
 		}
+		atShare := (legacy || c.solo) && p.atShareLocked(g, legacy, c)
+		if atShare && !legacy {
+			// A log-level call takes a modern child for itself.
+			p.mu.Unlock()
+			return nil, p.shareError()
+		}
 		if best != nil && (best.inflight == 0 || exclusive) {
 			p.takeLocked(best, exclusive, c)
 			p.mu.Unlock()
 			return best, nil
 		}
-		room := p.total < p.opts.Max
+		room := p.total < p.opts.Max && !atShare
 		grow := false // start a child for this request and take it
 		switch {
 		case shared && (best != nil || usable >= p.cores):
@@ -637,10 +652,20 @@ func (p *Pool) acquire(ctx context.Context, key string, principal any, caps json
 				return ch, nil
 			}
 			// Every child the call could use is stalled, or starting.
+			var own *child
+			if !legacy && best != nil {
+				own = p.ownStalledLocked(g, c)
+			}
 			switch {
 			case g.starting > 0:
 				// One is starting: wait for it, or for an answer.
-			case !spawnFailed && (room || p.evictLocked(g)):
+			case own != nil:
+				// Its principal's slow calls hold its share of the
+				// children already: it queues behind them (share.go).
+				p.takeLocked(own, false, c)
+				p.mu.Unlock()
+				return own, nil
+			case !spawnFailed && (room || p.makeRoomLocked(g, atShare)):
 				grow = true
 			default:
 				// At Max (or no child could start): queue on the least
@@ -659,7 +684,19 @@ func (p *Pool) acquire(ctx context.Context, key string, principal any, caps json
 			p.mu.Unlock()
 			return best, nil
 		default:
-			grow = room || p.evictLocked(g)
+			if !room && legacy {
+				if ch := p.reusableLocked(g, c); ch != nil {
+					p.takeLocked(ch, exclusive, c)
+					p.mu.Unlock()
+					return ch, nil
+				}
+			}
+			grow = room || p.makeRoomLocked(g, atShare)
+			if !grow && atShare && g.starting == 0 {
+				p.dropEmptyLocked(g)
+				p.mu.Unlock()
+				return nil, p.shareError()
+			}
 		}
 		if grow {
 			p.total++
@@ -840,6 +877,7 @@ func (p *Pool) evictLocked(g *group) bool {
 		return false
 	}
 	p.retireLocked(victim)
+	p.churn.evicted.Add(1)
 	return true
 }
 
@@ -945,6 +983,7 @@ func (p *Pool) spawn(ctx context.Context, g *group, legacy bool) (*child, error)
 	}
 	ch.lastUsed = p.clockLocked()
 	g.children = append(g.children, ch)
+	p.churn.started.Add(1)
 	p.signalLocked()
 	p.mu.Unlock()
 	return ch, nil
@@ -1001,6 +1040,10 @@ type Stats struct {
 	Children, Parked, Groups, InFlight, Waiting int
 	// Starting counts the children being started.
 	Starting int
+	// Started counts the children started so far (initialized, for a
+	// legacy child); Evicted those stopped, idle, to make room for a
+	// request of another key.
+	Started, Evicted int64
 }
 
 // WaitIdle waits until no call is in flight on any child (parked calls
@@ -1038,7 +1081,8 @@ func (p *Pool) Stats() Stats {
 }
 
 func (p *Pool) statsLocked() Stats {
-	s := Stats{Parked: len(p.parked), Groups: len(p.groups), Waiting: p.waiting}
+	s := Stats{Parked: len(p.parked), Groups: len(p.groups), Waiting: p.waiting,
+		Started: p.churn.started.Load(), Evicted: p.churn.evicted.Load()}
 	for _, g := range p.groups {
 		s.Children += len(g.children)
 		s.Starting += g.starting

@@ -85,6 +85,11 @@ type EventLog struct {
 	// by the log's own bounds or a budget walk, for metrics
 	// (Observer.EventEvicted).
 	onEvict func(bytes int)
+	// onOverBudget, if set, ends the log's session: its budget found it
+	// holding the most undelivered events when they alone exceeded the
+	// budget (LogBudget). Called under mu, with the bytes held: it must
+	// not wait for the session (Close runs in its own goroutine).
+	onOverBudget func(held int64)
 }
 
 type logStream struct {
@@ -315,6 +320,24 @@ func (l *EventLog) reclaim(floor, need int64) (size int64, n int, more bool) {
 		o.pop()
 	}
 	return l.bytes, n, more
+}
+
+// endForBudget takes the log out of its budget and ends its session, if
+// it has one (onOverBudget) and is still counted. Its events stay for the
+// session's end (the errors of its requests in flight are appended after
+// them) but no longer count: the session is ending.
+func (l *EventLog) endForBudget() bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.onOverBudget == nil || !l.counted || l.released {
+		return false
+	}
+	l.budget.total.Add(-l.bytes)
+	l.budget.unregister(l)
+	l.counted = false
+	l.released = true
+	l.onOverBudget(l.bytes)
+	return true
 }
 
 func (l *EventLog) maybeFreeLocked(s *logStream) {

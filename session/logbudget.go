@@ -26,6 +26,15 @@ const DefaultLogMaxTotalBytes = 256 << 20
 // it, so that walks are rare). A resume from an evicted event gets
 // ErrEventsPurged, as with a log's own bounds.
 //
+// Undelivered events (issue 25: a client that posts calls and drops each
+// connection leaves every answer live, and 100 sessions held 700 MiB under
+// a 32 MiB budget): when a walk leaves live events alone over the budget,
+// the logs holding the most are ended, largest first, until the rest is
+// back under it: each such log leaves the budget at once and its session
+// ends with ErrLogBudget (its client's requests then get 404, and the
+// warning names the session), never a silent loss. Logs with no session
+// (made by NewEventLog here, without one) are never ended.
+//
 // Memory: the event data held by all logs (transient streams aside, whose
 // events wait only for their reader) is at most the larger of the budget
 // and L + budget/16, plus one append's data, where L is what was live at the
@@ -51,6 +60,7 @@ type LogBudget struct {
 	// exceed the budget), so that appends do not each walk in vain.
 	next    atomic.Int64
 	evicted atomic.Int64 // events evicted by the budget
+	ended   atomic.Int64 // logs (sessions) ended for their undelivered events
 
 	walking sync.Mutex // held by the one walk under way (TryLock)
 
@@ -87,6 +97,7 @@ type LogBudgetStats struct {
 	Bytes   int64 // event data held, transient streams aside
 	Logs    int   // logs holding counted events (sessions not yet ended)
 	Evicted int64 // events the budget has evicted so far
+	Ended   int64 // sessions ended so far because their undelivered events exceeded it
 }
 
 // Stats reports what the logs hold, for tests and metrics.
@@ -94,7 +105,7 @@ func (b *LogBudget) Stats() LogBudgetStats {
 	b.mu.Lock()
 	n := len(b.logs)
 	b.mu.Unlock()
-	return LogBudgetStats{Bytes: b.total.Load(), Logs: n, Evicted: b.evicted.Load()}
+	return LogBudgetStats{Bytes: b.total.Load(), Logs: n, Evicted: b.evicted.Load(), Ended: b.ended.Load()}
 }
 
 // add counts n more bytes and reports whether a walk is due.
@@ -125,6 +136,9 @@ func (b *LogBudget) reclaim() {
 		return
 	}
 	b.walk()
+	if b.total.Load() > b.max {
+		b.endLargest()
+	}
 	if t := b.total.Load(); t > b.max {
 		// Live events alone exceed the budget: walk again only after
 		// another sixteenth of it, or once a walk got under it.
@@ -163,6 +177,28 @@ func (b *LogBudget) walk() {
 		b.evicted.Add(int64(n))
 		if more {
 			heap.Push(&h, sizedLog{l: top.l, size: size})
+		}
+	}
+}
+
+// endLargest ends the logs holding the most (live) events, largest first,
+// until the total is at most low. It runs after a walk that could not get
+// under the budget: what is left is live.
+func (b *LogBudget) endLargest() {
+	b.mu.Lock()
+	h := make(logHeap, 0, len(b.logs))
+	for l := range b.logs {
+		h = append(h, sizedLog{l: l})
+	}
+	b.mu.Unlock()
+	for i := range h {
+		h[i].size = h[i].l.heldBytes()
+	}
+	heap.Init(&h)
+	for len(h) > 0 && b.total.Load() > b.low {
+		top := heap.Pop(&h).(sizedLog)
+		if top.l.endForBudget() {
+			b.ended.Add(1)
 		}
 	}
 }

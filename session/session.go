@@ -234,6 +234,10 @@ var (
 	ErrInitTimeout      = errors.New("the MCP server did not answer initialize in time")
 	ErrOversizedMessage = peer.ErrOversizedMessage
 	ErrShutdown         = errors.New("the bridge is shutting down")
+	// ErrLogBudget: the events no client read, of all sessions together,
+	// exceeded the process-wide budget of event data
+	// (Options.LogMaxTotalBytes), and this session held the most.
+	ErrLogBudget = errors.New("the session held the most events its client never read when those of all sessions exceeded the bridge's event budget (a client that sends requests must read their answers)")
 )
 
 // A Registry holds the live sessions. Its methods are safe for concurrent use.
@@ -477,6 +481,11 @@ func (r *Registry) create(ctx context.Context, owner any, chosen string, co Crea
 	}
 	if o := r.opts.Observer; o != nil {
 		s.log.onEvict = o.EventEvicted
+	}
+	s.log.onOverBudget = func(held int64) {
+		// Under the log's lock, maybe under another session's: Close
+		// takes s.mu, so it runs on its own.
+		go s.Close(fmt.Errorf("%w: it held %d bytes", ErrLogBudget, held))
 	}
 	s.touch()
 

@@ -107,9 +107,11 @@ type config struct {
 
 	Warm int `envconfig:"BRIDGE_WARM"`
 
-	ChildEra            string        `envconfig:"BRIDGE_CHILD_ERA"`
-	PoolMin             int           `envconfig:"BRIDGE_POOL_MIN"`
-	PoolMax             int           `envconfig:"BRIDGE_POOL_MAX"`
+	ChildEra string `envconfig:"BRIDGE_CHILD_ERA"`
+	PoolMin  int    `envconfig:"BRIDGE_POOL_MIN"`
+	PoolMax  int    `envconfig:"BRIDGE_POOL_MAX"`
+	// PoolMaxPerPrincipal: zero means pool.Options.MaxPerPrincipal's default.
+	PoolMaxPerPrincipal int           `envconfig:"BRIDGE_POOL_MAX_PER_PRINCIPAL"`
 	RequestStateTTL     time.Duration `envconfig:"BRIDGE_REQUEST_STATE_TTL"`
 	NoMetrics           bool          `envconfig:"BRIDGE_NO_METRICS"`
 	MetricsListen       string        `envconfig:"BRIDGE_METRICS_LISTEN"`
@@ -364,7 +366,7 @@ func newFlagSet(c *config) *flag.FlagSet {
 	fs.DurationVar(&c.SSEKeepAlive, "sse-keepalive", c.SSEKeepAlive, gSessions.in("write an SSE comment on a stream quiet for this long, so that proxies with an idle timeout keep it open (0: never)"))
 	fs.IntVar(&c.LogMaxEvents, "log-max-events", c.LogMaxEvents, gLog.in("most events each session's resumption log holds"))
 	fs.Int64Var(&c.LogMaxBytes, "log-max-bytes", c.LogMaxBytes, gLog.in("most `bytes` each session's resumption log holds"))
-	fs.Int64Var(&c.LogMaxTotalBytes, "log-max-total-bytes", c.LogMaxTotalBytes, gLog.in("most `bytes` all sessions' resumption logs hold together; beyond it the largest logs lose their oldest already-delivered events"))
+	fs.Int64Var(&c.LogMaxTotalBytes, "log-max-total-bytes", c.LogMaxTotalBytes, gLog.in("most `bytes` all sessions' resumption logs hold together; beyond it the largest logs lose their oldest already-delivered events, and when events no client read exceed it alone, the sessions holding the most of them are ended (their clients get 404; metric mcp_bridge_sessions_ended_total{reason=\"log_budget\"})"))
 	fs.IntVar(&c.StderrLineBytes, "stderr-line-bytes", c.StderrLineBytes, gProcs.in("longest server stderr line logged, in `bytes`; longer lines are cut"))
 	fs.Float64Var(&c.StderrLinesPerSecond, "stderr-lines-per-second", c.StderrLinesPerSecond, gProcs.in(fmt.Sprintf("server stderr lines logged per second and session, on average; more are dropped (counted in the log) (0: %d; negative: no limit)", sandbox.DefaultStderrLinesPerSecond)))
 	fs.IntVar(&c.StderrBurst, "stderr-burst", c.StderrBurst, gProcs.in(fmt.Sprintf("server stderr lines a session may log at once above --stderr-lines-per-second (0: %d)", sandbox.DefaultStderrBurst)))
@@ -412,6 +414,7 @@ func newFlagSet(c *config) *flag.FlagSet {
 	fs.StringVar(&c.ChildEra, "child-era", c.ChildEra, gStateless.in("era of the server for revision 2026-07-28 clients: auto (ask a throwaway process with server/discover once), legacy (needs initialize; the bridge translates) or modern"))
 	fs.IntVar(&c.PoolMin, "pool-min", c.PoolMin, gStateless.in("servers kept running for revision 2026-07-28 clients when the server is modern (-1: none)"))
 	fs.IntVar(&c.PoolMax, "pool-max", c.PoolMax, gStateless.in("most servers running for revision 2026-07-28 clients, across all principals (separate from --max-sessions); beyond one per CPU, a pool grows only while its servers have stopped answering"))
+	fs.IntVar(&c.PoolMaxPerPrincipal, "pool-max-per-principal", c.PoolMaxPerPrincipal, gStateless.in("most of the --pool-max servers one authenticated principal may have (its legacy servers, and the modern ones its requests with a log level hold alone or its slow calls occupy); beyond it a request needing one more gets 429 (or waits behind its own); 0: half of --pool-max with authentication, all of it without (every client is then one principal)"))
 	fs.DurationVar(&c.RequestStateTTL, "request-state-ttl", c.RequestStateTTL, gStateless.in("how long a call that asked the client something (elicitation, sampling, roots) waits for the client's retry before it is cancelled"))
 	fs.StringVar(&c.Policy, "policy", c.Policy, gGuards.in("policy `file` (YAML): which tools, prompts and resources callers see and may use, and the scopes each needs"))
 	fs.StringVar(&c.PinFile, "pin-file", c.PinFile, gGuards.in("lock `file` written by bridge pin: a tool, prompt or resource template that is new or changed since is hidden and refused"))
@@ -614,6 +617,9 @@ func (c *config) finish() error {
 	}
 	if _, err := pool.ParseEra(c.ChildEra); err != nil {
 		return fmt.Errorf("--child-era: %w", err)
+	}
+	if c.PoolMaxPerPrincipal < 0 {
+		return fmt.Errorf("--pool-max-per-principal %d: want 0 (the default) or a number of servers", c.PoolMaxPerPrincipal)
 	}
 	if c.PoolMax < 1 || c.PoolMin > c.PoolMax || c.RequestStateTTL <= 0 {
 		return errors.New("--pool-max must be positive and at least --pool-min, --request-state-ttl positive")

@@ -53,7 +53,7 @@ var serverKeys = []string{
 	"max-sessions", "max-requests-per-session", "max-queued-bytes", "max-message-bytes",
 	"log-max-events", "log-max-bytes", "json-response", "sse-poll-after", "sse-retry",
 	"policy", "pin-file", "on-pin-violation", "audit-log",
-	"child-era", "pool-min", "pool-max", "request-state-ttl",
+	"child-era", "pool-min", "pool-max", "pool-max-per-principal", "request-state-ttl",
 }
 
 // desktopKeys are the keys of a server in the desktop clients' format.
@@ -449,6 +449,9 @@ func serverGuardKeys(sc *config, s *serverSpec, bad func(key, format string, arg
 	}
 	if sc.PoolMax < 1 {
 		return bad("pool-max", "%d: want 1 or more", sc.PoolMax)
+	}
+	if sc.PoolMaxPerPrincipal < 0 {
+		return bad("pool-max-per-principal", "%d: want 0 (the default) or a number of servers", sc.PoolMaxPerPrincipal)
 	}
 	if sc.PoolMin > sc.PoolMax {
 		key := "pool-min"

@@ -257,6 +257,7 @@ func serve(ctx context.Context, cfg *config, logger *slog.Logger, ready chan<- n
 		if err != nil {
 			return err
 		}
+		tel.watchStateless(stateless)
 		defer func() {
 			ctx, cancel := context.WithTimeout(context.Background(), sandbox.StopBudget(cfg.StopGrace))
 			defer cancel()
@@ -386,13 +387,17 @@ func newPool(cfg *config, launcher sandbox.Launcher, router *affinity.Instance, 
 		Launch: func(ctx context.Context, name string) (peer.Process, error) {
 			return launcher.Launch(ctx, name)
 		},
-		Era:           era,
-		Min:           cfg.PoolMin,
-		Max:           cfg.PoolMax,
-		StateTTL:      cfg.RequestStateTTL,
-		OtherVersions: bridge.SessionVersions(),
-		PrivateCache:  len(cfg.tokens) > 0,
-		Peer:          peer.Options{MaxMessageBytes: cfg.MaxMessageBytes, Intercept: intercept},
+		Era:             era,
+		Min:             cfg.PoolMin,
+		Max:             cfg.PoolMax,
+		MaxPerPrincipal: cfg.PoolMaxPerPrincipal,
+		StateTTL:        cfg.RequestStateTTL,
+		OtherVersions:   bridge.SessionVersions(),
+		// Principals differ whenever requests are authenticated (static
+		// tokens or OAuth): results may differ per principal, and each
+		// has its share of the pool.
+		PrivateCache: cfg.authenticates(),
+		Peer:         peer.Options{MaxMessageBytes: cfg.MaxMessageBytes, Intercept: intercept},
 		// The guards hold for revision 2026-07-28 clients too: each child
 		// of the pool gets the chain a session's server gets.
 		ChildIntercept: g.forChild,

@@ -221,6 +221,7 @@ func (m *multi) startServer(ctx context.Context, s *serverSpec, sc *config) (*ru
 		_ = r.stop(ctx)
 		return nil, err
 	}
+	tel.watchStateless(r.stateless)
 	ho := handlerOptions(sc, bridge.ServerPath(s.name), logger)
 	m.hooks.handler(ho)
 	ho.Stateless = r.stateless

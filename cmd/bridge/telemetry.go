@@ -20,6 +20,7 @@ import (
 	"github.com/mcp-bridge/mcp-bridge/peer"
 	"github.com/mcp-bridge/mcp-bridge/pin"
 	"github.com/mcp-bridge/mcp-bridge/policy"
+	"github.com/mcp-bridge/mcp-bridge/pool"
 	"github.com/mcp-bridge/mcp-bridge/sandbox"
 	"github.com/mcp-bridge/mcp-bridge/session"
 	"github.com/mcp-bridge/mcp-bridge/tracing"
@@ -86,6 +87,17 @@ func (t *telemetry) watchRegistry(r *session.Registry) {
 	}
 	if err := t.server.WatchRegistry(r); err != nil {
 		t.logger.Error("cannot export the event logs' metrics", "err", err)
+	}
+}
+
+// watchStateless exports the churn of the 2026-07-28 pool.
+func (t *telemetry) watchStateless(p *pool.Pool) {
+	if t == nil || t.server == nil || p == nil {
+		return
+	}
+	err := t.server.WatchStatelessPool(func() (int64, int64) { s := p.Stats(); return s.Started, s.Evicted })
+	if err != nil {
+		t.logger.Error("cannot export the stateless pool's metrics", "err", err)
 	}
 }
 

@@ -80,6 +80,7 @@ type Server struct {
 	mu   sync.Mutex
 	keys []*jose.JSONWebKey // published; the last one signs
 	user string             // the subject of the next authorization
+	hold *JWKSHold          // when set, JWKS requests wait for its release
 
 	// JWKSFetches counts requests for the JWKS.
 	JWKSFetches atomic.Int64
@@ -310,6 +311,31 @@ func FetchCode(ctx context.Context, authURL string) (code, state string, err err
 	return q.Get("code"), q.Get("state"), nil
 }
 
+// A JWKSHold makes the issuer slow: JWKS requests wait until Release.
+type JWKSHold struct {
+	// Entered is closed when the first JWKS request arrives and waits.
+	Entered chan struct{}
+	// Abandoned is closed when a waiting JWKS request's client gave up.
+	Abandoned chan struct{}
+
+	enter, abandon, rel sync.Once
+	release             chan struct{}
+}
+
+// Release lets the waiting and later JWKS requests be answered.
+func (h *JWKSHold) Release() { h.rel.Do(func() { close(h.release) }) }
+
+// HoldJWKS makes the following JWKS requests wait until the hold is
+// released (at the latest when the test ends).
+func (s *Server) HoldJWKS(t testing.TB) *JWKSHold {
+	h := &JWKSHold{Entered: make(chan struct{}), Abandoned: make(chan struct{}), release: make(chan struct{})}
+	t.Cleanup(h.Release)
+	s.mu.Lock()
+	s.hold = h
+	s.mu.Unlock()
+	return h
+}
+
 func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 	ctx := r.Context()
 	if ctx.Value(noExtraKey{}) == nil && s.serveExtra(w, r) {
@@ -340,6 +366,18 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 		json.NewEncoder(w).Encode(meta)
 	case "/jwks":
 		s.JWKSFetches.Add(1)
+		s.mu.Lock()
+		hold := s.hold
+		s.mu.Unlock()
+		if hold != nil {
+			hold.enter.Do(func() { close(hold.Entered) })
+			select {
+			case <-hold.release:
+			case <-ctx.Done():
+				hold.abandon.Do(func() { close(hold.Abandoned) })
+				return
+			}
+		}
 		s.mu.Lock()
 		var set jose.JSONWebKeySet
 		for _, k := range s.keys {
