@@ -117,3 +117,111 @@ func TestLocalSupervisedEndsDescendants(t *testing.T) {
 		})
 	}
 }
+
+// parentOf returns the parent pid of pid, from /proc/<pid>/stat.
+func parentOf(t *testing.T, pid int) int {
+	t.Helper()
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := strings.Fields(string(b[strings.LastIndexByte(string(b), ')')+1:]))
+	ppid, _ := strconv.Atoi(f[1])
+	return ppid
+}
+
+// One supervisor serves every server of a bridge: its start-up (the whole
+// bridge binary's initialization) is paid once, not per session (issue 32,
+// item 1).
+func TestLocalSupervisorShared(t *testing.T) {
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var parents []int
+	for range 3 { // three Locals, as for three servers of a config file
+		c := launch(t, "echo", &LocalOptions{Supervisor: []string{exe, SuperviseArg}})
+		c.write(t, "hi\n")
+		if got := c.readLine(t); got != "hi" {
+			t.Fatalf("the server echoed %q", got)
+		}
+		parents = append(parents, parentOf(t, c.p.pid))
+	}
+	if parents[0] == os.Getpid() || parents[1] != parents[0] || parents[2] != parents[0] {
+		t.Fatalf("the servers' parents are %v (the test is %d), want one supervisor for all", parents, os.Getpid())
+	}
+}
+
+// The shared supervisor tells sessions apart: when one server exits, what
+// it started dies, and what another session's server started does not,
+// though both were re-parented to the supervisor.
+func TestLocalSupervisedSessionsApart(t *testing.T) {
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	opts := &LocalOptions{Supervisor: []string{exe, SuperviseArg}}
+	grandchildren := func(c *testChild) []int {
+		f := strings.Fields(c.readLine(t))
+		if len(f) != 3 || f[0] != "ready" {
+			t.Fatalf("child said %q", f)
+		}
+		var pids []int
+		for _, s := range f[1:] {
+			pid, _ := strconv.Atoi(s)
+			pids = append(pids, pid)
+			t.Cleanup(func() { syscall.Kill(pid, syscall.SIGKILL) })
+		}
+		return pids
+	}
+	a := launch(t, "spawn2-exit", opts)
+	b := launch(t, "spawn2-exit", opts)
+	pa, pb := grandchildren(a), grandchildren(b)
+	a.p.Stdin().Close()
+	if err := a.wait(t); err != nil {
+		t.Fatalf("Wait = %v, want nil", err)
+	}
+	for _, pid := range pa {
+		waitGone(t, pid, 30*time.Second)
+	}
+	for _, pid := range pb { // Wait returned once a's were killed
+		if err := syscall.Kill(pid, 0); err != nil {
+			t.Fatalf("%d of the other session is gone (%v) after the first server exited", pid, err)
+		}
+	}
+	b.p.Stdin().Close()
+	if err := b.wait(t); err != nil {
+		t.Fatalf("Wait = %v, want nil", err)
+	}
+	for _, pid := range pb {
+		waitGone(t, pid, 30*time.Second)
+	}
+}
+
+// A supervisor killed with SIGKILL takes its servers with it (their
+// parent-death signal); their sessions see them killed, and the next
+// session gets a new supervisor.
+func TestLocalSupervisorKilled(t *testing.T) {
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	opts := &LocalOptions{Supervisor: []string{exe, SuperviseArg}}
+	a := launch(t, "echo", opts)
+	sup := parentOf(t, a.p.pid)
+	if sup == os.Getpid() {
+		t.Fatalf("the server %d is the test's child, not the supervisor's", a.p.pid)
+	}
+	syscall.Kill(sup, syscall.SIGKILL)
+	if ee := wantExitError(t, a.wait(t)); ee.Signal != "killed" {
+		t.Errorf("Wait = %+v, want killed by signal \"killed\"", ee)
+	}
+	b := launch(t, "echo", opts)
+	b.write(t, "hi\n")
+	if got := b.readLine(t); got != "hi" {
+		t.Fatalf("the server echoed %q", got)
+	}
+	if got := parentOf(t, b.p.pid); got == sup || got == os.Getpid() {
+		t.Fatalf("the new server's parent is %d (the killed supervisor was %d, the test is %d)", got, sup, os.Getpid())
+	}
+}
