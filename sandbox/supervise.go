@@ -127,7 +127,15 @@ func Supervise(args []string) {
 		// Without it, orphans go to init; the servers still die with us.
 		fmt.Fprintf(os.Stderr, "mcp-bridge supervisor: cannot become a child subreaper: %v; processes the servers start may outlive them\n", err)
 	}
-	signal.Ignore(syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP)
+	// Caught and dropped, not ignored: an ignored signal stays ignored
+	// across exec, and a server that ignores SIGTERM would not end at
+	// Stop's; a caught one is reset to its default in the child.
+	drop := make(chan os.Signal, 1)
+	signal.Notify(drop, syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP)
+	go func() {
+		for range drop {
+		}
+	}()
 	// The servers must not hold the socket: the bridge's death is its end.
 	unix.CloseOnExec(supervisorFD)
 	f := os.NewFile(supervisorFD, "supervisor")
@@ -274,7 +282,9 @@ func (s *supervisor) reap() {
 		}
 		var ws syscall.WaitStatus
 		for {
-			if _, err := syscall.Wait4(pid, &ws, 0, nil); err != syscall.EINTR {
+			// WNOHANG: it is a zombie, unless a failed ForkExec reaped it
+			// (and then its number may be another child's by now).
+			if _, err := syscall.Wait4(pid, &ws, syscall.WNOHANG, nil); err != syscall.EINTR {
 				break
 			}
 		}

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
 	"os/exec"
 	"os/signal"
@@ -223,5 +224,60 @@ func TestLocalSupervisorKilled(t *testing.T) {
 	}
 	if got := parentOf(t, b.p.pid); got == sup || got == os.Getpid() {
 		t.Fatalf("the new server's parent is %d (the killed supervisor was %d, the test is %d)", got, sup, os.Getpid())
+	}
+}
+
+// sigIgn returns the SigIgn mask of a /proc/<pid>/status image.
+func sigIgn(t *testing.T, status string) uint64 {
+	t.Helper()
+	for _, line := range strings.Split(status, "\n") {
+		if v, ok := strings.CutPrefix(line, "SigIgn:"); ok {
+			m, err := strconv.ParseUint(strings.TrimSpace(v), 16, 64)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return m
+		}
+	}
+	t.Fatalf("no SigIgn in %q", status)
+	return 0
+}
+
+// A supervised server gets the signal dispositions the bridge has, not the
+// supervisor's: the supervisor ignores SIGTERM, SIGINT and SIGHUP (they are
+// for the bridge), but a server that inherited SIGTERM ignored would not
+// end at Stop's SIGTERM (exec keeps an ignored signal ignored).
+func TestLocalSupervisedSignalDispositions(t *testing.T) {
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	sh, err := exec.LookPath("sh")
+	if err != nil {
+		t.Skip("no sh")
+	}
+	l := NewLocal(&LocalOptions{
+		Command:    sh,
+		Args:       []string{"-c", "exec cat /proc/self/status"},
+		Supervisor: []string{exe, SuperviseArg},
+		Logger:     slog.New(newLogRecorder()),
+	})
+	defer l.Close()
+	p, err := l.Launch(t.Context(), "sess-sigign")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Stop(bounded(t))
+	out, err := io.ReadAll(p.Stdout())
+	if err != nil {
+		t.Fatal(err)
+	}
+	own, err := os.ReadFile("/proc/self/status")
+	if err != nil {
+		t.Fatal(err)
+	}
+	const mask = 1<<(syscall.SIGTERM-1) | 1<<(syscall.SIGINT-1) | 1<<(syscall.SIGHUP-1)
+	if got, want := sigIgn(t, string(out))&mask, sigIgn(t, string(own))&mask; got != want {
+		t.Errorf("the server ignores signals %#x of SIGTERM, SIGINT, SIGHUP; the bridge ignores %#x", got, want)
 	}
 }
