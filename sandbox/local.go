@@ -171,7 +171,7 @@ func (l *Local) Launch(ctx context.Context, sessionID string) (Process, error) {
 	var c *startedChild
 	var err error
 	if supervised {
-		c, err = l.startSupervised(sessionID, logger)
+		c, err = l.startSupervised(ctx, sessionID, logger)
 	} else {
 		c, err = l.start(sessionID, exec.Command(l.opts.Command, l.opts.Args...))
 	}
@@ -312,7 +312,7 @@ func (ps *stdioPipes) closeAll() {
 
 // startSupervised asks the supervisor to start the server, with fresh
 // stdio pipes, the server's environment and working directory.
-func (l *Local) startSupervised(sessionID string, logger *slog.Logger) (*startedChild, error) {
+func (l *Local) startSupervised(ctx context.Context, sessionID string, logger *slog.Logger) (*startedChild, error) {
 	// The path is resolved here, as exec.Command would, so that a missing
 	// command fails Launch with a clear error rather than in the supervisor.
 	path, err := exec.LookPath(l.opts.Command)
@@ -336,7 +336,7 @@ func (l *Local) startSupervised(sessionID string, logger *slog.Logger) (*started
 		Dir:  l.opts.Dir,
 		Mark: ownerMark(),
 	}
-	id, pid, exited, err := sup.startServer(req, ps.child)
+	id, pid, exited, err := sup.startServer(ctx, req, ps.child)
 	ps.closeChild() // the supervisor's server has its copies
 	if err != nil {
 		ps.closeAll()

@@ -2,6 +2,7 @@ package sandbox
 
 import (
 	"bufio"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -223,8 +224,9 @@ func (s *supervisorConn) read(logger *slog.Logger, stderrDone chan struct{}) {
 
 // startServer asks the supervisor to start a server with the given stdio
 // descriptors (the child's ends; the caller closes them after). It returns
-// the server's pid and the channel that receives its exit.
-func (s *supervisorConn) startServer(req supRequest, stdio [3]*os.File) (uint64, int, <-chan supEvent, error) {
+// the server's pid and the channel that receives its exit. If ctx ends
+// first, a server started after all is killed.
+func (s *supervisorConn) startServer(ctx context.Context, req supRequest, stdio [3]*os.File) (uint64, int, <-chan supEvent, error) {
 	reply := make(chan supEvent, 1)
 	exited := make(chan supEvent, 1)
 	s.mu.Lock()
@@ -266,7 +268,18 @@ func (s *supervisorConn) startServer(req supRequest, stdio [3]*os.File) (uint64,
 		s.mu.Unlock()
 		return 0, 0, nil, fmt.Errorf("asking the supervisor to start the server: %w", err)
 	}
-	ev := <-reply
+	var ev supEvent
+	select {
+	case ev = <-reply:
+	case <-ctx.Done():
+		go func() {
+			if ev := <-reply; ev.Err == "" {
+				s.signal(id, true)
+				<-exited // or the supervisor's end: read reports every server then
+			}
+		}()
+		return 0, 0, nil, fmt.Errorf("waiting for the supervisor to start the server: %w", context.Cause(ctx))
+	}
 	if ev.Err != "" {
 		return 0, 0, nil, errors.New(ev.Err)
 	}
