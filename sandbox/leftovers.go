@@ -13,10 +13,12 @@ import (
 // OwnerEnv is set in the environment of every local server (and its
 // supervisor), and inherited by whatever it starts, to
 // "<boot ID>/<bridge pid>/<bridge start time>": the bridge process that owns
-// it. It is not a secret. KillLocalLeftovers finds by it the processes of a
-// bridge that no longer exists. A process that clears its environment before
-// exec escapes the mark (and only the mark: its supervisor still ends it
-// while alive).
+// it; under a supervisor, each server's value ends in "/<its number>",
+// which tells the supervisor whose session an orphan is. It is not a
+// secret. KillLocalLeftovers finds by it the processes of a bridge that no
+// longer exists. A process that clears its environment before
+// exec escapes the mark (and only the mark: the supervisor still ends it
+// with the bridge).
 const OwnerEnv = "MCP_BRIDGE_OWNER"
 
 var ownerMarkOnce = sync.OnceValue(func() string {
@@ -59,8 +61,10 @@ func KillLocalLeftovers() (int, error) {
 		if mark == "" {
 			continue
 		}
+		// "<boot>/<pid>/<start>", and "/<server number>" under a
+		// supervisor (supervise.go).
 		parts := strings.Split(mark, "/")
-		if len(parts) != 3 || parts[0] != boot || boot == "" {
+		if len(parts) != 3 && len(parts) != 4 || parts[0] != boot || boot == "" {
 			// Another boot cannot have left a process running; an
 			// unknown boot ID leaves nothing to compare.
 			continue

@@ -9,7 +9,6 @@ import (
 	"os"
 	"os/exec"
 	"slices"
-	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -37,10 +36,11 @@ type LocalOptions struct {
 	// even when listed here. Nil adds nothing.
 	Env []string
 	// Supervisor is the argv that runs the supervisor, the bridge binary in
-	// its supervisor mode: {os.Executable(), SuperviseArg}. The server's
-	// path and argv are appended. With it, every process the server starts
-	// ends with the server, and with the bridge if the bridge dies (kill -9,
-	// a crash). If nil, the server is the bridge's direct child: its group
+	// its supervisor mode: {os.Executable(), SuperviseArg}; the descriptor
+	// of its socket is appended. One supervisor runs the servers of every
+	// Local with the same argv (see supervise.go). With it, every process
+	// the server starts ends with the server's session, and with the bridge
+	// if the bridge dies (kill -9, a crash). If nil, the server is the bridge's direct child: its group
 	// is killed when it exits and the kernel kills it if the bridge dies,
 	// but what it started in another group, or what outlives it when the
 	// bridge dies, keeps running.
@@ -73,51 +73,46 @@ type LocalOptions struct {
 // own process group, so that stopping it also ends whatever it started.
 //
 // A Local is safe for concurrent use. Each running child costs three pipe
-// descriptors (released by Stop), two goroutines (one of them holding an OS
-// thread in waitid, as exec.Cmd.Wait would) and, during Stop, a third.
+// descriptors (released by Stop), two goroutines (without a supervisor, one
+// of them waits on a pidfd, or holds an OS thread in waitid where pidfds
+// are missing) and, during Stop, a third.
 //
 // Without a supervisor (LocalOptions.Supervisor), a process that leaves the
 // child's group (setsid, setpgid) escapes the group signals; Wait then stops
 // reading stderr after StopGrace, and Stop closes stdout, so the bridge never
-// hangs on it. With one, the supervisor ends every descendant of the server
-// (see supervise.go); then the child is the supervisor, alone in its group.
+// hangs on it. With one, the server is the supervisor's child, not the
+// bridge's, and the supervisor ends everything of its session (see
+// supervise.go); Stop's signals go through it.
 //
 // The server's environment is scrubbed: see DefaultEnvAllow and
 // LocalOptions.Env.
 type Local struct {
 	opts LocalOptions // a private copy: the caller may reuse its struct
 
-	// With a supervisor, one is kept started ahead (startSpare). A spare
-	// that is never used ends with the bridge (its lifeline), having
-	// started nothing.
-	mu        sync.Mutex
-	spare     *startedChild
-	refilling chan struct{} // closed when the spare being started is ready; nil if none is
-	closed    bool          // no more spares (Close)
+	// With a supervisor: the one shared by every Local of the same
+	// Supervisor argv (supervisor_conn.go), held from the first Launch
+	// until Close.
+	mu     sync.Mutex
+	sup    *supervisorConn
+	closed bool
 
 	refused     []string // names in opts.Env that are never passed (BRIDGE_*)
 	refusedOnce sync.Once
 }
 
-// Close ends the spare supervisor, if one is ready, and keeps any more from
-// being started. Launch still works (each supervisor is then started when
-// its session asks). Call it once no more sessions start. Without Close, a
-// spare ends with the bridge, having started nothing.
+// Close releases the supervisor, which ends once the servers it runs have
+// exited, unless another Local holds it. Launch still works after Close
+// (each supervised server then holds the supervisor itself, until it
+// exits). Call it once no more sessions start. Without Close, the
+// supervisor ends with the bridge.
 func (l *Local) Close() {
 	l.mu.Lock()
+	sup := l.sup
+	l.sup = nil
 	l.closed = true
-	refilling := l.refilling
 	l.mu.Unlock()
-	if refilling != nil {
-		<-refilling
-	}
-	l.mu.Lock()
-	c := l.spare
-	l.spare = nil
-	l.mu.Unlock()
-	if c != nil {
-		c.close() // end of file on its go pipe: it exits, starting nothing
-		c.cmd.Wait()
+	if sup != nil {
+		sup.release()
 	}
 }
 
@@ -174,39 +169,41 @@ func (l *Local) Launch(ctx context.Context, sessionID string) (Process, error) {
 	}
 	supervised := len(l.opts.Supervisor) > 0
 	var c *startedChild
+	var err error
 	if supervised {
-		var err error
-		if c, err = l.takeSpare(sessionID); err != nil {
-			return nil, err
-		}
-		l.refill()
+		c, err = l.startSupervised(ctx, sessionID, logger)
 	} else {
-		var err error
-		if c, err = l.start(sessionID, exec.Command(l.opts.Command, l.opts.Args...)); err != nil {
-			return nil, err
-		}
+		c, err = l.start(sessionID, exec.Command(l.opts.Command, l.opts.Args...))
 	}
-	cmd, stdinW, stdoutR, stderrR := c.cmd, c.stdinW, c.stdoutR, c.stderrR
+	if err != nil {
+		return nil, err
+	}
+	stdinW, stdoutR, stderrR := c.stdinW, c.stdoutR, c.stderrR
 
-	pid := cmd.Process.Pid
+	pid := c.pid
 	logger = logger.With("session", sessionID, "pid", pid)
+	if supervised {
+		logger = logger.With("supervisor", c.sup.conn.cmd.Process.Pid)
+	}
 	p := &localProcess{
-		cmd:        cmd,
+		cmd:        c.cmd,
+		sup:        c.sup,
 		pid:        pid,
-		pidfd:      openPidfd(pid),
 		logger:     logger,
 		grace:      l.opts.StopGrace,
 		after:      time.After,
 		stdin:      &localStdin{f: stdinW},
 		stdout:     &localStdout{f: stdoutR},
 		stderrR:    stderrR,
-		supervised: supervised,
 		stderr:     newStderrLogger(logger, l.opts.StderrLineBytes, l.opts.StderrTailLines).withRate(l.opts.StderrRate),
 		stderrDone: make(chan struct{}),
 		exited:     make(chan struct{}),
 		done:       make(chan struct{}),
 		hurry:      make(chan struct{}),
 		stopped:    make(chan struct{}),
+	}
+	if !supervised {
+		p.pidfd = openPidfd(pid)
 	}
 	logger.Info("MCP server started", "command", l.opts.Command, "supervised", supervised)
 	// Owned by p: the stderr reader ends at EOF, or when wait closes
@@ -219,30 +216,28 @@ func (l *Local) Launch(ctx context.Context, sessionID string) (Process, error) {
 	return p, nil
 }
 
-// startedChild is a child started by start, with the parent's ends of its
-// stdio pipes.
+// startedChild is a child started by start (cmd) or by the supervisor
+// (sup), with the parent's ends of its stdio pipes.
 type startedChild struct {
-	cmd                      *exec.Cmd
+	cmd                      *exec.Cmd // nil under a supervisor
+	sup                      *supervisedServer
+	pid                      int
 	stdinW, stdoutR, stderrR *os.File
-	goW                      *os.File // a spare supervisor's go pipe; nil otherwise
 }
 
-// close releases the parent's ends, for a child that will not be used.
-func (c *startedChild) close() {
-	for _, f := range []*os.File{c.stdinW, c.stdoutR, c.stderrR, c.goW} {
-		if f != nil {
-			f.Close()
-		}
-	}
+// supervisedServer is a server started by the supervisor, which holds a
+// reference to it until the server's exit is received.
+type supervisedServer struct {
+	conn   *supervisorConn
+	id     uint64
+	exited <-chan supEvent
 }
 
 // start starts cmd with fresh stdio pipes, the server's environment and
 // working directory, in its own process group.
-func (l *Local) start(sessionID string, cmd *exec.Cmd, extra ...*os.File) (*startedChild, error) {
-	supervised := len(l.opts.Supervisor) > 0
+func (l *Local) start(sessionID string, cmd *exec.Cmd) (*startedChild, error) {
 	cmd.Env = serverEnv(os.Environ(), l.opts.Env)
 	cmd.Dir = l.opts.Dir
-	cmd.ExtraFiles = extra
 	// Its own process group (pgid = its pid), so signals reach everything it
 	// started and nothing of the bridge's group. Pdeathsig: the kernel
 	// SIGKILLs the child if the bridge dies without stopping it (kill -9, a
@@ -251,153 +246,135 @@ func (l *Local) start(sessionID string, cmd *exec.Cmd, extra ...*os.File) (*star
 	// that started the child; Go keeps its threads for the life of the
 	// process unless a goroutine locked to one exits, which never happens
 	// here.)
-	//
-	// A supervisor gets no parent-death signal: SIGKILL would leave it no
-	// time to end the server's descendants. It watches the lifeline instead,
-	// and its group holds only itself (it puts the server in another).
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
-	if supervised {
-		cmd.SysProcAttr.Pdeathsig = 0
-	}
 
 	// Our own pipes rather than cmd.StdinPipe/StdoutPipe: those are closed by
 	// cmd.Wait, which would cut the caller's read of stdout short ("it is
 	// incorrect to call Wait before all reads from the pipe have completed").
 	// With *os.File values, exec passes the child's ends straight through and
 	// starts no copying goroutines; the parent's ends stay ours to close.
-	var files []*os.File // every end, closed on a failed start
-	pipe := func() (r, w *os.File, err error) {
-		r, w, err = os.Pipe()
-		if err == nil {
-			files = append(files, r, w)
-		}
-		return r, w, err
-	}
-	fail := func(err error) (*startedChild, error) {
-		for _, f := range files {
-			f.Close()
-		}
-		return nil, fmt.Errorf("%w for session %s: starting %q: %w (check that the command after -- exists and is executable, and that its directory and environment are valid)",
-			ErrLaunch, sessionID, l.opts.Command, err)
-	}
-	stdinR, stdinW, err := pipe()
+	ps, err := newStdioPipes()
 	if err != nil {
-		return fail(err)
+		return nil, l.startError(sessionID, err)
 	}
-	stdoutR, stdoutW, err := pipe()
-	if err != nil {
-		return fail(err)
-	}
-	stderrR, stderrW, err := pipe()
-	if err != nil {
-		return fail(err)
-	}
-	cmd.Stdin, cmd.Stdout, cmd.Stderr = stdinR, stdoutW, stderrW
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = ps.child[0], ps.child[1], ps.child[2]
 	if err := cmd.Start(); err != nil {
-		return fail(err)
+		ps.closeAll()
+		return nil, l.startError(sessionID, err)
 	}
 	// The child has its copies; ours of its ends must go, or stdout and
 	// stderr would never reach EOF.
-	stdinR.Close()
-	stdoutW.Close()
-	stderrW.Close()
-	return &startedChild{cmd: cmd, stdinW: stdinW, stdoutR: stdoutR, stderrR: stderrR}, nil
+	ps.closeChild()
+	return &startedChild{cmd: cmd, pid: cmd.Process.Pid, stdinW: ps.parent[0], stdoutR: ps.parent[1], stderrR: ps.parent[2]}, nil
 }
 
-// startSpare starts a supervisor that waits, before it starts the server,
-// for a byte on its go pipe (fd 4, goFD). Its Go start-up, 10 to 20 ms on a
-// loaded machine, is thus paid before a session asks for it; the server
-// itself starts only when a session does, as without a supervisor.
-func (l *Local) startSpare(sessionID string) (*startedChild, error) {
+func (l *Local) startError(sessionID string, err error) error {
+	return fmt.Errorf("%w for session %s: starting %q: %w (check that the command after -- exists and is executable, and that its directory and environment are valid)",
+		ErrLaunch, sessionID, l.opts.Command, err)
+}
+
+// stdioPipes are a child's stdin, stdout and stderr pipes: the child's
+// ends (stdin's read end, the others' write ends) and the parent's.
+type stdioPipes struct {
+	child, parent [3]*os.File
+}
+
+func newStdioPipes() (*stdioPipes, error) {
+	ps := &stdioPipes{}
+	for i := range 3 {
+		r, w, err := os.Pipe()
+		if err != nil {
+			ps.closeAll()
+			return nil, err
+		}
+		if i == 0 {
+			ps.child[i], ps.parent[i] = r, w
+		} else {
+			ps.child[i], ps.parent[i] = w, r
+		}
+	}
+	return ps, nil
+}
+
+func (ps *stdioPipes) closeChild() {
+	for _, f := range ps.child {
+		if f != nil {
+			f.Close()
+		}
+	}
+}
+
+func (ps *stdioPipes) closeAll() {
+	ps.closeChild()
+	for _, f := range ps.parent {
+		if f != nil {
+			f.Close()
+		}
+	}
+}
+
+// startSupervised asks the supervisor to start the server, with fresh
+// stdio pipes, the server's environment and working directory.
+func (l *Local) startSupervised(ctx context.Context, sessionID string, logger *slog.Logger) (*startedChild, error) {
+	// The path is resolved here, as exec.Command would, so that a missing
+	// command fails Launch with a clear error rather than in the supervisor.
 	path, err := exec.LookPath(l.opts.Command)
 	if err != nil {
 		return nil, fmt.Errorf("%w for session %s: starting %q: %w (check that the command after -- exists and is executable)",
 			ErrLaunch, sessionID, l.opts.Command, err)
 	}
-	lr, err := lifeline()
-	if err != nil {
-		return nil, fmt.Errorf("%w for session %s: creating the supervisor's lifeline: %w", ErrLaunch, sessionID, err)
-	}
-	goR, goW, err := os.Pipe()
+	sup, err := l.supervisor(logger)
 	if err != nil {
 		return nil, fmt.Errorf("%w for session %s: %w", ErrLaunch, sessionID, err)
 	}
-	defer goR.Close() // the supervisor has its copy
-	// The path is resolved here, as exec.Command would, so that a missing
-	// command fails Launch with a clear error rather than the supervisor.
-	args := append(slices.Clone(l.opts.Supervisor[1:]), strconv.Itoa(lifelineFD), strconv.Itoa(goFD), path, l.opts.Command)
-	c, err := l.start(sessionID, exec.Command(l.opts.Supervisor[0], append(args, l.opts.Args...)...), lr, goR)
+	ps, err := newStdioPipes()
 	if err != nil {
-		goW.Close()
+		sup.release()
+		return nil, l.startError(sessionID, err)
+	}
+	req := supRequest{
+		Path: path,
+		Argv: append([]string{l.opts.Command}, l.opts.Args...),
+		Env:  serverEnv(os.Environ(), l.opts.Env),
+		Dir:  l.opts.Dir,
+		Mark: ownerMark(),
+	}
+	id, pid, exited, err := sup.startServer(ctx, req, ps.child)
+	ps.closeChild() // the supervisor's server has its copies
+	if err != nil {
+		ps.closeAll()
+		sup.release()
+		return nil, l.startError(sessionID, err)
+	}
+	return &startedChild{
+		sup: &supervisedServer{conn: sup, id: id, exited: exited},
+		pid: pid, stdinW: ps.parent[0], stdoutR: ps.parent[1], stderrR: ps.parent[2],
+	}, nil
+}
+
+// supervisor returns the supervisor with a reference for one server: the
+// Local's own, acquired on first use, is kept until Close.
+func (l *Local) supervisor(logger *slog.Logger) (*supervisorConn, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.sup != nil && !l.sup.isGone() {
+		l.sup.acquire()
+		return l.sup, nil
+	}
+	if l.sup != nil { // it died: hold the next one
+		old := l.sup
+		l.sup = nil
+		defer old.release()
+	}
+	s, err := acquireSupervisor(l.opts.Supervisor, logger)
+	if err != nil {
 		return nil, err
 	}
-	c.goW = goW
-	return c, nil
-}
-
-// takeSpare returns the spare supervisor, told to start the server, or a
-// new one if there is none or it is gone.
-func (l *Local) takeSpare(sessionID string) (*startedChild, error) {
-	l.mu.Lock()
-	c, refilling := l.spare, l.refilling
-	l.spare = nil
-	l.mu.Unlock()
-	if c == nil && refilling != nil {
-		// A spare is on its way: waiting for it is never slower than
-		// starting another beside it, which would compete for the CPU.
-		<-refilling
-		l.mu.Lock()
-		c = l.spare
-		l.spare = nil
-		l.mu.Unlock()
+	if !l.closed {
+		l.sup = s
+		s.acquire()
 	}
-	for range 2 {
-		if c == nil {
-			var err error
-			if c, err = l.startSpare(sessionID); err != nil {
-				return nil, err
-			}
-		}
-		_, err := c.goW.Write([]byte{1})
-		c.goW.Close()
-		c.goW = nil
-		if err == nil {
-			return c, nil
-		}
-		// The spare died (EPIPE): reap it, and start another.
-		c.close()
-		c.cmd.Process.Kill()
-		c.cmd.Wait()
-		c = nil
-	}
-	return nil, fmt.Errorf("%w for session %s: the supervisor exited before it could start the server", ErrLaunch, sessionID)
-}
-
-// refill starts a spare supervisor in the background if there is none.
-// The goroutine ends once the spare is started.
-func (l *Local) refill() {
-	l.mu.Lock()
-	if l.spare != nil || l.refilling != nil || l.closed {
-		l.mu.Unlock()
-		return
-	}
-	done := make(chan struct{})
-	l.refilling = done
-	l.mu.Unlock()
-	go func() {
-		c, err := l.startSpare("(spare)")
-		l.mu.Lock()
-		defer l.mu.Unlock()
-		l.refilling = nil
-		if err == nil {
-			if l.spare != nil { // cannot happen: one refill at a time
-				c.close()
-			} else {
-				l.spare = c
-			}
-		}
-		close(done)
-	}()
+	return s, nil
 }
 
 // localProcess is a running local child. Its goroutines, and who ends them:
@@ -407,16 +384,17 @@ func (l *Local) refill() {
 //     closes exited, then done.
 //   - stop (the first Stop): ends once done is closed; closes stopped.
 type localProcess struct {
-	cmd *exec.Cmd
+	cmd *exec.Cmd // nil if supervised
+	// sup: the server is the supervisor's child, which kills its group
+	// when it exits and takes "term" and "kill" for the group signals (see
+	// supervise.go); nil if the server is our child.
+	sup *supervisedServer
 	pid int // also the process group ID (Setpgid)
-	// pidfd is a pidfd of pid for wait (awaitExit), or nil; wait closes it.
-	pidfd *os.File
-	// supervised: pid is the supervisor's, alone in its group; it forwards
-	// SIGTERM to the server's group and takes supervisorKillSignal for
-	// SIGKILL (see supervise.go).
-	supervised bool
-	logger     *slog.Logger
-	grace      time.Duration
+	// pidfd is a pidfd of pid for wait (awaitExit) if the server is our
+	// child, else nil; wait closes it.
+	pidfd  *os.File
+	logger *slog.Logger
+	grace  time.Duration
 	// after starts Stop's grace periods. Tests replace it (before Stop) to
 	// decide when a period ends instead of racing the clock with real
 	// processes. time.After does not leak: an unreferenced timer is collected.
@@ -463,6 +441,10 @@ func (p *localProcess) wait() {
 	// unrelated group that reused the number. Killing the rest of the group
 	// here means nothing the server started outlives it, whether it exited
 	// on its own or was stopped: its session is over either way.
+	if p.sup != nil {
+		p.waitSupervised()
+		return
+	}
 	awaitExit(p.pidfd)
 	var info unix.Siginfo
 	var err error
@@ -492,7 +474,24 @@ func (p *localProcess) wait() {
 		p.mu.Unlock()
 	}
 	close(p.exited)
+	p.finish(func() error { return p.exitError(werr) })
+}
 
+// waitSupervised is wait for a server under the supervisor, which reports
+// its exit once its group and its session's orphans are killed.
+func (p *localProcess) waitSupervised() {
+	ev := <-p.sup.exited
+	p.mu.Lock()
+	p.reaped = true
+	p.mu.Unlock()
+	close(p.exited)
+	p.sup.conn.release()
+	p.finish(func() error { return p.statusError(syscall.WaitStatus(ev.Status)) })
+}
+
+// finish drains stderr, sets Wait's error (exitErr, called once stderr is
+// drained, for its last lines) and closes done.
+func (p *localProcess) finish(exitErr func() error) {
 	// With the group dead, stderr reaches EOF at once unless a process that
 	// left the group (setsid) still holds it: bound the wait for that case.
 	t := time.NewTimer(p.grace)
@@ -506,7 +505,7 @@ func (p *localProcess) wait() {
 	t.Stop()
 	p.stderrR.Close()
 
-	p.err = p.exitError(werr)
+	p.err = exitErr()
 	if p.err != nil {
 		p.logger.Info("MCP server exited", "error", p.err)
 	} else {
@@ -526,6 +525,21 @@ func (p *localProcess) exitError(werr error) error {
 	}
 	e := &ExitError{Code: ee.ExitCode(), Stderr: p.stderr.lines()}
 	if ws, ok := ee.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+		e.Signal = ws.Signal().String()
+	}
+	return e
+}
+
+// statusError is exitError for a wait status received from the supervisor.
+func (p *localProcess) statusError(ws syscall.WaitStatus) error {
+	if ws.Exited() && ws.ExitStatus() == 0 {
+		return nil
+	}
+	e := &ExitError{Code: -1, Stderr: p.stderr.lines()} // -1, as exec.ExitError.ExitCode says for a signal
+	if ws.Exited() {
+		e.Code = ws.ExitStatus()
+	}
+	if ws.Signaled() {
 		e.Signal = ws.Signal().String()
 	}
 	return e
@@ -581,8 +595,13 @@ func (p *localProcess) signalGroup(sig syscall.Signal) {
 	if p.reaped {
 		return
 	}
-	if p.supervised && sig == syscall.SIGKILL {
-		sig = supervisorKillSignal
+	if p.sup != nil {
+		// The supervisor reaps the server: it alone can signal its group
+		// safely, and reach its session's orphans.
+		if err := p.sup.conn.signal(p.sup.id, sig == syscall.SIGKILL); err != nil {
+			p.logger.Warn("cannot ask the supervisor to signal the MCP server", "signal", sig.String(), "error", err)
+		}
+		return
 	}
 	err := syscall.Kill(-p.pid, sig)
 	if errors.Is(err, syscall.ESRCH) {

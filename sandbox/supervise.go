@@ -1,9 +1,10 @@
 package sandbox
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
+	"net"
 	"os"
 	"os/signal"
 	"runtime"
@@ -12,204 +13,389 @@ import (
 	"sync"
 	"syscall"
 	"time"
+	"unsafe"
 
 	"golang.org/x/sys/unix"
 )
 
-// The supervisor (issue 13, item 3). The kernel's parent-death signal
-// reaches only a process's direct child: npx → node, uvx → python, a browser
-// started by a server all outlived a kill -9 of the bridge. So each local
-// server runs under a tiny supervisor, the bridge binary itself re-executed
-// in a hidden mode (LocalOptions.Supervisor, argv[1] == SuperviseArg):
+// The supervisor (issue 13, item 3; issue 32, item 1). The kernel's
+// parent-death signal reaches only a process's direct child: npx → node,
+// uvx → python, a browser started by a server all outlived a kill -9 of the
+// bridge. So local servers run under a supervisor, the bridge binary itself
+// re-executed in a hidden mode (LocalOptions.Supervisor, argv[1] ==
+// SuperviseArg). One supervisor serves every local server of a bridge
+// process (of each Supervisor argv): the bridge asks it over a socket to
+// start each server, and it
 //
-//   - it becomes a child subreaper (PR_SET_CHILD_SUBREAPER), so every
-//     process the server starts stays its descendant even when its parent
-//     exits or it calls setsid: it can find them all through
-//     /proc/<pid>/task/*/children;
-//   - it starts the server in a process group of its own, with the stdio
-//     descriptors it inherited from the bridge passed straight through (no
-//     copying; it closes its own copies of stdin and stdout), and with a
-//     parent-death signal of SIGKILL;
-//   - SIGTERM is forwarded to the server's group; SIGUSR1 (KillSignal) kills
-//     every descendant at once;
-//   - when the server exits, or when the bridge dies (end of file on the
-//     lifeline, a pipe whose write end only the bridge holds), it kills every
-//     descendant left and reaps them, then exits with the server's status,
-//     re-raising a terminating signal so that the bridge still sees "killed
-//     by signal".
+//   - is a child subreaper (PR_SET_CHILD_SUBREAPER), so every process a
+//     server starts stays its descendant even when its parent exits or it
+//     calls setsid: it finds them all through /proc/<pid>/task/*/children;
+//   - starts each server (fork and exec, as the bridge would) in a process
+//     group of its own, with the stdio descriptors the bridge sent with the
+//     request (SCM_RIGHTS) and a parent-death signal of SIGKILL;
+//   - on the bridge's "term", sends SIGTERM to the server's group; on
+//     "kill" (Stop's last step), kills the server and everything of its
+//     session at once;
+//   - when a server exits, kills its group while the leader is unreaped
+//     (its number cannot be reused), then every process of its session
+//     left (see below), and only then reports the exit status to the
+//     bridge;
+//   - when the bridge dies (end of file on the socket, whose other end only
+//     the bridge holds), however it dies, kills every descendant and exits.
+//
+// Why one supervisor, not one per server (as from issue 13 until issue 32):
+// the bridge binary links Prometheus, OpenTelemetry with gRPC and protobuf,
+// jwx and the Docker client, whose package initialization runs before any
+// code of ours can: about 10 ms of CPU and 20 MB of RSS for each start, 50
+// times in a burst of 50 sessions (300 ms instead of 60 to 90 at the p50
+// with --local-unsupervised). A shared supervisor pays that once per
+// bridge; each server then costs what it costs without one, a fork and an
+// exec, plus one message each way. The alternatives: a small dedicated
+// supervisor binary carried by the bridge needs a build step before `go
+// build ./cmd/bridge` (or a generated binary in the repository), and
+// still costs a Go runtime start per session (2 ms of CPU); supervision by
+// the bridge itself (it as the subreaper, pidfds) cannot end what the
+// servers started once the bridge is killed: orphans go to init, beyond
+// reach.
+//
+// Which session a process belongs to: while it descends from its server,
+// the process tree tells. A process whose parent exited is re-parented to
+// the supervisor, and the tree no longer tells: it belongs to the session
+// whose OwnerEnv value it carries (each server's mark ends in its own
+// number, and is inherited by whatever it starts) or, when the server
+// exits, to the server's process group, killed before the leader is
+// reaped. A process that leaves the tree (its parent exits), leaves the
+// server's group (setsid, setpgid) and is executed with an environment
+// without the mark is beyond its session: it ends with the bridge (the
+// supervisor kills every descendant then), not with its session.
 //
 // If the supervisor itself is killed with SIGKILL (kill -9 of it, the OOM
-// killer), the server dies with it (parent-death signal) but its own
-// children would be orphaned: every process carries OwnerEnv in its
-// environment, and KillLocalLeftovers, run by a restarted bridge, ends the
-// processes whose bridge no longer exists.
+// killer), the servers die with it (parent-death signal), their sessions
+// end, and the next session starts another supervisor; what the servers
+// started is orphaned: every process carries OwnerEnv in its environment,
+// and KillLocalLeftovers, run by a restarted bridge, ends the processes
+// whose bridge no longer exists.
+//
+// SIGTERM, SIGINT and SIGHUP do not end the supervisor (they are for the
+// bridge, which stops its servers gracefully): it ends with the bridge.
 
 // SuperviseArg, as the first argument of the bridge binary, selects the
 // supervisor mode: main calls Supervise(os.Args[2:]) before anything else.
 const SuperviseArg = "__mcp-bridge-supervise"
 
-// supervisorKillSignal asks the supervisor to kill the server and all its
-// descendants at once: Stop's last step, which SIGKILL would not do (the
-// supervisor could not clean up after itself).
-const supervisorKillSignal = syscall.SIGUSR1
+// supervisorFD is the descriptor of the supervisor's end of its socket (the
+// first of exec.Cmd.ExtraFiles).
+const supervisorFD = 3
 
-// lifelineFD is the descriptor of the lifeline's read end in the supervisor
-// (the first of exec.Cmd.ExtraFiles).
-const lifelineFD = 3
+// supervisorMsgMax bounds one message on the supervisor's socket (a server's
+// path, argv, environment and directory, JSON-encoded).
+const supervisorMsgMax = 1 << 20
 
-// goFD is the descriptor of the go pipe in a spare supervisor: it starts the
-// server once it reads a byte there, and exits without starting it at end
-// of file.
-const goFD = 4
-
-var (
-	lifelineOnce sync.Once
-	lifelineR    *os.File // passed to every supervisor; never closed
-	lifelineW    *os.File // held, never written, never closed: its end is the bridge's death
-	lifelineErr  error
-)
-
-// lifeline returns the read end of the process-wide lifeline pipe. Both
-// ends stay open for the bridge's life (two descriptors in all, whatever the
-// number of sessions); the kernel closes the write end when the bridge dies,
-// however it dies, and every supervisor then reads end of file.
-func lifeline() (*os.File, error) {
-	lifelineOnce.Do(func() {
-		lifelineR, lifelineW, lifelineErr = os.Pipe()
-	})
-	return lifelineR, lifelineErr
+// supRequest is a message from the bridge to the supervisor.
+type supRequest struct {
+	Op   string   `json:"op"` // "start" (with 3 descriptors: stdin, stdout, stderr), "term", "kill"
+	ID   uint64   `json:"id"`
+	Path string   `json:"path,omitempty"`
+	Argv []string `json:"argv,omitempty"`
+	Env  []string `json:"env,omitempty"`
+	Dir  string   `json:"dir,omitempty"`
+	Mark string   `json:"mark,omitempty"` // the server's OwnerEnv value
 }
 
-// Supervise runs the supervisor and never returns. args are the lifeline's
-// descriptor ("3", or "-" for none), the go pipe's ("4", or "-" to start at
-// once), the server's executable path, then its whole argv (argv[0] first).
-// The descriptors are named rather than assumed: a supervisor started by
-// hand may inherit unrelated descriptors 3 and 4.
+// supEvent is a message from the supervisor to the bridge.
+type supEvent struct {
+	Ev     string `json:"ev"` // "started" (PID or Err), "exited" (Status)
+	ID     uint64 `json:"id"`
+	PID    int    `json:"pid,omitempty"`
+	Err    string `json:"err,omitempty"`
+	Status int    `json:"status,omitempty"` // a syscall.WaitStatus
+}
+
+// Supervise runs the supervisor and never returns. args is the descriptor
+// of its socket ("3"), named rather than assumed: a supervisor started by
+// hand may inherit an unrelated descriptor 3.
 func Supervise(args []string) {
-	if len(args) < 4 || args[0] != strconv.Itoa(lifelineFD) && args[0] != "-" || args[1] != strconv.Itoa(goFD) && args[1] != "-" {
-		fmt.Fprintf(os.Stderr, "mcp-bridge supervisor: want %d|- %d|- PATH ARGV0 [ARGS...], got %q\n", lifelineFD, goFD, args)
+	if len(args) != 1 || args[0] != strconv.Itoa(supervisorFD) {
+		fmt.Fprintf(os.Stderr, "mcp-bridge supervisor: want %d (the descriptor of its socket), got %q\n", supervisorFD, args)
 		os.Exit(126)
 	}
-	hasLifeline, hasGo := args[0] != "-", args[1] != "-"
-	args = args[2:]
-	// The parent-death signal of the server follows the thread that forks
-	// it: keep the main goroutine on one thread for the whole process.
+	// The parent-death signal of a server follows the thread that forks
+	// it: every fork happens on the main goroutine, locked to the main
+	// thread for the whole process.
 	runtime.LockOSThread()
 	if err := unix.Prctl(unix.PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0); err != nil {
-		// Without it, orphans go to init; the server still dies with us.
-		fmt.Fprintf(os.Stderr, "mcp-bridge supervisor: cannot become a child subreaper: %v; processes the server starts may outlive it\n", err)
+		// Without it, orphans go to init; the servers still die with us.
+		fmt.Fprintf(os.Stderr, "mcp-bridge supervisor: cannot become a child subreaper: %v; processes the servers start may outlive them\n", err)
 	}
-	// The lifeline was inherited without close-on-exec: the server must not
-	// hold it (it would keep it open after the bridge's death, harmlessly,
-	// but it is not the server's).
-	if hasLifeline {
-		unix.CloseOnExec(lifelineFD)
-	}
-
-	if hasGo {
-		// A spare: wait until a session needs the server. The bridge may
-		// die meanwhile: then the go pipe's write end closes too.
-		var b [1]byte
-		if n, _ := os.NewFile(goFD, "go").Read(b[:]); n != 1 {
-			os.Exit(0)
-		}
-		unix.Close(goFD)
-	}
-
-	sigs := make(chan os.Signal, 4)
-	signal.Notify(sigs, syscall.SIGTERM, supervisorKillSignal, syscall.SIGINT, syscall.SIGHUP)
-
-	pid, err := syscall.ForkExec(args[0], args[1:], &syscall.ProcAttr{
-		Env:   os.Environ(),
-		Files: []uintptr{0, 1, 2},
-		Sys:   &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL},
-	})
-	if err != nil {
-		fmt.Fprintf(os.Stderr, "starting %q: %v\n", args[1], err)
-		os.Exit(127)
-	}
-	// Our copies of stdin and stdout must go, or the bridge would not see
-	// the end of the server's output when the server exits. /dev/null keeps
-	// the numbers from being reused by a later open.
-	if null, err := os.OpenFile(os.DevNull, os.O_RDWR, 0); err == nil {
-		unix.Dup2(int(null.Fd()), 0)
-		unix.Dup2(int(null.Fd()), 1)
-		null.Close()
-	}
-
-	if hasLifeline {
-		go func() {
-			// Returns when the bridge dies (end of file; it never writes).
-			io.Copy(io.Discard, os.NewFile(lifelineFD, "lifeline"))
-			killDescendants()
-		}()
-	}
+	// Caught and dropped, not ignored: an ignored signal stays ignored
+	// across exec, and a server that ignores SIGTERM would not end at
+	// Stop's; a caught one is reset to its default in the child.
+	drop := make(chan os.Signal, 1)
+	signal.Notify(drop, syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP)
 	go func() {
-		for s := range sigs {
-			switch s {
-			case syscall.SIGTERM:
-				syscall.Kill(-pid, syscall.SIGTERM)
-			case supervisorKillSignal:
-				killDescendants()
-			}
-			// SIGINT, SIGHUP: ignored; they are for the bridge's group.
+		for range drop {
 		}
 	}()
+	// The servers must not hold the socket: the bridge's death is its end.
+	unix.CloseOnExec(supervisorFD)
+	f := os.NewFile(supervisorFD, "supervisor")
+	c, err := net.FileConn(f)
+	f.Close()
+	uc, ok := c.(*net.UnixConn)
+	if err != nil || !ok {
+		fmt.Fprintf(os.Stderr, "mcp-bridge supervisor: descriptor %d is not its socket: %v\n", supervisorFD, err)
+		os.Exit(126)
+	}
+	s := &supervisor{conn: uc, self: os.Getpid(), servers: map[int]*supServer{}, byID: map[uint64]*supServer{}}
+	chld := make(chan os.Signal, 1)
+	signal.Notify(chld, syscall.SIGCHLD)
+	go func() {
+		for range chld {
+			s.reap()
+		}
+	}()
+	s.serve() // returns when the bridge is gone
+	s.killAll()
+	os.Exit(0)
+}
 
-	var status syscall.WaitStatus
+// supervisor is the state of the supervisor process.
+type supervisor struct {
+	conn *net.UnixConn
+	self int
+	wmu  sync.Mutex // one message written at a time
+
+	// mu orders forks, signals to a server and reaping: a server in
+	// servers is not reaped, so its pid and group ID are still its own.
+	mu      sync.Mutex
+	servers map[int]*supServer // by pid
+	byID    map[uint64]*supServer
+}
+
+type supServer struct {
+	id   uint64
+	pid  int
+	mark string
+}
+
+// serve reads the bridge's requests until end of file.
+func (s *supervisor) serve() {
+	buf := make([]byte, supervisorMsgMax)
+	oob := make([]byte, unix.CmsgSpace(3*4))
 	for {
-		var ws syscall.WaitStatus
-		wpid, err := syscall.Wait4(-1, &ws, 0, nil)
-		if err == syscall.EINTR {
+		n, oobn, flags, _, err := s.conn.ReadMsgUnix(buf, oob)
+		if err != nil || n == 0 && oobn == 0 {
+			return // the bridge is gone (or closed its end: no more servers)
+		}
+		fds := receivedFDs(oob[:oobn])
+		var req supRequest
+		if flags&(unix.MSG_TRUNC|unix.MSG_CTRUNC) != 0 || json.Unmarshal(buf[:n], &req) != nil {
+			closeFDs(fds)
+			fmt.Fprintf(os.Stderr, "mcp-bridge supervisor: unreadable request of %d bytes\n", n)
 			continue
 		}
-		if err != nil {
-			// ECHILD cannot happen before the server is reaped.
-			fmt.Fprintf(os.Stderr, "mcp-bridge supervisor: waiting for the server: %v\n", err)
-			os.Exit(126)
+		switch req.Op {
+		case "start":
+			s.start(&req, fds)
+		case "term", "kill":
+			closeFDs(fds)
+			s.signal(req.ID, req.Op == "kill")
+		default:
+			closeFDs(fds)
 		}
-		if wpid == pid {
-			status = ws
-			break
-		}
-		// An orphan re-parented to us: reaped, nothing more.
 	}
-	// The server is gone: so must be everything it started. Each pass kills
-	// every descendant it finds; a process forked meanwhile is found by the
-	// next pass, once its killed parent has been reaped (by us: orphans are
-	// re-parented to us).
+}
+
+// start forks and executes a server, on the main thread.
+func (s *supervisor) start(req *supRequest, fds []int) {
+	defer closeFDs(fds) // the server has its copies
+	if len(fds) != 3 {
+		s.send(supEvent{Ev: "started", ID: req.ID, Err: fmt.Sprintf("got %d descriptors with the request, want 3", len(fds))})
+		return
+	}
+	s.mu.Lock()
+	pid, err := syscall.ForkExec(req.Path, req.Argv, &syscall.ProcAttr{
+		Dir:   req.Dir,
+		Env:   req.Env,
+		Files: []uintptr{uintptr(fds[0]), uintptr(fds[1]), uintptr(fds[2])},
+		Sys:   &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL},
+	})
+	if err == nil {
+		srv := &supServer{id: req.ID, pid: pid, mark: req.Mark}
+		s.servers[pid] = srv
+		s.byID[req.ID] = srv
+	}
+	s.mu.Unlock()
+	if err != nil {
+		s.send(supEvent{Ev: "started", ID: req.ID, Err: err.Error()})
+		return
+	}
+	s.send(supEvent{Ev: "started", ID: req.ID, PID: pid})
+}
+
+// signal sends SIGTERM to a server's group, or kills everything of its
+// session; a server already reaped is left alone.
+func (s *supervisor) signal(id uint64, kill bool) {
+	s.mu.Lock()
+	srv := s.byID[id]
+	if srv != nil && !kill {
+		if err := syscall.Kill(-srv.pid, syscall.SIGTERM); errors.Is(err, syscall.ESRCH) {
+			syscall.Kill(srv.pid, syscall.SIGTERM) // it left its group
+		}
+	}
+	if srv != nil && kill {
+		// The server's tree first, then the server and its group: what
+		// the tree held is then re-parented to us, found by its mark.
+		for _, pid := range descendants(srv.pid) {
+			syscall.Kill(pid, syscall.SIGKILL)
+		}
+		syscall.Kill(-srv.pid, syscall.SIGKILL)
+		syscall.Kill(srv.pid, syscall.SIGKILL)
+	}
+	s.mu.Unlock()
+	if srv != nil && kill {
+		s.killMarked(srv.mark)
+	}
+}
+
+// reap reaps every child that exited. A server's group is killed before
+// the server is reaped; its session's other processes are then ended, and
+// the bridge told, in a goroutine of its own.
+func (s *supervisor) reap() {
 	for {
-		killDescendants()
+		var info unix.Siginfo
+		err := unix.Waitid(unix.P_ALL, 0, &info, unix.WEXITED|unix.WNOHANG|unix.WNOWAIT, nil)
+		if err == unix.EINTR {
+			continue
+		}
+		pid := siginfoPID(&info)
+		if err != nil || pid <= 0 {
+			return // no child, or none exited
+		}
+		s.mu.Lock()
+		srv := s.servers[pid]
+		if srv != nil {
+			// The leader is a zombie: its group ID is still its own.
+			syscall.Kill(-pid, syscall.SIGKILL)
+			delete(s.servers, pid)
+			delete(s.byID, srv.id)
+		}
+		var ws syscall.WaitStatus
+		for {
+			// WNOHANG: it is a zombie, unless a failed ForkExec reaped it
+			// (and then its number may be another child's by now).
+			if _, err := syscall.Wait4(pid, &ws, syscall.WNOHANG, nil); err != syscall.EINTR {
+				break
+			}
+		}
+		s.mu.Unlock()
+		if srv != nil {
+			go s.finish(srv, ws)
+		}
+	}
+}
+
+// finish ends what is left of an exited server's session, then tells the
+// bridge. Each pass kills what it finds; a process forked meanwhile is
+// found by a later one, and SIGKILL cannot be caught: a few passes do.
+func (s *supervisor) finish(srv *supServer, ws syscall.WaitStatus) {
+	for pass := 0; pass < 200 && s.killMarked(srv.mark) > 0; pass++ {
+		time.Sleep(time.Millisecond)
+	}
+	s.send(supEvent{Ev: "exited", ID: srv.id, Status: int(ws)})
+}
+
+// killMarked kills every process of the session marked mark that is not
+// in a server's tree (those were re-parented to us), and what they started;
+// it returns how many it found alive.
+func (s *supervisor) killMarked(mark string) int {
+	if mark == "" {
+		return 0
+	}
+	kids, _ := childrenFromTasks(s.self)
+	n := 0
+	for _, k := range kids {
+		s.mu.Lock()
+		_, isServer := s.servers[k]
+		s.mu.Unlock()
+		if isServer || zombie(k) {
+			continue
+		}
+		env, err := os.ReadFile("/proc/" + strconv.Itoa(k) + "/environ")
+		if err != nil || ownerOf(env) != mark {
+			continue
+		}
+		for _, d := range append(descendants(k), k) {
+			if !zombie(d) {
+				syscall.Kill(d, syscall.SIGKILL)
+				n++
+			}
+		}
+	}
+	return n
+}
+
+// killAll kills every descendant and reaps them, until none is left.
+func (s *supervisor) killAll() {
+	signal.Reset(syscall.SIGCHLD)
+	for {
+		for _, pid := range descendants(s.self) {
+			syscall.Kill(pid, syscall.SIGKILL)
+		}
 		var ws syscall.WaitStatus
 		_, err := syscall.Wait4(-1, &ws, 0, nil)
 		if err == syscall.EINTR {
 			continue
 		}
 		if err != nil { // ECHILD: nothing left
-			break
+			return
 		}
 	}
-	switch {
-	case status.Exited():
-		os.Exit(status.ExitStatus())
-	case status.Signaled():
-		sig := status.Signal()
-		signal.Reset()
-		signal.Ignore(syscall.SIGINT, syscall.SIGHUP) // not ours to die of, if sent now
-		syscall.Kill(os.Getpid(), sig)
-		// A signal the Go runtime keeps for itself (SIGSEGV, SIGPIPE...)
-		// may not kill us: exit as a shell would report it.
-		time.Sleep(time.Second)
-		os.Exit(128 + int(sig))
-	}
-	os.Exit(126)
 }
 
-// killDescendants sends SIGKILL to every descendant of this process.
-func killDescendants() {
-	for _, pid := range descendants(os.Getpid()) {
-		syscall.Kill(pid, syscall.SIGKILL)
+func (s *supervisor) send(ev supEvent) {
+	b, _ := json.Marshal(ev)
+	s.wmu.Lock()
+	defer s.wmu.Unlock()
+	s.conn.Write(b) // fails only when the bridge is gone: serve ends then
+}
+
+// siginfoPID returns si_pid of a siginfo filled by waitid: after three ints
+// (signo, errno, code), at the union's alignment, a pointer's.
+func siginfoPID(info *unix.Siginfo) int {
+	const off = (3*4 + unsafe.Sizeof(uintptr(0)) - 1) &^ (unsafe.Sizeof(uintptr(0)) - 1)
+	return int(*(*int32)(unsafe.Add(unsafe.Pointer(info), off)))
+}
+
+// receivedFDs returns the descriptors passed with a message.
+func receivedFDs(oob []byte) []int {
+	msgs, err := unix.ParseSocketControlMessage(oob)
+	if err != nil {
+		return nil
 	}
+	var fds []int
+	for i := range msgs {
+		if got, err := unix.ParseUnixRights(&msgs[i]); err == nil {
+			fds = append(fds, got...)
+		}
+	}
+	return fds
+}
+
+func closeFDs(fds []int) {
+	for _, fd := range fds {
+		unix.Close(fd)
+	}
+}
+
+// zombie reports whether pid has exited but is not reaped (or is gone).
+func zombie(pid int) bool {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return true
+	}
+	i := strings.LastIndexByte(string(b), ')')
+	return i < 0 || i+2 >= len(b) || b[i+2] == 'Z' || b[i+2] == 'X'
 }
 
 // descendants lists the descendants of pid, children first, from

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
 	"os/exec"
 	"os/signal"
@@ -115,5 +116,168 @@ func TestLocalSupervisedEndsDescendants(t *testing.T) {
 				waitGone(t, pid, 30*time.Second)
 			}
 		})
+	}
+}
+
+// parentOf returns the parent pid of pid, from /proc/<pid>/stat.
+func parentOf(t *testing.T, pid int) int {
+	t.Helper()
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := strings.Fields(string(b[strings.LastIndexByte(string(b), ')')+1:]))
+	ppid, _ := strconv.Atoi(f[1])
+	return ppid
+}
+
+// One supervisor serves every server of a bridge: its start-up (the whole
+// bridge binary's initialization) is paid once, not per session (issue 32,
+// item 1).
+func TestLocalSupervisorShared(t *testing.T) {
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var parents []int
+	for range 3 { // three Locals, as for three servers of a config file
+		c := launch(t, "echo", &LocalOptions{Supervisor: []string{exe, SuperviseArg}})
+		c.write(t, "hi\n")
+		if got := c.readLine(t); got != "hi" {
+			t.Fatalf("the server echoed %q", got)
+		}
+		parents = append(parents, parentOf(t, c.p.pid))
+	}
+	if parents[0] == os.Getpid() || parents[1] != parents[0] || parents[2] != parents[0] {
+		t.Fatalf("the servers' parents are %v (the test is %d), want one supervisor for all", parents, os.Getpid())
+	}
+}
+
+// The shared supervisor tells sessions apart: when one server exits, what
+// it started dies, and what another session's server started does not,
+// though both were re-parented to the supervisor.
+func TestLocalSupervisedSessionsApart(t *testing.T) {
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	opts := &LocalOptions{Supervisor: []string{exe, SuperviseArg}}
+	grandchildren := func(c *testChild) []int {
+		f := strings.Fields(c.readLine(t))
+		if len(f) != 3 || f[0] != "ready" {
+			t.Fatalf("child said %q", f)
+		}
+		var pids []int
+		for _, s := range f[1:] {
+			pid, _ := strconv.Atoi(s)
+			pids = append(pids, pid)
+			t.Cleanup(func() { syscall.Kill(pid, syscall.SIGKILL) })
+		}
+		return pids
+	}
+	a := launch(t, "spawn2-exit", opts)
+	b := launch(t, "spawn2-exit", opts)
+	pa, pb := grandchildren(a), grandchildren(b)
+	a.p.Stdin().Close()
+	if err := a.wait(t); err != nil {
+		t.Fatalf("Wait = %v, want nil", err)
+	}
+	for _, pid := range pa {
+		waitGone(t, pid, 30*time.Second)
+	}
+	for _, pid := range pb { // Wait returned once a's were killed
+		if err := syscall.Kill(pid, 0); err != nil {
+			t.Fatalf("%d of the other session is gone (%v) after the first server exited", pid, err)
+		}
+	}
+	b.p.Stdin().Close()
+	if err := b.wait(t); err != nil {
+		t.Fatalf("Wait = %v, want nil", err)
+	}
+	for _, pid := range pb {
+		waitGone(t, pid, 30*time.Second)
+	}
+}
+
+// A supervisor killed with SIGKILL takes its servers with it (their
+// parent-death signal); their sessions see them killed, and the next
+// session gets a new supervisor.
+func TestLocalSupervisorKilled(t *testing.T) {
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	opts := &LocalOptions{Supervisor: []string{exe, SuperviseArg}}
+	a := launch(t, "echo", opts)
+	sup := parentOf(t, a.p.pid)
+	if sup == os.Getpid() {
+		t.Fatalf("the server %d is the test's child, not the supervisor's", a.p.pid)
+	}
+	syscall.Kill(sup, syscall.SIGKILL)
+	if ee := wantExitError(t, a.wait(t)); ee.Signal != "killed" {
+		t.Errorf("Wait = %+v, want killed by signal \"killed\"", ee)
+	}
+	b := launch(t, "echo", opts)
+	b.write(t, "hi\n")
+	if got := b.readLine(t); got != "hi" {
+		t.Fatalf("the server echoed %q", got)
+	}
+	if got := parentOf(t, b.p.pid); got == sup || got == os.Getpid() {
+		t.Fatalf("the new server's parent is %d (the killed supervisor was %d, the test is %d)", got, sup, os.Getpid())
+	}
+}
+
+// sigIgn returns the SigIgn mask of a /proc/<pid>/status image.
+func sigIgn(t *testing.T, status string) uint64 {
+	t.Helper()
+	for _, line := range strings.Split(status, "\n") {
+		if v, ok := strings.CutPrefix(line, "SigIgn:"); ok {
+			m, err := strconv.ParseUint(strings.TrimSpace(v), 16, 64)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return m
+		}
+	}
+	t.Fatalf("no SigIgn in %q", status)
+	return 0
+}
+
+// A supervised server gets the signal dispositions the bridge has, not the
+// supervisor's: the supervisor ignores SIGTERM, SIGINT and SIGHUP (they are
+// for the bridge), but a server that inherited SIGTERM ignored would not
+// end at Stop's SIGTERM (exec keeps an ignored signal ignored).
+func TestLocalSupervisedSignalDispositions(t *testing.T) {
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	sh, err := exec.LookPath("sh")
+	if err != nil {
+		t.Skip("no sh")
+	}
+	l := NewLocal(&LocalOptions{
+		Command:    sh,
+		Args:       []string{"-c", "exec cat /proc/self/status"},
+		Supervisor: []string{exe, SuperviseArg},
+		Logger:     slog.New(newLogRecorder()),
+	})
+	defer l.Close()
+	p, err := l.Launch(t.Context(), "sess-sigign")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Stop(bounded(t))
+	out, err := io.ReadAll(p.Stdout())
+	if err != nil {
+		t.Fatal(err)
+	}
+	own, err := os.ReadFile("/proc/self/status")
+	if err != nil {
+		t.Fatal(err)
+	}
+	const mask = 1<<(syscall.SIGTERM-1) | 1<<(syscall.SIGINT-1) | 1<<(syscall.SIGHUP-1)
+	if got, want := sigIgn(t, string(out))&mask, sigIgn(t, string(own))&mask; got != want {
+		t.Errorf("the server ignores signals %#x of SIGTERM, SIGINT, SIGHUP; the bridge ignores %#x", got, want)
 	}
 }

@@ -8,7 +8,9 @@
 //   - the bridge in front of the minimal server: calls/s and p50/p99 latency
 //     at 1 and at many concurrent sessions, with SSE answers (the default)
 //     and with --json-response; session start with and without --warm;
-//     bridge memory per idle session; a large tool result passing through;
+//     sessions opened by a burst of clients at once, against the same
+//     bridge with --local-unsupervised; bridge memory per idle session; a
+//     large tool result passing through;
 //     the replay of a long stream;
 //   - the bridge with --policy, --pin-file (of the minimal server, written
 //     by bridge pin) and --audit-log, against the same bridge without them;
@@ -57,6 +59,8 @@ type config struct {
 	restart         bool
 	concurrency     int
 	starts          int
+	burst           int
+	burstCalls      int
 	startInterval   time.Duration
 	warmPool        int
 	idle            int
@@ -82,6 +86,8 @@ func main() {
 	flag.BoolVar(&c.restart, "restart", false, "start every throughput target afresh each round, so that rounds also sample how a process happened to be laid out (for before/after and guards ratios)")
 	flag.IntVar(&c.concurrency, "concurrency", 50, "concurrent sessions of the second throughput figure")
 	flag.IntVar(&c.starts, "starts", 200, "session starts timed, per target")
+	flag.IntVar(&c.burst, "burst", 50, "clients opening sessions at once in the burst phase")
+	flag.IntVar(&c.burstCalls, "burst-calls", 300, "echo calls of each session opened inside the burst phase's measured window")
 	flag.DurationVar(&c.startInterval, "start-interval", 20*time.Millisecond, "one session start every this long")
 	flag.IntVar(&c.warmPool, "warm", 4, "also time session starts with the bridge's --warm N (0: skip)")
 	flag.IntVar(&c.idle, "idle", 1000, "idle sessions held for the memory figure")
@@ -92,7 +98,7 @@ func main() {
 	flag.StringVar(&c.sg, "supergateway", "", "supergateway `script` to measure side by side (optional)")
 	flag.StringVar(&c.node, "node", "node", "`node` binary that runs -supergateway")
 	flag.StringVar(&c.profileDir, "profile", "", "build the bridge with a pprof hook and write CPU and heap profiles to `dir`")
-	flag.StringVar(&c.only, "only", "", "comma-separated phases to run: floor,hop,poolhop,bridge,json,stateless,guards,sg,start,idle,big,replay, and instr (instructions per call under valgrind: only when named) (default: all but instr)")
+	flag.StringVar(&c.only, "only", "", "comma-separated phases to run: floor,hop,poolhop,bridge,json,stateless,guards,sg,start,burst,idle,big,replay, and instr (instructions per call under valgrind: only when named) (default: all but instr)")
 	flag.StringVar(&c.instrCases, "instr-cases", "", "with -only instr: count only the cases whose description contains one of these comma-separated `words` (1 session, 50 sessions, 2025, stateless, --policy)")
 	flag.DurationVar(&c.timeout, "timeout", 20*time.Minute, "stop the whole run after this long")
 	flag.Parse()
@@ -173,6 +179,9 @@ func run(ctx context.Context, c *config) error {
 
 	if c.phase("start") {
 		startRows(ctx, c, prof, add, fail)
+	}
+	if c.phase("burst") {
+		burstRows(ctx, c, add, fail)
 	}
 	if c.phase("idle") {
 		idleRows(ctx, c, prof, add, fail)

@@ -272,13 +272,19 @@ func (p *process) rssFile() int64 {
 	return 0
 }
 
-// children counts the live child processes of the process.
+// children counts the process's live servers: its descendants that run
+// another binary than its own (a bridge's supervisor runs the bridge's, and
+// the servers are the supervisor's children).
 func (p *process) children() int {
-	tasks, _ := filepath.Glob(fmt.Sprintf("/proc/%d/task/*/children", p.pid))
+	self, err := os.Readlink(fmt.Sprintf("/proc/%d/exe", p.pid))
+	if err != nil {
+		return 0
+	}
 	n := 0
-	for _, t := range tasks {
-		b, _ := os.ReadFile(t)
-		n += len(strings.Fields(string(b)))
+	for _, d := range descendants(p.pid) {
+		if exe, err := os.Readlink(fmt.Sprintf("/proc/%d/exe", d)); err == nil && exe != self {
+			n++
+		}
 	}
 	return n
 }

@@ -13,12 +13,13 @@ const (
 	// socket, the runtime's own descriptors.
 	fdBase = 64
 	// fdPerSession is for one session's server: the bridge's ends of its
-	// stdin, stdout and stderr pipes, its pidfd and the one the Go runtime
-	// keeps in os.Process (locally: 5, measured by
-	// TestDescriptorsPerSession; 4 were kept, and sessions 133 to 150 of
-	// 150 got 503 below the connection limit, issue 25, item 10), or the
-	// attached stream and API connections of its container; and one for
-	// its share of the spare supervisor's.
+	// stdin, stdout and stderr pipes, and, for an unsupervised local
+	// server (the bridge's own child), its pidfd and the one the Go runtime
+	// keeps in os.Process (5 then; 3 under the shared supervisor, whose
+	// socket is in fdBase; measured by TestDescriptorsPerSession; 4 were
+	// kept once, and sessions 133 to 150 of 150 got 503 below the
+	// connection limit), or the attached stream and API connections of its
+	// container; and one to spare.
 	fdPerSession = 6
 )
 

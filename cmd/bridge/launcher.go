@@ -43,8 +43,9 @@ func newInnerLauncher(ctx context.Context, cfg *config, logger *slog.Logger) (sa
 	if err := checkCommand(cfg); err != nil {
 		return nil, nil, err
 	}
-	// Each server runs under a supervisor, this binary in its hidden
-	// mode (see main), so that what it starts ends with it and with us.
+	// Servers run under the supervisor, this binary in its hidden mode
+	// (see main), started once and shared by every server of this
+	// process, so that what a server starts ends with it and with us.
 	var supervisor []string
 	if !cfg.LocalUnsupervised {
 		exe, err := os.Executable()

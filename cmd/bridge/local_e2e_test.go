@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"os/signal"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -113,10 +114,16 @@ func waitGone(t *testing.T, pid int, bound time.Duration) {
 func forkerPIDs(t *testing.T, p *bridgeProc) (supervisor int, pids []int) {
 	t.Helper()
 	go postInitialize(p.url, "")
+	var server int
 	select {
-	case supervisor = <-p.started:
+	case server = <-p.started:
 	case <-time.After(60 * time.Second):
 		t.Fatal("the bridge never started its server")
+	}
+	if children := childrenOf(t, p.cmd.Process.Pid); len(children) != 1 || !slices.Contains(childrenOf(t, children[0]), server) {
+		t.Fatalf("the bridge has children %v, want one supervisor, the parent of its server %d", children, server)
+	} else {
+		supervisor = children[0]
 	}
 	for _, f := range strings.Fields(serverStderr(t, p, "pids ")) {
 		pid, _ := strconv.Atoi(f)
