@@ -124,15 +124,15 @@ func TestRequestsRefused(t *testing.T) {
 	}
 }
 
-// A name written with escapes, or given twice, is the name the server
-// reads: the policy decodes it as the server does (the last of duplicate
-// members wins, as in encoding/json and the Go SDK). A message giving
-// params twice does not get that far: jsonrpc refuses it as ambiguous.
+// A name written with escapes is the name the server reads: the policy
+// decodes it as the server does. A message giving params twice, or a name
+// twice (servers differ on which one wins, and some match names
+// case-insensitively), does not get that far: jsonrpc refuses it as
+// ambiguous.
 func TestNoBypassByEncoding(t *testing.T) {
 	c := startWithPolicy(t)
 	for _, raw := range []string{
 		`{"jsonrpc":"2.0","id":"e1","method":"tools/call","params":{"name":"test_image\u005fcontent"}}`,
-		`{"jsonrpc":"2.0","id":"e2","method":"tools/call","params":{"name":"test_simple_text","name":"test_image_content"}}`,
 		`{"jsonrpc":"2.0","id":"e4","method":"resources/read","params":{"uri":"test:\/\/static-binary"}}`,
 	} {
 		answer := c.CallRaw(t, "alice", []byte(raw))
@@ -140,8 +140,14 @@ func TestNoBypassByEncoding(t *testing.T) {
 			t.Errorf("%s: %s", raw, answer)
 		}
 	}
-	if _, err := jsonrpc.Parse([]byte(`{"jsonrpc":"2.0","id":"e3","method":"tools/call","params":{"name":"test_simple_text"},"params":{"name":"test_image_content"}}`)); err == nil {
-		t.Error("a message with params given twice parses: the policy could read another params than the server")
+	for _, raw := range []string{
+		`{"jsonrpc":"2.0","id":"e3","method":"tools/call","params":{"name":"test_simple_text"},"params":{"name":"test_image_content"}}`,
+		`{"jsonrpc":"2.0","id":"e2","method":"tools/call","params":{"name":"test_simple_text","name":"test_image_content"}}`,
+		`{"jsonrpc":"2.0","id":"e5","method":"tools/call","params":{"name":"test_simple_text","Name":"test_image_content"}}`,
+	} {
+		if _, err := jsonrpc.Parse([]byte(raw)); err == nil {
+			t.Errorf("%s parses: the policy could read another tool than the server", raw)
+		}
 	}
 }
 
