@@ -100,6 +100,7 @@ type config struct {
 	SandboxCPUs    float64  `envconfig:"BRIDGE_SANDBOX_CPUS"`
 	SandboxPids    int64    `envconfig:"BRIDGE_SANDBOX_PIDS"`
 	SandboxUser    string   `envconfig:"BRIDGE_SANDBOX_USER"`
+	SandboxEgress  []string `envconfig:"BRIDGE_SANDBOX_EGRESS"`
 	Instance       string   `envconfig:"BRIDGE_INSTANCE"`
 
 	Warm int `envconfig:"BRIDGE_WARM"`
@@ -387,6 +388,7 @@ func newFlagSet(c *config) *flag.FlagSet {
 	fs.StringVar(&c.SandboxMemory, "sandbox-memory", c.SandboxMemory, "memory limit of each server container (swap equals it), e.g. 512m, 1g")
 	fs.Float64Var(&c.SandboxCPUs, "sandbox-cpus", c.SandboxCPUs, "CPU limit of each server container")
 	fs.Int64Var(&c.SandboxPids, "sandbox-pids", c.SandboxPids, "process limit of each server container")
+	fs.Var(&listFlag{dst: &c.SandboxEgress}, "sandbox-egress", "let server containers reach `host[:port]` through the bridge's filtering proxy, and nothing else (comma-separated or repeated; port 443 unless given): an exact name, *.example.com for its subdomains (not example.com itself: list it too), or a literal IP, the only way to allow a private, loopback or link-local address; without it a container has no network (--sandbox-network); the local sandbox cannot filter egress")
 	fs.StringVar(&c.SandboxUser, "sandbox-user", c.SandboxUser, "`uid:gid` servers run as in containers; 0 (root) weakens the sandbox")
 	fs.StringVar(&c.Instance, "instance", c.Instance, "`name` of this bridge on the Docker host, in container labels (default: a random bridge-<hex>); a restarted bridge of the same name removes its predecessor's containers")
 	fs.IntVar(&c.Warm, "warm", c.Warm, "keep `N` MCP servers (processes or containers) started ahead of sessions, so that a new session does not wait for a launch (0: none)")
@@ -580,6 +582,9 @@ func checkSandboxOnly(c *config) error {
 		if g == name { // BRIDGE_SANDBOX_USER
 			name = strings.ToLower(strings.ReplaceAll(strings.TrimPrefix(g, envPrefix+"_"), "_", "-"))
 		}
+		if name == "sandbox-egress" {
+			return localEgressError(g)
+		}
 		if sandboxOnly(name) && !slices.Contains(given, g) {
 			given = append(given, g)
 		}
@@ -592,6 +597,13 @@ func checkSandboxOnly(c *config) error {
 	}
 	return fmt.Errorf("%s only apply to --sandbox docker (with --sandbox local, the default, the server is a process of the bridge's user); remove them or add --sandbox docker",
 		strings.Join(given, ", "))
+}
+
+// localEgressError refuses an egress allow-list (given by what, a flag, a
+// variable or a key) for a local server, which no proxy can filter: it is a
+// process of the bridge's user, with the host's network (issue 29).
+func localEgressError(what string) error {
+	return fmt.Errorf("%s: the local sandbox cannot filter egress: a local server has the bridge's own network access; run the server with --sandbox docker, or remove %s", what, what)
 }
 
 // sandboxOnly reports whether a flag configures the Docker sandbox only.
@@ -613,6 +625,9 @@ func (c *config) finish() error {
 	}
 	if err := checkSandboxOnly(c); err != nil {
 		return err
+	}
+	if len(c.SandboxEgress) > 0 { // until the Docker sandbox's egress proxy lands (issue 29)
+		return errors.New("--sandbox-egress: not implemented yet for --sandbox docker")
 	}
 	if err := checkListen(c.Listen); err != nil {
 		return err

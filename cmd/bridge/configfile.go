@@ -47,7 +47,7 @@ import (
 // Adding a flag here makes it a per-server key.
 var serverKeys = []string{
 	"sandbox", "image", "pull",
-	"sandbox-network", "sandbox-mount", "sandbox-env", "sandbox-memory", "sandbox-cpus", "sandbox-pids", "sandbox-user",
+	"sandbox-network", "sandbox-egress", "sandbox-mount", "sandbox-env", "sandbox-memory", "sandbox-cpus", "sandbox-pids", "sandbox-user",
 	"warm", "stop-grace", "stderr-line-bytes",
 	"session-idle-timeout", "initialize-timeout", "request-timeout",
 	"max-sessions", "max-requests-per-session", "max-queued-bytes", "max-message-bytes",
@@ -76,6 +76,8 @@ type serverSpec struct {
 	env     map[string]string
 	cwd     string
 	keys    map[string]json.RawMessage // its flag keys
+	// allowHosts: its sandbox-egress came from the key allowHosts.
+	allowHosts bool
 	// canon is the server's entry in a canonical form: a reload compares
 	// it to tell an unchanged server from a changed one.
 	canon string
@@ -199,10 +201,17 @@ func parseServer(path, name string, raw json.RawMessage) (*serverSpec, error) {
 			if d {
 				return nil, nil
 			}
+		case k == "allowHosts":
+			// The hosts the server may reach: its sandbox-egress.
+			if _, both := entry["sandbox-egress"]; both {
+				return nil, fileError(path, name, k, "and sandbox-egress say the same: keep one")
+			}
+			s.keys["sandbox-egress"] = v
+			s.allowHosts = true
 		case slices.Contains(serverKeys, k):
 			s.keys[k] = v
 		default:
-			return nil, fileError(path, name, k, "unknown key; a server takes %s, and the per-server options %s",
+			return nil, fileError(path, name, k, "unknown key; a server takes %s, and the per-server options %s, allowHosts",
 				strings.Join(desktopKeys, ", "), strings.Join(serverKeys, ", "))
 		}
 	}
@@ -379,6 +388,13 @@ func serverConfig(global *config, path string, s *serverSpec) (*config, error) {
 	case "local":
 		if len(sc.command) == 0 {
 			return nil, bad("command", "missing: a local server needs its program (or give \"sandbox\": \"docker\" and an image)")
+		}
+		if _, own := s.keys["sandbox-egress"]; own && len(sc.SandboxEgress) > 0 {
+			key := "sandbox-egress"
+			if s.allowHosts {
+				key = "allowHosts"
+			}
+			return nil, bad(key, "%s", strings.TrimPrefix(localEgressError(key).Error(), key+": "))
 		}
 		// Known now, not at the first session's 502.
 		if _, err := exec.LookPath(sc.command[0]); err != nil {
