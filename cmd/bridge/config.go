@@ -22,6 +22,7 @@ import (
 	"github.com/kelseyhightower/envconfig"
 	"github.com/mcp-bridge/mcp-bridge/auth"
 	"github.com/mcp-bridge/mcp-bridge/bridge"
+	"github.com/mcp-bridge/mcp-bridge/egress"
 	"github.com/mcp-bridge/mcp-bridge/peer"
 	"github.com/mcp-bridge/mcp-bridge/pin"
 	"github.com/mcp-bridge/mcp-bridge/policy"
@@ -101,6 +102,7 @@ type config struct {
 	SandboxPids    int64    `envconfig:"BRIDGE_SANDBOX_PIDS"`
 	SandboxUser    string   `envconfig:"BRIDGE_SANDBOX_USER"`
 	SandboxEgress  []string `envconfig:"BRIDGE_SANDBOX_EGRESS"`
+	SandboxRuntime string   `envconfig:"BRIDGE_SANDBOX_RUNTIME"`
 	Instance       string   `envconfig:"BRIDGE_INSTANCE"`
 
 	Warm int `envconfig:"BRIDGE_WARM"`
@@ -148,6 +150,9 @@ type config struct {
 	policy         *policy.Policy
 	lock           *pin.Lock
 	file           *configFile // --config, read
+
+	// onEgress reports the egress proxy's decisions (egressReporter).
+	onEgress func(session string, e egress.Event)
 
 	// Of one server of the config file (serverConfig).
 	serverName string
@@ -242,6 +247,8 @@ var optionFlags = map[string]string{
 	"sandbox.DockerOptions.StderrLineBytes": "stderr-line-bytes",
 	"sandbox.DockerOptions.StopGrace":       "stop-grace",
 	"sandbox.DockerOptions.Instance":        "instance",
+	"sandbox.DockerOptions.Egress":          "sandbox-egress",
+	"sandbox.DockerOptions.Runtime":         "sandbox-runtime",
 	"affinity.Options.Self":                 "affinity-addr",
 	"affinity.Options.Secret":               "affinity-secret-file",
 	"auth.Options.Issuer":                   "oauth-issuer",
@@ -389,6 +396,7 @@ func newFlagSet(c *config) *flag.FlagSet {
 	fs.Float64Var(&c.SandboxCPUs, "sandbox-cpus", c.SandboxCPUs, "CPU limit of each server container")
 	fs.Int64Var(&c.SandboxPids, "sandbox-pids", c.SandboxPids, "process limit of each server container")
 	fs.Var(&listFlag{dst: &c.SandboxEgress}, "sandbox-egress", "let server containers reach `host[:port]` through the bridge's filtering proxy, and nothing else (comma-separated or repeated; port 443 unless given): an exact name, *.example.com for its subdomains (not example.com itself: list it too), or a literal IP, the only way to allow a private, loopback or link-local address; without it a container has no network (--sandbox-network); the local sandbox cannot filter egress")
+	fs.StringVar(&c.SandboxRuntime, "sandbox-runtime", c.SandboxRuntime, "container runtime `name` of server containers (Docker's --runtime), e.g. runsc for gVisor; refused at start if the engine does not list it (default: the engine's)")
 	fs.StringVar(&c.SandboxUser, "sandbox-user", c.SandboxUser, "`uid:gid` servers run as in containers; 0 (root) weakens the sandbox")
 	fs.StringVar(&c.Instance, "instance", c.Instance, "`name` of this bridge on the Docker host, in container labels (default: a random bridge-<hex>); a restarted bridge of the same name removes its predecessor's containers")
 	fs.IntVar(&c.Warm, "warm", c.Warm, "keep `N` MCP servers (processes or containers) started ahead of sessions, so that a new session does not wait for a launch (0: none)")
@@ -599,6 +607,21 @@ func checkSandboxOnly(c *config) error {
 		strings.Join(given, ", "))
 }
 
+// checkEgress checks an egress allow-list, and that no other network is
+// asked for beside it.
+func checkEgress(list []string, network string) error {
+	if len(list) == 0 {
+		return nil
+	}
+	if _, err := egress.ParseRules(list); err != nil {
+		return fmt.Errorf("--sandbox-egress: %w", err)
+	}
+	if network != sandbox.DefaultDockerNetwork {
+		return fmt.Errorf("--sandbox-egress and --sandbox-network %s exclude each other: with an allow-list the server sits on an internal network whose only way out is the filtering proxy", network)
+	}
+	return nil
+}
+
 // localEgressError refuses an egress allow-list (given by what, a flag, a
 // variable or a key) for a local server, which no proxy can filter: it is a
 // process of the bridge's user, with the host's network (issue 29).
@@ -626,8 +649,8 @@ func (c *config) finish() error {
 	if err := checkSandboxOnly(c); err != nil {
 		return err
 	}
-	if len(c.SandboxEgress) > 0 { // until the Docker sandbox's egress proxy lands (issue 29)
-		return errors.New("--sandbox-egress: not implemented yet for --sandbox docker")
+	if err := checkEgress(c.SandboxEgress, c.SandboxNetwork); err != nil {
+		return err
 	}
 	if err := checkListen(c.Listen); err != nil {
 		return err

@@ -47,7 +47,7 @@ import (
 // Adding a flag here makes it a per-server key.
 var serverKeys = []string{
 	"sandbox", "image", "pull",
-	"sandbox-network", "sandbox-egress", "sandbox-mount", "sandbox-env", "sandbox-memory", "sandbox-cpus", "sandbox-pids", "sandbox-user",
+	"sandbox-network", "sandbox-egress", "sandbox-runtime", "sandbox-mount", "sandbox-env", "sandbox-memory", "sandbox-cpus", "sandbox-pids", "sandbox-user",
 	"warm", "stop-grace", "stderr-line-bytes",
 	"session-idle-timeout", "initialize-timeout", "request-timeout",
 	"max-sessions", "max-requests-per-session", "max-queued-bytes", "max-message-bytes",
@@ -406,6 +406,13 @@ func serverConfig(global *config, path string, s *serverSpec) (*config, error) {
 			return nil, bad("command", "%q cannot be run: %v; give a program that exists and is executable (a path, or a name on PATH)", sc.command[0], err)
 		}
 	case "docker":
+		if err := checkEgress(sc.SandboxEgress, sc.SandboxNetwork); err != nil {
+			key := "sandbox-egress"
+			if s.allowHosts {
+				key = "allowHosts"
+			}
+			return nil, bad(key, "%v", err)
+		}
 		if sc.Image == "" {
 			return nil, bad("image", "missing: \"sandbox\": \"docker\" needs an image")
 		}

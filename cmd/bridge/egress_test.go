@@ -2,7 +2,21 @@ package main
 
 import (
 	"bytes"
+	"context"
+	"encoding/json"
 	"io"
+	"log/slog"
+	"net/http/httptest"
+	"slices"
+	"syscall"
+	"time"
+
+	"github.com/mcp-bridge/mcp-bridge/audit"
+	"github.com/mcp-bridge/mcp-bridge/egress"
+	"github.com/mcp-bridge/mcp-bridge/internal/dockertest"
+	"github.com/mcp-bridge/mcp-bridge/metrics"
+	dclient "github.com/moby/moby/client"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"os"
 	"path/filepath"
 	"strings"
@@ -40,4 +54,136 @@ func TestSandboxEgressRefusedLocally(t *testing.T) {
 			t.Errorf("--help does not say %q", s)
 		}
 	}
+}
+
+// The bridge binary with an allow-list: a session's container sits behind
+// the proxy, and after SIGTERM, or after kill -9 and a restart of the same
+// instance, no container (server or proxy) and no network is left.
+func TestDockerEgressEndToEnd(t *testing.T) {
+	t.Parallel()
+	d := setupDockerE2E(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	client := mcp.NewClient(&mcp.Implementation{Name: "e2e", Version: "1"}, nil)
+	networks := func(inst string) int {
+		t.Helper()
+		res, err := d.cli.NetworkList(ctx, dclient.NetworkListOptions{Filters: make(dclient.Filters).Add("label", "io.mcp-bridge.instance="+inst)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return len(res.Items)
+	}
+	for _, how := range []string{"SIGTERM", "kill -9 and restart"} {
+		inst := "e2e-egress-" + dockertest.RandomSuffix()
+		args := []string{"--sandbox", "docker", "--image", d.image, "--pull", "never", "--instance", inst, "--stop-grace", "2s",
+			"--sandbox-egress", "api.github.com,*.example.com"}
+		p := startBridgeBinary(t, d.bridge, args...)
+		cs, err := client.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: p.url}, &mcp.ClientSessionOptions{ProtocolVersion: "2025-11-25"})
+		if err != nil {
+			t.Fatalf("connecting through a Docker sandbox with egress: %v", err)
+		}
+		if res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "count"}); err != nil || res.IsError {
+			t.Fatalf("count: %v %v", res, err)
+		}
+		if c, n := d.containers(t, inst), networks(inst); c != 2 || n != 1 {
+			t.Fatalf("%d containers and %d networks for one session, want the server's and the proxy's, and one", c, n)
+		}
+		if how == "SIGTERM" {
+			p.cmd.Process.Signal(syscall.SIGTERM)
+			if err := p.cmd.Wait(); err != nil {
+				t.Fatalf("bridge exit: %v", err)
+			}
+		} else {
+			p.cmd.Process.Kill()
+			p.cmd.Wait()
+			p2 := startBridgeBinary(t, d.bridge, args...)
+			// The restarted bridge has its own proxy and network.
+			if c, n := d.containers(t, inst), networks(inst); c != 1 || n != 1 {
+				t.Errorf("after kill -9 and a restart: %d containers and %d networks, want the new proxy's only", c, n)
+			}
+			p2.cmd.Process.Signal(syscall.SIGTERM)
+			p2.cmd.Wait()
+		}
+		cs.Close()
+		if c, n := d.containers(t, inst), networks(inst); c != 0 || n != 0 {
+			t.Errorf("%s: %d containers and %d networks left", how, c, n)
+		}
+	}
+}
+
+// Each decision of the proxy makes one audit line, counts in
+// mcp_bridge_egress_connections_total (and _bytes_total), and a refusal is
+// logged once per host and port per session, naming what allows it.
+func TestEgressReporter(t *testing.T) {
+	var auditBuf, logBuf bytes.Buffer
+	logger := slog.New(slog.NewTextHandler(&logBuf, &slog.HandlerOptions{ReplaceAttr: func(_ []string, a slog.Attr) slog.Attr {
+		if a.Key == slog.TimeKey {
+			return slog.Attr{}
+		}
+		return a
+	}}))
+	cfg := &config{SandboxEgress: []string{"10.0.0.5:8080"}, NoMetrics: false}
+	tel := &telemetry{metrics: metrics.New(), logger: logger}
+	tel.server = tel.metrics.Server(metrics.DefaultServer)
+	g := &guards{audit: audit.New(&auditBuf, &audit.Options{Logger: logger})}
+	report := egressReporter(cfg, g, tel, logger)
+	report("s1", egress.Event{Host: "10.0.0.5", Port: 8080, IP: "10.0.0.5", Allowed: true, Up: 100, Down: 2000, Millis: 7})
+	report("s1", egress.Event{Host: "evil.example", Port: 443, Reason: "not in the allow-list"})
+	report("s1", egress.Event{Host: "evil.example", Port: 443, Reason: "not in the allow-list"})
+	report("s2", egress.Event{Host: "localhost", Port: 8080, IP: "127.0.0.1", Reason: "a loopback address"})
+
+	var lines []string
+	for _, l := range strings.Split(strings.TrimSpace(auditBuf.String()), "\n") {
+		var m map[string]any
+		if err := json.Unmarshal([]byte(l), &m); err != nil {
+			t.Fatalf("audit line %q: %v", l, err)
+		}
+		delete(m, "time")
+		b, _ := json.Marshal(m)
+		lines = append(lines, string(b))
+	}
+	want := []string{
+		`{"bytes_down":2000,"bytes_up":100,"duration_ms":7,"event":"egress","host":"10.0.0.5","ip":"10.0.0.5","outcome":"allowed","port":8080,"session":"s1"}`,
+		`{"bytes_down":0,"bytes_up":0,"duration_ms":0,"event":"egress","host":"evil.example","outcome":"refused","port":443,"reason":"not in the allow-list","session":"s1"}`,
+		`{"bytes_down":0,"bytes_up":0,"duration_ms":0,"event":"egress","host":"evil.example","outcome":"refused","port":443,"reason":"not in the allow-list","session":"s1"}`,
+		`{"bytes_down":0,"bytes_up":0,"duration_ms":0,"event":"egress","host":"localhost","ip":"127.0.0.1","outcome":"refused","port":8080,"reason":"a loopback address","session":"s2"}`,
+	}
+	if !slices.Equal(lines, want) {
+		t.Errorf("audit lines:\n%s\nwant:\n%s", strings.Join(lines, "\n"), strings.Join(want, "\n"))
+	}
+	wantLog := `level=WARN msg="egress refused" session=s1 host=evil.example port=443 ip="" reason="not in the allow-list" allow_with="--sandbox-egress evil.example:443"
+level=WARN msg="egress refused" session=s2 host=localhost port=8080 ip=127.0.0.1 reason="a loopback address" allow_with="--sandbox-egress 127.0.0.1:8080"
+`
+	if logBuf.String() != wantLog {
+		t.Errorf("log:\n%s\nwant:\n%s", logBuf.String(), wantLog)
+	}
+	rec := httptest.NewRecorder()
+	tel.metrics.Handler().ServeHTTP(rec, httptest.NewRequest("GET", "/metrics", nil))
+	var got []string
+	for _, l := range strings.Split(rec.Body.String(), "\n") {
+		if strings.HasPrefix(l, "mcp_bridge_egress_") {
+			got = append(got, l)
+		}
+	}
+	wantMetrics := []string{
+		`mcp_bridge_egress_bytes_total{direction="down",server="default"} 2000`,
+		`mcp_bridge_egress_bytes_total{direction="up",server="default"} 100`,
+		`mcp_bridge_egress_connections_total{outcome="allowed",server="default"} 1`,
+		`mcp_bridge_egress_connections_total{outcome="refused",server="default"} 3`,
+	}
+	if !slices.Equal(got, wantMetrics) {
+		t.Errorf("metrics:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(wantMetrics, "\n"))
+	}
+}
+
+// A runtime the engine does not list is refused at start, in one line.
+func TestSandboxRuntimeRefused(t *testing.T) {
+	dockertest.Client(t) // skips without an engine
+	var stderr bytes.Buffer
+	code := run(t.Context(), []string{"--sandbox", "docker", "--image", "scratch", "--sandbox-runtime", "no-such-runtime"}, io.Discard, &stderr)
+	out := stderr.String()
+	if code == 0 || strings.Count(out, "\n") != 1 || !strings.Contains(out, `--sandbox-runtime`) || !strings.Contains(out, `has no runtime "no-such-runtime" (it has `) {
+		t.Errorf("exit %d, stderr:\n%s", code, out)
+	}
+	t.Log(out)
 }

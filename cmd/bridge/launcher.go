@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"os"
 	"slices"
+	"strings"
 
 	"github.com/mcp-bridge/mcp-bridge/sandbox"
 )
@@ -75,6 +76,15 @@ func newInnerLauncher(ctx context.Context, cfg *config, logger *slog.Logger) (sa
 }
 
 func newDockerLauncher(ctx context.Context, cfg *config, logger *slog.Logger) (sandbox.Launcher, func(), error) {
+	var proxyBinary string
+	if len(cfg.SandboxEgress) > 0 {
+		// The proxy's image is this binary on scratch (egress.ProxyArg).
+		exe, err := os.Executable()
+		if err != nil {
+			return nil, nil, fmt.Errorf("--sandbox-egress: finding the bridge's own executable, which runs the egress proxy: %w", err)
+		}
+		proxyBinary = exe
+	}
 	d, err := sandbox.NewDocker(ctx, &sandbox.DockerOptions{
 		Image:      cfg.Image,
 		Command:    cfg.command,
@@ -90,8 +100,13 @@ func newDockerLauncher(ctx context.Context, cfg *config, logger *slog.Logger) (s
 		Instance:   cfg.Instance,
 		StderrRate: stderrRate(cfg),
 		Logger:     logger,
+		Runtime:    cfg.SandboxRuntime,
 
 		StderrLineBytes: cfg.StderrLineBytes,
+
+		Egress:            cfg.SandboxEgress,
+		EgressProxyBinary: proxyBinary,
+		OnEgress:          cfg.onEgress,
 	})
 	if err != nil {
 		return nil, nil, fmt.Errorf("--sandbox docker: %w", err)
@@ -112,7 +127,7 @@ func newDockerLauncher(ctx context.Context, cfg *config, logger *slog.Logger) (s
 		logger.Info("removed containers left by an earlier bridge", "count", n)
 	}
 	logger.Info("docker sandbox ready", "image", cfg.Image, "instance", d.Instance(),
-		"network", cfg.SandboxNetwork, "memory", cfg.SandboxMemory, "cpus", cfg.SandboxCPUs, "pids", cfg.SandboxPids, "user", cfg.SandboxUser)
+		"network", cfg.SandboxNetwork, "egress", strings.Join(cfg.SandboxEgress, ","), "runtime", cfg.SandboxRuntime, "memory", cfg.SandboxMemory, "cpus", cfg.SandboxCPUs, "pids", cfg.SandboxPids, "user", cfg.SandboxUser)
 	return d, func() {
 		ctx, cancel := context.WithTimeout(context.Background(), sandbox.StopBudget(cfg.StopGrace))
 		defer cancel()
