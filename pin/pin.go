@@ -87,6 +87,10 @@ type Lock struct {
 	Prompts           map[string]string `json:"prompts"`
 	Resources         map[string]string `json:"resources"`
 	ResourceTemplates map[string]string `json:"resourceTemplates"`
+	// ImageDigest is the image ID ("sha256:...") of a Docker-sandboxed
+	// server's image when it was pinned; bridge --pin-file refuses to start
+	// a container from another (issue 29). Empty for a local server.
+	ImageDigest string `json:"imageDigest,omitempty"`
 }
 
 // ServerInfo is the serverInfo of the initialize answer.

@@ -32,10 +32,14 @@ func (d *Docker) Launch(ctx context.Context, sessionID string) (Process, error) 
 	if d.isClosed() {
 		return nil, fmt.Errorf("%w for session %s: the Docker launcher is closed (the bridge is shutting down)", ErrLaunch, sessionID)
 	}
-	if err := d.ensureImage(ctx, sessionID); err != nil {
+	err := d.ensureImage(ctx, sessionID)
+	if err != nil {
 		return nil, err
 	}
 	cfg, hcfg := d.containerConfig(sessionID)
+	if cfg.Image, err = d.pinnedImage(ctx, sessionID); err != nil {
+		return nil, err
+	}
 	var tag string
 	if d.egress != nil {
 		// The proxy knows the container's tag before the container runs.

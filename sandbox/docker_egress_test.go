@@ -237,3 +237,30 @@ func TestDockerRuntime(t *testing.T) {
 	t.Logf("under runsc: %s", got)
 	c.expect(t, "net", "net: error:")
 }
+
+// An image pinned by digest (issue 29, item 4): a launch whose image's
+// digest differs is refused in one line naming both; the pinned one runs.
+func TestDockerImageDigest(t *testing.T) {
+	env := setupDocker(t)
+	ctx, cancel := context.WithTimeout(context.Background(), dockerTestTimeout)
+	defer cancel()
+	res, err := env.cli.ImageInspect(ctx, env.image)
+	if err != nil {
+		t.Fatal(err)
+	}
+	id := res.ID
+	d, _ := env.newDocker(t, nil)
+	if got, err := d.ImageDigest(ctx); err != nil || got != id {
+		t.Fatalf("ImageDigest = %q, %v; want %s", got, err, id)
+	}
+	other := "sha256:" + strings.Repeat("0", 64)
+	d2, _ := env.newDocker(t, func(o *DockerOptions) { o.ImageDigest = other })
+	_, err = d2.Launch(ctx, "sess-digest")
+	want := fmt.Sprintf("image %s has digest %s, not the pinned %s", env.image, id, other)
+	if !errors.Is(err, ErrLaunch) || !strings.Contains(err.Error(), want) || strings.Contains(err.Error(), "\n") {
+		t.Errorf("Launch with another pinned digest: %v; want it to say %q", err, want)
+	}
+	d3, _ := env.newDocker(t, func(o *DockerOptions) { o.ImageDigest = id })
+	c := launchDocker(t, d3, "sess-pinned")
+	c.expect(t, "echo pinned", "pinned")
+}

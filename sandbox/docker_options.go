@@ -147,6 +147,12 @@ type DockerOptions struct {
 	// ID of the container it concerns ("" if none known), from one
 	// goroutine; it must not block for long. If nil, decisions are logged.
 	OnEgress func(sessionID string, e egress.Event)
+	// ImageDigest, if not empty, is the digest ("sha256:" and 64 hex
+	// digits: the image ID, as ImageDigest reports it) the image must
+	// have: a launch finding another under Image is refused, and the
+	// container is created from the digest itself, so that a tag moved
+	// after the check cannot slip in. If empty, whatever Image names runs.
+	ImageDigest string
 	// Runtime is the container runtime (Docker's --runtime, e.g. "runsc"
 	// for gVisor); NewDocker refuses one the engine does not list. If
 	// empty, the engine's default.
@@ -176,6 +182,10 @@ func dockerDefaults(opts *DockerOptions) (DockerOptions, []mount.Mount, error) {
 	}
 	if _, err := reference.ParseAnyReference(o.Image); err != nil {
 		return bad("Image", "image %q: %v", o.Image, err)
+	}
+	if o.ImageDigest != "" && (len(o.ImageDigest) != len("sha256:")+64 || !strings.HasPrefix(o.ImageDigest, "sha256:") ||
+		strings.Trim(o.ImageDigest[7:], "0123456789abcdef") != "") {
+		return bad("ImageDigest", "image digest %q: want sha256: and 64 hex digits", o.ImageDigest)
 	}
 	if len(o.Command) > 0 && o.Command[0] == "" {
 		return bad("Command", "the command's program is empty")

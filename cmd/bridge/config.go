@@ -249,6 +249,7 @@ var optionFlags = map[string]string{
 	"sandbox.DockerOptions.Instance":        "instance",
 	"sandbox.DockerOptions.Egress":          "sandbox-egress",
 	"sandbox.DockerOptions.Runtime":         "sandbox-runtime",
+	"sandbox.DockerOptions.ImageDigest":     "pin-file",
 	"affinity.Options.Self":                 "affinity-addr",
 	"affinity.Options.Secret":               "affinity-secret-file",
 	"auth.Options.Issuer":                   "oauth-issuer",

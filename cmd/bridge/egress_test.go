@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"log/slog"
 	"net/http/httptest"
@@ -186,4 +187,64 @@ func TestSandboxRuntimeRefused(t *testing.T) {
 		t.Errorf("exit %d, stderr:\n%s", code, out)
 	}
 	t.Log(out)
+}
+
+// bridge pin records the image digest of a Docker-sandboxed server; once
+// the tag names another image, bridge --pin-file starts no container from
+// it (the error names both digests) and bridge pin --check reports it.
+func TestDockerImagePinned(t *testing.T) {
+	t.Parallel()
+	d := setupDockerE2E(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	tag := "mcp-bridge-e2e-pinned:" + dockertest.RandomSuffix()
+	if _, err := d.cli.ImageTag(ctx, dclient.ImageTagOptions{Source: d.image, Target: tag}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { d.cli.ImageRemove(context.Background(), tag, dclient.ImageRemoveOptions{}) })
+	pinned, err := d.cli.ImageInspect(ctx, d.image)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lockFile := filepath.Join(t.TempDir(), "lock.json")
+	args := []string{"--sandbox", "docker", "--image", tag, "--pull", "never"}
+	if out, errOut, code := runBinary(t, d.bridge, nil, append([]string{"pin", "--output", lockFile}, args...)...); code != 0 {
+		t.Fatalf("bridge pin: exit %d\n%s%s", code, out, errOut)
+	}
+	var lock struct{ ImageDigest string }
+	data, _ := os.ReadFile(lockFile)
+	if json.Unmarshal(data, &lock); lock.ImageDigest != pinned.ID {
+		t.Fatalf("lock file's imageDigest %q, want %s", lock.ImageDigest, pinned.ID)
+	}
+
+	// The tag moves to another image.
+	other := dockertest.BuildImage(t, d.cli, "mcp-bridge-e2e-other", "FROM "+d.image+"\nLABEL changed=yes\n")
+	if _, err := d.cli.ImageTag(ctx, dclient.ImageTagOptions{Source: other, Target: tag}); err != nil {
+		t.Fatal(err)
+	}
+	moved, err := d.cli.ImageInspect(ctx, tag)
+	if err != nil || moved.ID == pinned.ID {
+		t.Fatalf("retagging: %v (%s)", err, moved.ID)
+	}
+	out, _, code := runBinary(t, d.bridge, nil, append([]string{"pin", "--check", "--pin-file", lockFile}, args...)...)
+	if want := fmt.Sprintf("image %q changed: digest %s, pinned %s\n", tag, moved.ID, pinned.ID); code != 1 || !strings.Contains(out, want) {
+		t.Errorf("bridge pin --check: exit %d, stdout %q; want 1 and %q", code, out, want)
+	}
+
+	inst := "e2e-pinned-" + dockertest.RandomSuffix()
+	p := startBridgeBinary(t, d.bridge, append(args, "--pin-file", lockFile, "--instance", inst)...)
+	client := mcp.NewClient(&mcp.Implementation{Name: "e2e", Version: "1"}, nil)
+	if cs, err := client.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: p.url}, &mcp.ClientSessionOptions{ProtocolVersion: "2025-11-25"}); err == nil {
+		cs.Close()
+		t.Fatal("a session started from an image of another digest")
+	}
+	if n := d.containers(t, inst); n != 0 {
+		t.Errorf("%d containers of a refused image", n)
+	}
+	p.cmd.Process.Signal(syscall.SIGTERM)
+	p.cmd.Wait()
+	want := fmt.Sprintf("image %s has digest %s, not the pinned %s", tag, moved.ID, pinned.ID)
+	if lines := <-p.done; !slices.ContainsFunc(lines, func(l string) bool { return strings.Contains(l, want) }) {
+		t.Errorf("the bridge's log does not say %q:\n%s", want, strings.Join(lines, "\n"))
+	}
 }

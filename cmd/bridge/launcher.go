@@ -85,22 +85,27 @@ func newDockerLauncher(ctx context.Context, cfg *config, logger *slog.Logger) (s
 		}
 		proxyBinary = exe
 	}
+	var digest string
+	if cfg.lock != nil {
+		digest = cfg.lock.ImageDigest // --pin-file: only that image runs
+	}
 	d, err := sandbox.NewDocker(ctx, &sandbox.DockerOptions{
-		Image:      cfg.Image,
-		Command:    cfg.command,
-		Pull:       sandbox.PullPolicy(cfg.Pull),
-		Network:    cfg.SandboxNetwork,
-		Mounts:     cfg.SandboxMounts,
-		Env:        append(slices.Clip(cfg.SandboxEnv), cfg.serverEnv...),
-		Memory:     cfg.memory,
-		CPUs:       cfg.SandboxCPUs,
-		Pids:       cfg.SandboxPids,
-		User:       cfg.SandboxUser,
-		StopGrace:  cfg.StopGrace,
-		Instance:   cfg.Instance,
-		StderrRate: stderrRate(cfg),
-		Logger:     logger,
-		Runtime:    cfg.SandboxRuntime,
+		Image:       cfg.Image,
+		Command:     cfg.command,
+		Pull:        sandbox.PullPolicy(cfg.Pull),
+		Network:     cfg.SandboxNetwork,
+		Mounts:      cfg.SandboxMounts,
+		Env:         append(slices.Clip(cfg.SandboxEnv), cfg.serverEnv...),
+		Memory:      cfg.memory,
+		CPUs:        cfg.SandboxCPUs,
+		Pids:        cfg.SandboxPids,
+		User:        cfg.SandboxUser,
+		StopGrace:   cfg.StopGrace,
+		Instance:    cfg.Instance,
+		StderrRate:  stderrRate(cfg),
+		Logger:      logger,
+		Runtime:     cfg.SandboxRuntime,
+		ImageDigest: digest,
 
 		StderrLineBytes: cfg.StderrLineBytes,
 

@@ -20,8 +20,9 @@ const pinUsage = `Usage:
 
 Starts the server once, as bridge would for a session (--sandbox, --image and
 the other sandbox flags apply), and records the digest of each tool, prompt and
-resource template it offers. bridge --pin-file then hides and refuses whatever
-is new or changed. Items whose descriptions hold hidden Unicode or exceed
+resource template it offers, and with --sandbox docker the image's digest.
+bridge --pin-file then hides and refuses whatever is new or changed, and
+starts no container from an image of another digest. Items whose descriptions hold hidden Unicode or exceed
 --max-description-bytes are not pinned: bridge pin lists them and fails.
 --check prints what was added, removed or changed and exits 1 if anything was.
 
@@ -72,6 +73,10 @@ func runPin(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 
 	ctx, cancel := context.WithTimeout(ctx, pinTimeout)
 	defer cancel()
+	// The lock is what to compare with here, not a pin to enforce: the
+	// container must start from whatever the image now is.
+	pinned := cfg.lock
+	cfg.lock = nil
 	launcher, closeLauncher, err := newInnerLauncher(ctx, cfg, logger)
 	if err != nil {
 		fmt.Fprintf(stderr, "bridge pin: %v\n", err)
@@ -85,6 +90,14 @@ func runPin(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 	conn := peer.New(proc, pinRouter{}, &peer.Options{MaxMessageBytes: cfg.MaxMessageBytes, Logger: logger})
 	lock, problems, err := pin.Capture(ctx, conn, cfg.inspection())
+	if err == nil {
+		// The image of a Docker-sandboxed server is pinned too.
+		if im, ok := launcher.(interface {
+			ImageDigest(context.Context) (string, error)
+		}); ok {
+			lock.ImageDigest, err = im.ImageDigest(ctx)
+		}
+	}
 	stopCtx, cancelStop := context.WithTimeout(context.Background(), 2*cfg.StopGrace+30*time.Second)
 	defer cancelStop()
 	if cerr := conn.Close(stopCtx); cerr != nil {
@@ -98,9 +111,13 @@ func runPin(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "refused: %s\n", p)
 	}
 	if check {
-		drift := pin.Compare(cfg.lock, lock)
+		drift := pin.Compare(pinned, lock)
 		for _, d := range drift {
 			fmt.Fprintln(stdout, d)
+		}
+		if was := pinned.ImageDigest; was != "" && was != lock.ImageDigest {
+			fmt.Fprintf(stdout, "image %q changed: digest %s, pinned %s\n", cfg.Image, lock.ImageDigest, was)
+			drift = append(drift, pin.Drift{Kind: "image", Name: cfg.Image, Change: "changed"})
 		}
 		if len(drift) > 0 || len(problems) > 0 {
 			fmt.Fprintf(stderr, "bridge pin: the MCP server drifted from %s: %d changes, %d refused items\n", cfg.PinFile, len(drift), len(problems))
