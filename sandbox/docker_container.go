@@ -37,6 +37,7 @@ func (d *Docker) Launch(ctx context.Context, sessionID string) (Process, error) 
 		return nil, err
 	}
 	cfg, hcfg := d.containerConfig(sessionID)
+	cfg.Env = append(cfg.Env, launchEnv(ctx)...) // a session's own variables (WithLaunchEnv)
 	if cfg.Image, err = d.pinnedImage(ctx, sessionID); err != nil {
 		return nil, err
 	}

@@ -7,6 +7,7 @@ package sandbox
 // egress.Main as the bridge binary does.
 
 import (
+	"bufio"
 	"context"
 	"errors"
 	"fmt"
@@ -263,4 +264,23 @@ func TestDockerImageDigest(t *testing.T) {
 	d3, _ := env.newDocker(t, func(o *DockerOptions) { o.ImageDigest = id })
 	c := launchDocker(t, d3, "sess-pinned")
 	c.expect(t, "echo pinned", "pinned")
+}
+
+// WithLaunchEnv gives one container, and only it, its session's values.
+func TestDockerLaunchEnv(t *testing.T) {
+	env := setupDocker(t)
+	d, _ := env.newDocker(t, nil)
+	ctx, cancel := context.WithTimeout(context.Background(), dockerTestTimeout)
+	defer cancel()
+	p, err := d.Launch(WithLaunchEnv(ctx, []string{"GITHUB_TOKEN=alice-value"}), "sess-alice")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { p.Stop(context.Background()) })
+	a := &dockerChild{Process: p, out: bufio.NewReader(p.Stdout())}
+	a.expect(t, "getenv GITHUB_TOKEN", "alice-value")
+	b := launchDocker(t, d, "sess-other")
+	if got := b.ask(t, "getenv GITHUB_TOKEN"); strings.Contains(got, "alice-value") {
+		t.Errorf("another session's container has %q", got)
+	}
 }

@@ -173,16 +173,34 @@ func (l *Local) Launch(ctx context.Context, sessionID string) (Process, error) {
 		})
 	}
 	supervised := len(l.opts.Supervisor) > 0
+	env := launchEnv(ctx)
 	var c *startedChild
-	if supervised {
+	switch {
+	case supervised && len(env) > 0:
+		// Its own supervisor, with the session's variables: a spare was
+		// started before anyone knew whose child it would be.
+		var err error
+		if c, err = l.startSpare(sessionID, env); err != nil {
+			return nil, err
+		}
+		_, err = c.goW.Write([]byte{1})
+		c.goW.Close()
+		c.goW = nil
+		if err != nil {
+			c.close()
+			c.cmd.Process.Kill()
+			c.cmd.Wait()
+			return nil, fmt.Errorf("%w for session %s: the supervisor exited before it could start the server", ErrLaunch, sessionID)
+		}
+	case supervised:
 		var err error
 		if c, err = l.takeSpare(sessionID); err != nil {
 			return nil, err
 		}
 		l.refill()
-	} else {
+	default:
 		var err error
-		if c, err = l.start(sessionID, exec.Command(l.opts.Command, l.opts.Args...)); err != nil {
+		if c, err = l.start(sessionID, exec.Command(l.opts.Command, l.opts.Args...), env); err != nil {
 			return nil, err
 		}
 	}
@@ -237,9 +255,9 @@ func (c *startedChild) close() {
 
 // start starts cmd with fresh stdio pipes, the server's environment and
 // working directory, in its own process group.
-func (l *Local) start(sessionID string, cmd *exec.Cmd, extra ...*os.File) (*startedChild, error) {
+func (l *Local) start(sessionID string, cmd *exec.Cmd, env []string, extra ...*os.File) (*startedChild, error) {
 	supervised := len(l.opts.Supervisor) > 0
-	cmd.Env = serverEnv(os.Environ(), l.opts.Env)
+	cmd.Env = serverEnv(os.Environ(), append(slices.Clip(l.opts.Env), env...))
 	cmd.Dir = l.opts.Dir
 	cmd.ExtraFiles = extra
 	// Its own process group (pgid = its pid), so signals reach everything it
@@ -307,7 +325,7 @@ func (l *Local) start(sessionID string, cmd *exec.Cmd, extra ...*os.File) (*star
 // for a byte on its go pipe (fd 4, goFD). Its Go start-up, 10 to 20 ms on a
 // loaded machine, is thus paid before a session asks for it; the server
 // itself starts only when a session does, as without a supervisor.
-func (l *Local) startSpare(sessionID string) (*startedChild, error) {
+func (l *Local) startSpare(sessionID string, env []string) (*startedChild, error) {
 	path, err := exec.LookPath(l.opts.Command)
 	if err != nil {
 		return nil, fmt.Errorf("%w for session %s: starting %q: %w (check that the command after -- exists and is executable)",
@@ -325,7 +343,7 @@ func (l *Local) startSpare(sessionID string) (*startedChild, error) {
 	// The path is resolved here, as exec.Command would, so that a missing
 	// command fails Launch with a clear error rather than the supervisor.
 	args := append(slices.Clone(l.opts.Supervisor[1:]), strconv.Itoa(lifelineFD), strconv.Itoa(goFD), path, l.opts.Command)
-	c, err := l.start(sessionID, exec.Command(l.opts.Supervisor[0], append(args, l.opts.Args...)...), lr, goR)
+	c, err := l.start(sessionID, exec.Command(l.opts.Supervisor[0], append(args, l.opts.Args...)...), env, lr, goR)
 	if err != nil {
 		goW.Close()
 		return nil, err
@@ -353,7 +371,7 @@ func (l *Local) takeSpare(sessionID string) (*startedChild, error) {
 	for range 2 {
 		if c == nil {
 			var err error
-			if c, err = l.startSpare(sessionID); err != nil {
+			if c, err = l.startSpare(sessionID, nil); err != nil {
 				return nil, err
 			}
 		}
@@ -384,7 +402,7 @@ func (l *Local) refill() {
 	l.refilling = done
 	l.mu.Unlock()
 	go func() {
-		c, err := l.startSpare("(spare)")
+		c, err := l.startSpare("(spare)", nil)
 		l.mu.Lock()
 		defer l.mu.Unlock()
 		l.refilling = nil

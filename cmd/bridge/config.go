@@ -103,6 +103,8 @@ type config struct {
 	SandboxUser    string   `envconfig:"BRIDGE_SANDBOX_USER"`
 	SandboxEgress  []string `envconfig:"BRIDGE_SANDBOX_EGRESS"`
 	SandboxRuntime string   `envconfig:"BRIDGE_SANDBOX_RUNTIME"`
+	UserEnv        []string `envconfig:"BRIDGE_USER_ENV"`
+	SecretsDir     string   `envconfig:"BRIDGE_SECRETS_DIR"`
 	Instance       string   `envconfig:"BRIDGE_INSTANCE"`
 
 	Warm int `envconfig:"BRIDGE_WARM"`
@@ -151,6 +153,7 @@ type config struct {
 	lock           *pin.Lock
 	file           *configFile // --config, read
 
+	userVars []userVar // UserEnv, parsed
 	// onEgress reports the egress proxy's decisions (egressReporter).
 	onEgress func(session string, e egress.Event)
 
@@ -398,6 +401,8 @@ func newFlagSet(c *config) *flag.FlagSet {
 	fs.Int64Var(&c.SandboxPids, "sandbox-pids", c.SandboxPids, "process limit of each server container")
 	fs.Var(&listFlag{dst: &c.SandboxEgress}, "sandbox-egress", "let server containers reach `host[:port]` through the bridge's filtering proxy, and nothing else (comma-separated or repeated; port 443 unless given): an exact name, *.example.com for its subdomains (not example.com itself: list it too), or a literal IP, the only way to allow a private, loopback or link-local address; without it a container has no network (--sandbox-network); the local sandbox cannot filter egress")
 	fs.StringVar(&c.SandboxRuntime, "sandbox-runtime", c.SandboxRuntime, "container runtime `name` of server containers (Docker's --runtime), e.g. runsc for gVisor; refused at start if the engine does not list it (default: the engine's)")
+	fs.Var(&listFlag{dst: &c.UserEnv}, "user-env", "give each session's server the variable NAME holding its user's credential `NAME=SECRET` (repeatable): with authentication from --secrets-dir/PRINCIPAL/SECRET, without it from the bridge's "+envPrefix+"_SECRET_<SECRET> variable; a user without one cannot start a session")
+	fs.StringVar(&c.SecretsDir, "secrets-dir", c.SecretsDir, "`directory` of per-user credentials for --user-env: one file per principal and secret, DIR/PRINCIPAL/SECRET (PRINCIPAL: the token's sub, or static-<hex> for a static token, logged at start), mode 0600, owned by the bridge's user")
 	fs.StringVar(&c.SandboxUser, "sandbox-user", c.SandboxUser, "`uid:gid` servers run as in containers; 0 (root) weakens the sandbox")
 	fs.StringVar(&c.Instance, "instance", c.Instance, "`name` of this bridge on the Docker host, in container labels (default: a random bridge-<hex>); a restarted bridge of the same name removes its predecessor's containers")
 	fs.IntVar(&c.Warm, "warm", c.Warm, "keep `N` MCP servers (processes or containers) started ahead of sessions, so that a new session does not wait for a launch (0: none)")
@@ -623,6 +628,24 @@ func checkEgress(list []string, network string) error {
 	return nil
 }
 
+// checkUserEnv parses --user-env and checks what goes with it.
+func (c *config) checkUserEnv() error {
+	vars, err := parseUserEnv(c.UserEnv)
+	if err != nil {
+		return err
+	}
+	c.userVars = vars
+	if len(vars) > 0 && c.Warm > 0 {
+		return errors.New("--user-env and --warm exclude each other: a spare server starts before anyone knows whose credentials it needs")
+	}
+	if c.SecretsDir != "" {
+		if st, err := os.Stat(c.SecretsDir); err != nil || !st.IsDir() {
+			return fmt.Errorf("--secrets-dir %s: not a directory", c.SecretsDir)
+		}
+	}
+	return nil
+}
+
 // localEgressError refuses an egress allow-list (given by what, a flag, a
 // variable or a key) for a local server, which no proxy can filter: it is a
 // process of the bridge's user, with the host's network (issue 29).
@@ -651,6 +674,9 @@ func (c *config) finish() error {
 		return err
 	}
 	if err := checkEgress(c.SandboxEgress, c.SandboxNetwork); err != nil {
+		return err
+	}
+	if err := c.checkUserEnv(); err != nil {
 		return err
 	}
 	if err := checkListen(c.Listen); err != nil {

@@ -47,7 +47,7 @@ import (
 // Adding a flag here makes it a per-server key.
 var serverKeys = []string{
 	"sandbox", "image", "pull",
-	"sandbox-network", "sandbox-egress", "sandbox-runtime", "sandbox-mount", "sandbox-env", "sandbox-memory", "sandbox-cpus", "sandbox-pids", "sandbox-user",
+	"sandbox-network", "sandbox-egress", "sandbox-runtime", "user-env", "sandbox-mount", "sandbox-env", "sandbox-memory", "sandbox-cpus", "sandbox-pids", "sandbox-user",
 	"warm", "stop-grace", "stderr-line-bytes",
 	"session-idle-timeout", "initialize-timeout", "request-timeout",
 	"max-sessions", "max-requests-per-session", "max-queued-bytes", "max-message-bytes",
@@ -201,6 +201,22 @@ func parseServer(path, name string, raw json.RawMessage) (*serverSpec, error) {
 			if d {
 				return nil, nil
 			}
+		case k == "userEnv":
+			// Per-user variables: {"GITHUB_TOKEN": "github"}, its user-env.
+			var m map[string]string
+			if json.Unmarshal(v, &m) != nil {
+				return nil, fileError(path, name, k, `want an object of variable names and secret names, e.g. {"GITHUB_TOKEN": "github"}`)
+			}
+			list := make([]string, 0, len(m))
+			for ek, ev := range m {
+				list = append(list, ek+"="+ev)
+			}
+			sort.Strings(list)
+			if _, err := parseUserEnv(list); err != nil {
+				return nil, fileError(path, name, k, "%v", strings.TrimPrefix(err.Error(), "--user-env "))
+			}
+			raw, _ := json.Marshal(list)
+			s.keys["user-env"] = raw
 		case k == "allowHosts":
 			// The hosts the server may reach: its sandbox-egress.
 			if _, both := entry["sandbox-egress"]; both {
@@ -211,7 +227,7 @@ func parseServer(path, name string, raw json.RawMessage) (*serverSpec, error) {
 		case slices.Contains(serverKeys, k):
 			s.keys[k] = v
 		default:
-			return nil, fileError(path, name, k, "unknown key; a server takes %s, and the per-server options %s, allowHosts",
+			return nil, fileError(path, name, k, "unknown key; a server takes %s, and the per-server options %s, allowHosts, userEnv",
 				strings.Join(desktopKeys, ", "), strings.Join(serverKeys, ", "))
 		}
 	}
@@ -448,6 +464,9 @@ func serverConfig(global *config, path string, s *serverSpec) (*config, error) {
 		if p.v < p.min {
 			return nil, bad(p.key, "%d: want %d or more", p.v, p.min)
 		}
+	}
+	if err := sc.checkUserEnv(); err != nil {
+		return nil, bad("userEnv", "%v", err)
 	}
 	if sc.SSEPollAfter < 0 {
 		return nil, bad("sse-poll-after", "%s: want 0 (never) or more", sc.SSEPollAfter)

@@ -3,10 +3,13 @@ package main
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"io"
 	"log/slog"
+	"net/http"
 	"net/http/httptest"
 	"slices"
 	"syscall"
@@ -246,5 +249,157 @@ func TestDockerImagePinned(t *testing.T) {
 	want := fmt.Sprintf("image %s has digest %s, not the pinned %s", tag, moved.ID, pinned.ID)
 	if lines := <-p.done; !slices.ContainsFunc(lines, func(l string) bool { return strings.Contains(l, want) }) {
 		t.Errorf("the bridge's log does not say %q:\n%s", want, strings.Join(lines, "\n"))
+	}
+}
+
+// runUserEnvServer is an MCP server whose tool "token" answers its
+// GITHUB_TOKEN and whether it has one.
+func runUserEnvServer() {
+	server := mcp.NewServer(&mcp.Implementation{Name: "userenv", Version: "1"}, nil)
+	mcp.AddTool(server, &mcp.Tool{Name: "token"}, func(ctx context.Context, _ *mcp.CallToolRequest, _ struct{}) (*mcp.CallToolResult, any, error) {
+		v, ok := os.LookupEnv("GITHUB_TOKEN")
+		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: fmt.Sprintf("%v:%s", ok, v)}}}, nil, nil
+	})
+	server.Run(context.Background(), &mcp.StdioTransport{})
+	os.Exit(0)
+}
+
+// Per-user credentials (issue 29, item 3): two users with different
+// static tokens each get their own value of GITHUB_TOKEN in their own
+// child; a user without one gets a JSON-RPC error at initialize; a file
+// others could read is refused; no value appears in the bridge's log or
+// audit file.
+func TestUserEnvEndToEnd(t *testing.T) {
+	t.Parallel()
+	bin, _ := buildBinaries(t)
+	dir := t.TempDir()
+	secrets := filepath.Join(dir, "secrets")
+	tokens := []string{"token-alice-" + dockertest.RandomSuffix(), "token-bob-" + dockertest.RandomSuffix(), "token-carol-" + dockertest.RandomSuffix(), "token-dave-" + dockertest.RandomSuffix()}
+	values := []string{"alice-value-" + dockertest.RandomSuffix(), "bob-value-" + dockertest.RandomSuffix(), "", "dave-value-" + dockertest.RandomSuffix()}
+	for i, tok := range tokens {
+		if values[i] == "" {
+			continue // carol has none
+		}
+		sum := sha256.Sum256([]byte(tok))
+		pd := filepath.Join(secrets, "static-"+hex.EncodeToString(sum[:8]))
+		os.MkdirAll(pd, 0o700)
+		mode := os.FileMode(0o600)
+		if i == 3 {
+			mode = 0o644 // dave's is readable by others: refused
+		}
+		if err := os.WriteFile(filepath.Join(pd, "github"), []byte(values[i]+"\n"), mode); err != nil {
+			t.Fatal(err)
+		}
+		os.Chmod(filepath.Join(pd, "github"), mode)
+	}
+	auditFile := filepath.Join(dir, "audit.jsonl")
+	tokenFile := filepath.Join(dir, "tokens")
+	os.WriteFile(tokenFile, []byte(strings.Join(tokens, "\n")+"\n"), 0o600)
+	p := startBridgeBinary(t, bin, "--log-level", "debug", "--user-env", "GITHUB_TOKEN=github", "--secrets-dir", secrets,
+		"--auth-token-file", tokenFile, "--audit-log", auditFile, "--env", e2eChildEnv+"=userenv", "--", os.Args[0])
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	connect := func(i int, version string) (*mcp.ClientSession, error) {
+		hc := &http.Client{Transport: bearer{tokens[i]}}
+		client := mcp.NewClient(&mcp.Implementation{Name: "e2e", Version: "1"}, nil)
+		return client.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: p.url, HTTPClient: hc}, &mcp.ClientSessionOptions{ProtocolVersion: version})
+	}
+	token := func(cs *mcp.ClientSession) string {
+		res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "token"})
+		if err != nil || res.IsError {
+			t.Fatalf("token: %v %v", res, err)
+		}
+		return res.Content[0].(*mcp.TextContent).Text
+	}
+	for i := range 2 {
+		cs, err := connect(i, "2025-11-25")
+		if err != nil {
+			t.Fatalf("user %d: %v", i, err)
+		}
+		if got := token(cs); got != "true:"+values[i] {
+			t.Errorf("user %d's child has GITHUB_TOKEN %q, want their own", i, got)
+		}
+		cs.Close()
+	}
+	for i := 2; i < 4; i++ {
+		// The SDK's client keeps the body of a 502 to itself: POST.
+		req, _ := http.NewRequest("POST", p.url, strings.NewReader(
+			`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"c","version":"1"}}}`))
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Accept", "application/json, text/event-stream")
+		req.Header.Set("Authorization", "Bearer "+tokens[i])
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		var msg struct {
+			ID    int
+			Error struct {
+				Code    int
+				Message string
+			}
+		}
+		json.Unmarshal(body, &msg)
+		if want := `the server needs GITHUB_TOKEN, and no credential "github" is set up for you (principal static-`; resp.StatusCode != http.StatusBadGateway ||
+			msg.ID != 1 || msg.Error.Code != -32000 || !strings.Contains(msg.Error.Message, want) {
+			t.Errorf("user %d without a usable value: %d %s; want 502 and a JSON-RPC error saying %q", i, resp.StatusCode, body, want)
+		}
+	}
+	// Revision 2026-07-28: its pool shares children among principals, so
+	// it starts none for this server; the SDK's client then falls back to
+	// a 2025 session, with the user's own value.
+	cs, err := connect(0, "")
+	if err != nil {
+		t.Fatalf("a default (2026-07-28) client: %v", err)
+	}
+	if v := cs.InitializeResult().ProtocolVersion; v == "2026-07-28" {
+		t.Errorf("negotiated %s: a pooled child would serve every user", v)
+	}
+	if got := token(cs); got != "true:"+values[0] {
+		t.Errorf("a default client's child has GITHUB_TOKEN %q, want its user's", got)
+	}
+	cs.Close()
+	p.cmd.Process.Signal(syscall.SIGTERM)
+	p.cmd.Wait()
+	logs := strings.Join(<-p.done, "\n")
+	audited, _ := os.ReadFile(auditFile)
+	if !strings.Contains(logs, "mode 0644: refused") {
+		t.Errorf("the log does not say why dave's file was refused:\n%s", logs)
+	}
+	for _, v := range values {
+		if v != "" && (strings.Contains(logs, v) || strings.Contains(string(audited), v)) {
+			t.Errorf("a secret value is in the bridge's log or audit file")
+		}
+	}
+}
+
+// A secret file is read only if it is a regular file of mode 0600 owned
+// by the bridge's user; a missing one is errNoSecret.
+func TestReadSecret(t *testing.T) {
+	dir := t.TempDir()
+	path := func(n string) string { return filepath.Join(dir, n) }
+	os.WriteFile(path("ok"), []byte("s3cret\n"), 0o600)
+	os.WriteFile(path("open"), []byte("s3cret\n"), 0o600)
+	os.Chmod(path("open"), 0o640)
+	os.Symlink(path("ok"), path("link"))
+	if v, err := readSecret(path("ok")); v != "s3cret" || err != nil {
+		t.Errorf("ok: %q, %v", v, err)
+	}
+	if _, err := readSecret(path("missing")); err != errNoSecret {
+		t.Errorf("missing: %v", err)
+	}
+	for n, want := range map[string]string{"open": "mode 0640: refused", "link": "too many levels of symbolic links"} {
+		if v, err := readSecret(path(n)); err == nil || !strings.Contains(err.Error(), want) || strings.Contains(err.Error(), "s3cret") || v != "" {
+			t.Errorf("%s: %q, %v; want an error saying %q", n, v, err, want)
+		}
+	}
+	if os.Getuid() == 0 {
+		os.WriteFile(path("theirs"), []byte("s3cret\n"), 0o600)
+		os.Chown(path("theirs"), 12345, 12345)
+		if _, err := readSecret(path("theirs")); err == nil || !strings.Contains(err.Error(), "not owned by the bridge's user") {
+			t.Errorf("a file of another user: %v", err)
+		}
 	}
 }

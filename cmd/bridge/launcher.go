@@ -2,9 +2,12 @@ package main
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
 	"log/slog"
 	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 
@@ -19,6 +22,15 @@ func newLauncher(ctx context.Context, cfg *config, logger *slog.Logger, tel *tel
 	l, closeInner, err := newInnerLauncher(ctx, cfg, logger)
 	if err != nil {
 		return l, closeInner, err
+	}
+	if len(cfg.userVars) > 0 {
+		l = &userEnvLauncher{Launcher: l, vars: cfg.userVars, dir: cfg.SecretsDir, authn: cfg.authenticates(), logger: logger}
+		if cfg.SecretsDir != "" {
+			for i, t := range cfg.tokens {
+				sum := sha256.Sum256([]byte(t))
+				logger.Info("per-user credentials of a static token", "token", i+1, "dir", filepath.Join(cfg.SecretsDir, "static-"+hex.EncodeToString(sum[:8])))
+			}
+		}
 	}
 	l = tel.launcher(l, cfg.Sandbox)
 	if cfg.Warm <= 0 {

@@ -54,6 +54,8 @@ func runE2EChild(mode string) {
 		fmt.Fprintf(os.Stderr, "environ %s\n", strings.Join(os.Environ(), "\x1e"))
 	case "dies":
 		runDyingServer() // guards_e2e_test.go
+	case "userenv":
+		runUserEnvServer() // egress_test.go
 	default:
 		fmt.Fprintf(os.Stderr, "unknown mode %q\n", mode)
 		os.Exit(2)

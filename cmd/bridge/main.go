@@ -377,7 +377,7 @@ func newPool(cfg *config, launcher sandbox.Launcher, router *affinity.Instance, 
 	}
 	opts := &pool.Options{
 		Launch: func(ctx context.Context, name string) (peer.Process, error) {
-			return launcher.Launch(ctx, name)
+			return launcher.Launch(statelessLaunch(ctx), name)
 		},
 		Era:           era,
 		Min:           cfg.PoolMin,
