@@ -9,6 +9,7 @@ package sandbox
 import (
 	"bufio"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net"
@@ -21,6 +22,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/mcp-bridge/mcp-bridge/egress"
 	"github.com/mcp-bridge/mcp-bridge/internal/dockertest"
@@ -283,4 +285,114 @@ func TestDockerLaunchEnv(t *testing.T) {
 	if got := b.ask(t, "getenv GITHUB_TOKEN"); strings.Contains(got, "alice-value") {
 		t.Errorf("another session's container has %q", got)
 	}
+}
+
+// BenchmarkDockerEgress measures what an allow-list costs (issue 29):
+//
+//   - start: Launch to the first echoed line, with an allow-list and
+//     without, launches alternating, p50 and p99 of each;
+//
+//   - request: 200 plain HTTP GETs to a server on docker0 from inside a
+//     container, through the proxy and directly (a container on Docker's
+//     default bridge), each on a new connection: the ratio;
+//
+//   - memory: the proxy container's memory with MCP_BRIDGE_EGRESS_SESSIONS
+//     (default 100) sessions running, each having made one request.
+//
+//     go test -run '^$' -bench DockerEgress -benchtime 20x ./sandbox/
+func BenchmarkDockerEgress(b *testing.B) {
+	env := setupDocker(b)
+	gw := env.bridgeGateway(b)
+	port := serveOn(b, gw)
+	url := "http://" + net.JoinHostPort(gw, strconv.Itoa(port)) + "/"
+	proxy := proxyBinary(b)
+	egressOpts := func(o *DockerOptions) {
+		o.Egress = []string{net.JoinHostPort(gw, strconv.Itoa(port))}
+		o.EgressProxyBinary = proxy
+		o.OnEgress = func(string, egress.Event) {}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Minute)
+	defer cancel()
+	pct := func(ds []time.Duration, q float64) float64 {
+		s := slices.Clone(ds)
+		slices.Sort(s)
+		return float64(s[int(q*float64(len(s)-1))].Microseconds()) / 1000
+	}
+	b.Run("start", func(b *testing.B) {
+		plain, _ := env.newDocker(b, nil)
+		filtered, _ := env.newDocker(b, egressOpts)
+		var with, without []time.Duration
+		for i := 0; b.Loop(); i++ {
+			for _, c := range []struct {
+				d   *Docker
+				out *[]time.Duration
+			}{{filtered, &with}, {plain, &without}} {
+				t0 := time.Now()
+				p, err := c.d.Launch(ctx, fmt.Sprintf("bench-%d", i))
+				if err != nil {
+					b.Fatal(err)
+				}
+				(&dockerChild{Process: p, out: bufio.NewReader(p.Stdout())}).expect(b, "echo hi", "hi")
+				*c.out = append(*c.out, time.Since(t0))
+				if err := p.Stop(ctx); err != nil {
+					b.Fatal(err)
+				}
+			}
+		}
+		b.ReportMetric(pct(with, 0.5), "egress-p50-ms")
+		b.ReportMetric(pct(with, 0.99), "egress-p99-ms")
+		b.ReportMetric(pct(without, 0.5), "none-p50-ms")
+		b.ReportMetric(pct(without, 0.99), "none-p99-ms")
+	})
+	b.Run("request", func(b *testing.B) {
+		direct, _ := env.newDocker(b, func(o *DockerOptions) { o.Network = "bridge" })
+		filtered, _ := env.newDocker(b, egressOpts)
+		dc, fc := launchDocker(b, direct, "bench-direct"), launchDocker(b, filtered, "bench-proxied")
+		var ratios []float64
+		for b.Loop() {
+			us := func(c *dockerChild) float64 {
+				f := answerFields(c.expect(b, "fetchn 200 "+url, "last=200_hello"))
+				v, _ := strconv.ParseFloat(f["us"], 64)
+				return v
+			}
+			d, f := us(dc), us(fc)
+			ratios = append(ratios, f/d)
+		}
+		slices.Sort(ratios)
+		b.ReportMetric(ratios[len(ratios)/2], "proxied/direct-p50")
+	})
+	b.Run("memory", func(b *testing.B) {
+		n := 100
+		if s := os.Getenv("MCP_BRIDGE_EGRESS_SESSIONS"); s != "" {
+			n, _ = strconv.Atoi(s)
+		}
+		for b.Loop() {
+			filtered, _ := env.newDocker(b, egressOpts)
+			stats := func() float64 {
+				res, err := env.cli.ContainerStats(ctx, filtered.egress.proxyID, client.ContainerStatsOptions{Stream: false})
+				if err != nil {
+					b.Fatal(err)
+				}
+				defer res.Body.Close()
+				var st struct {
+					MemoryStats struct {
+						Usage uint64            `json:"usage"`
+						Stats map[string]uint64 `json:"stats"`
+					} `json:"memory_stats"`
+				}
+				if err := json.NewDecoder(res.Body).Decode(&st); err != nil {
+					b.Fatal(err)
+				}
+				// As docker stats shows it: without the page cache.
+				return float64(st.MemoryStats.Usage-st.MemoryStats.Stats["cache"]) / (1 << 20)
+			}
+			idle := stats()
+			for i := range n {
+				c := launchDocker(b, filtered, fmt.Sprintf("bench-mem-%d", i))
+				c.expect(b, "fetch "+url, "fetch: 200 hello")
+			}
+			b.ReportMetric(idle, "proxy-idle-MiB")
+			b.ReportMetric(stats(), fmt.Sprintf("proxy-at-%d-sessions-MiB", n))
+		}
+	})
 }

@@ -23,6 +23,7 @@
 //	fetch URL     GET URL through the proxy variables, answer "STATUS BODY" or "error: ..."
 //	tunnel A [noauth]  CONNECT to A through HTTPS_PROXY (with its credentials unless noauth),
 //	              GET / over it, answer "STATUS" of the CONNECT and then "sent=N read=M FIRSTLINE"
+//	fetchn N URL  fetch URL N times in a row, answer "us=MICROSECONDS last=ANSWER"
 //	dial ADDR     dial ADDR over TCP directly, ignoring the proxy variables
 //	resolve NAME  look NAME up in DNS, answer "ok ADDRS" or "error: ..."
 //	getenv KEY    answer the value of the environment variable KEY
@@ -116,6 +117,15 @@ func main() {
 			reply("%s", strings.Join(os.Args[1:], " "))
 		case "fetch":
 			reply("fetch: %s", fetch(arg))
+		case "fetchn":
+			n, u, _ := strings.Cut(arg, " ")
+			count, _ := strconv.Atoi(n)
+			t0 := time.Now()
+			last := ""
+			for range count {
+				last = fetch(u)
+			}
+			reply("fetchn: us=%d last=%s", time.Since(t0).Microseconds(), strings.ReplaceAll(last, " ", "_"))
 		case "tunnel":
 			addr, mode, _ := strings.Cut(arg, " ")
 			reply("tunnel: %s", tunnel(addr, mode == "noauth"))
