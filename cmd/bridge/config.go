@@ -155,7 +155,8 @@ type config struct {
 
 	userVars []userVar // UserEnv, parsed
 	// onEgress reports the egress proxy's decisions (egressReporter).
-	onEgress func(session string, e egress.Event)
+	onEgress  func(session string, e egress.Event)
+	egressWho *launchPrincipals // the principal of each launch, for onEgress
 
 	// Of one server of the config file (serverConfig).
 	serverName string

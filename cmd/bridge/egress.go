@@ -1,13 +1,16 @@
 package main
 
 import (
+	"context"
 	"log/slog"
 	"net"
 	"strconv"
 	"sync"
 
 	"github.com/mcp-bridge/mcp-bridge/audit"
+	"github.com/mcp-bridge/mcp-bridge/auth"
 	"github.com/mcp-bridge/mcp-bridge/egress"
+	"github.com/mcp-bridge/mcp-bridge/sandbox"
 )
 
 // maxRefusalsRemembered bounds the (session, host, port) triples whose
@@ -23,6 +26,8 @@ func egressReporter(cfg *config, g *guards, tel *telemetry, logger *slog.Logger)
 	if len(cfg.SandboxEgress) == 0 {
 		return nil
 	}
+	who := &launchPrincipals{m: map[string]*auth.Principal{}}
+	cfg.egressWho = who
 	var al *audit.Log
 	if g != nil {
 		al = g.audit
@@ -42,8 +47,12 @@ func egressReporter(cfg *config, g *guards, tel *telemetry, logger *slog.Logger)
 			outcome = "allowed"
 		}
 		if al != nil {
-			al.Egress(audit.EgressRecord{Session: session, Host: e.Host, Port: e.Port, IP: e.IP, Outcome: outcome, Reason: e.Reason,
-				BytesUp: e.Up, BytesDown: e.Down, DurationMS: e.Millis})
+			r := audit.EgressRecord{Session: session, Host: e.Host, Port: e.Port, IP: e.IP, Outcome: outcome, Reason: e.Reason,
+				BytesUp: e.Up, BytesDown: e.Down, DurationMS: e.Millis}
+			if p := who.get(session); p != nil {
+				r.Sub, r.ClientID = p.Subject, p.ClientID
+			}
+			al.Egress(r)
 		}
 		if e.Allowed {
 			return
@@ -68,4 +77,42 @@ func egressReporter(cfg *config, g *guards, tel *telemetry, logger *slog.Logger)
 		logger.Warn("egress refused", "session", session, "host", e.Host, "port", e.Port, "ip", e.IP, "reason", e.Reason,
 			"allow_with", allowWith+" "+entry)
 	}
+}
+
+// launchPrincipals remembers the principal each child was launched for
+// (by the session's log form, which the egress proxy's events carry), for
+// the audit lines of its connections. Bounded: beyond
+// maxRefusalsRemembered entries it starts afresh, and a line may then lack
+// its principal.
+type launchPrincipals struct {
+	mu sync.Mutex
+	m  map[string]*auth.Principal
+}
+
+func (w *launchPrincipals) get(session string) *auth.Principal {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.m[session]
+}
+
+func (w *launchPrincipals) set(session string, p *auth.Principal) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if len(w.m) >= maxRefusalsRemembered {
+		clear(w.m)
+	}
+	w.m[session] = p
+}
+
+// principalLauncher records the principal of each launch in who.
+type principalLauncher struct {
+	sandbox.Launcher
+	who *launchPrincipals
+}
+
+func (l principalLauncher) Launch(ctx context.Context, sessionID string) (sandbox.Process, error) {
+	if p := auth.FromContext(ctx); p != nil {
+		l.who.set(sessionID, p)
+	}
+	return l.Launcher.Launch(ctx, sessionID)
 }

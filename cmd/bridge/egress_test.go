@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/mcp-bridge/mcp-bridge/audit"
+	"github.com/mcp-bridge/mcp-bridge/auth"
 	"github.com/mcp-bridge/mcp-bridge/egress"
 	"github.com/mcp-bridge/mcp-bridge/internal/dockertest"
 	"github.com/mcp-bridge/mcp-bridge/metrics"
@@ -131,6 +132,7 @@ func TestEgressReporter(t *testing.T) {
 	tel.server = tel.metrics.Server(metrics.DefaultServer)
 	g := &guards{audit: audit.New(&auditBuf, &audit.Options{Logger: logger})}
 	report := egressReporter(cfg, g, tel, logger)
+	cfg.egressWho.set("s2", &auth.Principal{Subject: "carol", ClientID: "app"})
 	report("s1", egress.Event{Host: "10.0.0.5", Port: 8080, IP: "10.0.0.5", Allowed: true, Up: 100, Down: 2000, Millis: 7})
 	report("s1", egress.Event{Host: "evil.example", Port: 443, Reason: "not in the allow-list"})
 	report("s1", egress.Event{Host: "evil.example", Port: 443, Reason: "not in the allow-list"})
@@ -150,7 +152,7 @@ func TestEgressReporter(t *testing.T) {
 		`{"bytes_down":2000,"bytes_up":100,"duration_ms":7,"event":"egress","host":"10.0.0.5","ip":"10.0.0.5","outcome":"allowed","port":8080,"session":"s1"}`,
 		`{"bytes_down":0,"bytes_up":0,"duration_ms":0,"event":"egress","host":"evil.example","outcome":"refused","port":443,"reason":"not in the allow-list","session":"s1"}`,
 		`{"bytes_down":0,"bytes_up":0,"duration_ms":0,"event":"egress","host":"evil.example","outcome":"refused","port":443,"reason":"not in the allow-list","session":"s1"}`,
-		`{"bytes_down":0,"bytes_up":0,"duration_ms":0,"event":"egress","host":"localhost","ip":"127.0.0.1","outcome":"refused","port":8080,"reason":"a loopback address","session":"s2"}`,
+		`{"bytes_down":0,"bytes_up":0,"client_id":"app","duration_ms":0,"event":"egress","host":"localhost","ip":"127.0.0.1","outcome":"refused","port":8080,"reason":"a loopback address","session":"s2","sub":"carol"}`,
 	}
 	if !slices.Equal(lines, want) {
 		t.Errorf("audit lines:\n%s\nwant:\n%s", strings.Join(lines, "\n"), strings.Join(want, "\n"))

@@ -32,6 +32,9 @@ func newLauncher(ctx context.Context, cfg *config, logger *slog.Logger, tel *tel
 			}
 		}
 	}
+	if cfg.egressWho != nil {
+		l = principalLauncher{Launcher: l, who: cfg.egressWho}
+	}
 	l = tel.launcher(l, cfg.Sandbox)
 	if cfg.Warm <= 0 {
 		return l, closeInner, nil
