@@ -86,8 +86,7 @@ type egressNet struct {
 	acks     map[string]chan struct{} // tag -> closed when the proxy accepted it
 	dead     error                    // the proxy is gone
 
-	readDone chan struct{} // closed when the control reader ends
-	writeMu  sync.Mutex
+	writeMu sync.Mutex
 	// wg: the goroutines reading the proxy's output, which end when remove
 	// closes the attach connection (or the proxy exits).
 	wg sync.WaitGroup
@@ -114,7 +113,7 @@ func (d *Docker) startEgress(ctx context.Context, rules egress.Rules) (e *egress
 	if err != nil {
 		return nil, err
 	}
-	e = &egressNet{d: d, rules: rules, sessions: map[string]string{}, acks: map[string]chan struct{}{}, readDone: make(chan struct{})}
+	e = &egressNet{d: d, rules: rules, sessions: map[string]string{}, acks: map[string]chan struct{}{}}
 	e.log = d.log.With("egress_proxy", true)
 	defer func() {
 		if err != nil {
@@ -247,6 +246,8 @@ func (d *Docker) startEgress(ctx context.Context, rules egress.Rules) (e *egress
 		e.proxyURL = "http://" + addr
 	case <-ctx.Done():
 		return bad("waiting for it to listen: %w", ctx.Err())
+	case <-time.After(dockerAPITimeout):
+		return bad("it did not say it listens within %v (is EgressProxyBinary the bridge?)", dockerAPITimeout)
 	}
 	e.log.Info("egress proxy ready", "network", e.network, "proxy", shortID(e.proxyID), "address", e.proxyURL, "allow", strings.Join(rules.Strings(), ","))
 	return e, nil
@@ -255,8 +256,7 @@ func (d *Docker) startEgress(ctx context.Context, rules egress.Rules) (e *egress
 // read handles the proxy's stdout until it ends; the first line says
 // whether it listens (sent on ready, "" if not).
 func (e *egressNet) read(r io.Reader, ready chan<- string) {
-	defer close(e.readDone)
-	first := true
+	sent := false // on ready
 	sc := bufio.NewScanner(r)
 	sc.Buffer(make([]byte, 0, 4096), 1<<20)
 	for sc.Scan() {
@@ -266,12 +266,17 @@ func (e *egressNet) read(r io.Reader, ready chan<- string) {
 			continue
 		}
 		switch {
-		case m.Ready != "" && first:
+		case m.Ready != "" && !sent:
 			ready <- m.Ready
+			sent = true
 		case m.Error != "":
 			e.mu.Lock()
 			e.dead = errors.New(m.Error)
 			e.mu.Unlock()
+			if !sent {
+				ready <- ""
+				sent = true
+			}
 		case m.Ack != "":
 			e.mu.Lock()
 			if ch := e.acks[m.Ack]; ch != nil {
@@ -282,7 +287,6 @@ func (e *egressNet) read(r io.Reader, ready chan<- string) {
 		case m.Event != nil:
 			e.event(*m.Event)
 		}
-		first = false
 	}
 	e.mu.Lock()
 	if e.dead == nil {
@@ -293,7 +297,7 @@ func (e *egressNet) read(r io.Reader, ready chan<- string) {
 	}
 	clear(e.acks)
 	e.mu.Unlock()
-	if first {
+	if !sent {
 		ready <- ""
 	}
 }
