@@ -9,8 +9,10 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"net/http"
 	"net/http/httptest"
+	"net/netip"
 	"slices"
 	"syscall"
 	"time"
@@ -404,4 +406,135 @@ func TestReadSecret(t *testing.T) {
 			t.Errorf("a file of another user: %v", err)
 		}
 	}
+}
+
+// The bridge binary with an allow-list, end to end: a server in a
+// container fetches an allowed address and another port of it (twice);
+// the audit file, /metrics and the log say exactly that.
+func TestDockerEgressAudited(t *testing.T) {
+	t.Parallel()
+	d := setupDockerE2E(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	exe := dockertest.StaticBinary(t, "./testdata/fetchserver")
+	image := dockertest.BuildImage(t, d.cli, "mcp-bridge-e2e-fetch", "FROM scratch\nCOPY fetchserver /fetchserver\nENTRYPOINT [\"/fetchserver\"]\n",
+		dockertest.File{Name: "fetchserver", Mode: 0o755, Data: exe})
+	gw := dockerBridgeHost(t, d.cli)
+	ln, err := net.Listen("tcp", net.JoinHostPort(gw, "0"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { fmt.Fprint(w, "hello") })}
+	go srv.Serve(ln)
+	defer srv.Close()
+	allowed := ln.Addr().String()
+	_, port, _ := net.SplitHostPort(allowed)
+	refused := net.JoinHostPort(gw, "1")
+	auditFile := filepath.Join(t.TempDir(), "audit.jsonl")
+	p := startBridgeBinary(t, d.bridge, "--sandbox", "docker", "--image", image, "--pull", "never", "--instance", "e2e-audit-"+dockertest.RandomSuffix(),
+		"--sandbox-egress", allowed, "--audit-log", auditFile)
+	client := mcp.NewClient(&mcp.Implementation{Name: "e2e", Version: "1"}, nil)
+	cs, err := client.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: p.url}, &mcp.ClientSessionOptions{ProtocolVersion: "2025-11-25"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	fetch := func(addr string) string {
+		res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "fetch", Arguments: map[string]any{"url": "http://" + addr + "/"}})
+		if err != nil || res.IsError {
+			t.Fatalf("fetch %s: %v %v", addr, res, err)
+		}
+		return res.Content[0].(*mcp.TextContent).Text
+	}
+	if got := fetch(allowed); got != "200 hello" {
+		t.Errorf("fetch %s = %q", allowed, got)
+	}
+	for range 2 {
+		if got, want := fetch(refused), "403 egress refused: "+refused+" is not in this server's allow-list"; got != want {
+			t.Errorf("fetch %s = %q, want %q", refused, got, want)
+		}
+	}
+	cs.Close()
+	resp, err := http.Get(strings.TrimSuffix(p.url, "/mcp") + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	var got []string
+	for _, l := range strings.Split(string(body), "\n") {
+		if strings.HasPrefix(l, "mcp_bridge_egress_connections_total") {
+			got = append(got, l)
+		}
+		if strings.HasPrefix(l, "mcp_bridge_egress_bytes_total") && strings.HasSuffix(l, " 0") {
+			t.Errorf("no bytes counted: %s", l)
+		}
+	}
+	if want := []string{`mcp_bridge_egress_connections_total{outcome="allowed",server="default"} 1`, `mcp_bridge_egress_connections_total{outcome="refused",server="default"} 2`}; !slices.Equal(got, want) {
+		t.Errorf("metrics %q, want %q", got, want)
+	}
+	p.cmd.Process.Signal(syscall.SIGTERM)
+	p.cmd.Wait()
+	lines := <-p.done
+	var warns []string
+	for _, l := range lines {
+		if strings.Contains(l, `"msg":"egress refused"`) {
+			warns = append(warns, l)
+		}
+	}
+	if len(warns) != 1 || !strings.Contains(warns[0], `"allow_with":"--sandbox-egress `+refused+`"`) {
+		t.Errorf("egress refused logged %d times, want once naming --sandbox-egress %s: %q", len(warns), refused, warns)
+	}
+	data, _ := os.ReadFile(auditFile)
+	var egressLines []string
+	session := ""
+	for _, l := range strings.Split(strings.TrimSpace(string(data)), "\n") {
+		var m map[string]any
+		if json.Unmarshal([]byte(l), &m) != nil || m["event"] != "egress" {
+			continue
+		}
+		if s, _ := m["session"].(string); s == "" || session != "" && s != session {
+			t.Errorf("audit line of session %q, want one session: %s", m["session"], l)
+		} else {
+			session = s
+		}
+		if m["outcome"] == "allowed" && (m["bytes_up"] == 0.0 || m["bytes_down"] == 0.0) {
+			t.Errorf("allowed connection without bytes: %s", l)
+		}
+		for _, k := range []string{"time", "session", "duration_ms", "bytes_up", "bytes_down"} {
+			delete(m, k)
+		}
+		b, _ := json.Marshal(m)
+		egressLines = append(egressLines, string(b))
+	}
+	want := []string{
+		fmt.Sprintf(`{"event":"egress","host":"%s","ip":"%s","outcome":"allowed","port":%s}`, gw, gw, port),
+		fmt.Sprintf(`{"event":"egress","host":"%s","outcome":"refused","port":1,"reason":"not in the allow-list"}`, gw),
+		fmt.Sprintf(`{"event":"egress","host":"%s","outcome":"refused","port":1,"reason":"not in the allow-list"}`, gw),
+	}
+	if !slices.Equal(egressLines, want) {
+		t.Errorf("audit lines:\n%s\nwant:\n%s", strings.Join(egressLines, "\n"), strings.Join(want, "\n"))
+	}
+}
+
+// dockerBridgeHost is this host's address on Docker's default bridge.
+func dockerBridgeHost(t *testing.T, cli *dclient.Client) string {
+	t.Helper()
+	res, err := cli.NetworkInspect(context.Background(), "bridge", dclient.NetworkInspectOptions{})
+	if err != nil || len(res.Network.IPAM.Config) == 0 {
+		t.Fatalf("inspecting the default bridge: %v", err)
+	}
+	c := res.Network.IPAM.Config[0]
+	if c.Gateway.IsValid() {
+		return c.Gateway.String()
+	}
+	addrs, _ := net.InterfaceAddrs()
+	for _, a := range addrs {
+		if n, ok := a.(*net.IPNet); ok {
+			if ip, ok := netip.AddrFromSlice(n.IP); ok && c.Subnet.Contains(ip.Unmap()) {
+				return ip.Unmap().String()
+			}
+		}
+	}
+	t.Skipf("no address of this host in the default bridge's subnet %s: the engine is remote", c.Subnet)
+	return ""
 }
