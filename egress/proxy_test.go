@@ -17,7 +17,12 @@ import (
 // after resolution; an unlisted port and a request without a known tag
 // are refused; every decision is an event.
 func TestProxy(t *testing.T) {
-	upstream := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { fmt.Fprint(w, "hello") }))
+	upstream := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if v := r.Header.Get("Proxy-Authorization"); v != "" {
+			t.Errorf("the container's tag reached the host: Proxy-Authorization %q", v)
+		}
+		fmt.Fprint(w, "hello")
+	}))
 	defer upstream.Close()
 	_, port, _ := net.SplitHostPort(upstream.Listener.Addr().String())
 	other := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { fmt.Fprint(w, "other") }))
