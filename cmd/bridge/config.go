@@ -826,6 +826,9 @@ func (c *config) finish() error {
 		return fmt.Errorf("refusing to listen on %s without authentication: anyone who reaches it could run your server; "+
 			"give tokens with --auth-token-file or %s_AUTH_TOKENS, an authorization server with --oauth-issuer, require client certificates with --tls-client-ca, or pass --insecure-no-auth", c.Listen, envPrefix)
 	}
+	if err := c.userEnvEra(); err != nil {
+		return err
+	}
 	return c.checkServers()
 }
 

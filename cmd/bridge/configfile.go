@@ -468,6 +468,9 @@ func serverConfig(global *config, path string, s *serverSpec) (*config, error) {
 	if err := sc.checkUserEnv(); err != nil {
 		return nil, bad("userEnv", "%v", err)
 	}
+	if err := sc.userEnvEra(); err != nil {
+		return nil, bad("userEnv", "%v", err)
+	}
 	if sc.SSEPollAfter < 0 {
 		return nil, bad("sse-poll-after", "%s: want 0 (never) or more", sc.SSEPollAfter)
 	}

@@ -325,18 +325,20 @@ func TestUserEnvEndToEnd(t *testing.T) {
 		}
 		cs.Close()
 	}
-	for i := 2; i < 4; i++ {
-		// The SDK's client keeps the body of a 502 to itself: POST.
-		req, _ := http.NewRequest("POST", p.url, strings.NewReader(
-			`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"c","version":"1"}}}`))
+	// The SDK's client keeps the body of a 502 to itself: POST.
+	post := func(i int, body string, headers map[string]string) (int, string, int, string) {
+		req, _ := http.NewRequest("POST", p.url, strings.NewReader(body))
 		req.Header.Set("Content-Type", "application/json")
 		req.Header.Set("Accept", "application/json, text/event-stream")
 		req.Header.Set("Authorization", "Bearer "+tokens[i])
+		for k, v := range headers {
+			req.Header.Set(k, v)
+		}
 		resp, err := http.DefaultClient.Do(req)
 		if err != nil {
 			t.Fatal(err)
 		}
-		body, _ := io.ReadAll(resp.Body)
+		b, _ := io.ReadAll(resp.Body)
 		resp.Body.Close()
 		var msg struct {
 			ID    int
@@ -345,26 +347,37 @@ func TestUserEnvEndToEnd(t *testing.T) {
 				Message string
 			}
 		}
-		json.Unmarshal(body, &msg)
-		if want := `the server needs GITHUB_TOKEN, and no credential "github" is set up for you (principal static-`; resp.StatusCode != http.StatusBadGateway ||
-			msg.ID != 1 || msg.Error.Code != -32000 || !strings.Contains(msg.Error.Message, want) {
-			t.Errorf("user %d without a usable value: %d %s; want 502 and a JSON-RPC error saying %q", i, resp.StatusCode, body, want)
+		json.Unmarshal(b, &msg)
+		return resp.StatusCode, string(b), msg.Error.Code, msg.Error.Message
+	}
+	const noValue = `the server needs GITHUB_TOKEN, and no credential "github" is set up for you (principal static-`
+	for i := 2; i < 4; i++ {
+		status, body, code, msg := post(i, `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"c","version":"1"}}}`, nil)
+		if status != http.StatusBadGateway || code != -32000 || !strings.Contains(msg, noValue) {
+			t.Errorf("user %d without a usable value, initialize: %d %s; want 502 and a JSON-RPC error saying %q", i, status, body, noValue)
 		}
 	}
-	// Revision 2026-07-28: its pool shares children among principals, so
-	// it starts none for this server; the SDK's client then falls back to
-	// a 2025 session, with the user's own value.
-	cs, err := connect(0, "")
-	if err != nil {
-		t.Fatalf("a default (2026-07-28) client: %v", err)
+	// Revision 2026-07-28: the pool runs this server's children as legacy
+	// ones, keyed by principal, each with its principal's values; a
+	// principal without one gets an error at its first call.
+	for i := range 2 {
+		cs, err := connect(i, "")
+		if err != nil {
+			t.Fatalf("user %d, 2026-07-28: %v", i, err)
+		}
+		if v := cs.InitializeResult().ProtocolVersion; v != "2026-07-28" {
+			t.Errorf("user %d negotiated %s, want 2026-07-28", i, v)
+		}
+		if got := token(cs); got != "true:"+values[i] {
+			t.Errorf("user %d's 2026-07-28 child has GITHUB_TOKEN %q, want their own", i, got)
+		}
+		cs.Close()
 	}
-	if v := cs.InitializeResult().ProtocolVersion; v == "2026-07-28" {
-		t.Errorf("negotiated %s: a pooled child would serve every user", v)
+	status, body, code, msg := post(2, `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"token","arguments":{},"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}}}}`,
+		map[string]string{"MCP-Protocol-Version": "2026-07-28", "Mcp-Method": "tools/call", "Mcp-Name": "token"})
+	if status != http.StatusBadGateway || code == 0 || !strings.Contains(msg, noValue) {
+		t.Errorf("user 2's first 2026-07-28 call: %d %s; want 502 and a JSON-RPC error saying %q", status, body, noValue)
 	}
-	if got := token(cs); got != "true:"+values[0] {
-		t.Errorf("a default client's child has GITHUB_TOKEN %q, want its user's", got)
-	}
-	cs.Close()
 	p.cmd.Process.Signal(syscall.SIGTERM)
 	p.cmd.Wait()
 	logs := strings.Join(<-p.done, "\n")
@@ -537,4 +550,35 @@ func dockerBridgeHost(t *testing.T, cli *dclient.Client) string {
 	}
 	t.Skipf("no address of this host in the default bridge's subnet %s: the engine is remote", c.Subnet)
 	return ""
+}
+
+func TestUserEnvConfig(t *testing.T) {
+	tokens := filepath.Join(t.TempDir(), "tokens")
+	os.WriteFile(tokens, []byte("t1\n"), 0o600)
+	for _, tc := range []struct {
+		args []string
+		err  string
+	}{
+		{[]string{"--user-env", "GITHUB_TOKEN=github", "--", "sh"}, ""},
+		{[]string{"--user-env", "GITHUB_TOKEN", "--", "sh"}, `--user-env "GITHUB_TOKEN": want NAME=SECRET`},
+		{[]string{"--user-env", "GITHUB_TOKEN=../x", "--", "sh"}, "want NAME=SECRET"},
+		{[]string{"--user-env", "BRIDGE_X=github", "--", "sh"}, "never passed to a server"},
+		{[]string{"--user-env", "GITHUB_TOKEN=github", "--warm", "1", "--", "sh"}, "--user-env and --warm exclude each other"},
+		{[]string{"--user-env", "GITHUB_TOKEN=github", "--secrets-dir", "/nonexistent", "--", "sh"}, "--secrets-dir /nonexistent: not a directory"},
+		{[]string{"--user-env", "GITHUB_TOKEN=github", "--auth-token-file", tokens, "--child-era", "modern", "--", "sh"}, "needs --child-era legacy"},
+	} {
+		_, err := parseConfig(tc.args)
+		if (tc.err == "") != (err == nil) || err != nil && !strings.Contains(err.Error(), tc.err) {
+			t.Errorf("%q: %v, want %q", tc.args, err, tc.err)
+		}
+	}
+	c, err := parseConfig([]string{"--user-env", "GITHUB_TOKEN=github", "--auth-token-file", tokens, "--", "sh"})
+	if err != nil || c.ChildEra != "legacy" {
+		t.Errorf("with authentication, the 2026-07-28 pool's era is %q (%v), want legacy", c.ChildEra, err)
+	}
+	path := filepath.Join(t.TempDir(), "servers.json")
+	os.WriteFile(path, []byte(`{"mcpServers": {"gh": {"command": "sh", "userEnv": {"GITHUB_TOKEN": "github", "X": "a/b"}}}}`), 0o600)
+	if _, err := parseConfig([]string{"--config", path}); err == nil || !strings.Contains(err.Error(), `key "userEnv": "X=a/b": want NAME=SECRET`) {
+		t.Errorf("a bad userEnv: %v", err)
+	}
 }

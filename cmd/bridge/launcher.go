@@ -11,6 +11,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/mcp-bridge/mcp-bridge/pool"
 	"github.com/mcp-bridge/mcp-bridge/sandbox"
 )
 
@@ -24,7 +25,8 @@ func newLauncher(ctx context.Context, cfg *config, logger *slog.Logger, tel *tel
 		return l, closeInner, err
 	}
 	if len(cfg.userVars) > 0 {
-		l = &userEnvLauncher{Launcher: l, vars: cfg.userVars, dir: cfg.SecretsDir, authn: cfg.authenticates(), logger: logger}
+		l = &userEnvLauncher{Launcher: l, vars: cfg.userVars, dir: cfg.SecretsDir, authn: cfg.authenticates(),
+			legacy: cfg.ChildEra == pool.EraLegacy.String(), logger: logger}
 		if cfg.SecretsDir != "" {
 			for i, t := range cfg.tokens {
 				sum := sha256.Sum256([]byte(t))

@@ -13,8 +13,10 @@ package main
 //     variable BRIDGE_SECRET_<SECRET> (upper case, other characters as _);
 //     a BRIDGE_* variable never reaches a server by itself.
 //
-// A principal without a value gets a JSON-RPC error at initialize. The
-// values are never logged, audited or put in an error.
+// A principal without a value gets a JSON-RPC error at initialize (2025),
+// or at its first call (2026-07-28: the pool runs the server's children
+// as legacy ones, keyed by principal; see userEnvEra). The values are
+// never logged, audited or put in an error.
 
 import (
 	"context"
@@ -30,6 +32,7 @@ import (
 	"syscall"
 
 	"github.com/mcp-bridge/mcp-bridge/auth"
+	"github.com/mcp-bridge/mcp-bridge/pool"
 	"github.com/mcp-bridge/mcp-bridge/sandbox"
 )
 
@@ -41,6 +44,22 @@ const maxSecretBytes = 64 << 10
 
 // userVar is one per-user variable: the child's NAME, filled from SECRET.
 type userVar struct{ name, secret string }
+
+// userEnvEra makes the 2026-07-28 pool of a server with per-user
+// variables run legacy children, which it keys by principal, when the edge
+// authenticates: auto becomes legacy, modern is refused.
+func (c *config) userEnvEra() error {
+	if len(c.userVars) == 0 || !c.authenticates() {
+		return nil
+	}
+	switch c.ChildEra {
+	case pool.EraModern.String():
+		return errors.New("--user-env with authentication needs --child-era legacy (or auto): a modern child serves every user of the pool")
+	case pool.EraAuto.String():
+		c.ChildEra = pool.EraLegacy.String()
+	}
+	return nil
+}
 
 // parseUserEnv checks --user-env entries (NAME=SECRET).
 func parseUserEnv(list []string) ([]userVar, error) {
@@ -126,6 +145,10 @@ type userEnvLauncher struct {
 	vars   []userVar
 	dir    string // --secrets-dir
 	authn  bool   // the edge authenticates: values are per principal
+	// legacy: the 2026-07-28 pool runs this server's children as legacy
+	// ones, which it keys by principal (userEnvEra); a modern child would
+	// be shared by every principal.
+	legacy bool
 	logger *slog.Logger
 }
 
@@ -155,11 +178,12 @@ func (l *userEnvLauncher) values(ctx context.Context, sessionID string) ([]strin
 		return env, nil
 	}
 	p := auth.FromContext(ctx)
-	if p == nil || ctx.Value(statelessKey{}) != nil {
+	if p == nil || (ctx.Value(statelessKey{}) != nil && !l.legacy) {
 		// The 2026-07-28 pool shares a modern child among principals, and
-		// starts children apart from any request: no child of it may hold
-		// one user's credentials. Keying its children by principal is left
-		// to the per-server library type (DESIGN.md, turn 3).
+		// starts some children apart from any request (spares, the era
+		// probe): no such child may hold one user's credentials. A legacy
+		// child it starts for a request is that request's principal's
+		// alone.
 		return nil, fmt.Errorf("%w for session %s: this server takes per-user credentials (%s), which the bridge gives to sessions of the 2025 revisions only; connect with protocol version 2025-11-25",
 			sandbox.ErrLaunch, sessionID, l.names())
 	}
