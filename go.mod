@@ -8,6 +8,7 @@ require (
 	github.com/containerd/errdefs v1.0.0
 	github.com/distribution/reference v0.6.0
 	github.com/docker/go-units v0.5.0
+	github.com/elazarl/goproxy v1.9.4
 	github.com/go-jose/go-jose/v3 v3.0.5
 	github.com/gowebpki/jcs v1.0.2
 	github.com/kelseyhightower/envconfig v1.4.0

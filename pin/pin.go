@@ -95,6 +95,10 @@ type Lock struct {
 	Prompts           map[string]string `json:"prompts"`
 	Resources         map[string]string `json:"resources"`
 	ResourceTemplates map[string]string `json:"resourceTemplates"`
+	// ImageDigest is the image ID ("sha256:...") of a Docker-sandboxed
+	// server's image when it was pinned; bridge --pin-file refuses to start
+	// a container from another (issue 29). Empty for a local server.
+	ImageDigest string `json:"imageDigest,omitempty"`
 
 	// items are the digested members of each item, in RFC 8785 canonical
 	// form, by kind (Kind.Array) and name; an item pinned by digest alone
@@ -118,6 +122,7 @@ type lockFile[E any] struct {
 	Prompts           map[string]E `json:"prompts"`
 	Resources         map[string]E `json:"resources"`
 	ResourceTemplates map[string]E `json:"resourceTemplates"`
+	ImageDigest       string       `json:"imageDigest,omitempty"`
 }
 
 // Item returns the digested members of an item of kind k, canonical
@@ -311,6 +316,7 @@ func ReadLock(path string) (*Lock, error) {
 			return nil, errNoMaps(path)
 		}
 		l.Server, l.Tools, l.Prompts, l.Resources, l.ResourceTemplates = f.Server, f.Tools, f.Prompts, f.Resources, f.ResourceTemplates
+		l.ImageDigest = f.ImageDigest
 	} else {
 		var f lockFile[entry]
 		if err := json.Unmarshal(data, &f); err != nil {
@@ -319,7 +325,7 @@ func ReadLock(path string) (*Lock, error) {
 		if f.Tools == nil || f.Prompts == nil || f.Resources == nil || f.ResourceTemplates == nil {
 			return nil, errNoMaps(path)
 		}
-		l.Server = f.Server
+		l.Server, l.ImageDigest = f.Server, f.ImageDigest
 		byKind := map[*Kind]map[string]entry{kindTool: f.Tools, kindPrompt: f.Prompts, kindResource: f.Resources, kindTemplate: f.ResourceTemplates}
 		for _, k := range Kinds {
 			for name, e := range byKind[k] {
@@ -356,7 +362,7 @@ func errNoMaps(path string) error {
 // without HTML escapes, ending in a newline: a file to review and commit,
 // the same bytes for the same lock, so that a git diff shows what changed.
 func (l *Lock) WriteFile(path string) error {
-	f := lockFile[entry]{Version: LockVersion, Server: l.Server, Canonicalization: l.Canonicalization}
+	f := lockFile[entry]{Version: LockVersion, Server: l.Server, Canonicalization: l.Canonicalization, ImageDigest: l.ImageDigest}
 	for _, k := range Kinds {
 		m := make(map[string]entry, len(k.lock(l)))
 		for name, d := range k.lock(l) {

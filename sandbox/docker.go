@@ -36,12 +36,14 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
 	"time"
 
 	cerrdefs "github.com/containerd/errdefs"
+	"github.com/mcp-bridge/mcp-bridge/egress"
 	"github.com/moby/moby/api/types/container"
 	"github.com/moby/moby/api/types/mount"
 	"github.com/moby/moby/client"
@@ -60,7 +62,8 @@ type Docker struct {
 	opts   DockerOptions // private copy with the defaults filled in
 	mounts []mount.Mount
 	log    *slog.Logger
-	self   owner // this bridge process, as recorded in labels
+	self   owner      // this bridge process, as recorded in labels
+	egress *egressNet // nil without an allow-list
 
 	pullMu sync.Mutex // one pull at a time; the next launch finds the image
 
@@ -139,6 +142,19 @@ func NewDocker(ctx context.Context, opts *DockerOptions) (*Docker, error) {
 		return nil, fmt.Errorf("docker sandbox: the Docker Engine at %s runs %s containers; this sandbox needs Linux containers", cli.DaemonHost(), in.OSType)
 	}
 
+	if o.Runtime != "" {
+		if _, ok := in.Runtimes[o.Runtime]; !ok {
+			cli.Close()
+			names := make([]string, 0, len(in.Runtimes))
+			for n := range in.Runtimes {
+				names = append(names, n)
+			}
+			slices.Sort(names)
+			return nil, fmt.Errorf("docker sandbox: %w", &OptionError{Field: "Runtime", Err: fmt.Errorf(
+				"the Docker Engine at %s has no runtime %q (it has %s); register it in the engine's daemon.json, or choose one of those", cli.DaemonHost(), o.Runtime, strings.Join(names, ", "))})
+		}
+	}
+
 	d := &Docker{
 		cli:    cli,
 		opts:   o,
@@ -146,6 +162,15 @@ func NewDocker(ctx context.Context, opts *DockerOptions) (*Docker, error) {
 		log:    logger.With("sandbox", "docker", "instance", o.Instance),
 		self:   currentOwner(),
 		procs:  make(map[*dockerProcess]struct{}),
+	}
+	if len(o.Egress) > 0 {
+		rules, _ := egress.ParseRules(o.Egress) // checked by dockerDefaults
+		e, err := d.startEgress(ctx, rules)
+		if err != nil {
+			cli.Close()
+			return nil, err
+		}
+		d.egress = e
 	}
 	d.log.Info("connected to the Docker Engine",
 		"host", cli.DaemonHost(), "engine", in.ServerVersion, "api", cli.ClientVersion(),
@@ -363,11 +388,17 @@ func (d *Docker) close(ctx context.Context) error {
 		errs = append(errs, fmt.Errorf("listing this bridge's containers: %w", err))
 	}
 	for _, c := range list.Items {
-		if !d.self.is(c.Labels) {
+		if !d.self.is(c.Labels) || c.Labels[labelRole] == roleEgressProxy {
 			continue
 		}
 		d.log.Warn("removing a container this bridge started but no longer tracked", "container", shortID(c.ID), "session", c.Labels[labelSession])
 		if err := d.removeContainer(sctx, c.ID); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if d.egress != nil {
+		// After the servers: the proxy served them to the end.
+		if err := d.egress.remove(sctx); err != nil {
 			errs = append(errs, err)
 		}
 	}

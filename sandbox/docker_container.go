@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"net/netip"
 	"slices"
 	"strings"
 
@@ -31,12 +32,33 @@ func (d *Docker) Launch(ctx context.Context, sessionID string) (Process, error) 
 	if d.isClosed() {
 		return nil, fmt.Errorf("%w for session %s: the Docker launcher is closed (the bridge is shutting down)", ErrLaunch, sessionID)
 	}
-	if err := d.ensureImage(ctx, sessionID); err != nil {
+	err := d.ensureImage(ctx, sessionID)
+	if err != nil {
 		return nil, err
 	}
 	cfg, hcfg := d.containerConfig(sessionID)
+	cfg.Env = append(cfg.Env, launchEnv(ctx)...) // a session's own variables (WithLaunchEnv)
+	if cfg.Image, err = d.pinnedImage(ctx, sessionID); err != nil {
+		return nil, err
+	}
+	var tag string
+	if d.egress != nil {
+		// The proxy knows the container's tag before the container runs.
+		t, err := d.egress.add(ctx, sessionID)
+		if err != nil {
+			return nil, fmt.Errorf("%w for session %s: %w", ErrLaunch, sessionID, err)
+		}
+		tag = t
+		hcfg.NetworkMode = container.NetworkMode(d.egress.network)
+		// Not the engine's embedded DNS, which forwards outside names.
+		hcfg.DNS = []netip.Addr{netip.MustParseAddr(egressDNS)}
+		cfg.Env = append(cfg.Env, d.egress.proxyEnv(tag)...)
+	}
 	created, err := d.cli.ContainerCreate(ctx, client.ContainerCreateOptions{Config: cfg, HostConfig: hcfg})
 	if err != nil {
+		if tag != "" {
+			d.egress.del(tag)
+		}
 		if cerrdefs.IsNotFound(err) {
 			// ensureImage found the image: what is missing is the network
 			// (newer engines look it up at create).
@@ -52,6 +74,7 @@ func (d *Docker) Launch(ctx context.Context, sessionID string) (Process, error) 
 		d:          d,
 		id:         id,
 		sessionID:  sessionID,
+		egressTag:  tag,
 		logger:     logger,
 		stderr:     newStderrLogger(logger, d.opts.StderrLineBytes, 0).withRate(d.opts.StderrRate),
 		outputDone: make(chan struct{}),
@@ -72,6 +95,9 @@ func (d *Docker) Launch(ctx context.Context, sessionID string) (Process, error) 
 		defer cancel()
 		if rerr := d.removeContainer(rctx, id); rerr != nil {
 			logger.Warn("cannot remove the container of a failed launch; RemoveLeftovers or Close will", "error", rerr)
+		}
+		if tag != "" {
+			d.egress.del(tag)
 		}
 		return nil, err
 	}
@@ -197,6 +223,7 @@ func (d *Docker) containerConfig(sessionID string) (*container.Config, *containe
 		// engine's log files. Stderr reaches our log through the attach.
 		LogConfig: container.LogConfig{Type: "none"},
 		Mounts:    slices.Clone(d.mounts),
+		Runtime:   o.Runtime,
 		Resources: container.Resources{
 			Memory:     o.Memory,
 			MemorySwap: o.Memory, // memory+swap: no swap

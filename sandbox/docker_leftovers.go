@@ -25,8 +25,9 @@ const (
 	labelPIDStart = "io.mcp-bridge.pid-start" // that process's start time in clock ticks since boot (Linux), "" if unknown
 )
 
-// RemoveLeftovers removes the containers that earlier bridges left behind
-// (a bridge killed before its Close ran) and returns how many it removed.
+// RemoveLeftovers removes the containers (servers and egress proxies) and
+// the egress networks that earlier bridges left behind (a bridge killed
+// before its Close ran) and returns how many it removed.
 // Call it at start-up, before serving.
 //
 // Every container this package creates carries the labels
@@ -84,8 +85,40 @@ func (d *Docker) RemoveLeftovers(ctx context.Context) (int, error) {
 		d.log.Info("removed a leftover container", "container", shortID(c.ID),
 			"owner_instance", c.Labels[labelInstance], "session", c.Labels[labelSession], "state", string(c.State), "reason", reason)
 	}
+	// The internal networks of egress proxies (docker_egress.go), by the
+	// same rules, now that their containers are gone.
+	nets, err := d.cli.NetworkList(ctx, client.NetworkListOptions{
+		Filters: make(client.Filters).Add("label", labelInstance),
+	})
+	if err != nil {
+		errs = append(errs, fmt.Errorf("listing networks: %w", err))
+	}
+	for _, n := range nets.Items {
+		if d.self.is(n.Labels) {
+			continue
+		}
+		var reason string
+		switch {
+		case n.Labels[labelInstance] == d.opts.Instance:
+			reason = "an earlier run of this instance created it"
+		case n.Labels[labelHost] == d.self.host:
+			dead, why := ownerGone(n.Labels, d.self)
+			if !dead {
+				continue
+			}
+			reason = why
+		default:
+			continue
+		}
+		if err := d.removeNetwork(ctx, n.ID); err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		removed++
+		d.log.Info("removed a leftover network", "network", n.Name, "owner_instance", n.Labels[labelInstance], "reason", reason)
+	}
 	if err := errors.Join(errs...); err != nil {
-		return removed, fmt.Errorf("docker sandbox: removing containers left by earlier bridges: %w", err)
+		return removed, fmt.Errorf("docker sandbox: removing containers and networks left by earlier bridges: %w", err)
 	}
 	return removed, nil
 }

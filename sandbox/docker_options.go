@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/distribution/reference"
+	"github.com/mcp-bridge/mcp-bridge/egress"
 	"github.com/moby/moby/api/types/mount"
 )
 
@@ -131,6 +132,31 @@ type DockerOptions struct {
 	// the attributes session=<session ID> and container=<12 hex>, and the
 	// image pull progress. If nil, slog.Default() at the time of NewDocker.
 	Logger *slog.Logger
+	// Egress is the allow-list of the server's network (issue 29): each
+	// entry "host[:port]" (egress.ParseRule: an exact name, "*.domain" for
+	// its subdomains, or a literal IP; port 443 if none). If not empty, the
+	// server's container sits on an internal network whose only way out is
+	// a filtering proxy, and Network must be empty or "none". If empty,
+	// Network alone decides.
+	Egress []string
+	// EgressProxyBinary is the path of a static Linux executable that runs
+	// the egress proxy (egress.Main) when its first argument is
+	// egress.ProxyArg: the bridge itself. Required with Egress.
+	EgressProxyBinary string
+	// OnEgress receives each decision of the egress proxy with the session
+	// ID of the container it concerns ("" if none known), from one
+	// goroutine; it must not block for long. If nil, decisions are logged.
+	OnEgress func(sessionID string, e egress.Event)
+	// ImageDigest, if not empty, is the digest ("sha256:" and 64 hex
+	// digits: the image ID, as ImageDigest reports it) the image must
+	// have: a launch finding another under Image is refused, and the
+	// container is created from the digest itself, so that a tag moved
+	// after the check cannot slip in. If empty, whatever Image names runs.
+	ImageDigest string
+	// Runtime is the container runtime (Docker's --runtime, e.g. "runsc"
+	// for gVisor); NewDocker refuses one the engine does not list. If
+	// empty, the engine's default.
+	Runtime string
 	// Host is the engine's address, e.g. "unix:///var/run/docker.sock" or
 	// "tcp://host:2376". If empty, the environment decides as for the
 	// docker CLI (DOCKER_HOST, DOCKER_TLS_VERIFY, DOCKER_CERT_PATH,
@@ -146,6 +172,7 @@ func dockerDefaults(opts *DockerOptions) (DockerOptions, []mount.Mount, error) {
 		o.Command = slices.Clone(opts.Command)
 		o.Mounts = slices.Clone(opts.Mounts)
 		o.Env = slices.Clone(opts.Env)
+		o.Egress = slices.Clone(opts.Egress)
 	}
 	bad := func(field, format string, args ...any) (DockerOptions, []mount.Mount, error) {
 		return DockerOptions{}, nil, fmt.Errorf("docker sandbox: %w", &OptionError{Field: field, Err: fmt.Errorf(format, args...)})
@@ -156,6 +183,10 @@ func dockerDefaults(opts *DockerOptions) (DockerOptions, []mount.Mount, error) {
 	if _, err := reference.ParseAnyReference(o.Image); err != nil {
 		return bad("Image", "image %q: %v", o.Image, err)
 	}
+	if o.ImageDigest != "" && (len(o.ImageDigest) != len("sha256:")+64 || !strings.HasPrefix(o.ImageDigest, "sha256:") ||
+		strings.Trim(o.ImageDigest[7:], "0123456789abcdef") != "") {
+		return bad("ImageDigest", "image digest %q: want sha256: and 64 hex digits", o.ImageDigest)
+	}
 	if len(o.Command) > 0 && o.Command[0] == "" {
 		return bad("Command", "the command's program is empty")
 	}
@@ -165,6 +196,17 @@ func dockerDefaults(opts *DockerOptions) (DockerOptions, []mount.Mount, error) {
 	case PullNever, PullMissing, PullAlways:
 	default:
 		return bad("Pull", "pull policy %q: want never, missing or always", o.Pull)
+	}
+	if len(o.Egress) > 0 {
+		if o.Network != "" && o.Network != DefaultDockerNetwork {
+			return bad("Network", "network %q and an egress allow-list exclude each other: the allow-list puts the server on an internal network of its own", o.Network)
+		}
+		if _, err := egress.ParseRules(o.Egress); err != nil {
+			return bad("Egress", "%v", err)
+		}
+		if o.EgressProxyBinary == "" {
+			return bad("EgressProxyBinary", "an egress allow-list needs the proxy's executable")
+		}
 	}
 	if o.Network == "" {
 		o.Network = DefaultDockerNetwork

@@ -39,6 +39,7 @@ type dockerProcess struct {
 	d         *Docker
 	id        string
 	sessionID string
+	egressTag string // the container's tag at the egress proxy, "" without one
 	logger    *slog.Logger
 	stderr    *stderrLogger
 
@@ -209,6 +210,9 @@ func (p *dockerProcess) waiter(wait client.ContainerWaitResult) {
 		p.logger.Warn("cannot remove the container; RemoveLeftovers will", "error", p.removeErr)
 	}
 	p.conn.Close()
+	if p.egressTag != "" {
+		p.d.egress.del(p.egressTag)
+	}
 	// removed before untrack: Close either sees p tracked, or removed.
 	close(p.removed)
 	p.d.untrack(p)

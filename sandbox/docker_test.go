@@ -78,6 +78,24 @@ func (e *dockerEnv) containers(t testing.TB, label, value string) []string {
 	return ids
 }
 
+// networks lists the networks of a bridge instance.
+func (e *dockerEnv) networks(t testing.TB, instance string) []string {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), dockerTestTimeout)
+	defer cancel()
+	res, err := e.cli.NetworkList(ctx, client.NetworkListOptions{
+		Filters: make(client.Filters).Add("label", labelInstance+"="+instance),
+	})
+	if err != nil {
+		t.Fatalf("listing networks: %v", err)
+	}
+	var names []string
+	for _, n := range res.Items {
+		names = append(names, n.Name)
+	}
+	return names
+}
+
 // exists reports whether the container id (short or long) is still there.
 func (e *dockerEnv) exists(t testing.TB, id string) bool {
 	t.Helper()
@@ -132,6 +150,9 @@ func (e *dockerEnv) newDocker(t testing.TB, edit func(*DockerOptions)) (*Docker,
 		}
 		if left := e.containers(t, labelInstance, d.Instance()); len(left) > 0 {
 			t.Errorf("containers left after Close: %v", left)
+		}
+		if left := e.networks(t, d.Instance()); len(left) > 0 {
+			t.Errorf("networks left after Close: %v", left)
 		}
 	})
 	return d, rec
@@ -910,10 +931,14 @@ func TestDockerHelperBridge(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), dockerTestTimeout)
 	defer cancel()
-	d, err := NewDocker(ctx, &DockerOptions{
+	opts := &DockerOptions{
 		Image: image, Pull: PullNever, Instance: os.Getenv("MCP_BRIDGE_DOCKER_HELPER_INSTANCE"),
 		Logger: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})),
-	})
+	}
+	if proxy := os.Getenv("MCP_BRIDGE_DOCKER_HELPER_EGRESS_PROXY"); proxy != "" { // TestDockerEgressLeftovers
+		opts.Egress, opts.EgressProxyBinary = []string{"example.com"}, proxy
+	}
+	d, err := NewDocker(ctx, opts)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -168,12 +168,13 @@ func (l *Local) Launch(ctx context.Context, sessionID string) (Process, error) {
 		})
 	}
 	supervised := len(l.opts.Supervisor) > 0
+	env := launchEnv(ctx)
 	var c *startedChild
 	var err error
 	if supervised {
-		c, err = l.startSupervised(ctx, sessionID, logger)
+		c, err = l.startSupervised(ctx, sessionID, env, logger)
 	} else {
-		c, err = l.start(sessionID, exec.Command(l.opts.Command, l.opts.Args...))
+		c, err = l.start(sessionID, exec.Command(l.opts.Command, l.opts.Args...), env)
 	}
 	if err != nil {
 		return nil, err
@@ -235,8 +236,8 @@ type supervisedServer struct {
 
 // start starts cmd with fresh stdio pipes, the server's environment and
 // working directory, in its own process group.
-func (l *Local) start(sessionID string, cmd *exec.Cmd) (*startedChild, error) {
-	cmd.Env = serverEnv(os.Environ(), l.opts.Env)
+func (l *Local) start(sessionID string, cmd *exec.Cmd, env []string) (*startedChild, error) {
+	cmd.Env = serverEnv(os.Environ(), append(slices.Clip(l.opts.Env), env...))
 	cmd.Dir = l.opts.Dir
 	// Its own process group (pgid = its pid), so signals reach everything it
 	// started and nothing of the bridge's group. Pdeathsig: the kernel
@@ -315,7 +316,7 @@ func (ps *stdioPipes) closeAll() {
 
 // startSupervised asks the supervisor to start the server, with fresh
 // stdio pipes, the server's environment and working directory.
-func (l *Local) startSupervised(ctx context.Context, sessionID string, logger *slog.Logger) (*startedChild, error) {
+func (l *Local) startSupervised(ctx context.Context, sessionID string, env []string, logger *slog.Logger) (*startedChild, error) {
 	// The path is resolved here, as exec.Command would, so that a missing
 	// command fails Launch with a clear error rather than in the supervisor.
 	path, err := exec.LookPath(l.opts.Command)
@@ -335,7 +336,7 @@ func (l *Local) startSupervised(ctx context.Context, sessionID string, logger *s
 	req := supRequest{
 		Path: path,
 		Argv: append([]string{l.opts.Command}, l.opts.Args...),
-		Env:  serverEnv(os.Environ(), l.opts.Env),
+		Env:  serverEnv(os.Environ(), append(slices.Clip(l.opts.Env), env...)),
 		Dir:  l.opts.Dir,
 		Mark: ownerMark(),
 	}

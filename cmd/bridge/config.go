@@ -21,6 +21,7 @@ import (
 	"github.com/kelseyhightower/envconfig"
 	"github.com/mcp-bridge/mcp-bridge/auth"
 	"github.com/mcp-bridge/mcp-bridge/bridge"
+	"github.com/mcp-bridge/mcp-bridge/egress"
 	"github.com/mcp-bridge/mcp-bridge/msglog"
 	"github.com/mcp-bridge/mcp-bridge/peer"
 	"github.com/mcp-bridge/mcp-bridge/pin"
@@ -103,6 +104,10 @@ type config struct {
 	SandboxCPUs    float64  `envconfig:"BRIDGE_SANDBOX_CPUS"`
 	SandboxPids    int64    `envconfig:"BRIDGE_SANDBOX_PIDS"`
 	SandboxUser    string   `envconfig:"BRIDGE_SANDBOX_USER"`
+	SandboxEgress  []string `envconfig:"BRIDGE_SANDBOX_EGRESS"`
+	SandboxRuntime string   `envconfig:"BRIDGE_SANDBOX_RUNTIME"`
+	UserEnv        []string `envconfig:"BRIDGE_USER_ENV"`
+	SecretsDir     string   `envconfig:"BRIDGE_SECRETS_DIR"`
 	Instance       string   `envconfig:"BRIDGE_INSTANCE"`
 
 	Warm int `envconfig:"BRIDGE_WARM"`
@@ -153,6 +158,11 @@ type config struct {
 	policy         *policy.Policy
 	lock           *pin.Lock
 	file           *configFile // --config, read
+
+	userVars []userVar // UserEnv, parsed
+	// onEgress reports the egress proxy's decisions (egressReporter).
+	onEgress  func(session string, e egress.Event)
+	egressWho *launchPrincipals // the principal of each launch, for onEgress
 
 	// Of one server of the config file (serverConfig).
 	serverName string
@@ -247,6 +257,9 @@ var optionFlags = map[string]string{
 	"sandbox.DockerOptions.StderrLineBytes": "stderr-line-bytes",
 	"sandbox.DockerOptions.StopGrace":       "stop-grace",
 	"sandbox.DockerOptions.Instance":        "instance",
+	"sandbox.DockerOptions.Egress":          "sandbox-egress",
+	"sandbox.DockerOptions.Runtime":         "sandbox-runtime",
+	"sandbox.DockerOptions.ImageDigest":     "pin-file",
 	"affinity.Options.Self":                 "affinity-addr",
 	"affinity.Options.Secret":               "affinity-secret-file",
 	"auth.Options.Issuer":                   "oauth-issuer",
@@ -396,6 +409,10 @@ func newFlagSet(c *config) *flag.FlagSet {
 	fs.StringVar(&c.SandboxMemory, "sandbox-memory", c.SandboxMemory, gDocker.in("memory limit of each server container (swap equals it), e.g. 512m, 1g"))
 	fs.Float64Var(&c.SandboxCPUs, "sandbox-cpus", c.SandboxCPUs, gDocker.in("CPU limit of each server container"))
 	fs.Int64Var(&c.SandboxPids, "sandbox-pids", c.SandboxPids, gDocker.in("process limit of each server container"))
+	fs.Var(&listFlag{dst: &c.SandboxEgress}, "sandbox-egress", gDocker.in("let server containers reach `host[:port]` through the bridge's filtering proxy, and nothing else (comma-separated or repeated; port 443 unless given): an exact name, *.example.com for its subdomains (not example.com itself: list it too), or a literal IP, the only way to allow a private, loopback or link-local address; without it a container has no network (--sandbox-network); the local sandbox cannot filter egress"))
+	fs.StringVar(&c.SandboxRuntime, "sandbox-runtime", c.SandboxRuntime, gDocker.in("container runtime `name` of server containers (Docker's --runtime), e.g. runsc for gVisor; refused at start if the engine does not list it (default: the engine's)"))
+	fs.Var(&listFlag{dst: &c.UserEnv}, "user-env", gProcs.in("give each session's server the variable NAME holding its user's credential `NAME=SECRET` (repeatable): with authentication from --secrets-dir/PRINCIPAL/SECRET, without it from the bridge's "+envPrefix+"_SECRET_<SECRET> variable; a user without one cannot start a session"))
+	fs.StringVar(&c.SecretsDir, "secrets-dir", c.SecretsDir, gProcs.in("`directory` of per-user credentials for --user-env: one file per principal and secret, DIR/PRINCIPAL/SECRET (PRINCIPAL: the token's sub, or static-<hex> for a static token, logged at start), mode 0600, owned by the bridge's user"))
 	fs.StringVar(&c.SandboxUser, "sandbox-user", c.SandboxUser, gDocker.in("`uid:gid` servers run as in containers; 0 (root) weakens the sandbox"))
 	fs.StringVar(&c.Instance, "instance", c.Instance, gDocker.in("`name` of this bridge on the Docker host, in container labels (default: a random bridge-<hex>); a restarted bridge of the same name removes its predecessor's containers"))
 	fs.IntVar(&c.Warm, "warm", c.Warm, gProcs.in("keep `N` MCP servers (processes or containers) started ahead of sessions, so that a new session does not wait for a launch (0: none)"))
@@ -545,6 +562,9 @@ func checkSandboxOnly(c *config) error {
 		if g == name { // BRIDGE_SANDBOX_USER
 			name = strings.ToLower(strings.ReplaceAll(strings.TrimPrefix(g, envPrefix+"_"), "_", "-"))
 		}
+		if name == "sandbox-egress" {
+			return localEgressError(g)
+		}
 		if sandboxOnly(name) && !slices.Contains(given, g) {
 			given = append(given, g)
 		}
@@ -557,6 +577,46 @@ func checkSandboxOnly(c *config) error {
 	}
 	return fmt.Errorf("%s only apply to --sandbox docker (with --sandbox local, the default, the server is a process of the bridge's user); remove them or add --sandbox docker",
 		strings.Join(given, ", "))
+}
+
+// checkEgress checks an egress allow-list, and that no other network is
+// asked for beside it.
+func checkEgress(list []string, network string) error {
+	if len(list) == 0 {
+		return nil
+	}
+	if _, err := egress.ParseRules(list); err != nil {
+		return fmt.Errorf("--sandbox-egress: %w", err)
+	}
+	if network != sandbox.DefaultDockerNetwork {
+		return fmt.Errorf("--sandbox-egress and --sandbox-network %s exclude each other: with an allow-list the server sits on an internal network whose only way out is the filtering proxy", network)
+	}
+	return nil
+}
+
+// checkUserEnv parses --user-env and checks what goes with it.
+func (c *config) checkUserEnv() error {
+	vars, err := parseUserEnv(c.UserEnv)
+	if err != nil {
+		return err
+	}
+	c.userVars = vars
+	if len(vars) > 0 && c.Warm > 0 {
+		return errors.New("--user-env and --warm exclude each other: a spare server starts before anyone knows whose credentials it needs")
+	}
+	if c.SecretsDir != "" {
+		if st, err := os.Stat(c.SecretsDir); err != nil || !st.IsDir() {
+			return fmt.Errorf("--secrets-dir %s: not a directory", c.SecretsDir)
+		}
+	}
+	return nil
+}
+
+// localEgressError refuses an egress allow-list (given by what, a flag, a
+// variable or a key) for a local server, which no proxy can filter: it is a
+// process of the bridge's user, with the host's network (issue 29).
+func localEgressError(what string) error {
+	return fmt.Errorf("%s: the local sandbox cannot filter egress: a local server has the bridge's own network access; run the server with --sandbox docker, or remove %s", what, what)
 }
 
 // sandboxOnly reports whether a flag configures the Docker sandbox only.
@@ -577,6 +637,12 @@ func (c *config) finish() error {
 		return fmt.Errorf("--sandbox %q: want local or docker", c.Sandbox)
 	}
 	if err := checkSandboxOnly(c); err != nil {
+		return err
+	}
+	if err := checkEgress(c.SandboxEgress, c.SandboxNetwork); err != nil {
+		return err
+	}
+	if err := c.checkUserEnv(); err != nil {
 		return err
 	}
 	if err := checkListen(c.Listen); err != nil {
@@ -734,6 +800,9 @@ func (c *config) finish() error {
 	if len(c.tokens) == 0 && c.OAuthIssuer == "" && !c.InsecureNoAuth && c.TLSClientCA == "" && !isLoopback(c.Listen) {
 		return fmt.Errorf("refusing to listen on %s without authentication: anyone who reaches it could run your server; "+
 			"give tokens with --auth-token-file or %s_AUTH_TOKENS, an authorization server with --oauth-issuer, require client certificates with --tls-client-ca, or pass --insecure-no-auth", c.Listen, envPrefix)
+	}
+	if err := c.userEnvEra(); err != nil {
+		return err
 	}
 	return c.checkServers()
 }

@@ -47,7 +47,7 @@ import (
 // Adding a flag here makes it a per-server key.
 var serverKeys = []string{
 	"sandbox", "image", "pull",
-	"sandbox-network", "sandbox-mount", "sandbox-env", "sandbox-memory", "sandbox-cpus", "sandbox-pids", "sandbox-user",
+	"sandbox-network", "sandbox-egress", "sandbox-runtime", "user-env", "sandbox-mount", "sandbox-env", "sandbox-memory", "sandbox-cpus", "sandbox-pids", "sandbox-user",
 	"warm", "stop-grace", "stderr-line-bytes",
 	"session-idle-timeout", "initialize-timeout", "request-timeout",
 	"max-sessions", "max-requests-per-session", "max-queued-bytes", "max-message-bytes",
@@ -76,6 +76,8 @@ type serverSpec struct {
 	env     map[string]string
 	cwd     string
 	keys    map[string]json.RawMessage // its flag keys
+	// allowHosts: its sandbox-egress came from the key allowHosts.
+	allowHosts bool
 	// canon is the server's entry in a canonical form: a reload compares
 	// it to tell an unchanged server from a changed one.
 	canon string
@@ -199,10 +201,33 @@ func parseServer(path, name string, raw json.RawMessage) (*serverSpec, error) {
 			if d {
 				return nil, nil
 			}
+		case k == "userEnv":
+			// Per-user variables: {"GITHUB_TOKEN": "github"}, its user-env.
+			var m map[string]string
+			if json.Unmarshal(v, &m) != nil {
+				return nil, fileError(path, name, k, `want an object of variable names and secret names, e.g. {"GITHUB_TOKEN": "github"}`)
+			}
+			list := make([]string, 0, len(m))
+			for ek, ev := range m {
+				list = append(list, ek+"="+ev)
+			}
+			sort.Strings(list)
+			if _, err := parseUserEnv(list); err != nil {
+				return nil, fileError(path, name, k, "%v", strings.TrimPrefix(err.Error(), "--user-env "))
+			}
+			raw, _ := json.Marshal(list)
+			s.keys["user-env"] = raw
+		case k == "allowHosts":
+			// The hosts the server may reach: its sandbox-egress.
+			if _, both := entry["sandbox-egress"]; both {
+				return nil, fileError(path, name, k, "and sandbox-egress say the same: keep one")
+			}
+			s.keys["sandbox-egress"] = v
+			s.allowHosts = true
 		case slices.Contains(serverKeys, k):
 			s.keys[k] = v
 		default:
-			return nil, fileError(path, name, k, "unknown key; a server takes %s, and the per-server options %s",
+			return nil, fileError(path, name, k, "unknown key; a server takes %s, and the per-server options %s, allowHosts, userEnv",
 				strings.Join(desktopKeys, ", "), strings.Join(serverKeys, ", "))
 		}
 	}
@@ -380,6 +405,13 @@ func serverConfig(global *config, path string, s *serverSpec) (*config, error) {
 		if len(sc.command) == 0 {
 			return nil, bad("command", "missing: a local server needs its program (or give \"sandbox\": \"docker\" and an image)")
 		}
+		if _, own := s.keys["sandbox-egress"]; own && len(sc.SandboxEgress) > 0 {
+			key := "sandbox-egress"
+			if s.allowHosts {
+				key = "allowHosts"
+			}
+			return nil, bad(key, "%s", strings.TrimPrefix(localEgressError(key).Error(), key+": "))
+		}
 		// Known now, not at the first session's 502.
 		if _, err := exec.LookPath(sc.command[0]); err != nil {
 			err = unwrapExec(err)
@@ -390,6 +422,13 @@ func serverConfig(global *config, path string, s *serverSpec) (*config, error) {
 			return nil, bad("command", "%q cannot be run: %v; give a program that exists and is executable (a path, or a name on PATH)", sc.command[0], err)
 		}
 	case "docker":
+		if err := checkEgress(sc.SandboxEgress, sc.SandboxNetwork); err != nil {
+			key := "sandbox-egress"
+			if s.allowHosts {
+				key = "allowHosts"
+			}
+			return nil, bad(key, "%v", err)
+		}
 		if sc.Image == "" {
 			return nil, bad("image", "missing: \"sandbox\": \"docker\" needs an image")
 		}
@@ -425,6 +464,12 @@ func serverConfig(global *config, path string, s *serverSpec) (*config, error) {
 		if p.v < p.min {
 			return nil, bad(p.key, "%d: want %d or more", p.v, p.min)
 		}
+	}
+	if err := sc.checkUserEnv(); err != nil {
+		return nil, bad("userEnv", "%v", err)
+	}
+	if err := sc.userEnvEra(); err != nil {
+		return nil, bad("userEnv", "%v", err)
 	}
 	if sc.SSEPollAfter < 0 {
 		return nil, bad("sse-poll-after", "%s: want 0 (never) or more", sc.SSEPollAfter)

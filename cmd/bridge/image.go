@@ -31,6 +31,8 @@ bridge runs for each session:
 Without --from the image holds the bridge alone, on an empty (scratch) base.
 -- COMMAND ARGS... replaces the server command the image runs by default.
 No secret goes into the image: give tokens at run time (BRIDGE_AUTH_TOKENS).
+It prints TAG DIGEST: DIGEST is the image ID (sha256:...), the digest bridge
+pin records for an image run with --sandbox docker.
 
 Flags:
 `

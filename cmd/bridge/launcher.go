@@ -2,11 +2,16 @@ package main
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
 	"log/slog"
 	"os"
+	"path/filepath"
 	"slices"
+	"strings"
 
+	"github.com/mcp-bridge/mcp-bridge/pool"
 	"github.com/mcp-bridge/mcp-bridge/sandbox"
 )
 
@@ -18,6 +23,19 @@ func newLauncher(ctx context.Context, cfg *config, logger *slog.Logger, tel *tel
 	l, closeInner, err := newInnerLauncher(ctx, cfg, logger)
 	if err != nil {
 		return l, closeInner, err
+	}
+	if len(cfg.userVars) > 0 {
+		l = &userEnvLauncher{Launcher: l, vars: cfg.userVars, dir: cfg.SecretsDir, authn: cfg.authenticates(),
+			legacy: cfg.ChildEra == pool.EraLegacy.String(), logger: logger}
+		if cfg.SecretsDir != "" {
+			for i, t := range cfg.tokens {
+				sum := sha256.Sum256([]byte(t))
+				logger.Info("per-user credentials of a static token", "token", i+1, "dir", filepath.Join(cfg.SecretsDir, "static-"+hex.EncodeToString(sum[:8])))
+			}
+		}
+	}
+	if cfg.egressWho != nil {
+		l = principalLauncher{Launcher: l, who: cfg.egressWho}
 	}
 	l = tel.launcher(l, cfg.Sandbox)
 	if cfg.Warm <= 0 {
@@ -76,23 +94,42 @@ func newInnerLauncher(ctx context.Context, cfg *config, logger *slog.Logger) (sa
 }
 
 func newDockerLauncher(ctx context.Context, cfg *config, logger *slog.Logger) (sandbox.Launcher, func(), error) {
+	var proxyBinary string
+	if len(cfg.SandboxEgress) > 0 {
+		// The proxy's image is this binary on scratch (egress.ProxyArg).
+		exe, err := os.Executable()
+		if err != nil {
+			return nil, nil, fmt.Errorf("--sandbox-egress: finding the bridge's own executable, which runs the egress proxy: %w", err)
+		}
+		proxyBinary = exe
+	}
+	var digest string
+	if cfg.lock != nil {
+		digest = cfg.lock.ImageDigest // --pin-file: only that image runs
+	}
 	d, err := sandbox.NewDocker(ctx, &sandbox.DockerOptions{
-		Image:      cfg.Image,
-		Command:    cfg.command,
-		Pull:       sandbox.PullPolicy(cfg.Pull),
-		Network:    cfg.SandboxNetwork,
-		Mounts:     cfg.SandboxMounts,
-		Env:        append(slices.Clip(cfg.SandboxEnv), cfg.serverEnv...),
-		Memory:     cfg.memory,
-		CPUs:       cfg.SandboxCPUs,
-		Pids:       cfg.SandboxPids,
-		User:       cfg.SandboxUser,
-		StopGrace:  cfg.StopGrace,
-		Instance:   cfg.Instance,
-		StderrRate: stderrRate(cfg),
-		Logger:     logger,
+		Image:       cfg.Image,
+		Command:     cfg.command,
+		Pull:        sandbox.PullPolicy(cfg.Pull),
+		Network:     cfg.SandboxNetwork,
+		Mounts:      cfg.SandboxMounts,
+		Env:         append(slices.Clip(cfg.SandboxEnv), cfg.serverEnv...),
+		Memory:      cfg.memory,
+		CPUs:        cfg.SandboxCPUs,
+		Pids:        cfg.SandboxPids,
+		User:        cfg.SandboxUser,
+		StopGrace:   cfg.StopGrace,
+		Instance:    cfg.Instance,
+		StderrRate:  stderrRate(cfg),
+		Logger:      logger,
+		Runtime:     cfg.SandboxRuntime,
+		ImageDigest: digest,
 
 		StderrLineBytes: cfg.StderrLineBytes,
+
+		Egress:            cfg.SandboxEgress,
+		EgressProxyBinary: proxyBinary,
+		OnEgress:          cfg.onEgress,
 	})
 	if err != nil {
 		return nil, nil, fmt.Errorf("--sandbox docker: %w", err)
@@ -113,7 +150,7 @@ func newDockerLauncher(ctx context.Context, cfg *config, logger *slog.Logger) (s
 		logger.Info("removed containers left by an earlier bridge", "count", n)
 	}
 	logger.Info("docker sandbox ready", "image", cfg.Image, "instance", d.Instance(),
-		"network", cfg.SandboxNetwork, "memory", cfg.SandboxMemory, "cpus", cfg.SandboxCPUs, "pids", cfg.SandboxPids, "user", cfg.SandboxUser)
+		"network", cfg.SandboxNetwork, "egress", strings.Join(cfg.SandboxEgress, ","), "runtime", cfg.SandboxRuntime, "memory", cfg.SandboxMemory, "cpus", cfg.SandboxCPUs, "pids", cfg.SandboxPids, "user", cfg.SandboxUser)
 	return d, func() {
 		ctx, cancel := context.WithTimeout(context.Background(), sandbox.StopBudget(cfg.StopGrace))
 		defer cancel()

@@ -62,6 +62,8 @@ func runE2EChild(mode string) {
 		runDeafServer() // stalled_e2e_test.go
 	case "mcp-go", "encoding-json":
 		runCaseFoldChild(mode) // casefold_e2e_test.go
+	case "userenv":
+		runUserEnvServer() // egress_test.go
 	default:
 		fmt.Fprintf(os.Stderr, "unknown mode %q\n", mode)
 		os.Exit(2)

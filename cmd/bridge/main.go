@@ -34,6 +34,7 @@ import (
 	"github.com/mcp-bridge/mcp-bridge/affinity"
 	"github.com/mcp-bridge/mcp-bridge/auth"
 	"github.com/mcp-bridge/mcp-bridge/bridge"
+	"github.com/mcp-bridge/mcp-bridge/egress"
 	"github.com/mcp-bridge/mcp-bridge/internal/gcfloor"
 	"github.com/mcp-bridge/mcp-bridge/internal/procs"
 	"github.com/mcp-bridge/mcp-bridge/peer"
@@ -47,6 +48,10 @@ func main() {
 	// re-executed, before anything else runs.
 	if len(os.Args) > 1 && os.Args[1] == sandbox.SuperviseArg {
 		sandbox.Supervise(os.Args[2:])
+	}
+	// The egress proxy (egress/), in its container: this binary again.
+	if len(os.Args) > 1 && os.Args[1] == egress.ProxyArg {
+		os.Exit(egress.Main(os.Stdin, os.Stdout, os.Getenv))
 	}
 	os.Exit(run(context.Background(), os.Args[1:], os.Stdout, os.Stderr))
 }
@@ -245,6 +250,7 @@ func serve(ctx context.Context, cfg *config, logger *slog.Logger, ready chan<- n
 		reload = append(reload, func() { m.reload(ctx) })
 		fe = m
 	} else {
+		cfg.onEgress = egressReporter(cfg, g, tel, logger)
 		launcher, closeLauncher, err := newLauncher(ctx, cfg, logger, tel)
 		if err != nil {
 			return startError{explain(err)}
@@ -385,7 +391,7 @@ func newPool(cfg *config, launcher sandbox.Launcher, router *affinity.Instance, 
 	}
 	opts := &pool.Options{
 		Launch: func(ctx context.Context, name string) (peer.Process, error) {
-			return launcher.Launch(ctx, name)
+			return launcher.Launch(statelessLaunch(ctx), name)
 		},
 		Era:             era,
 		Min:             cfg.PoolMin,

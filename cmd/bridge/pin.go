@@ -23,8 +23,10 @@ const pinUsage = `Usage:
 Starts the server once, as bridge would for a session (--sandbox, --image and
 the other sandbox flags apply), and records each tool, prompt, resource and
 resource template it offers: its digest, and beside it the members the digest
-is of, for reviewers (a git diff of the file shows what changed). bridge --pin-file then hides and refuses whatever
-is new or changed. Items whose descriptions hold hidden Unicode or exceed
+is of, for reviewers (a git diff of the file shows what changed); with
+--sandbox docker also the image's digest. bridge --pin-file then hides and
+refuses whatever is new or changed, and starts no container from an image of
+another digest. Items whose descriptions hold hidden Unicode or exceed
 --max-description-bytes are not pinned: bridge pin lists them and fails.
 --check prints what was added, removed or changed, with a diff of each changed
 item, and exits 1 if anything was.
@@ -76,6 +78,10 @@ func runPin(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 
 	ctx, cancel := context.WithTimeout(ctx, pinTimeout)
 	defer cancel()
+	// The lock is what to compare with here, not a pin to enforce: the
+	// container must start from whatever the image now is.
+	pinned := cfg.lock
+	cfg.lock = nil
 	launcher, closeLauncher, err := newInnerLauncher(ctx, cfg, logger)
 	if err != nil {
 		fmt.Fprintf(stderr, "bridge pin: %v\n", err)
@@ -89,6 +95,14 @@ func runPin(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 	conn := peer.New(proc, pinRouter{}, &peer.Options{MaxMessageBytes: cfg.MaxMessageBytes, Logger: logger})
 	lock, problems, err := pin.Capture(ctx, conn, cfg.inspection())
+	if err == nil {
+		// The image of a Docker-sandboxed server is pinned too.
+		if im, ok := launcher.(interface {
+			ImageDigest(context.Context) (string, error)
+		}); ok {
+			lock.ImageDigest, err = im.ImageDigest(ctx)
+		}
+	}
 	stopCtx, cancelStop := context.WithTimeout(context.Background(), 2*cfg.StopGrace+30*time.Second)
 	defer cancelStop()
 	if cerr := conn.Close(stopCtx); cerr != nil {
@@ -102,7 +116,7 @@ func runPin(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "refused: %s\n", p)
 	}
 	if check {
-		drift := pin.Compare(cfg.lock, lock)
+		drift := pin.Compare(pinned, lock)
 		for _, d := range drift {
 			fmt.Fprintln(stdout, d)
 			// How it changed: the diff of its pinned members and the
@@ -113,6 +127,10 @@ func runPin(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 			case d.Change == "changed" && d.Was == nil:
 				fmt.Fprintf(stdout, "    (%s holds only its digest: write it again with bridge pin to see what changed next time)\n", cfg.PinFile)
 			}
+		}
+		if was := pinned.ImageDigest; was != "" && was != lock.ImageDigest {
+			fmt.Fprintf(stdout, "image %q changed: digest %s, pinned %s\n", cfg.Image, lock.ImageDigest, was)
+			drift = append(drift, pin.Drift{Kind: "image", Name: cfg.Image, Change: "changed"})
 		}
 		if len(drift) > 0 || len(problems) > 0 {
 			fmt.Fprintf(stderr, "bridge pin: the MCP server drifted from %s: %s, %s\n", cfg.PinFile,

@@ -197,6 +197,7 @@ func (m *multi) startServer(ctx context.Context, s *serverSpec, sc *config) (*ru
 	if err != nil {
 		return nil, err
 	}
+	sc.onEgress = egressReporter(sc, g, tel, logger)
 	launcher, closeLauncher, err := newLauncher(ctx, sc, logger, tel)
 	if err != nil {
 		g.close()

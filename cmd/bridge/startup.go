@@ -70,6 +70,9 @@ func warnLoosenings(cfg *config, logger *slog.Logger) {
 	if cfg.SandboxNetwork != sandbox.DefaultDockerNetwork {
 		warn("sandbox-network", cfg.SandboxNetwork, "the server can reach your network and the internet: exfiltration, lateral movement")
 	}
+	for _, h := range cfg.SandboxEgress {
+		warn("sandbox-egress", h, "the server can send what it reads to that host")
+	}
 	for _, m := range cfg.SandboxMounts {
 		if strings.HasSuffix(m, ":rw") {
 			warn("sandbox-mount", m, "the server reads and writes those host files")

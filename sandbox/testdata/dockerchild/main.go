@@ -20,6 +20,12 @@
 //	forkbomb      start copies of itself until fork fails, answer how many started
 //	hog           allocate and touch memory until the kernel kills it
 //	args          answer this program's arguments, space-separated
+//	fetch URL     GET URL through the proxy variables, answer "STATUS BODY" or "error: ..."
+//	tunnel A [noauth]  CONNECT to A through HTTPS_PROXY (with its credentials unless noauth),
+//	              GET / over it, answer "STATUS" of the CONNECT and then "sent=N read=M FIRSTLINE"
+//	fetchn N URL  fetch URL N times in a row, answer "us=MICROSECONDS last=ANSWER"
+//	dial ADDR     dial ADDR over TCP directly, ignoring the proxy variables
+//	resolve NAME  look NAME up in DNS, answer "ok ADDRS" or "error: ..."
 //	getenv KEY    answer the value of the environment variable KEY
 //	read PATH     answer the first line of the file PATH, or "read: error: ..."
 //	write PATH    try to create the file PATH, answer "write: ok" or "write: error: ..."
@@ -33,9 +39,14 @@ package main
 
 import (
 	"bufio"
+	"context"
+	"encoding/base64"
 	"errors"
 	"fmt"
+	"io"
 	"net"
+	"net/http"
+	"net/url"
 	"os"
 	"os/exec"
 	"os/signal"
@@ -104,6 +115,37 @@ func main() {
 			hog()
 		case "args":
 			reply("%s", strings.Join(os.Args[1:], " "))
+		case "fetch":
+			reply("fetch: %s", fetch(arg))
+		case "fetchn":
+			n, u, _ := strings.Cut(arg, " ")
+			count, _ := strconv.Atoi(n)
+			t0 := time.Now()
+			last := ""
+			for range count {
+				last = fetch(u)
+			}
+			reply("fetchn: us=%d last=%s", time.Since(t0).Microseconds(), strings.ReplaceAll(last, " ", "_"))
+		case "tunnel":
+			addr, mode, _ := strings.Cut(arg, " ")
+			reply("tunnel: %s", tunnel(addr, mode == "noauth"))
+		case "dial":
+			c, err := net.DialTimeout("tcp", arg, 5*time.Second)
+			if err != nil {
+				reply("dial: error: %v", err)
+				continue
+			}
+			c.Close()
+			reply("dial: ok")
+		case "resolve":
+			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+			addrs, err := net.DefaultResolver.LookupHost(ctx, arg)
+			cancel()
+			if err != nil {
+				reply("resolve: error: %v", err)
+				continue
+			}
+			reply("resolve: ok %s", strings.Join(addrs, ","))
 		case "getenv":
 			reply("%s", os.Getenv(arg))
 		case "read":
@@ -268,4 +310,57 @@ func hog() {
 			fmt.Fprintf(os.Stderr, "hog: %d MiB\n", i)
 		}
 	}
+}
+
+// fetch GETs u through the proxy the environment names.
+func fetch(u string) string {
+	c := &http.Client{Transport: &http.Transport{Proxy: http.ProxyFromEnvironment, DisableKeepAlives: true}, Timeout: 30 * time.Second}
+	resp, err := c.Get(u)
+	if err != nil {
+		return "error: " + err.Error()
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return fmt.Sprintf("%d %s", resp.StatusCode, strings.TrimSpace(string(b)))
+}
+
+// tunnel opens a CONNECT tunnel to addr through HTTPS_PROXY and sends a
+// GET over it, counting the bytes each way through the tunnel.
+func tunnel(addr string, noauth bool) string {
+	pu, err := url.Parse(os.Getenv("HTTPS_PROXY"))
+	if err != nil || pu.Host == "" {
+		return "error: no HTTPS_PROXY"
+	}
+	c, err := net.DialTimeout("tcp", pu.Host, 5*time.Second)
+	if err != nil {
+		return "error: " + err.Error()
+	}
+	defer c.Close()
+	req := "CONNECT " + addr + " HTTP/1.1\r\nHost: " + addr + "\r\n"
+	if pass, ok := pu.User.Password(); ok && !noauth {
+		req += "Proxy-Authorization: Basic " + base64.StdEncoding.EncodeToString([]byte(pu.User.Username()+":"+pass)) + "\r\n"
+	}
+	if _, err := io.WriteString(c, req+"\r\n"); err != nil {
+		return "error: " + err.Error()
+	}
+	br := bufio.NewReader(c)
+	resp, err := http.ReadResponse(br, nil)
+	if err != nil {
+		return "error: " + err.Error()
+	}
+	if resp.StatusCode != 200 {
+		b, _ := io.ReadAll(resp.Body)
+		return fmt.Sprintf("%d %s", resp.StatusCode, strings.TrimSpace(string(b)))
+	}
+	get := "GET / HTTP/1.0\r\nHost: " + addr + "\r\n\r\n"
+	n, err := io.WriteString(c, get)
+	if err != nil {
+		return "error: " + err.Error()
+	}
+	b, err := io.ReadAll(br)
+	if err != nil {
+		return "error: " + err.Error()
+	}
+	first, _, _ := strings.Cut(string(b), "\r\n")
+	return fmt.Sprintf("200 sent=%d read=%d %s", n, len(b), first)
 }
