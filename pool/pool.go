@@ -947,6 +947,7 @@ func (p *Pool) spawn(ctx context.Context, g *group, legacy bool) (*child, error)
 	g.children = append(g.children, ch)
 	p.signalLocked()
 	p.mu.Unlock()
+	p.subs.grew(ch)
 	return ch, nil
 }
 
