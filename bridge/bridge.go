@@ -1189,6 +1189,15 @@ func (h *Handler) serveGet(w http.ResponseWriter, r *http.Request, owner any) {
 		reader, err = sess.Listen()
 	}
 	switch {
+	case errors.Is(err, session.ErrStreamFinished):
+		// The stream ended with nothing after this event (a cancelled
+		// request's, whose answer the spec lets the server leave out). A
+		// 200 stream that closes at once would be resumed again, forever,
+		// by the TypeScript SDK's transports (issue 27); 204 says there
+		// is no content and no stream: they, and the Go SDK's, stop.
+		// (The spec names no status for resuming a finished stream.)
+		w.WriteHeader(http.StatusNoContent)
+		return
 	case errors.Is(err, session.ErrEventsPurged):
 		// A clear refusal, never a silent partial replay.
 		WriteError(w, http.StatusGone, nil, jsonrpc.CodeInvalidRequest,

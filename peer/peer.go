@@ -621,7 +621,10 @@ func (c *Conn) tombstoneLocked(childID jsonrpc.ID, e *entry) {
 		return
 	}
 	e.cancelled = true
-	c.forgetTokenLocked(e)
+	// The token stays known until the child answers or the tombstone is
+	// pushed out: the child's later progress for it is dropped (the
+	// client forgot the token; TypeScript clients report each such
+	// notification as an error).
 	if e.renamed {
 		c.renamedLive--
 	}
@@ -630,6 +633,7 @@ func (c *Conn) tombstoneLocked(childID jsonrpc.ID, e *entry) {
 		c.tombstones = c.tombstones[1:]
 		if oe := c.inflight[old]; oe != nil && oe.cancelled {
 			delete(c.inflight, old)
+			c.forgetTokenLocked(oe)
 		}
 	}
 	c.tombstones = append(c.tombstones, childID)
@@ -991,9 +995,17 @@ func (c *Conn) receive(data []byte, env jsonrpc.Envelope) {
 	case env.Method == "notifications/progress" && env.ProgressToken != "":
 		c.mu.Lock()
 		e := c.tokens[env.ProgressToken]
+		cancelled := e != nil && e.cancelled
 		c.mu.Unlock()
 		if e == nil {
 			break
+		}
+		if cancelled {
+			// "Progress notifications MUST only reference tokens that ...
+			// are associated with an in-progress operation"
+			// (basic/utilities/progress): the client cancelled this one.
+			c.logger.Debug("dropping the MCP server's progress for a cancelled request", "token", string(env.ProgressToken))
+			return
 		}
 		if e.rawToken != nil {
 			m.Data = m.Env.Rewrite(data, jsonrpc.Edit{At: env.ProgressTokenAt, Raw: e.rawToken})

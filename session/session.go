@@ -1035,10 +1035,16 @@ func (s *Session) Listen() (*Reader, error) {
 
 // Resume reattaches to a stream after the event at position after (0:
 // from its start), for a GET with Last-Event-ID. It fails with
-// ErrUnknownEvent or ErrEventsPurged.
+// ErrUnknownEvent or ErrEventsPurged, and with ErrStreamFinished when the
+// stream is finished and nothing follows that position.
 func (s *Session) Resume(stream int64, after uint64) (*Reader, error) {
 	s.touch()
 	r, err := s.log.Attach(stream, after)
+	if err == nil && r.AtEnd() {
+		// Nothing to replay and nothing to come (issue 27).
+		r.Detach()
+		r, err = nil, ErrStreamFinished
+	}
 	if o := s.reg.opts.Observer; o != nil {
 		o.Resumed(err)
 	}
