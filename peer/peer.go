@@ -58,12 +58,17 @@ type Process interface {
 
 // Defaults of Options.
 const (
-	// DefaultMaxMessageBytes bounds one message from the child.
-	DefaultMaxMessageBytes = 4 << 20
+	// DefaultMaxMessageBytes bounds one message from the child. Real
+	// servers send results of several MiB (file contents, images and
+	// resources in base64), and bridges without a limit pass them
+	// (supergateway relays 10 MiB with no option): 16 MiB passes those
+	// with room, while a runaway line still costs at most about that much
+	// memory (issue 27). It was 4 MiB.
+	DefaultMaxMessageBytes = 16 << 20
 	// DefaultMaxQueuedBytes bounds the bytes waiting to be written to the
-	// child's stdin while it is not reading: four messages of the largest
-	// size.
-	DefaultMaxQueuedBytes = 4 * DefaultMaxMessageBytes
+	// child's stdin while it is not reading: one message of the largest
+	// size (a single message larger than what is queued always passes).
+	DefaultMaxQueuedBytes = 16 << 20
 	// maxTombstones bounds the cancelled requests whose late answers are
 	// still recognized (and dropped) rather than mistaken for another's.
 	maxTombstones = 1024
@@ -72,8 +77,9 @@ const (
 // Options configure a Conn. Every zero value means the documented default.
 type Options struct {
 	// MaxMessageBytes bounds one message from the child (one stdout line).
-	// A longer line ends the connection with ErrOversizedMessage. Zero
-	// means DefaultMaxMessageBytes.
+	// A longer line is skipped; if it answered a request in flight, that
+	// request gets a JSON-RPC error naming the limit instead, and the
+	// connection goes on. Zero means DefaultMaxMessageBytes.
 	MaxMessageBytes int
 	// MaxQueuedBytes bounds the bytes of messages waiting for the child's
 	// stdin: a Send that would exceed it while others are waiting fails with
@@ -96,7 +102,9 @@ var (
 	// stop it.
 	ErrStdoutClosed = errors.New("the MCP server closed its stdout")
 	// ErrOversizedMessage: the child wrote a message larger than
-	// MaxMessageBytes; the connection ended.
+	// MaxMessageBytes. (No longer ends a connection: the message is
+	// skipped, and its request answered with an error; kept for callers
+	// that name it.)
 	ErrOversizedMessage = errors.New("the MCP server wrote a message larger than the limit")
 	// ErrClosed: the connection has ended.
 	ErrClosed = errors.New("the connection to the MCP server has ended")
@@ -883,17 +891,13 @@ func (c *Conn) Ping(ctx context.Context) error {
 func (c *Conn) read() {
 	defer close(c.done)
 	lr := newLineReader(c.proc.Stdout(), c.maxLine)
-	var reason error
 	for {
 		line, err := lr.next()
 		if err != nil {
-			if errors.Is(err, errLineTooLong) {
-				reason = fmt.Errorf("%w (%d bytes); raise --max-message-bytes if the server's messages are legitimately this large", ErrOversizedMessage, c.maxLine)
-				close(c.waited) // nothing waits for the child: Close stops it
-				c.end(reason)
-				// Keep draining so the child is not blocked writing while it stops.
-				_, _ = io.Copy(io.Discard, c.proc.Stdout())
-				return
+			var tl *lineTooLong
+			if errors.As(err, &tl) {
+				c.oversized(tl)
+				continue
 			}
 			break
 		}

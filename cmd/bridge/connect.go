@@ -76,7 +76,7 @@ func newConnectFlagSet(c *connectConfig, out io.Writer) *flag.FlagSet {
 	fs.StringVar(&c.TLSCA, "tls-ca", c.TLSCA, "trust the remote's certificate if a CA in this PEM `file` signed it (instead of the system's CAs)")
 	fs.StringVar(&c.TLSClientCert, "tls-client-cert", c.TLSClientCert, "present this PEM client certificate `file` to the remote (mutual TLS; with --tls-client-key)")
 	fs.StringVar(&c.TLSClientKey, "tls-client-key", c.TLSClientKey, "PEM private key `file` of --tls-client-cert")
-	fs.IntVar(&c.MaxMessageBytes, "max-message-bytes", c.MaxMessageBytes, "largest message in `bytes`, either way (0: 4 MiB)")
+	fs.IntVar(&c.MaxMessageBytes, "max-message-bytes", c.MaxMessageBytes, "largest message in `bytes`, either way (0: 16 MiB)")
 	fs.StringVar(&c.LogFormat, "log-format", c.LogFormat, "log `format` on stderr: text or json")
 	fs.StringVar(&c.LogLevel, "log-level", c.LogLevel, "log `level`: debug, info, warn or error")
 	return fs
