@@ -965,6 +965,9 @@ func truncate(b []byte, n int) string {
 // receive restores what the way in rewrote in a message from the child and
 // hands it on.
 func (c *Conn) receive(data []byte, env jsonrpc.Envelope) {
+	if env.Kind == jsonrpc.KindRequest {
+		data, env = withParams(data, env)
+	}
 	m := &c.in
 	*m = Message{Message: jsonrpc.Message{Data: data, Env: env}, Dir: FromChild, Method: env.Method}
 	switch {
