@@ -60,6 +60,13 @@ try {
     out.roots = await call('test_input_required_result_list_roots');
     out.multi = await call('test_input_required_result_multiple_inputs');
     out.header = await call('test_x_mcp_header', { region: 'eu-west 3 ü', level: 2 });
+  } else if (mode === 'mrtr-progress') {
+    // Progress after an MRTR round carries the retry's token.
+    out.errors = [];
+    client.onerror = (e) => out.errors.push(String(e));
+    let progress = 0;
+    out.elicit = text(await client.callTool({ name: 'elicit-progress', arguments: { text: 'who?' } }, { onprogress: () => { progress++; } }));
+    out.progress = progress;
   } else if (mode === 'listen') {
     // subscriptions/listen: a list change announced by any child of the
     // pool reaches it.
