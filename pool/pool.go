@@ -93,6 +93,11 @@ const (
 	DefaultDiscoverTTL = 10 * time.Minute
 	// DefaultIdleTimeout is how long a child beyond Min may stay unused.
 	DefaultIdleTimeout = 5 * time.Minute
+	// DefaultSettle is how long a fresh legacy child that may ask the
+	// client something settles before it serves: what it asks meanwhile
+	// has no call behind it (npm server-everything sends roots/list from a
+	// timer 350 ms after initialized), and the bridge answers it itself.
+	DefaultSettle = 500 * time.Millisecond
 	// DefaultKeepAlive is how often a quiet subscriptions/listen stream
 	// gets an SSE comment, so that proxies and clients do not close it.
 	DefaultKeepAlive = 25 * time.Second
@@ -178,6 +183,12 @@ type Options struct {
 	// KeepAlive is how often a quiet subscription stream gets a comment.
 	// Zero means DefaultKeepAlive.
 	KeepAlive time.Duration
+	// Settle is how long a fresh legacy child whose clients declared
+	// elicitation, sampling or roots waits after its initialization before
+	// it serves: a request it sends meanwhile is answered by the bridge
+	// (see child.Route), never charged to a call. Zero means
+	// DefaultSettle; negative means none.
+	Settle time.Duration
 	// Secret keys the requestState HMAC: instances sharing it accept each
 	// other's states (and forward them to their owner). Nil means a random
 	// key, good for this process only.
@@ -308,6 +319,9 @@ func New(opts *Options) (*Pool, error) {
 	}
 	if o.KeepAlive <= 0 {
 		o.KeepAlive = DefaultKeepAlive
+	}
+	if o.Settle == 0 {
+		o.Settle = DefaultSettle
 	}
 	if o.Instance == "" {
 		o.Instance = "local"
@@ -923,6 +937,18 @@ func (p *Pool) spawn(ctx context.Context, g *group, legacy bool) (*child, error)
 		}
 		_ = json.Unmarshal(res, &r)
 		ch.serverInfo = r.ServerInfo
+		if p.opts.Settle > 0 && declaresInputs(g.caps) {
+			// Servers ask right after initialized (roots/list, from a
+			// timer or on the notification) with no call behind them;
+			// such a request reaches no call while the child is not in
+			// its group (issue 27).
+			t := time.NewTimer(p.opts.Settle)
+			select {
+			case <-t.C:
+			case <-ctx.Done():
+				t.Stop()
+			}
+		}
 	}
 	p.mu.Lock()
 	g.starting--
@@ -1124,8 +1150,18 @@ func (ch *child) Route(m *peer.Message) {
 				holder.push(item{kind: itemInput, msg: m.Message})
 				return
 			}
-			ch.answerError(m.Message, jsonrpc.CodeInternalError, "no client request can answer this: "+m.Method+
-				" is only answered during a tools/call, prompts/get or resources/read")
+			// No call can have caused it (the child is settling, or
+			// between calls): the bridge answers for no client, as
+			// harmlessly as the method allows.
+			switch m.Method {
+			case "roots/list":
+				ch.answer(m.Message, []byte(`{"roots":[]}`))
+			case "elicitation/create":
+				ch.answer(m.Message, []byte(`{"action":"decline"}`))
+			default:
+				ch.answerError(m.Message, jsonrpc.CodeInternalError, "no client request can answer this: "+m.Method+
+					" is only answered during a tools/call, prompts/get or resources/read")
+			}
 		case "ping":
 			ch.answer(m.Message, []byte(`{}`))
 		default:

@@ -67,6 +67,11 @@ try {
     let progress = 0;
     out.elicit = text(await client.callTool({ name: 'elicit-progress', arguments: { text: 'who?' } }, { onprogress: () => { progress++; } }));
     out.progress = progress;
+  } else if (mode === 'long-op') {
+    // npm server-everything's long operation, on a fresh child that sends
+    // roots/list from a timer 350 ms after initialized: the call never
+    // caused it, and must not be asked for roots.
+    out.op = await call('trigger-long-running-operation', { duration: 1.5, steps: 1 });
   } else if (mode === 'listen') {
     // subscriptions/listen: a list change announced by any child of the
     // pool reaches it.
