@@ -22,9 +22,10 @@ func TestTenMiBResultAtDefaults(t *testing.T) {
 }
 
 // In front of a stateless client, an answer over the limit fails its call
-// with an error naming the limit and the flag; the pool's child goes on.
+// with an error naming the limit and the flag; the pool's child (its only
+// one: Max 1) goes on.
 func TestStatelessOversizedAnswer(t *testing.T) {
-	b, p := startStateless(t, pool.Options{Peer: peer.Options{MaxMessageBytes: 1 << 20}}, bridge.Options{})
+	b, p := startStateless(t, pool.Options{Max: 1, Peer: peer.Options{MaxMessageBytes: 1 << 20}}, bridge.Options{})
 	cs := sdkClient(t, b.URL)
 	before := callText(t, cs, "pid", nil)
 	_, err := cs.CallTool(ctxT(t), &mcp.CallToolParams{Name: "big", Arguments: map[string]any{"n": 10 << 20}})

@@ -211,7 +211,8 @@ func (h *Handler) serveStateless(w http.ResponseWriter, r *http.Request, owner a
 	// streams; the last renewal covers the end of the response.
 	defer dl.extend()
 	streaming := false
-	emit := func(data []byte) error {
+	keeper := newStreamKeeper(w, &dl, h.opts.SSEKeepAlive)
+	write := func(data []byte) error {
 		dl.extend()
 		if !streaming {
 			streaming = true
@@ -226,7 +227,22 @@ func (h *Handler) serveStateless(w http.ResponseWriter, r *http.Request, owner a
 		}
 		return dl.rc.Flush()
 	}
+	emit := write
+	if keeper != nil {
+		emit = func(data []byte) error {
+			return keeper.emit(func() error {
+				// The keeper's timer may have started the stream.
+				streaming = keeper.streaming
+				err := write(data)
+				keeper.streaming = streaming
+				return err
+			})
+		}
+	}
 	final, err := h.opts.Stateless.Serve(r.Context(), req, emit)
+	if keeper != nil && keeper.finish() {
+		streaming = true
+	}
 	if err != nil && h.opts.Forward != nil && !streaming {
 		// Only here: errors.As would put fwd on the heap on every request.
 		if fwd := (*pool.ForwardError)(nil); errors.As(err, &fwd) {

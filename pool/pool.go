@@ -181,7 +181,8 @@ type Options struct {
 	// DefaultIdleTimeout.
 	IdleTimeout time.Duration
 	// KeepAlive is how often a quiet subscription stream gets a comment.
-	// Zero means DefaultKeepAlive.
+	// Zero means DefaultKeepAlive; negative means none (the bridge's front
+	// end keeps every stream of its own alive, --sse-keepalive).
 	KeepAlive time.Duration
 	// Settle is how long a fresh legacy child whose clients declared
 	// elicitation, sampling or roots waits after its initialization before
@@ -317,7 +318,7 @@ func New(opts *Options) (*Pool, error) {
 	if o.IdleTimeout <= 0 {
 		o.IdleTimeout = DefaultIdleTimeout
 	}
-	if o.KeepAlive <= 0 {
+	if o.KeepAlive == 0 {
 		o.KeepAlive = DefaultKeepAlive
 	}
 	if o.Settle == 0 {

@@ -441,7 +441,9 @@ func (s *subscriptions) listen(ctx context.Context, req *Request, emit func([]by
 	// emit(nil) asks the front end for one.
 	var keepAlive *time.Timer
 	rearm := func() {
-		keepAlive = time.AfterFunc(p.opts.KeepAlive, func() { c.push(item{kind: itemKeepAlive}) })
+		if p.opts.KeepAlive > 0 {
+			keepAlive = time.AfterFunc(p.opts.KeepAlive, func() { c.push(item{kind: itemKeepAlive}) })
+		}
 	}
 	// Not before the acknowledgment, which comes first on the stream.
 	armed := sub.legacy

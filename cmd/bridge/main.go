@@ -373,10 +373,13 @@ func newPool(cfg *config, launcher sandbox.Launcher, router *affinity.Instance, 
 		Launch: func(ctx context.Context, name string) (peer.Process, error) {
 			return launcher.Launch(ctx, name)
 		},
-		Era:           era,
-		Min:           cfg.PoolMin,
-		Max:           cfg.PoolMax,
-		StateTTL:      cfg.RequestStateTTL,
+		Era:      era,
+		Min:      cfg.PoolMin,
+		Max:      cfg.PoolMax,
+		StateTTL: cfg.RequestStateTTL,
+		// The front end keeps every stateless stream alive, listens
+		// included, at --sse-keepalive.
+		KeepAlive:     -1,
 		OtherVersions: bridge.SessionVersions(),
 		PrivateCache:  len(cfg.tokens) > 0,
 		Peer:          peer.Options{MaxMessageBytes: cfg.MaxMessageBytes, Intercept: intercept},
