@@ -38,7 +38,13 @@ import (
 
 // Defaults of Options.
 const (
-	DefaultIdleTimeout = 30 * time.Minute
+	// DefaultIdleTimeout: the TypeScript SDK's clients and the MCP
+	// inspector never send DELETE, so each of their sessions holds its
+	// server this long after they quit (issue 27). It was 30 minutes;
+	// 10 bounds those leftovers to a third, while a client that keeps
+	// working sends a message at least that often, and one that does not
+	// gets 404 and, as the spec says, initializes again.
+	DefaultIdleTimeout = 10 * time.Minute
 	DefaultMaxSessions = 1000
 	// DefaultInitializeTimeout matches the request timeout of the usual
 	// clients: one that waited longer for initialize would be rare.
