@@ -30,7 +30,13 @@
 // that ask run side by side on children of their own rather than in a queue.
 // A holding call that is cancelled or expires costs its child, which is
 // stopped: its server may still be working on the call and ask again, and
-// nothing could tell that request from the next call's.
+// nothing could tell that request from the next call's. What no stdio
+// request can say is whether a call caused it at all: a server that asks
+// on its own (from a timer after initialized) while a call holds its child
+// charges that call. A fresh child settles (Options.Settle) before it
+// serves, and what a child asks with no call to charge is answered by the
+// bridge (empty roots, a declined elicitation), which narrows that window
+// without closing it.
 //
 // Log messages are attributed the same way, and more strictly: a
 // notifications/message names no request either, and any call may cause
