@@ -35,8 +35,8 @@
 // on its own (from a timer after initialized) while a call holds its child
 // charges that call. A fresh child settles (Options.Settle) before it
 // serves, and what a child asks with no call to charge is answered by the
-// bridge (empty roots, a declined elicitation), which narrows that window
-// without closing it.
+// bridge (a declined elicitation, an error for the others), which narrows
+// that window without closing it.
 //
 // Log messages are attributed the same way, and more strictly: a
 // notifications/message names no request either, and any call may cause
@@ -1159,10 +1159,13 @@ func (ch *child) Route(m *peer.Message) {
 			}
 			// No call can have caused it (the child is settling, or
 			// between calls): the bridge answers for no client, as
-			// harmlessly as the method allows.
+			// harmlessly as the method allows. An elicitation is
+			// declined. roots/list gets an error, not an empty list:
+			// servers keep the answer (npm server-everything caches it
+			// and asks no more), and no client's roots are empty; after
+			// an error such a server asks again during a call, which
+			// then answers it.
 			switch m.Method {
-			case "roots/list":
-				ch.answer(m.Message, []byte(`{"roots":[]}`))
 			case "elicitation/create":
 				ch.answer(m.Message, []byte(`{"action":"decline"}`))
 			default:
