@@ -43,7 +43,7 @@ const (
 	DefaultSSERetry = time.Second
 	// DefaultBodyReadTimeout bounds the reading of one POST body: a client
 	// that stalls mid-body would otherwise hold its connection forever.
-	// 4 MiB (the default message limit) arrives within it at about 1 Mbit/s.
+	// 16 MiB (the default message limit) arrives within it at about 4.5 Mbit/s.
 	DefaultBodyReadTimeout = 30 * time.Second
 	// DefaultWriteTimeout bounds each write to a client: one SSE event
 	// (with its flush) or one JSON answer. A client that stops reading
@@ -51,7 +51,8 @@ const (
 	// however long it waits between events.
 	DefaultWriteTimeout = 30 * time.Second
 	// DefaultMaxBodyBytesInFlight bounds the memory held by POST bodies
-	// being read, all connections together: 64 bodies of 4 MiB at once.
+	// being read, all connections together: 16 bodies of 16 MiB (the
+	// default message limit) at once.
 	DefaultMaxBodyBytesInFlight = 256 << 20
 	// DefaultIdleTimeout is how long a keep-alive connection may wait for
 	// its next request (http.Server.IdleTimeout, set by the command).
@@ -1299,6 +1300,15 @@ func (h *Handler) serveGet(w http.ResponseWriter, r *http.Request, owner any) {
 		reader, err = sess.Listen()
 	}
 	switch {
+	case errors.Is(err, session.ErrStreamFinished):
+		// The stream ended with nothing after this event (a cancelled
+		// request's, whose answer the spec lets the server leave out). A
+		// 200 stream that closes at once would be resumed again, forever,
+		// by the TypeScript SDK's transports (issue 27); 204 says there
+		// is no content and no stream: they, and the Go SDK's, stop.
+		// (The spec names no status for resuming a finished stream.)
+		w.WriteHeader(http.StatusNoContent)
+		return
 	case errors.Is(err, session.ErrEventsPurged):
 		// A clear refusal, never a silent partial replay.
 		WriteError(w, http.StatusGone, nil, jsonrpc.CodeInvalidRequest,

@@ -117,6 +117,27 @@ func runChild(mode string) {
 		}
 		return text(fmt.Sprintf("%s: %v", res.Action, res.Content["name"])), nil, nil
 	})
+	// elicit-progress asks the client for a value, then reports progress
+	// three times (with the call's token) and answers: after an MRTR
+	// round, the progress must carry the retry's token (issue 27).
+	mcp.AddTool(server, &mcp.Tool{Name: "elicit-progress"}, func(ctx context.Context, req *mcp.CallToolRequest, a textArgs) (*mcp.CallToolResult, any, error) {
+		res, err := req.Session.Elicit(ctx, &mcp.ElicitParams{
+			Message: a.Text,
+			RequestedSchema: map[string]any{"type": "object", "properties": map[string]any{
+				"name": map[string]any{"type": "string"}}},
+		})
+		if err != nil {
+			return nil, nil, err
+		}
+		if tok := req.Params.GetProgressToken(); tok != nil {
+			for i := range 3 {
+				if err := req.Session.NotifyProgress(ctx, &mcp.ProgressNotificationParams{ProgressToken: tok, Progress: float64(i + 1), Total: 3}); err != nil {
+					return nil, nil, err
+				}
+			}
+		}
+		return text(fmt.Sprintf("%s: %v", res.Action, res.Content["name"])), nil, nil
+	})
 	// log sends a log notification during the call.
 	mcp.AddTool(server, &mcp.Tool{Name: "log"}, func(ctx context.Context, req *mcp.CallToolRequest, a textArgs) (*mcp.CallToolResult, any, error) {
 		if err := req.Session.Log(ctx, &mcp.LoggingMessageParams{Level: "warning", Data: a.Text}); err != nil {

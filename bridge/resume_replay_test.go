@@ -33,7 +33,7 @@ func TestResumeReplaysAfterLastEventID(t *testing.T) {
 	if all[0].ID == otherEvs[0].ID || !all[0].priming() {
 		t.Fatalf("streams not distinct or not primed: %+v %+v", all[0], otherEvs[0])
 	}
-	for _, after := range []int{0, 1, 5, 10, 11} {
+	for _, after := range []int{0, 1, 5, 10} {
 		resp, err := c.get(ctx, all[after].ID)
 		if err != nil || resp.StatusCode != http.StatusOK {
 			t.Fatalf("GET after %s: %v %v", all[after].ID, err, resp.Status)
@@ -49,6 +49,24 @@ func TestResumeReplaysAfterLastEventID(t *testing.T) {
 		if want := all[after+1:]; !rsSameEvents(got[1:], want) {
 			t.Fatalf("GET after %s replayed\n%v\nwant\n%v", all[after].ID, got[1:], want)
 		}
+	}
+}
+
+// A resume after the last event of a finished stream gets 204: nothing to
+// replay, no stream (issue 27: a 200 stream that closes at once is resumed
+// again, forever, by the TypeScript SDK's transports).
+func TestResumeAfterTheEnd(t *testing.T) {
+	b := startBridge(t, bridgeConfig{})
+	c := rsOpen(t, b.URL, "2025-11-25")
+	ctx := ctxT(t)
+	all := c.drain(c.call(ctx, 2, "progress", map[string]any{"n": 3}, "tok"))
+	resp, err := c.get(ctx, all[len(all)-1].ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusNoContent {
+		t.Fatalf("GET after the answer: %s, want 204", resp.Status)
 	}
 }
 

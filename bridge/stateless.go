@@ -44,14 +44,23 @@ var metaNames = [...]string{
 // server/utilities/logging).
 var logLevels = []string{"debug", "info", "notice", "warning", "error", "critical", "alert", "emergency"}
 
-// isStateless reports whether a POST goes to the stateless front end: no
-// session, and a protocol version the sessions do not serve. An absent
+// isStateless reports whether a POST goes to the stateless front end: a
+// protocol version the sessions do not serve, and no session (an
+// Mcp-Session-Id beside MCP-Protocol-Version 2026-07-28 is ignored). An absent
 // header means 2025-03-26; initialize always starts a session.
 func (h *Handler) isStateless(r *http.Request) bool {
-	if h.opts.Stateless == nil || headerValue(r.Header, hdrSessionID) != "" {
+	if h.opts.Stateless == nil {
 		return false
 	}
 	v := headerValue(r.Header, hdrProtocolVersion)
+	if headerValue(r.Header, hdrSessionID) != "" && v != pool.Version {
+		// A request of revision 2026-07-28 never belongs to a session:
+		// its Mcp-Session-Id, which platforms that route by it stamp on
+		// every request (Bedrock AgentCore), is ignored, as the Go SDK's
+		// stateless server does (issue 27). Other versions with one are
+		// a session's.
+		return false
+	}
 	if v == "" || headerValue(r.Header, hdrMethod) == "initialize" {
 		return false
 	}
@@ -206,7 +215,8 @@ func (h *Handler) serveStateless(w http.ResponseWriter, r *http.Request, owner a
 	// streams; the last renewal covers the end of the response.
 	defer dl.extend()
 	streaming := false
-	emit := func(data []byte) error {
+	keeper := newStreamKeeper(w, &dl, h.opts.SSEKeepAlive)
+	write := func(data []byte) error {
 		dl.extend()
 		if !streaming {
 			streaming = true
@@ -221,7 +231,22 @@ func (h *Handler) serveStateless(w http.ResponseWriter, r *http.Request, owner a
 		}
 		return dl.rc.Flush()
 	}
+	emit := write
+	if keeper != nil {
+		emit = func(data []byte) error {
+			return keeper.emit(func() error {
+				// The keeper's timer may have started the stream.
+				streaming = keeper.streaming
+				err := write(data)
+				keeper.streaming = streaming
+				return err
+			})
+		}
+	}
 	final, err := h.opts.Stateless.Serve(r.Context(), req, emit)
+	if keeper != nil && keeper.finish() {
+		streaming = true
+	}
 	if err != nil && h.opts.Forward != nil && !streaming {
 		// Only here: errors.As would put fwd on the heap on every request.
 		if fwd := (*pool.ForwardError)(nil); errors.As(err, &fwd) {

@@ -59,7 +59,7 @@ const (
 	DefaultTransport = TransportAuto
 	// DefaultMaxMessageBytes bounds a message either way when
 	// Options.MaxMessageBytes is zero.
-	DefaultMaxMessageBytes = 4 << 20
+	DefaultMaxMessageBytes = 16 << 20
 	// DefaultRetry is the delay before resuming a broken stream when the
 	// server announced none with the SSE retry field.
 	DefaultRetry = time.Second

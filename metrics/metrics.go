@@ -346,6 +346,8 @@ func (s *Server) Resumed(err error) {
 	switch {
 	case errors.Is(err, session.ErrEventsPurged):
 		outcome = "gone"
+	case errors.Is(err, session.ErrStreamFinished):
+		outcome = "finished"
 	case err != nil:
 		outcome = "unknown"
 	}

@@ -3,11 +3,36 @@ package peer
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"io"
 	"syscall"
 )
 
 var errLineTooLong = errors.New("line too long")
+
+// keptBytes is how much of each end of a line over the limit next keeps:
+// enough for the envelope's members before a large result (the Go SDK
+// writes jsonrpc and id first) or after it (the TypeScript SDK writes them
+// last).
+const keptBytes = 4096
+
+// lineTooLong is next's error for a line over the limit. The line was
+// skipped, up to its newline, and the reader goes on with the next line
+// (issue 27: one oversized answer must not end the connection). Head and
+// tail are its first and last bytes, at most keptBytes each, which say
+// whose answer it was.
+type lineTooLong struct {
+	size       int // bytes of the line, without its newline
+	head, tail []byte
+}
+
+func (e *lineTooLong) Error() string        { return fmt.Sprintf("line too long (%d bytes)", e.size) }
+func (e *lineTooLong) Is(target error) bool { return target == errLineTooLong }
+
+// tooLong is the lineTooLong of line, the whole of a line over the limit.
+func tooLong(line []byte) *lineTooLong {
+	return &lineTooLong{size: len(line), head: bytes.Clone(line[:min(len(line), keptBytes)]), tail: bytes.Clone(line[max(0, len(line)-keptBytes):])}
+}
 
 // lineReaderSize is the buffer every session holds for the server's
 // output: lines that fit are copied out of it once, into memory of their
@@ -52,7 +77,9 @@ func (l *lineReader) next() ([]byte, error) {
 		if i := bytes.IndexByte(l.buf[l.seen:l.end], '\n'); i >= 0 {
 			nl := l.seen + i
 			if nl-l.start > l.limit {
-				return nil, errLineTooLong
+				err := tooLong(l.buf[l.start:nl])
+				l.consume(nl + 1)
+				return nil, err
 			}
 			line := bytes.Clone(l.buf[l.start:nl])
 			l.consume(nl + 1)
@@ -64,7 +91,9 @@ func (l *lineReader) next() ([]byte, error) {
 				return nil, l.err // a line cut by a read error is dropped
 			}
 			if l.end-l.start > l.limit {
-				return nil, errLineTooLong
+				err := tooLong(l.buf[l.start:l.end])
+				l.consume(l.end)
+				return nil, err
 			}
 			line := bytes.Clone(l.buf[l.start:l.end])
 			l.consume(l.end)
@@ -112,14 +141,14 @@ func (l *lineReader) long() ([]byte, error) {
 	l.start, l.end, l.seen = 0, 0, 0
 	for {
 		if sp.total > l.limit {
-			return nil, errLineTooLong
+			return nil, l.skip(&sp, nil)
 		}
 		free := sp.space(spillMinRead)
 		n, err := l.r.Read(free)
 		if i := bytes.IndexByte(free[:n], '\n'); i >= 0 {
 			sp.commit(i)
 			if sp.total > l.limit {
-				return nil, errLineTooLong
+				return nil, l.skip(&sp, &longRest{free[i+1 : n], err})
 			}
 			// Keep what follows the newline for the next lines.
 			rest := free[i+1 : n]
@@ -137,11 +166,83 @@ func (l *lineReader) long() ([]byte, error) {
 			case err != io.EOF:
 				return nil, err
 			case sp.total > l.limit:
-				return nil, errLineTooLong
+				return nil, l.skip(&sp, &longRest{nil, err})
 			}
 			return sp.bytes(), nil // the last line, without a newline
 		}
 	}
+}
+
+// longRest is what followed the newline of a long line in the read that
+// found it, and that read's error.
+type longRest struct {
+	b   []byte
+	err error
+}
+
+// skip reads past the rest of a line over the limit whose beginning is in
+// sp (rest: what followed its newline, if the newline was read already),
+// keeping its last keptBytes, and returns its lineTooLong. The bytes read
+// after the newline stay for the next lines.
+func (l *lineReader) skip(sp *spill, rest *longRest) error {
+	e := &lineTooLong{size: sp.total}
+	e.head = make([]byte, 0, keptBytes)
+	for _, seg := range sp.segs {
+		e.head = append(e.head, seg[:min(len(seg), keptBytes-len(e.head))]...)
+		if len(e.head) == keptBytes {
+			break
+		}
+	}
+	for i := len(sp.segs) - 1; i >= 0 && len(e.tail) < keptBytes; i-- {
+		seg := sp.segs[i]
+		e.tail = append(seg[max(0, len(seg)-(keptBytes-len(e.tail))):len(seg):len(seg)], e.tail...)
+	}
+	e.tail = bytes.Clone(e.tail)
+	if rest != nil {
+		// Out of sp before it is freed: rest may be in its last segment.
+		l.keepRest(rest)
+		sp.free()
+		return e
+	}
+	sp.free()
+	keep := func(b []byte) {
+		e.size += len(b)
+		if n := keptBytes - len(e.head); n > 0 {
+			e.head = append(e.head, b[:min(n, len(b))]...)
+		}
+		if len(b) >= keptBytes {
+			e.tail = append(e.tail[:0], b[len(b)-keptBytes:]...)
+			return
+		}
+		e.tail = append(e.tail, b...)
+		if over := len(e.tail) - keptBytes; over > 0 {
+			e.tail = append(e.tail[:0], e.tail[over:]...)
+		}
+	}
+	buf := make([]byte, spillMax/4)
+	for {
+		n, err := l.r.Read(buf)
+		if i := bytes.IndexByte(buf[:n], '\n'); i >= 0 {
+			keep(buf[:i])
+			l.keepRest(&longRest{buf[i+1 : n], err})
+			return e
+		}
+		keep(buf[:n])
+		if err != nil {
+			l.keepRest(&longRest{nil, err})
+			return e
+		}
+	}
+}
+
+// keepRest makes what followed a long line the reader's unread input.
+func (l *lineReader) keepRest(rest *longRest) {
+	if len(rest.b) > len(l.buf) {
+		l.buf = make([]byte, len(rest.b))
+	}
+	l.start, l.seen = 0, 0
+	l.end = copy(l.buf, rest.b)
+	l.err = rest.err
 }
 
 // spill gathers a long line in segments. The first is on the Go heap, so a

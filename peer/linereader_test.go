@@ -32,25 +32,39 @@ func (c *chunkedReader) Read(p []byte) (int, error) {
 }
 
 // referenceLines is what a line reader must return for input: the lines
-// split at '\n', a last one without newline included, and errLineTooLong
-// at the first line longer than limit.
-func referenceLines(input []byte, limit int) (lines [][]byte, tooLong bool) {
+// split at '\n', a last one without newline included; a line longer than
+// limit comes as a *lineTooLong with its size and ends, and reading goes
+// on after it.
+func referenceLines(input []byte, limit int) (lines [][]byte, long []*lineTooLong) {
 	for len(input) > 0 {
 		line, rest, _ := bytes.Cut(input, []byte("\n"))
 		if len(line) > limit {
-			return lines, true
+			long = append(long, tooLong(line))
+			lines = append(lines, nil)
+		} else {
+			lines = append(lines, line)
 		}
-		lines = append(lines, line)
 		input = rest
 	}
-	return lines, false
+	return lines, long
 }
 
-func readAllLines(t testing.TB, lr *lineReader) (lines [][]byte, err error) {
+// readAllLines reads to the end; a line over the limit is a nil line, its
+// error in long.
+func readAllLines(t testing.TB, lr *lineReader) (lines [][]byte, long []*lineTooLong, err error) {
 	for {
 		line, err := lr.next()
+		var tl *lineTooLong
+		if errors.As(err, &tl) {
+			if !errors.Is(err, errLineTooLong) {
+				t.Fatalf("a lineTooLong is not errLineTooLong")
+			}
+			long = append(long, tl)
+			lines = append(lines, nil)
+			continue
+		}
 		if err != nil {
-			return lines, err
+			return lines, long, err
 		}
 		lines = append(lines, line)
 	}
@@ -58,20 +72,26 @@ func readAllLines(t testing.TB, lr *lineReader) (lines [][]byte, err error) {
 
 func checkLines(t testing.TB, input []byte, limit int, lr *lineReader) {
 	t.Helper()
-	want, wantTooLong := referenceLines(input, limit)
-	got, err := readAllLines(t, lr)
-	switch {
-	case wantTooLong && !errors.Is(err, errLineTooLong):
-		t.Fatalf("err = %v, want errLineTooLong", err)
-	case !wantTooLong && err != io.EOF:
+	want, wantLong := referenceLines(input, limit)
+	got, gotLong, err := readAllLines(t, lr)
+	if err != io.EOF {
 		t.Fatalf("err = %v, want io.EOF", err)
 	}
 	if len(got) != len(want) {
 		t.Fatalf("got %d lines, want %d", len(got), len(want))
 	}
 	for i := range want {
-		if !bytes.Equal(got[i], want[i]) {
+		if !bytes.Equal(got[i], want[i]) || (got[i] == nil) != (want[i] == nil) {
 			t.Fatalf("line %d: got %d bytes %.40q, want %d bytes %.40q", i, len(got[i]), got[i], len(want[i]), want[i])
+		}
+	}
+	if len(gotLong) != len(wantLong) {
+		t.Fatalf("got %d lines over the limit, want %d", len(gotLong), len(wantLong))
+	}
+	for i, w := range wantLong {
+		g := gotLong[i]
+		if g.size != w.size || !bytes.Equal(g.head, w.head) || !bytes.Equal(g.tail, w.tail) {
+			t.Fatalf("line over the limit %d: size %d head %.20q tail %.20q, want %d %.20q %.20q", i, g.size, g.head, g.tail, w.size, w.head, w.tail)
 		}
 	}
 }
@@ -94,6 +114,8 @@ func TestLineReader(t *testing.T) {
 		{"over the limit, short", "ok\n" + long(101, 'a') + "\n", 100},
 		{"over the limit, long", "ok\n" + long(2<<20, 'a') + "\nnever\n", 1 << 20},
 		{"over the limit, last line", "ok\n" + long(5001, 'a'), 5000},
+		{"over the limit, ends kept", "{\"id\":1," + long(3<<20, 'm') + ",\"id\":2}\nnext\n" + long(6000, 'q') + "\nlast", 5000},
+		{"over the limit, twice", long(1<<20+1, 'a') + "\n" + long(1<<20+9, 'b') + "\nok\n", 1 << 20},
 	}
 	readers := map[string]func([]byte) io.Reader{
 		"whole":      func(b []byte) io.Reader { return bytes.NewReader(b) },
@@ -131,7 +153,7 @@ func TestLineReaderReadError(t *testing.T) {
 func TestLineReaderBufferShrinks(t *testing.T) {
 	input := strings.Repeat("x", 10_000) + "\n" + strings.Repeat("short\n", 5000)
 	lr := newLineReader(&chunkedReader{data: []byte(input), sizes: []int{1 << 20}}, 1<<20)
-	if _, err := readAllLines(t, lr); err != io.EOF {
+	if _, _, err := readAllLines(t, lr); err != io.EOF {
 		t.Fatal(err)
 	}
 	if len(lr.buf) != lineReaderSize {

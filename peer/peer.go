@@ -58,12 +58,17 @@ type Process interface {
 
 // Defaults of Options.
 const (
-	// DefaultMaxMessageBytes bounds one message from the child.
-	DefaultMaxMessageBytes = 4 << 20
+	// DefaultMaxMessageBytes bounds one message from the child. Real
+	// servers send results of several MiB (file contents, images and
+	// resources in base64), and bridges without a limit pass them
+	// (supergateway relays 10 MiB with no option): 16 MiB passes those
+	// with room, while a runaway line still costs at most about that much
+	// memory (issue 27). It was 4 MiB.
+	DefaultMaxMessageBytes = 16 << 20
 	// DefaultMaxQueuedBytes bounds the bytes waiting to be written to the
-	// child's stdin while it is not reading: four messages of the largest
-	// size.
-	DefaultMaxQueuedBytes = 4 * DefaultMaxMessageBytes
+	// child's stdin while it is not reading: one message of the largest
+	// size (a single message larger than what is queued always passes).
+	DefaultMaxQueuedBytes = 16 << 20
 	// maxTombstones bounds the cancelled requests whose late answers are
 	// still recognized (and dropped) rather than mistaken for another's.
 	maxTombstones = 1024
@@ -72,8 +77,9 @@ const (
 // Options configure a Conn. Every zero value means the documented default.
 type Options struct {
 	// MaxMessageBytes bounds one message from the child (one stdout line).
-	// A longer line ends the connection with ErrOversizedMessage. Zero
-	// means DefaultMaxMessageBytes.
+	// A longer line is skipped; if it answered a request in flight, that
+	// request gets a JSON-RPC error naming the limit instead, and the
+	// connection goes on. Zero means DefaultMaxMessageBytes.
 	MaxMessageBytes int
 	// MaxQueuedBytes bounds the bytes of messages waiting for the child's
 	// stdin: a Send that would exceed it while others are waiting fails with
@@ -96,7 +102,9 @@ var (
 	// stop it.
 	ErrStdoutClosed = errors.New("the MCP server closed its stdout")
 	// ErrOversizedMessage: the child wrote a message larger than
-	// MaxMessageBytes; the connection ended.
+	// MaxMessageBytes. (No longer ends a connection: the message is
+	// skipped, and its request answered with an error; kept for callers
+	// that name it.)
 	ErrOversizedMessage = errors.New("the MCP server wrote a message larger than the limit")
 	// ErrClosed: the connection has ended.
 	ErrClosed = errors.New("the connection to the MCP server has ended")
@@ -660,7 +668,10 @@ func (c *Conn) tombstoneLocked(childID jsonrpc.ID, e *entry) {
 		return
 	}
 	e.cancelled = true
-	c.forgetTokenLocked(e)
+	// The token stays known until the child answers or the tombstone is
+	// pushed out: the child's later progress for it is dropped (the
+	// client forgot the token; TypeScript clients report each such
+	// notification as an error).
 	if e.renamed {
 		c.renamedLive--
 	}
@@ -669,6 +680,7 @@ func (c *Conn) tombstoneLocked(childID jsonrpc.ID, e *entry) {
 		c.tombstones = c.tombstones[1:]
 		if oe := c.inflight[old]; oe != nil && oe.cancelled {
 			delete(c.inflight, old)
+			c.forgetTokenLocked(oe)
 		}
 	}
 	c.tombstones = append(c.tombstones, childID)
@@ -923,17 +935,13 @@ func (c *Conn) Ping(ctx context.Context) error {
 func (c *Conn) read() {
 	defer close(c.done)
 	lr := newLineReader(c.proc.Stdout(), c.maxLine)
-	var reason error
 	for {
 		line, err := lr.next()
 		if err != nil {
-			if errors.Is(err, errLineTooLong) {
-				reason = fmt.Errorf("%w (%d bytes); raise --max-message-bytes if the server's messages are legitimately this large", ErrOversizedMessage, c.maxLine)
-				close(c.waited) // nothing waits for the child: Close stops it
-				c.end(reason)
-				// Keep draining so the child is not blocked writing while it stops.
-				_, _ = io.Copy(io.Discard, c.proc.Stdout())
-				return
+			var tl *lineTooLong
+			if errors.As(err, &tl) {
+				c.oversized(tl)
+				continue
 			}
 			break
 		}
@@ -1001,6 +1009,9 @@ func truncate(b []byte, n int) string {
 // receive restores what the way in rewrote in a message from the child and
 // hands it on.
 func (c *Conn) receive(data []byte, env jsonrpc.Envelope) {
+	if env.Kind == jsonrpc.KindRequest {
+		data, env = withParams(data, env)
+	}
 	m := &c.in
 	*m = Message{Message: jsonrpc.Message{Data: data, Env: env}, Dir: FromChild, Method: env.Method}
 	switch {
@@ -1035,9 +1046,17 @@ func (c *Conn) receive(data []byte, env jsonrpc.Envelope) {
 	case env.Method == "notifications/progress" && env.ProgressToken != "":
 		c.mu.Lock()
 		e := c.tokens[env.ProgressToken]
+		cancelled := e != nil && e.cancelled
 		c.mu.Unlock()
 		if e == nil {
 			break
+		}
+		if cancelled {
+			// "Progress notifications MUST only reference tokens that ...
+			// are associated with an in-progress operation"
+			// (basic/utilities/progress): the client cancelled this one.
+			c.logger.Debug("dropping the MCP server's progress for a cancelled request", "token", string(env.ProgressToken))
+			return
 		}
 		if e.rawToken != nil {
 			m.Data = m.Env.Rewrite(data, jsonrpc.Edit{At: env.ProgressTokenAt, Raw: e.rawToken})

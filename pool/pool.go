@@ -31,7 +31,13 @@
 // that ask run side by side on children of their own rather than in a queue.
 // A holding call that is cancelled or expires costs its child, which is
 // stopped: its server may still be working on the call and ask again, and
-// nothing could tell that request from the next call's.
+// nothing could tell that request from the next call's. What no stdio
+// request can say is whether a call caused it at all: a server that asks
+// on its own (from a timer after initialized) while a call holds its child
+// charges that call. A fresh child settles (Options.Settle) before it
+// serves, and what a child asks with no call to charge is answered by the
+// bridge (a declined elicitation, an error for the others), which narrows
+// that window without closing it.
 //
 // Log messages are attributed the same way, and more strictly: a
 // notifications/message names no request either, and any call may cause
@@ -94,6 +100,11 @@ const (
 	DefaultDiscoverTTL = 10 * time.Minute
 	// DefaultIdleTimeout is how long a child beyond Min may stay unused.
 	DefaultIdleTimeout = 5 * time.Minute
+	// DefaultSettle is how long a fresh legacy child that may ask the
+	// client something settles before it serves: what it asks meanwhile
+	// has no call behind it (npm server-everything sends roots/list from a
+	// timer 350 ms after initialized), and the bridge answers it itself.
+	DefaultSettle = 500 * time.Millisecond
 	// DefaultKeepAlive is how often a quiet subscriptions/listen stream
 	// gets an SSE comment, so that proxies and clients do not close it.
 	DefaultKeepAlive = 25 * time.Second
@@ -185,8 +196,15 @@ type Options struct {
 	// DefaultIdleTimeout.
 	IdleTimeout time.Duration
 	// KeepAlive is how often a quiet subscription stream gets a comment.
-	// Zero means DefaultKeepAlive.
+	// Zero means DefaultKeepAlive; negative means none (the bridge's front
+	// end keeps every stream of its own alive, --sse-keepalive).
 	KeepAlive time.Duration
+	// Settle is how long a fresh legacy child whose clients declared
+	// elicitation, sampling or roots waits after its initialization before
+	// it serves: a request it sends meanwhile is answered by the bridge
+	// (see child.Route), never charged to a call. Zero means
+	// DefaultSettle; negative means none.
+	Settle time.Duration
 	// Secret keys the requestState HMAC: instances sharing it accept each
 	// other's states (and forward them to their owner). Nil means a random
 	// key, good for this process only.
@@ -317,8 +335,11 @@ func New(opts *Options) (*Pool, error) {
 	if o.IdleTimeout <= 0 {
 		o.IdleTimeout = DefaultIdleTimeout
 	}
-	if o.KeepAlive <= 0 {
+	if o.KeepAlive == 0 {
 		o.KeepAlive = DefaultKeepAlive
+	}
+	if o.Settle == 0 {
+		o.Settle = DefaultSettle
 	}
 	if o.Instance == "" {
 		o.Instance = "local"
@@ -961,6 +982,18 @@ func (p *Pool) spawn(ctx context.Context, g *group, legacy bool) (*child, error)
 		}
 		_ = json.Unmarshal(res, &r)
 		ch.serverInfo = r.ServerInfo
+		if p.opts.Settle > 0 && declaresInputs(g.caps) {
+			// Servers ask right after initialized (roots/list, from a
+			// timer or on the notification) with no call behind them;
+			// such a request reaches no call while the child is not in
+			// its group (issue 27).
+			t := time.NewTimer(p.opts.Settle)
+			select {
+			case <-t.C:
+			case <-ctx.Done():
+				t.Stop()
+			}
+		}
 	}
 	p.mu.Lock()
 	g.starting--
@@ -986,6 +1019,7 @@ func (p *Pool) spawn(ctx context.Context, g *group, legacy bool) (*child, error)
 	p.churn.started.Add(1)
 	p.signalLocked()
 	p.mu.Unlock()
+	p.subs.grew(ch)
 	return ch, nil
 }
 
@@ -1167,8 +1201,21 @@ func (ch *child) Route(m *peer.Message) {
 				holder.push(item{kind: itemInput, msg: m.Message})
 				return
 			}
-			ch.answerError(m.Message, jsonrpc.CodeInternalError, "no client request can answer this: "+m.Method+
-				" is only answered during a tools/call, prompts/get or resources/read")
+			// No call can have caused it (the child is settling, or
+			// between calls): the bridge answers for no client, as
+			// harmlessly as the method allows. An elicitation is
+			// declined. roots/list gets an error, not an empty list:
+			// servers keep the answer (npm server-everything caches it
+			// and asks no more), and no client's roots are empty; after
+			// an error such a server asks again during a call, which
+			// then answers it.
+			switch m.Method {
+			case "elicitation/create":
+				ch.answer(m.Message, []byte(`{"action":"decline"}`))
+			default:
+				ch.answerError(m.Message, jsonrpc.CodeInternalError, "no client request can answer this: "+m.Method+
+					" is only answered during a tools/call, prompts/get or resources/read")
+			}
 		case "ping":
 			ch.answer(m.Message, []byte(`{}`))
 		default:

@@ -226,10 +226,14 @@ type call struct {
 
 	mu     sync.Mutex
 	caller any // the Caller of the request being served: the first, then each retry's
-	queue  []item
-	first  [1]item       // queue's first backing array: most calls get one item, the answer
-	signal chan struct{} // cap 1: the queue grew
-	over   bool          // answered or cancelled
+	// retried: a retry serves the call now; token is its
+	// _meta.progressToken (nil: none), which the child's progress gets.
+	retried bool
+	token   []byte
+	queue   []item
+	first   [1]item       // queue's first backing array: most calls get one item, the answer
+	signal  chan struct{} // cap 1: the queue grew
+	over    bool          // answered or cancelled
 
 	// Under pool.mu: the child whose calls list holds it (see takeLocked).
 	on             *child
@@ -332,7 +336,14 @@ func (c *call) wait(ctx context.Context, rawID, buf []byte, emit func([]byte) er
 		}
 		switch it.kind {
 		case itemNotify:
-			if err := emit(it.msg.Data); err != nil {
+			data := it.msg.Data
+			if it.msg.Env.Method == "notifications/progress" {
+				var ok bool
+				if data, ok = c.progress(data); !ok {
+					continue
+				}
+			}
+			if err := emit(data); err != nil {
 				p.cancelCall(c, "the client's response stream failed")
 				return nil, err
 			}
@@ -351,6 +362,28 @@ func (c *call) wait(ctx context.Context, rawID, buf []byte, emit func([]byte) er
 			return c.park(it, rawID)
 		}
 	}
+}
+
+// progress renders a progress notification of the child for the request
+// being served: after an MRTR round, the retry's. The child knows only
+// the first request's progressToken, which the peer restored; the client
+// tracks the retry's, and drops what carries another ("unknown token",
+// issue 27). Without a token in the retry, it is dropped (false).
+func (c *call) progress(data []byte) ([]byte, bool) {
+	c.mu.Lock()
+	retried, token := c.retried, c.token
+	c.mu.Unlock()
+	if !retried {
+		return data, true
+	}
+	if token == nil {
+		return nil, false
+	}
+	env, err := jsonrpc.Parse(data)
+	if err != nil || env.ProgressToken == "" {
+		return nil, false
+	}
+	return jsonrpc.Rewrite(data, jsonrpc.Edit{At: env.ProgressTokenAt, Raw: token}), true
 }
 
 // answer renders the child's answer for the client, in buf's memory if it
@@ -597,8 +630,11 @@ func (p *Pool) retry(ctx context.Context, req *Request, params []byte, raw strin
 	}
 	c.active = true
 	c.stopTimer()
+	meta, _ := jsonrpc.Lookup(params, "_meta")
+	token, _ := jsonrpc.Lookup(meta, "progressToken")
 	c.mu.Lock()
 	c.caller = req.Caller // the same principal (Check): its token's scopes now
+	c.retried, c.token = true, bytes.Clone(token)
 	c.mu.Unlock()
 	var answered, missing []pendingInput
 	for _, in := range c.pending {

@@ -27,12 +27,23 @@ import (
 // notifications, and subscribes the child to resources (resources/subscribe,
 // reference-counted per child, so two subscriptions to one URI make one
 // child subscription).
+//
+// A subscription spans its group (the modern children, or one legacy
+// key's): a list change or resource update from any child of the group
+// reaches it (issue 27). It runs on one child, its home, which the listen
+// holds and which answers it; on each other child of the group, now or
+// started later, an attachment subscribes it too (a modern child gets the
+// listen under an id of its own, a legacy child resources/subscribe), and
+// what those children answer or acknowledge is dropped: the client sees
+// one acknowledgment and one answer, from the home child.
 type subscriptions struct {
 	p  *Pool
 	n  atomic.Int64
 	mu sync.Mutex
-	// byChild lists the subscriptions on each child.
+	// byChild lists the subscriptions on each child, home or attached.
 	byChild map[*child][]*subscription
+	// all are the subscriptions in progress.
+	all map[*subscription]struct{}
 	// uris counts the legacy subscriptions per child and URI.
 	uris map[*child]map[string]int
 }
@@ -45,7 +56,29 @@ type subscription struct {
 	childID string // the id the child knows it by (modern), as JSON
 	legacy  bool
 	filter  filter // legacy: the acknowledged part of the filter; under subscriptions.mu
+	key     string // the group's key
+	want    filter // legacy: the client's filter, for the other children
+	req     []byte // modern: the client's request, for the other children
+
+	// Under subscriptions.mu:
+	others map[*child]*attachment // the other children of the group
+	done   bool                   // the listen has ended: attach no more
 }
+
+// attachment is a subscription on a child of its group other than its
+// home. It is the Origin of what the bridge sends the child for it, so
+// that the child's answers reach no call (Route drops them), and the
+// interception point sees the subscription's caller.
+type attachment struct {
+	sub     *subscription
+	childID string        // modern: the id the child knows it by
+	filter  filter        // legacy: what the child agreed to; under subscriptions.mu
+	ready   bool          // legacy: subscribed, in byChild; under subscriptions.mu
+	sent    chan struct{} // modern: closed once the listen was written
+}
+
+// Principal is the subscription's caller, for the interception point.
+func (a *attachment) Principal() any { return a.sub.c.Principal() }
 
 // filter is the notifications filter of subscriptions/listen.
 type filter struct {
@@ -56,7 +89,7 @@ type filter struct {
 }
 
 func newSubscriptions(p *Pool) *subscriptions {
-	return &subscriptions{p: p, byChild: make(map[*child][]*subscription), uris: make(map[*child]map[string]int)}
+	return &subscriptions{p: p, byChild: make(map[*child][]*subscription), all: make(map[*subscription]struct{}), uris: make(map[*child]map[string]int)}
 }
 
 // usesLocked reports whether a subscription keeps ch running. Called under
@@ -64,23 +97,160 @@ func newSubscriptions(p *Pool) *subscriptions {
 func (s *subscriptions) usesLocked(ch *child) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return len(s.byChild[ch]) > 0
+	// Only a home: an attachment ends with its child, and keeps no child
+	// from stopping.
+	for _, sub := range s.byChild[ch] {
+		if sub.ch == ch {
+			return true
+		}
+	}
+	return false
 }
 
 func (s *subscriptions) add(sub *subscription) {
 	s.mu.Lock()
 	s.byChild[sub.ch] = append(s.byChild[sub.ch], sub)
+	s.all[sub] = struct{}{}
 	s.mu.Unlock()
 }
 
+// unlistLocked takes sub off ch's list.
+func (s *subscriptions) unlistLocked(ch *child, sub *subscription) {
+	subs := slices.DeleteFunc(s.byChild[ch], func(o *subscription) bool { return o == sub })
+	if len(subs) == 0 {
+		delete(s.byChild, ch)
+	} else {
+		s.byChild[ch] = subs
+	}
+}
+
+// remove ends sub on its home and on every child it is attached to.
 func (s *subscriptions) remove(sub *subscription) {
 	s.mu.Lock()
-	subs := slices.DeleteFunc(s.byChild[sub.ch], func(o *subscription) bool { return o == sub })
-	if len(subs) == 0 {
-		delete(s.byChild, sub.ch)
-	} else {
-		s.byChild[sub.ch] = subs
+	s.unlistLocked(sub.ch, sub)
+	delete(s.all, sub)
+	sub.done = true
+	others := sub.others
+	sub.others = nil
+	ready := make(map[*child]*attachment, len(others))
+	for ch, a := range others {
+		s.unlistLocked(ch, sub)
+		if !sub.legacy || a.ready {
+			ready[ch] = a
+		}
 	}
+	s.mu.Unlock()
+	for ch, a := range ready {
+		s.detach(ch, a)
+	}
+}
+
+// detach ends an attachment on its child: a modern child gets the
+// cancellation of its listen, a legacy child is unsubscribed from what no
+// other subscription on it wants. (A legacy attachment still subscribing
+// undoes itself: see attach.)
+func (s *subscriptions) detach(ch *child, a *attachment) {
+	if !a.sub.legacy {
+		<-a.sent
+		note := []byte(`{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":` + a.childID + `,"reason":"the client closed its subscription stream"}}`)
+		if env, err := jsonrpc.Parse(note); err == nil {
+			_ = ch.conn.Send(a, jsonrpc.Message{Data: note, Env: env})
+		}
+		return
+	}
+	s.unsubscribeLegacy(ch, a.filter)
+}
+
+// spread attaches sub to the children of its group other than its home.
+func (s *subscriptions) spread(ctx context.Context, sub *subscription) {
+	p := s.p
+	p.mu.Lock()
+	kids := slices.Clone(sub.ch.group.children)
+	p.mu.Unlock()
+	for _, ch := range kids {
+		s.attach(ctx, sub, ch)
+	}
+}
+
+// grew: ch joined its group; the subscriptions of the group attach to it,
+// in the background (a legacy child is subscribed with requests of the
+// bridge's own).
+func (s *subscriptions) grew(ch *child) {
+	s.mu.Lock()
+	var subs []*subscription
+	for sub := range s.all {
+		if sub.key == ch.group.key {
+			subs = append(subs, sub)
+		}
+	}
+	s.mu.Unlock()
+	if len(subs) == 0 {
+		return
+	}
+	p := s.p
+	p.mu.Lock()
+	if p.closed {
+		p.mu.Unlock()
+		return
+	}
+	p.wg.Add(1) // under mu, not closed: before Close waits
+	p.mu.Unlock()
+	go func() {
+		defer p.wg.Done()
+		ctx, cancel := context.WithTimeout(p.ctx, p.opts.ProbeTimeout)
+		defer cancel()
+		for _, sub := range subs {
+			s.attach(ctx, sub, ch)
+		}
+	}()
+}
+
+// attach subscribes sub on ch, a child of its group other than its home,
+// unless it is already there or has ended.
+func (s *subscriptions) attach(ctx context.Context, sub *subscription, ch *child) {
+	if ch == sub.ch {
+		return
+	}
+	a := &attachment{sub: sub}
+	s.mu.Lock()
+	if sub.done || sub.others[ch] != nil {
+		s.mu.Unlock()
+		return
+	}
+	if sub.others == nil {
+		sub.others = make(map[*child]*attachment)
+	}
+	sub.others[ch] = a
+	if !sub.legacy {
+		a.childID = strconv.Quote("mcpb-sub-" + strconv.FormatInt(s.n.Add(1), 10))
+		a.sent = make(chan struct{})
+		s.byChild[ch] = append(s.byChild[ch], sub)
+	}
+	s.mu.Unlock()
+	if !sub.legacy {
+		defer close(a.sent)
+		env, err := jsonrpc.Parse(sub.req)
+		if err != nil {
+			return
+		}
+		data := jsonrpc.Rewrite(sub.req, jsonrpc.Edit{At: env.IDAt, Raw: []byte(a.childID)})
+		if env, err = jsonrpc.Parse(data); err == nil {
+			err = ch.conn.Send(a, jsonrpc.Message{Data: data, Env: env})
+		}
+		if err != nil {
+			s.p.logger.Debug("could not pass a subscription on to another MCP server of the pool", "child", ch.conn.ID(), "err", err)
+		}
+		return
+	}
+	acked := s.subscribeLegacy(ctx, sub, ch, sub.want)
+	s.mu.Lock()
+	if sub.done || sub.others[ch] != a {
+		s.mu.Unlock()
+		s.unsubscribeLegacy(ch, acked)
+		return
+	}
+	a.filter, a.ready = acked, true
+	s.byChild[ch] = append(s.byChild[ch], sub)
 	s.mu.Unlock()
 }
 
@@ -90,8 +260,13 @@ func (s *subscriptions) route(ch *child, m *peer.Message) {
 	s.mu.Lock()
 	subs := slices.Clone(s.byChild[ch])
 	filters := make([]filter, len(subs))
+	childIDs := make([]string, len(subs))
 	for i, sub := range subs {
-		filters[i] = sub.filter
+		if sub.ch == ch {
+			filters[i], childIDs[i] = sub.filter, sub.childID
+		} else if a := sub.others[ch]; a != nil {
+			filters[i], childIDs[i] = a.filter, a.childID
+		}
 	}
 	s.mu.Unlock()
 	params, _ := jsonrpc.Lookup(m.Data, "params")
@@ -112,7 +287,9 @@ func (s *subscriptions) route(ch *child, m *peer.Message) {
 			// "All notifications delivered on the stream carry
 			// io.modelcontextprotocol/subscriptionId": the child's own
 			// says whose it is.
-			want = childSub == sub.childID
+			// An attachment's acknowledgment is the bridge's: the
+			// client got its home's.
+			want = childSub == childIDs[i] && (sub.ch == ch || m.Method != "notifications/subscriptions/acknowledged")
 		} else {
 			f := filters[i]
 			switch m.Method {
@@ -142,6 +319,14 @@ func (s *subscriptions) route(ch *child, m *peer.Message) {
 func (s *subscriptions) ended(ch *child) {
 	s.mu.Lock()
 	delete(s.uris, ch)
+	// Attachments end with their child; a home's subscription ends through
+	// its call (itemEnded).
+	for _, sub := range s.byChild[ch] {
+		if sub.ch != ch {
+			delete(sub.others, ch)
+			s.unlistLocked(ch, sub)
+		}
+	}
 	s.mu.Unlock()
 }
 
@@ -216,6 +401,9 @@ func (s *subscriptions) listen(ctx context.Context, req *Request, emit func([]by
 		return nil, err
 	}
 	c.ch = sub.ch
+	sub.key = sub.ch.group.key
+	sub.want = f
+	sub.req = slices.Clone(req.Msg.Data)
 	s.add(sub)
 	defer func() {
 		s.remove(sub)
@@ -223,8 +411,12 @@ func (s *subscriptions) listen(ctx context.Context, req *Request, emit func([]by
 	}()
 
 	if sub.legacy {
-		acked := s.subscribeLegacy(ctx, sub, f)
-		defer s.unsubscribeLegacy(sub)
+		acked := s.subscribeLegacy(ctx, sub, sub.ch, f)
+		s.mu.Lock()
+		sub.filter = acked
+		s.mu.Unlock()
+		defer func() { s.unsubscribeLegacy(sub.ch, acked) }()
+		s.spread(ctx, sub)
 		ack, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "method": "notifications/subscriptions/acknowledged",
 			"params": map[string]any{"_meta": map[string]json.RawMessage{metaSubscriptionID: rawID}, "notifications": acked}})
 		if err := emit(ack); err != nil {
@@ -242,13 +434,16 @@ func (s *subscriptions) listen(ctx context.Context, req *Request, emit func([]by
 		if err != nil {
 			return nil, err
 		}
+		s.spread(ctx, sub)
 	}
 	// "servers are encouraged to periodically emit an SSE comment line ...
 	// as a keep-alive" on the listen stream (basic/transports/streamable-http):
 	// emit(nil) asks the front end for one.
 	var keepAlive *time.Timer
 	rearm := func() {
-		keepAlive = time.AfterFunc(p.opts.KeepAlive, func() { c.push(item{kind: itemKeepAlive}) })
+		if p.opts.KeepAlive > 0 {
+			keepAlive = time.AfterFunc(p.opts.KeepAlive, func() { c.push(item{kind: itemKeepAlive}) })
+		}
 	}
 	// Not before the acknowledgment, which comes first on the stream.
 	armed := sub.legacy
@@ -310,7 +505,7 @@ func (s *subscriptions) listen(ctx context.Context, req *Request, emit func([]by
 // "The notifications field in the acknowledgment reflects the subset the
 // server agreed to honor. Notification types the server does not support
 // are omitted."
-func (s *subscriptions) subscribeLegacy(ctx context.Context, sub *subscription, f filter) filter {
+func (s *subscriptions) subscribeLegacy(ctx context.Context, sub *subscription, ch *child, f filter) filter {
 	var init struct {
 		Capabilities struct {
 			Tools *struct {
@@ -325,7 +520,7 @@ func (s *subscriptions) subscribeLegacy(ctx context.Context, sub *subscription, 
 			} `json:"resources"`
 		} `json:"capabilities"`
 	}
-	_ = json.Unmarshal(sub.ch.init, &init)
+	_ = json.Unmarshal(ch.init, &init)
 	caps := init.Capabilities
 	var acked filter
 	acked.ToolsListChanged = f.ToolsListChanged && caps.Tools != nil && caps.Tools.ListChanged
@@ -344,16 +539,16 @@ func (s *subscriptions) subscribeLegacy(ctx context.Context, sub *subscription, 
 				continue
 			}
 			s.mu.Lock()
-			counts := s.uris[sub.ch]
+			counts := s.uris[ch]
 			if counts == nil {
 				counts = make(map[string]int)
-				s.uris[sub.ch] = counts
+				s.uris[ch] = counts
 			}
 			first := counts[uri] == 0
 			counts[uri]++
 			s.mu.Unlock()
 			if first {
-				if _, err := sub.ch.conn.Call(ctx, "resources/subscribe", map[string]string{"uri": uri}); err != nil {
+				if _, err := ch.conn.Call(ctx, "resources/subscribe", map[string]string{"uri": uri}); err != nil {
 					s.p.logger.Info("a resource subscription was refused (by the MCP server, or the bridge's pin file)", "uri", uri, "err", err)
 					s.mu.Lock()
 					counts[uri]--
@@ -364,18 +559,16 @@ func (s *subscriptions) subscribeLegacy(ctx context.Context, sub *subscription, 
 			acked.ResourceSubscriptions = append(acked.ResourceSubscriptions, uri)
 		}
 	}
-	s.mu.Lock()
-	sub.filter = acked
-	s.mu.Unlock()
 	return acked
 }
 
-// unsubscribeLegacy drops a subscription's resources, unsubscribing the
-// child from those no other subscription on it wants.
-func (s *subscriptions) unsubscribeLegacy(sub *subscription) {
-	for _, uri := range sub.filter.ResourceSubscriptions {
+// unsubscribeLegacy drops a subscription's resources on ch (acked, what
+// ch agreed to), unsubscribing the child from those no other subscription
+// on it wants.
+func (s *subscriptions) unsubscribeLegacy(ch *child, acked filter) {
+	for _, uri := range acked.ResourceSubscriptions {
 		s.mu.Lock()
-		counts := s.uris[sub.ch]
+		counts := s.uris[ch]
 		last := false
 		if counts != nil {
 			counts[uri]--
@@ -387,7 +580,7 @@ func (s *subscriptions) unsubscribeLegacy(sub *subscription) {
 		s.mu.Unlock()
 		if last {
 			ctx, cancel := context.WithTimeout(context.Background(), s.p.opts.ProbeTimeout)
-			_, _ = sub.ch.conn.Call(ctx, "resources/unsubscribe", map[string]string{"uri": uri})
+			_, _ = ch.conn.Call(ctx, "resources/unsubscribe", map[string]string{"uri": uri})
 			cancel()
 		}
 	}

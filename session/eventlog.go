@@ -17,6 +17,11 @@ var (
 	// ErrUnknownEvent means a resume point (Last-Event-ID) that names no
 	// stream of the session, or a position that stream never reached.
 	ErrUnknownEvent = errors.New("Last-Event-ID names no event of this session")
+	// ErrStreamFinished means a resume point at the end of a stream that
+	// is finished: there is nothing to replay and nothing will follow (a
+	// cancelled request's stream, say). A client that resumes it again
+	// would get nothing again, forever (issue 27).
+	ErrStreamFinished = errors.New("the stream after this Last-Event-ID is finished: nothing to replay")
 	// ErrSuperseded ends a reader whose stream was taken over by a newer
 	// connection (a resume of the same stream).
 	ErrSuperseded = errors.New("the stream was resumed on another connection")
@@ -81,6 +86,15 @@ type EventLog struct {
 
 	walkGen uint64 // numbers reclaim's walks over order
 
+	// ended remembers the ends of the last streams freed after every
+	// event was handed out and none evicted (a stream that finished
+	// holding nothing, such as a cancelled request's): a resume from such
+	// an end is
+	// ErrStreamFinished, not ErrEventsPurged (nothing was lost). Bounded:
+	// older ones are forgotten, and a resume there is ErrEventsPurged.
+	ended     [endedStreams]streamEnd
+	endedNext int
+
 	// onEvict, if set, is told the size of each evicted event (under mu),
 	// by the log's own bounds or a budget walk, for metrics
 	// (Observer.EventEvicted).
@@ -115,12 +129,23 @@ type logStream struct {
 	gen       uint64
 	attached  bool
 	transient bool // see NewTransientStream
+	adopted   bool // Adopt moved events of it to another stream
+	evicted   bool // an event of it was evicted
 	// blocked is the walkGen of the reclaim walk that found this stream's
 	// oldest held event live: its later events are live too.
 	blocked uint64
 	// wake is closed (and set to nil) on append or finish. A waiting reader
 	// creates it, so an append with no reader waiting allocates nothing.
 	wake chan struct{}
+}
+
+// endedStreams bounds EventLog.ended.
+const endedStreams = 64
+
+// streamEnd is a freed stream and the seq its next event would have had.
+type streamEnd struct {
+	id   int64
+	next uint64
 }
 
 // NewEventLog returns a log bounded by maxEvents events and maxBytes bytes.
@@ -262,6 +287,7 @@ func (l *EventLog) dropFirstLocked(s *logStream) int64 {
 		s.events = s.buf[:0]
 	}
 	s.first++
+	s.evicted = true
 	l.events--
 	l.bytes -= int64(len(data))
 	if l.counted {
@@ -343,6 +369,10 @@ func (l *EventLog) endForBudget() bool {
 func (l *EventLog) maybeFreeLocked(s *logStream) {
 	if s.done && !s.attached && (len(s.events) == 0 || s.transient) {
 		delete(l.streams, s.id)
+		if !s.transient && !s.adopted && !s.evicted && s.sent+1 >= s.next {
+			l.ended[l.endedNext] = streamEnd{s.id, s.next}
+			l.endedNext = (l.endedNext + 1) % endedStreams
+		}
 	}
 }
 
@@ -423,6 +453,7 @@ func (l *EventLog) Adopt(old int64) int64 {
 			n.push(e)
 		}
 		n.next += uint64(k)
+		o.adopted = true
 		clear(moved)
 		o.events = o.events[:len(o.events)-k]
 		o.next -= uint64(k)
@@ -455,7 +486,8 @@ type Reader struct {
 // superseding any reader attached before. It fails with ErrUnknownEvent for
 // a stream the log never opened or a position the stream never reached, and
 // with ErrEventsPurged when the event after that position was evicted or the
-// stream itself was freed.
+// stream itself was freed, and with ErrStreamFinished when the stream was
+// freed after every event was handed out and the position is its end.
 //
 // A transient stream is never attached this way: its ID never reached a
 // client, so a resume naming it gets ErrUnknownEvent (or ErrEventsPurged
@@ -475,6 +507,11 @@ func (l *EventLog) attach(r *Reader, stream int64, after uint64, transient bool)
 	defer l.mu.Unlock()
 	s := l.streams[stream]
 	if s == nil {
+		for _, e := range l.ended {
+			if e.id == stream && stream != 0 && after+1 >= e.next {
+				return ErrStreamFinished
+			}
+		}
 		if stream > 0 && stream <= l.lastID {
 			// The stream existed and was freed: it finished holding no
 			// event (evicted, moved by Adopt, or none ever appended). Its
@@ -572,6 +609,14 @@ func (r *Reader) Detach() {
 		s.attached = false
 		l.maybeFreeLocked(s)
 	}
+}
+
+// AtEnd reports whether the stream is finished and the reader has read
+// every event of it.
+func (r *Reader) AtEnd() bool {
+	r.l.mu.Lock()
+	defer r.l.mu.Unlock()
+	return r.s.done && r.pos+1 >= r.s.next
 }
 
 // Pos is the position of the last event returned: 0 before the first one

@@ -993,3 +993,34 @@ func TestEventLogTransientStream(t *testing.T) {
 		t.Fatalf("%d streams after an unread transient stream finished, want 1", streams)
 	}
 }
+
+// A stream that finished holding nothing (a cancelled request's, with no
+// progress) is freed; a resume from its end is ErrStreamFinished, not a
+// loss of events (issue 27).
+func TestEventLogResumeFinishedEmpty(t *testing.T) {
+	l := NewEventLog(10, 1<<20)
+	s := l.NewStream()
+	r := mustAttach(t, l, s, 0)
+	l.Finish(s)
+	r.Detach()
+	if st := l.State(s); st.Exists {
+		t.Fatalf("the finished empty stream is still held: %+v", st)
+	}
+	if _, err := l.Attach(s, 0); !errors.Is(err, ErrStreamFinished) {
+		t.Fatalf("resume of its end: %v, want ErrStreamFinished", err)
+	}
+	// One whose event was read and is still held: the reader is at its end.
+	s2 := l.NewStream()
+	l.Append(s2, []byte("a"))
+	l.Finish(s2)
+	r2 := mustAttach(t, l, s2, 1)
+	if !r2.AtEnd() {
+		t.Fatal("a reader after the last event of a finished stream is not AtEnd")
+	}
+	r2.Detach()
+	r3 := mustAttach(t, l, s2, 0)
+	if r3.AtEnd() {
+		t.Fatal("a reader before an event is AtEnd")
+	}
+	r3.Detach()
+}

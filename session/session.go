@@ -38,7 +38,13 @@ import (
 
 // Defaults of Options.
 const (
-	DefaultIdleTimeout = 30 * time.Minute
+	// DefaultIdleTimeout: the TypeScript SDK's clients and the MCP
+	// inspector never send DELETE, so each of their sessions holds its
+	// server this long after they quit (issue 27). It was 30 minutes;
+	// 10 bounds those leftovers to a third, while a client that keeps
+	// working sends a message at least that often, and one that does not
+	// gets 404 and, as the spec says, initializes again.
+	DefaultIdleTimeout = 10 * time.Minute
 	DefaultMaxSessions = 1000
 	// DefaultInitializeTimeout matches the request timeout of the usual
 	// clients: one that waited longer for initialize would be rare.
@@ -1070,10 +1076,16 @@ func (s *Session) Listen() (*Reader, error) {
 
 // Resume reattaches to a stream after the event at position after (0:
 // from its start), for a GET with Last-Event-ID. It fails with
-// ErrUnknownEvent or ErrEventsPurged.
+// ErrUnknownEvent or ErrEventsPurged, and with ErrStreamFinished when the
+// stream is finished and nothing follows that position.
 func (s *Session) Resume(stream int64, after uint64) (*Reader, error) {
 	s.touch()
 	r, err := s.log.Attach(stream, after)
+	if err == nil && r.AtEnd() {
+		// Nothing to replay and nothing to come (issue 27).
+		r.Detach()
+		r, err = nil, ErrStreamFinished
+	}
 	if o := s.reg.opts.Observer; o != nil {
 		o.Resumed(err)
 	}

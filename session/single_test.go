@@ -35,7 +35,7 @@ func TestSingleStream(t *testing.T) {
 	for _, line := range []string{
 		`{"jsonrpc":"2.0","method":"notifications/progress","params":{"progressToken":"t","progress":1}}`,
 		`{"jsonrpc":"2.0","id":2,"result":{}}`,
-		`{"jsonrpc":"2.0","id":"s1","method":"sampling/createMessage"}`,
+		`{"jsonrpc":"2.0","id":"s1","method":"sampling/createMessage","params":{}}`,
 		`{"jsonrpc":"2.0","method":"notifications/message","params":{}}`,
 		`{"jsonrpc":"2.0","id":1,"result":{}}`,
 	} {
@@ -72,8 +72,8 @@ func TestRetire(t *testing.T) {
 	s, p := startSession(t, reg, l)
 	call := postMsg(t, s, `{"jsonrpc":"2.0","id":1,"method":"tools/call"}`)
 	p.readLine(t)
-	p.send(t, `{"jsonrpc":"2.0","id":"s1","method":"sampling/createMessage"}`+"\n")
-	if got := next(t, call); got != `{"jsonrpc":"2.0","id":"s1","method":"sampling/createMessage"}` {
+	p.send(t, `{"jsonrpc":"2.0","id":"s1","method":"sampling/createMessage","params":{}}`+"\n")
+	if got := next(t, call); got != `{"jsonrpc":"2.0","id":"s1","method":"sampling/createMessage","params":{}}` {
 		t.Fatalf("server request: %s", got)
 	}
 	reg.Retire()

@@ -60,6 +60,29 @@ try {
     out.roots = await call('test_input_required_result_list_roots');
     out.multi = await call('test_input_required_result_multiple_inputs');
     out.header = await call('test_x_mcp_header', { region: 'eu-west 3 ü', level: 2 });
+  } else if (mode === 'mrtr-progress') {
+    // Progress after an MRTR round carries the retry's token.
+    out.errors = [];
+    client.onerror = (e) => out.errors.push(String(e));
+    let progress = 0;
+    out.elicit = text(await client.callTool({ name: 'elicit-progress', arguments: { text: 'who?' } }, { onprogress: () => { progress++; } }));
+    out.progress = progress;
+  } else if (mode === 'long-op') {
+    // npm server-everything's long operation, on a fresh child that sends
+    // roots/list from a timer 350 ms after initialized: the call never
+    // caused it, and must not be asked for roots.
+    out.op = await call('trigger-long-running-operation', { duration: 1.5, steps: 1 });
+  } else if (mode === 'listen') {
+    // subscriptions/listen: a list change announced by any child of the
+    // pool reaches it.
+    let heard;
+    const changed = new Promise((resolve) => { heard = resolve; });
+    client.setNotificationHandler('notifications/tools/list_changed', () => heard(true));
+    const sub = await client.listen({ toolsListChanged: true });
+    out.honored = sub.honoredFilter;
+    await call('test_trigger_tool_change');
+    out.changed = await Promise.race([changed, new Promise((r) => setTimeout(() => r(false), 15000))]);
+    await sub.close();
   } else {
     out.echo = await call('echo', { message: 'from-ts' });
   }

@@ -359,7 +359,7 @@ func newFlagSet(c *config) *flag.FlagSet {
 	fs.StringVar(&c.Path, "path", c.Path, gEdge.in("HTTP `path` of the MCP endpoint"))
 	fs.DurationVar(&c.SessionIdleTimeout, "session-idle-timeout", c.SessionIdleTimeout, gSessions.in("end a session after this long without a client message, whatever streams are open (negative: never)"))
 	fs.IntVar(&c.MaxSessions, "max-sessions", c.MaxSessions, gSessions.in("most sessions alive at once; beyond it initialize gets 503"))
-	fs.IntVar(&c.MaxMessageBytes, "max-message-bytes", c.MaxMessageBytes, gEdge.in("largest message in `bytes`, either way: a larger POST gets 413, a larger server line ends the session"))
+	fs.IntVar(&c.MaxMessageBytes, "max-message-bytes", c.MaxMessageBytes, gEdge.in("largest message in `bytes`, either way: a larger POST gets 413, a larger answer from the server fails its request with a JSON-RPC error (the session and server go on)"))
 	fs.Var(&listFlag{dst: &c.AllowedOrigins}, "allowed-origins", gEdge.in("browser `origins` allowed besides loopback ones (comma-separated or repeated; * allows any); a request without Origin is not from a browser and is allowed"))
 	fs.Var(&listFlag{dst: &c.AllowedHosts}, "allowed-hosts", gEdge.in("Host header `names` accepted (comma-separated or repeated; * allows any); default: the loopback names when --listen is loopback, else any"))
 	fs.StringVar(&c.AuthTokenFile, "auth-token-file", c.AuthTokenFile, gAuth.in("`file` of accepted bearer tokens, one per line (BRIDGE_AUTH_TOKENS also takes them, comma-separated)"))

@@ -98,7 +98,7 @@ func newConnectFlagSet(c *connectConfig, out io.Writer) *flag.FlagSet {
 	fs.StringVar(&c.TLSCA, "tls-ca", c.TLSCA, "trust the remote's certificate if a CA in this PEM `file` signed it (instead of the system's CAs)")
 	fs.StringVar(&c.TLSClientCert, "tls-client-cert", c.TLSClientCert, "present this PEM client certificate `file` to the remote (mutual TLS; with --tls-client-key)")
 	fs.StringVar(&c.TLSClientKey, "tls-client-key", c.TLSClientKey, "PEM private key `file` of --tls-client-cert")
-	fs.IntVar(&c.MaxMessageBytes, "max-message-bytes", c.MaxMessageBytes, "largest message in `bytes`, either way (0: 4 MiB)")
+	fs.IntVar(&c.MaxMessageBytes, "max-message-bytes", c.MaxMessageBytes, "largest message in `bytes`, either way (0: 16 MiB)")
 	fs.DurationVar(&c.EventTimeout, "event-timeout", c.EventTimeout, "longest `duration` one SSE event or JSON answer of the remote may take to arrive whole once it began (a slow drip is cut; 0: 1m)")
 	fs.BoolVar(&c.OAuth, "oauth", c.OAuth, "log in with OAuth 2.1 when the remote answers 401 (implied by any other --oauth-* flag)")
 	fs.StringVar(&c.OAuthFlow, "oauth-flow", c.OAuthFlow, "OAuth `flow`: code (a browser on this machine; the default), device (a browser elsewhere: SSH, containers) or client-credentials (a service, no user)")

@@ -398,7 +398,10 @@ func newPool(cfg *config, launcher sandbox.Launcher, router *affinity.Instance, 
 		Max:             cfg.PoolMax,
 		MaxPerPrincipal: cfg.PoolMaxPerPrincipal,
 		StateTTL:        cfg.RequestStateTTL,
-		OtherVersions:   bridge.SessionVersions(),
+		// The front end keeps every stateless stream alive, listens
+		// included, at --sse-keepalive.
+		KeepAlive:     -1,
+		OtherVersions: bridge.SessionVersions(),
 		// Principals differ whenever requests are authenticated (static
 		// tokens or OAuth): results may differ per principal, and each
 		// has its share of the pool.
