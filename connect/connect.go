@@ -212,6 +212,9 @@ func Run(ctx context.Context, in io.Reader, out io.Writer, opts *Options) error 
 			return context.Cause(runCtx)
 		case line, ok := <-lines:
 			if !ok {
+				if runCtx.Err() != nil { // the remote failed meanwhile
+					return context.Cause(runCtx)
+				}
 				if err := <-readErr; err != nil {
 					return fmt.Errorf("reading stdin: %w", err)
 				}

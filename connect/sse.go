@@ -47,8 +47,11 @@ func (f *forwarder) dialSSE() (*legacy, error) {
 				if f.ctx.Err() == nil {
 					err = fmt.Errorf("the remote's SSE stream ended: %w", err)
 					f.log.Error("giving up the remote", "err", err)
-					l.failPending(err)
+					// Run's error is settled before the answers go out, so
+					// that a client closing stdin on reading them cannot
+					// end Run as if all were well.
 					f.fail(err)
+					l.failPending(err)
 				}
 				return
 			}

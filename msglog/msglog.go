@@ -65,9 +65,16 @@ func Interceptor(logger *slog.Logger, o *Options) peer.Interceptor {
 			}
 			// Read before next: m may be replaced down the chain.
 			attrs := Attrs(m, maxBody)
+			if m.Dir == peer.FromChild {
+				// Logged before it goes on: the router's delivery may wait
+				// on the client, and a line written after it would come
+				// late, after lines of later messages.
+				logger.LogAttrs(context.Background(), level, "MCP message", attrs...)
+				return next(m)
+			}
 			err := next(m)
 			var rpcErr *jsonrpc.Error
-			if m.Dir == peer.ToChild && errors.As(err, &rpcErr) {
+			if errors.As(err, &rpcErr) {
 				attrs = append(attrs, slog.String("refused", strconv.Itoa(rpcErr.Code)+" "+rpcErr.Message))
 			}
 			logger.LogAttrs(context.Background(), level, "MCP message", attrs...)
