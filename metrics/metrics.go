@@ -6,7 +6,7 @@
 // of them imports Prometheus: a peer.Interceptor for the messages
 // (Server.Intercept), a session.Observer for the sessions and their event
 // logs, a wrapping sandbox.Launcher for the children, and scrape-time reads
-// of sandbox.Pool.Stats and session.Registry.LogStats.
+// of sandbox.Spares.Stats and session.Registry.LogStats.
 //
 // Label values are bounded: method comes from the fixed set of MCP methods
 // (anything else is "other"), outcome and reason from fixed sets, server
@@ -287,7 +287,7 @@ type Server struct {
 	// instrs are the request instruments of each method label, by
 	// methodIndex, made on first use (see instruments).
 	instrs [len(methodLabels)]atomic.Pointer[instruments]
-	// watched are the collectors read at scrape time (WatchPool,
+	// watched are the collectors read at scrape time (WatchSpares,
 	// WatchRegistry), by metric name, for Drop.
 	watched map[string]prometheus.Collector
 }
@@ -513,9 +513,9 @@ func (in *instruments) count(s *Server, outcome string) prometheus.Counter {
 	return c
 }
 
-// WatchPool exports the warm pool's hits and misses
+// WatchSpares exports the warm pool's hits and misses
 // (mcp_bridge_warm_pool_hits_total, _misses_total), read at scrape time.
-func (s *Server) WatchPool(p *sandbox.Pool) error {
+func (s *Server) WatchSpares(p *sandbox.Spares) error {
 	l := prometheus.Labels{"server": s.name}
 	hits := prometheus.NewCounterFunc(prometheus.CounterOpts{Namespace: Namespace, Name: "warm_pool_hits_total", ConstLabels: l,
 		Help: "Sessions given a server started ahead (--warm)."}, func() float64 { h, _ := p.Stats(); return float64(h) })

@@ -70,12 +70,12 @@ func (t *telemetry) launcher(l sandbox.Launcher, kind string) sandbox.Launcher {
 	return t.server.Launcher(l, kind)
 }
 
-// watchPool exports the warm pool's hits and misses.
-func (t *telemetry) watchPool(p *sandbox.Pool) {
+// watchSpares exports the warm pool's hits and misses.
+func (t *telemetry) watchSpares(p *sandbox.Spares) {
 	if t == nil || t.server == nil {
 		return
 	}
-	if err := t.server.WatchPool(p); err != nil {
+	if err := t.server.WatchSpares(p); err != nil {
 		t.logger.Error("cannot export the warm pool's metrics", "err", err)
 	}
 }
