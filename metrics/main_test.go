@@ -37,6 +37,15 @@ func runChild() {
 		<-ctx.Done()
 		return nil, nil, ctx.Err()
 	})
+	// elicit asks the client a question (a 2026-07-28 client's call is then
+	// parked on its child) and answers with the client's action.
+	mcp.AddTool(server, &mcp.Tool{Name: "elicit"}, func(ctx context.Context, req *mcp.CallToolRequest, a textArgs) (*mcp.CallToolResult, any, error) {
+		res, err := req.Session.Elicit(ctx, &mcp.ElicitParams{Message: a.Text, RequestedSchema: map[string]any{"type": "object", "properties": map[string]any{"name": map[string]any{"type": "string"}}}})
+		if err != nil {
+			return nil, nil, err
+		}
+		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: res.Action}}}, nil, nil
+	})
 	// crash exits in the middle of the call.
 	mcp.AddTool(server, &mcp.Tool{Name: "crash"}, func(context.Context, *mcp.CallToolRequest, struct{}) (*mcp.CallToolResult, any, error) {
 		fmt.Fprintln(os.Stderr, "child: crashing on purpose")

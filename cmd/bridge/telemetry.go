@@ -90,12 +90,12 @@ func (t *telemetry) watchRegistry(r *session.Registry) {
 	}
 }
 
-// watchStateless exports the churn of the 2026-07-28 pool.
+// watchStateless exports the churn and the load of the 2026-07-28 pool.
 func (t *telemetry) watchStateless(p *pool.Pool) {
 	if t == nil || t.server == nil || p == nil {
 		return
 	}
-	err := t.server.WatchStatelessPool(func() (int64, int64) { s := p.Stats(); return s.Started, s.Evicted })
+	err := t.server.WatchStatelessPool(p)
 	if err != nil {
 		t.logger.Error("cannot export the stateless pool's metrics", "err", err)
 	}
