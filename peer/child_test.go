@@ -172,8 +172,8 @@ var _ peer.Process = sandbox.Process(nil)
 // enforcer's list after list_changed) that races the end of a session
 // finds stdin closed by Stop while the child still runs; it fails with
 // ErrClosed, which callers ignore, not with the write error ("file already
-// closed", which the pin enforcer logged at WARN at every DELETE; issue
-// 26). The child tells when its stdin has ended, so the race is hit every
+// closed", which the pin enforcer logged at WARN at every DELETE).
+// The child tells when its stdin has ended, so the race is hit every
 // time.
 func TestOwnCallWhileStopping(t *testing.T) {
 	exe, err := os.Executable()

@@ -100,7 +100,7 @@ const (
 	// DefaultStderrTailLines is how many stderr lines an ExitError keeps.
 	DefaultStderrTailLines = 10
 	// DefaultStderrLinesPerSecond is how many stderr lines per second one
-	// session may log, on average (issue 13: 100,000 lines of 4 KB from one
+	// session may log, on average (100,000 lines of 4 KB from one
 	// child wrote 307 MB of log in two minutes).
 	DefaultStderrLinesPerSecond = 100
 	// DefaultStderrBurst is how many stderr lines one session may log at

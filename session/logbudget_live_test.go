@@ -1,6 +1,6 @@
 package session
 
-// Issue 25, item 4: events no client read (a client that posts calls and
+// Events no client read (a client that posts calls and
 // drops each connection before the answer) escaped the process-wide budget;
 // now the session holding the most of them is ended once they alone exceed
 // it, and no other.

@@ -199,7 +199,7 @@ func startSession(t *testing.T, reg *Registry, l *memLauncher) (*Session, *memPr
 
 // TestServerCRIsWhiteSpace: a bare CR is JSON white space, and a server
 // may put one between tokens; it must not reach the SSE framing, where it
-// ends a line (issue 13, item 10).
+// ends a line.
 func TestServerCRIsWhiteSpace(t *testing.T) {
 	checkLeaks(t)
 	reg, l := newTestRegistry(t, Options{})
@@ -221,8 +221,8 @@ func TestServerCRIsWhiteSpace(t *testing.T) {
 
 // TestStdoutClosedEndsSession: a server that closes its stdout and keeps
 // running can answer nothing more. The session ends, its requests in
-// flight get an error that says why, and the server is stopped (issue 13,
-// item 4), instead of a zombie session waiting for DELETE or idle.
+// flight get an error that says why, and the server is stopped,
+// instead of a zombie session waiting for DELETE or idle.
 func TestStdoutClosedEndsSession(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		reg, l := newTestRegistry(t, Options{IdleTimeout: -1})
@@ -266,7 +266,7 @@ func TestServerExitReportsStatus(t *testing.T) {
 
 // TestLogsHideSessionID: without tokens the session ID is the session's
 // only credential; logs and the launcher (container labels) get a short
-// hash of it, unless debug logging is on (issue 13, item 12).
+// hash of it, unless debug logging is on.
 func TestLogsHideSessionID(t *testing.T) {
 	checkLeaks(t)
 	for _, level := range []slog.Level{slog.LevelInfo, slog.LevelDebug} {
@@ -319,7 +319,7 @@ func (b *syncBuffer) String() string {
 
 // TestRequestTimeout: a request the server never answers gets a JSON-RPC
 // error after the request timeout, and the server a notifications/cancelled
-// for it; a late answer is dropped (issue 13, item 5).
+// for it; a late answer is dropped.
 func TestRequestTimeout(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		reg, l := newTestRegistry(t, Options{IdleTimeout: -1, RequestTimeout: time.Minute})

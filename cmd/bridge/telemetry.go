@@ -213,7 +213,7 @@ func (t *telemetry) serveMetrics(cfg *config) (addr net.Addr, stop func(), err e
 
 // metricsHostCheck refuses with 403 a request to --metrics-listen whose
 // Host is not allowed: a page of a DNS-rebinding name could read /metrics
-// otherwise (issue 25, item 10). The names allowed are those of
+// otherwise. The names allowed are those of
 // --allowed-hosts, or the loopback names when it is not given (the main
 // listener then allows any Host when it is not on loopback; this one has
 // no authentication); and any IP address, which no DNS rebinding
