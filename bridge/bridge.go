@@ -1,15 +1,39 @@
-// Package bridge serves MCP Streamable HTTP (revisions 2025-03-26 through
-// 2025-11-25) on one endpoint, in front of the sessions of package session.
+// Package bridge is the bridge's HTTP front end: everything HTTP, for
+// every era of MCP a client may speak, in front of the packages that hold
+// the sessions and the children.
 //
-// It owns everything HTTP: methods and status codes, the Accept,
-// Content-Type, Origin, Authorization, Mcp-Session-Id, MCP-Protocol-Version
-// and Last-Event-ID headers, body limits and SSE framing. Status codes are
-// chosen here only; package session reports sentinel errors.
+// A Handler serves one configured server's endpoint (by default /mcp):
 //
-// Every SSE event carries the ID of its position in the session's event log
-// and is written to the connection only after it entered the log, so a
-// broken connection loses nothing: the client resumes with GET and
-// Last-Event-ID.
+//   - MCP Streamable HTTP of revisions 2025-03-26 through 2025-11-25, in
+//     front of the sessions of package session (bridge.go);
+//   - revision 2026-07-28, stateless, on the same endpoint: a POST with
+//     that MCP-Protocol-Version and no Mcp-Session-Id is served by package
+//     pool, with the revision's headers, _meta and status codes, and
+//     keep-alives on its long calls (stateless.go,
+//     stateless_keepalive.go);
+//   - the legacy HTTP+SSE transport of revision 2024-11-05, beside it
+//     (/sse and /message), on sessions of the same registry
+//     (sse_legacy.go);
+//
+// and, on the same listener, /healthz, /readyz, /metrics (Options.Metrics)
+// and the OAuth protected resource metadata. Servers serves several
+// configured servers from one listener, each under /servers/NAME/ by a
+// Handler of its own, replaced and drained on a reload (servers.go). A
+// Forwarder sends a request to the bridge instance that owns its session
+// or its parked call, when several instances share a load balancer
+// (forward.go). The listener's limits (connections, header and body
+// deadlines) are LimitOptions (limit.go).
+//
+// It owns methods and status codes, the Accept, Content-Type, Origin,
+// Host, Authorization, Mcp-Session-Id, MCP-Protocol-Version and
+// Last-Event-ID headers, body limits and SSE framing; it authenticates
+// each request with package auth. Status codes are chosen here only;
+// packages session and pool report sentinel errors.
+//
+// Every SSE event of a 2025 session carries the ID of its position in the
+// session's event log and is written to the connection only after it
+// entered the log, so a broken connection loses nothing: the client
+// resumes with GET and Last-Event-ID.
 package bridge
 
 import (

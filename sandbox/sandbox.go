@@ -1,5 +1,10 @@
-// Package sandbox launches the stdio MCP servers that sit behind the bridge,
-// one per session, either as local processes or as Docker containers.
+// Package sandbox launches the stdio MCP servers that sit behind the bridge
+// (one per 2025 session, and the children of the 2026-07-28 pool), either
+// as local processes (Local, under a supervisor that outlives none of
+// their descendants: supervise.go) or as Docker containers (Docker, with
+// an optional egress allow-list: docker_egress.go). Spares wraps either
+// to keep children started ahead of sessions (--warm); the per-user
+// credentials of a child travel in its launch's context (launchenv.go).
 //
 // Everything above this package sees only two small interfaces: a Launcher
 // starts a child for a session, and a Process is a running child (its stdio,
