@@ -1,7 +1,7 @@
 package peer_test
 
 // The test binary plays a real stdio MCP server when childEnv is set, the
-// way the Go SDK's cmd_test.go does; scripted children (memProcess) play
+// way the Go SDK's cmd_test.go does; scripted children (internal/memchild) play
 // the cases a real server cannot be made to produce on cue.
 
 import (

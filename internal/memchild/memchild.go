@@ -132,6 +132,10 @@ func (c *Child) Resume() {
 	}
 }
 
+// CloseStdout closes the child's stdout while it goes on running: a
+// server that can answer nothing more but has not exited.
+func (c *Child) CloseStdout() { c.outW.Close() }
+
 // Exit ends the child: its pipes close, as the kernel would close them,
 // and Wait returns status. Only the first call counts.
 func (c *Child) Exit(status error) {
