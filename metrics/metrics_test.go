@@ -18,6 +18,7 @@ import (
 	"github.com/prometheus/common/model"
 
 	"github.com/mcp-bridge/mcp-bridge/bridge"
+	"github.com/mcp-bridge/mcp-bridge/internal/testserver"
 	"github.com/mcp-bridge/mcp-bridge/jsonrpc"
 	"github.com/mcp-bridge/mcp-bridge/metrics"
 	"github.com/mcp-bridge/mcp-bridge/peer"
@@ -54,7 +55,7 @@ func startBridge(t *testing.T, m *metrics.Metrics, so session.Options, intercept
 	srvm := m.Server(metrics.DefaultServer)
 	local := sandbox.NewLocal(&sandbox.LocalOptions{
 		Command:   exe,
-		Env:       append(os.Environ(), childEnv+"=1"),
+		Env:       append(os.Environ(), testserver.Env+"=1"),
 		StopGrace: 2 * time.Second,
 		Logger:    logger,
 	})

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/mcp-bridge/mcp-bridge/internal/testserver"
 	"github.com/mcp-bridge/mcp-bridge/jsonrpc"
 	"github.com/mcp-bridge/mcp-bridge/metrics"
 	"github.com/mcp-bridge/mcp-bridge/peer"
@@ -27,7 +28,7 @@ func TestStatelessPoolGauges(t *testing.T) {
 		t.Fatal(err)
 	}
 	logger := slog.New(slog.DiscardHandler)
-	local := sandbox.NewLocal(&sandbox.LocalOptions{Command: exe, Env: append(os.Environ(), childEnv+"=1"), StopGrace: 2 * time.Second, Logger: logger})
+	local := sandbox.NewLocal(&sandbox.LocalOptions{Command: exe, Env: append(os.Environ(), testserver.Env+"=1"), StopGrace: 2 * time.Second, Logger: logger})
 	p, err := pool.New(&pool.Options{
 		Era:    pool.EraLegacy,
 		Max:    1,
