@@ -9,8 +9,7 @@ import (
 
 // Bounds of the arguments an audit line holds (Options.Args). Arguments
 // are a client's: a line must stay valid JSON (RFC 8259 wants UTF-8) and
-// of a size a log reader copes with, whatever the client sent (issue 25,
-// item 6).
+// of a size a log reader copes with, whatever the client sent.
 const (
 	// MaxArgsDepth is how deeply nested the arguments written may be: a
 	// value nested deeper is written as the string ArgsDepthMarker.

@@ -8,7 +8,7 @@ import (
 	"unicode/utf8"
 )
 
-// Issue 25, item 6: --audit-args wrote a client's arguments as they came:
+// --audit-args once wrote a client's arguments as they came:
 // invalid UTF-8 made the line invalid JSON, and neither depth nor size was
 // bounded. Each line is now valid JSON, with markers where bounds cut.
 func TestArgsValidAndBounded(t *testing.T) {

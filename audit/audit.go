@@ -217,8 +217,7 @@ func (l *Log) Alert(session string, origin any, kind, name, problem string) {
 // pending is a request waiting for its answer: what its line will say
 // of it, without the members the answer sets, in about half a Record's
 // size. It is built on the stack and copied where it waits (see
-// inFlight): one allocation a request was a tenth of the guards' cost
-// (issue 16).
+// inFlight): one allocation a request was a tenth of the guards' cost.
 type pending struct {
 	start         time.Time
 	method        string
@@ -233,7 +232,7 @@ type pending struct {
 	// quotedName[:quotedLen], if not empty, is the name of a tool or
 	// prompt (name is then "") as its request wrote it: a JSON string
 	// that needs no escaping, which is how a line writes it. Copied, not
-	// decoded into a string: an allocation less a call (issue 16).
+	// decoded into a string: an allocation less a call.
 	quotedLen  uint8
 	quotedName [maxQuotedName]byte
 	origin     any    // the client of a client's request in flight
@@ -290,7 +289,7 @@ type conn struct {
 // inFlight holds the requests of a connection's clients until their
 // answers. The first is kept in one, by value (a session's client usually
 // waits for each answer, and a map's insertion and deletion were some 300
-// instructions a call, the pending's allocation more: issue 16); the
+// instructions a call, the pending's allocation more); the
 // others in byID, by id alone: those of one client, or of clients whose
 // ids differ (hashing an interface, the client, for every request cost
 // some 400 more). A request whose id another client's request in flight
@@ -474,7 +473,7 @@ func (c *conn) clientRequest(next peer.Handler, m *peer.Message) error {
 	// Tracked before it goes on: the server's answer may pass the chain,
 	// on the connection's reader, before next returns. (In frames of
 	// their own, not this one, which stays on the stack under the rest of
-	// the chain: issue 16.)
+	// the chain.)
 	seq, untracked := c.track(m)
 	err := next(m)
 	switch {
@@ -641,7 +640,7 @@ func (c *conn) arguments(m *peer.Message, p *pending) {
 // (the bridge's own GOMAXPROCS governor, internal/procs, gives it one P
 // at one request at a time) it would run only once this one, the
 // connection's reader, blocks: the line's encoding and its write(2) came
-// first, on every call's critical path (issue 16). Yielding lets the
+// first, on every call's critical path. Yielding lets the
 // answer reach its client first; the line is written while the client
 // reads it. A crash in between loses this line, which a crash during its
 // write would lose too.

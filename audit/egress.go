@@ -6,7 +6,7 @@ import (
 )
 
 // An EgressRecord is the audit line of one connection a sandboxed server
-// asked its egress proxy for (issue 29): allowed (written when it ended)
+// asked its egress proxy for: allowed (written when it ended)
 // or refused.
 type EgressRecord struct {
 	Time    time.Time `json:"time"`

@@ -16,7 +16,7 @@ import (
 
 // A line is encoded by appending to a pooled buffer, member by member in
 // the order of Record's fields, without reflection: encoding/json spent
-// most of an audited request's cost (issue 16, the bench row with the
+// most of an audited request's cost (the bench row with the
 // guards). The bytes are those json.Marshal writes for the same Record
 // (TestEncodeAsMarshal): readers decode lines with encoding/json.
 
@@ -135,7 +135,7 @@ func appendTime(b []byte, t time.Time) []byte {
 // appendFraction appends the fraction of a second of ns nanoseconds, in
 // (0, 1e9): a point and its nine digits less the trailing zeros. The last
 // eight are worked out together, in the bytes of a uint64 (a third of
-// the instructions of a division by ten per digit: issue 16).
+// the instructions of a division by ten per digit).
 func appendFraction(b []byte, ns uint32) []byte {
 	var frac [10]byte
 	frac[0], frac[1] = '.', byte('0'+ns/1e8)
@@ -170,7 +170,7 @@ type stamp struct {
 
 // lastStamp is the stamp of the latest line's second, which the lines of
 // the same second share: a load and a compare instead of the date's
-// divisions (about 350 instructions a line: issue 16).
+// divisions (about 350 instructions a line).
 var lastStamp atomic.Pointer[stamp]
 
 // appendStamp appends the date and time of day of the Unix time sec, UTC,
@@ -210,7 +210,7 @@ const (
 // appendCount appends n as strconv.AppendInt writes it in base 10. Below
 // 1e4 (the sizes of most messages, the milliseconds of most calls) it
 // writes pairs of digits, without strconv's loop (about 50 instructions
-// a number less: issue 16).
+// a number less).
 func appendCount(b []byte, n int64) []byte {
 	switch {
 	case n < 0 || n >= 1e4:
@@ -297,7 +297,7 @@ func appendCompact(b []byte, v []byte) []byte {
 // appendWord is appendString for the words of a line: its events, froms
 // and outcomes, and the methods of calls, whose JSON strings are these
 // constants (a switch of a few comparisons instead of a pass over the
-// bytes: about 300 instructions a line, issue 16). Other strings are
+// bytes: about 300 instructions a line). Other strings are
 // escaped.
 func appendWord(b []byte, s string) []byte {
 	switch s {
@@ -327,7 +327,7 @@ const hexDigits = "0123456789abcdef"
 
 // appendHex appends sum in lower-case hex, as encoding/hex writes it,
 // eight digits at a time: a quarter of encoding/hex's instructions, which
-// take one byte at a time (some 600 a line: issue 16).
+// take one byte at a time (some 600 a line).
 func appendHex(b []byte, sum *[sha256.Size]byte) []byte {
 	var out [2 * sha256.Size]byte
 	for i := 0; i < sha256.Size; i += 4 {

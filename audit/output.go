@@ -9,7 +9,7 @@ import (
 	"time"
 )
 
-// Bounds of the writer (issue 25, item 6: a FIFO whose reader stalled, or
+// Bounds of the writer (a FIFO whose reader stalled, or
 // --audit-log - into a stalled pipe, hung every session's reader, each
 // waiting for the write under the lock; and on a full disk a record was
 // cut and the next appended to it on the same line).

@@ -14,7 +14,7 @@ import (
 	"github.com/mcp-bridge/mcp-bridge/audit"
 )
 
-// Issue 25, item 6: a FIFO whose reader stalled hung every request
+// A FIFO whose reader stalled hung every request
 // writing a line (each waited for the write, under the log's lock). Now
 // requests wait at most the write timeout; lines queue up to the bound and
 // beyond it are counted as lost; once the reader reads again, what was

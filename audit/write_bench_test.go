@@ -8,7 +8,7 @@ import (
 )
 
 // BenchmarkWriteLine: one record written and waited for, as a request's
-// line is (issue 25 moved the write to the log's goroutine).
+// line is (on the log's goroutine, not the request's).
 func BenchmarkWriteLine(b *testing.B) {
 	l := audit.New(io.Discard, &audit.Options{Logger: quiet})
 	defer l.Close()

@@ -161,7 +161,7 @@ func TestRefusedTokens(t *testing.T) {
 		"HS256": b64([]byte(`{"alg":"HS256","kid":"`+as.KeyID()+`"}`)) + "." + parts[1] + "." + parts[2],
 		// RFC 9068, section 4: "Resource servers MUST verify that the typ
 		// header value is at+jwt or application/at+jwt and reject tokens
-		// carrying any other value" (issue 25, item 10): an ID token or
+		// carrying any other value": an ID token or
 		// any other JWT of the issuer is no access token.
 		"typ JWT":     as.SignTyped(t, "JWT", claims(nil)),
 		"no typ":      as.SignTyped(t, "", claims(nil)),
@@ -388,7 +388,7 @@ func TestOptionsEnabled(t *testing.T) {
 	}
 }
 
-// TestSlowJWKSFetchBlocksNoValidToken (issue 25, item 5): while a token
+// TestSlowJWKSFetchBlocksNoValidToken: while a token
 // naming an unknown key makes the bridge fetch the JWKS again, and the
 // issuer is slow to answer, a token signed with a key held is checked at
 // once; the unknown key's check waits for the fetch.

@@ -13,7 +13,7 @@ import (
 )
 
 // libraryWords are what the JWT library's errors say, which a client or
-// an operator cannot act on (issue 26: `jwt.ParseString: failed to parse
+// an operator cannot act on (`jwt.ParseString: failed to parse
 // string: jwt.Validate: validation failed: "aud" not satisfied`).
 var libraryWords = []string{"jwt.", "jws.", "jwk.", "ParseString", "failed to parse", "validation failed", "not satisfied"}
 

@@ -25,7 +25,7 @@ const maxJWKSBytes = 1 << 20
 
 // keyCache holds the issuer's JWKS. Fetches happen on demand, one at a
 // time, outside mu: a check whose key is held never waits for a fetch
-// (issue 25: a refetch for an unknown key ID, up to the HTTP timeout, held
+// (a refetch for an unknown key ID, up to the HTTP timeout, held
 // every token check). Checks that need the fetch (no key set yet, the set
 // expired, an unknown key ID) wait for the one in flight, bounded by their
 // context; a fetch is bounded by the HTTP client's timeout and
@@ -62,7 +62,7 @@ func (c *keyCache) discover(ctx context.Context) error {
 		// each token's iss): one typed with a trailing slash that its
 		// server does not use (or without one it does) finds no metadata,
 		// or one naming another issuer, or a redirect. Say which to give
-		// (issue 26: a trailing slash got a confusing redirect message).
+		// (a trailing slash got a confusing redirect message).
 		alt := strings.TrimSuffix(o.Issuer, "/")
 		if alt == o.Issuer {
 			alt += "/"
@@ -281,7 +281,7 @@ func (a *Authenticator) verifyJWT(ctx context.Context, tok string) (*Principal, 
 	// "Resource servers MUST verify that the typ header value is at+jwt
 	// or application/at+jwt and reject tokens carrying any other value"
 	// (RFC 9068, section 4): an ID token, or another JWT the issuer
-	// signs, is no access token (issue 25, item 10). Media types compare
+	// signs, is no access token. Media types compare
 	// without case.
 	if typ, _ := hdr.Type(); a.typs != nil && !slices.ContainsFunc(a.typs, func(t string) bool { return strings.EqualFold(t, typ) }) {
 		return nil, fmt.Errorf("%w: the JWT's typ is %q, not %s: not an access token (RFC 9068; --oauth-token-types accepts others)",
@@ -363,7 +363,7 @@ func scopeClaim(t jwt.Token) []string {
 // expected (the issuer, the resource URL, the time) and what the token
 // holds. The library's own text ("jwt.ParseString: failed to parse
 // string: jwt.Validate: validation failed: "aud" not satisfied") tells a
-// client nothing it can act on (issue 26). The claims quoted are read
+// client nothing it can act on. The claims quoted are read
 // again without verification, only to be quoted, and only once the
 // signature has verified (the claims are checked after it), except for a
 // signature error, which quotes none.

@@ -13,7 +13,7 @@ import (
 // npm server-everything sends roots/list from a timer 350 ms after
 // initialized, with no request behind it. A call started on that fresh
 // child did not cause it, and is not asked for roots: the bridge answers
-// what a child asks in its first moments itself (issue 27, item 5).
+// what a child asks in its first moments itself.
 func TestStatelessUnsolicitedChildRequest(t *testing.T) {
 	peers := npmPeers(t)
 	server := []string{filepath.Join(peers, "node22"), filepath.Join(peers, "node_modules/.bin/mcp-server-everything")}

@@ -13,7 +13,7 @@ import (
 	"github.com/mcp-bridge/mcp-bridge/session"
 )
 
-// TestBodyReadAllocatesWhatItCounts (issue 25, item 9): a body read into a
+// TestBodyReadAllocatesWhatItCounts: a body read into a
 // buffer that doubled as bytes arrived left its earlier arrays to the
 // collector, as much again as MaxBodyBytesInFlight counted, so the budget
 // bounded half of what bodies took (RSS 600 MB under 256 MiB). Reading a

@@ -1,15 +1,39 @@
-// Package bridge serves MCP Streamable HTTP (revisions 2025-03-26 through
-// 2025-11-25) on one endpoint, in front of the sessions of package session.
+// Package bridge is the bridge's HTTP front end: everything HTTP, for
+// every era of MCP a client may speak, in front of the packages that hold
+// the sessions and the children.
 //
-// It owns everything HTTP: methods and status codes, the Accept,
-// Content-Type, Origin, Authorization, Mcp-Session-Id, MCP-Protocol-Version
-// and Last-Event-ID headers, body limits and SSE framing. Status codes are
-// chosen here only; package session reports sentinel errors.
+// A Handler serves one configured server's endpoint (by default /mcp):
 //
-// Every SSE event carries the ID of its position in the session's event log
-// and is written to the connection only after it entered the log, so a
-// broken connection loses nothing: the client resumes with GET and
-// Last-Event-ID.
+//   - MCP Streamable HTTP of revisions 2025-03-26 through 2025-11-25, in
+//     front of the sessions of package session (bridge.go);
+//   - revision 2026-07-28, stateless, on the same endpoint: a POST with
+//     that MCP-Protocol-Version and no Mcp-Session-Id is served by package
+//     pool, with the revision's headers, _meta and status codes, and
+//     keep-alives on its long calls (stateless.go,
+//     stateless_keepalive.go);
+//   - the legacy HTTP+SSE transport of revision 2024-11-05, beside it
+//     (/sse and /message), on sessions of the same registry
+//     (sse_legacy.go);
+//
+// and, on the same listener, /healthz, /readyz, /metrics (Options.Metrics)
+// and the OAuth protected resource metadata. Servers serves several
+// configured servers from one listener, each under /servers/NAME/ by a
+// Handler of its own, replaced and drained on a reload (servers.go). A
+// Forwarder sends a request to the bridge instance that owns its session
+// or its parked call, when several instances share a load balancer
+// (forward.go). The listener's limits (connections, header and body
+// deadlines) are LimitOptions (limit.go).
+//
+// It owns methods and status codes, the Accept, Content-Type, Origin,
+// Host, Authorization, Mcp-Session-Id, MCP-Protocol-Version and
+// Last-Event-ID headers, body limits and SSE framing; it authenticates
+// each request with package auth. Status codes are chosen here only;
+// packages session and pool report sentinel errors.
+//
+// Every SSE event of a 2025 session carries the ID of its position in the
+// session's event log and is written to the connection only after it
+// entered the log, so a broken connection loses nothing: the client
+// resumes with GET and Last-Event-ID.
 package bridge
 
 import (
@@ -255,7 +279,7 @@ func NewHandler(reg *session.Registry, opts *Options) *Handler {
 // serveUnrouted answers what no route serves. A path served for other
 // methods gets 405 with Allow, as the mux itself answers when no route
 // catches everything; any other path gets a JSON-RPC error naming the
-// endpoint (issue 26: a client configured with "/" or "/mcp/" got Go's
+// endpoint (a client configured with "/" or "/mcp/" got Go's
 // bare "404 page not found", which says nothing of where MCP is), after
 // the checks of every request, so that only a client that may use the
 // bridge learns its paths.
@@ -492,7 +516,7 @@ func mediaType(v string) string {
 // Header names in the form net/http stores them (textproto's canonical
 // form). Header.Get canonicalizes its argument, which allocates twice for
 // any other spelling, such as the spec's "MCP-Protocol-Version" and
-// "Last-Event-ID": on every request (issue 6).
+// "Last-Event-ID": on every request.
 const (
 	hdrSessionID       = "Mcp-Session-Id"
 	hdrProtocolVersion = "Mcp-Protocol-Version"
@@ -505,7 +529,7 @@ const (
 // headerValue is h.Get(key) for a key already in canonical form, as are
 // the hdr constants: Header.Get canonicalizes its key on every call, a
 // scan of the key each time, for the half dozen headers every request
-// reads (issues 14 and 15).
+// reads.
 func headerValue(h http.Header, key string) string {
 	if v := h[key]; len(v) > 0 {
 		return v[0]
@@ -757,7 +781,7 @@ var errBodyBudget = errors.New("too many bytes of request bodies in flight")
 // bodyFirstBytes is the buffer of a body that declares at most this
 // much, and the chunk a larger body is read into (readLargeBody). A declared length is never trusted for an
 // allocation: a client that declares 4 MiB and sends nothing must not hold
-// 4 MiB (issue 13). What bodies hold together is bounded by
+// 4 MiB. What bodies hold together is bounded by
 // MaxBodyBytesInFlight.
 const bodyFirstBytes = 64 << 10
 
@@ -887,7 +911,7 @@ var bodyChunks = sync.Pool{New: func() any { return new([bodyFirstBytes]byte) }}
 
 // readLargeBody reads a body larger than bodyFirstBytes (declared, or of
 // unknown length, up to max) into chunks of bodyFirstBytes, then copies it
-// into one buffer of its exact size (issue 25, item 9). A buffer that
+// into one buffer of its exact size. A buffer that
 // doubles as bytes arrive leaves its earlier arrays to the collector, as
 // much again as it holds, which MaxBodyBytesInFlight did not count: under
 // the default 256 MiB, RSS reached 600 MB. Chunks are taken as bytes
@@ -1028,7 +1052,7 @@ var (
 
 // frameBufs hold SSE events while they are framed, so that an event
 // reaches the response in one Write: each Write on a response takes the
-// connection's lock and does its checks (issue 6). A buffer is held only
+// connection's lock and does its checks. A buffer is held only
 // while one event is framed, never for a stream's life.
 var frameBufs = sync.Pool{New: func() any { b := make([]byte, 0, 512); return &b }}
 
@@ -1096,13 +1120,13 @@ func (h *Handler) stream(w http.ResponseWriter, r *http.Request, sess *session.S
 	// One deferred call does all the cleanup: the compiler open-codes the
 	// defers of a function only while defers times returns stay small, and
 	// with four of them across this loop's returns each cost a runtime
-	// defer record per request (issue 14).
+	// defer record per request.
 	defer func() {
 		if cancel != nil {
 			cancel()
 		}
 		ka.stop()
-		// Each event gets WriteTimeout to reach the client (issue 13): a
+		// Each event gets WriteTimeout to reach the client: a
 		// client that stops reading loses its connection instead of
 		// holding it and this goroutine forever, also after its session
 		// ended. The deadline is renewed before each event, so a stream
@@ -1139,7 +1163,7 @@ func (h *Handler) stream(w http.ResponseWriter, r *http.Request, sess *session.S
 	// The headers and the priming event go out with the first event if it
 	// is ready within primeFlushDelay, else on their own when it expires: a
 	// quick answer then costs one write to the connection instead of two
-	// (issue 6; the profile showed these writes as the bridge's main cost).
+	// (the profile showed these writes as the bridge's main cost).
 	seq, data, err := reader.NextBefore(readyCtx, nil)
 	if err == context.Canceled {
 		t := primeTimers.Get().(*time.Timer)
@@ -1304,7 +1328,7 @@ func (h *Handler) serveGet(w http.ResponseWriter, r *http.Request, owner any) {
 		// The stream ended with nothing after this event (a cancelled
 		// request's, whose answer the spec lets the server leave out). A
 		// 200 stream that closes at once would be resumed again, forever,
-		// by the TypeScript SDK's transports (issue 27); 204 says there
+		// by the TypeScript SDK's transports; 204 says there
 		// is no content and no stream: they, and the Go SDK's, stop.
 		// (The spec names no status for resuming a finished stream.)
 		w.WriteHeader(http.StatusNoContent)

@@ -1,7 +1,7 @@
 package bridge_test
 
 // End-to-end benchmark of one tools/call through the bridge over a real TCP
-// connection, to the Go SDK server behind it (issue 6). allocs/op and B/op
+// connection, to the Go SDK server behind it. allocs/op and B/op
 // count the whole test process, the HTTP client included (the server is a
 // separate process), so they compare two builds of the bridge rather than
 // give its own cost; ns/op is mostly the SDK server's.

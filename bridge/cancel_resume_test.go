@@ -13,8 +13,8 @@ import (
 	"testing"
 )
 
-// A cancelled request's stream ends so that no client resumes it forever
-// (issue 27, item 2): the TypeScript SDK 1.x and 2.x (legacy mode)
+// A cancelled request's stream ends so that no client resumes it forever:
+// the TypeScript SDK 1.x and 2.x (legacy mode)
 // transports resume a stream that ended without a response with GET and
 // Last-Event-ID, and retry as long as the server answers 200. The child,
 // npm's server-everything, ignores the cancellation and goes on with its

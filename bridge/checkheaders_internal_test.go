@@ -9,7 +9,7 @@ import (
 )
 
 // A second Mcp-Method header that does not match is refused, as a second
-// Mcp-Name is (issue 25, item 10): whatever routed on the other value saw
+// Mcp-Name is: whatever routed on the other value saw
 // another method than the server will.
 func TestSecondMcpMethodRefused(t *testing.T) {
 	body := []byte(`{"jsonrpc":"2.0","id":1,"method":"tools/list"}`)

@@ -254,7 +254,7 @@ func TestChildCrashMidCall(t *testing.T) {
 
 // TestChildClosesStdout: a server that closes its stdout but keeps running
 // ends its session at once: the call gets an error that says so, and the
-// server is stopped (issue 13, item 4).
+// server is stopped.
 func TestChildClosesStdout(t *testing.T) {
 	b := startBridge(t, bridgeConfig{})
 	cs := connect(t, b.URL, nil)
@@ -278,7 +278,7 @@ func TestChildClosesStdout(t *testing.T) {
 
 // TestNotAnMCPServer: `bridge -- cat` echoes initialize and never answers
 // it; the initialize timeout ends the session with an error naming the
-// process, and cat is stopped (issue 13, item 5).
+// process, and cat is stopped.
 func TestNotAnMCPServer(t *testing.T) {
 	b := startBridge(t, bridgeConfig{command: []string{"cat"}, session: session.Options{InitializeTimeout: time.Second}})
 	resp := rawPost(t, b.URL, initBody("2025-06-18"), nil)
@@ -359,7 +359,7 @@ func TestCancelledCall(t *testing.T) {
 
 // A stdout line over the message limit costs its request only: that
 // request gets a JSON-RPC error naming the limit and the flag, the line is
-// skipped, and the session and its server go on (issue 27, item 8); a line
+// skipped, and the session and its server go on; a line
 // that is not JSON-RPC is skipped.
 func TestServerOutputLimits(t *testing.T) {
 	b := startBridge(t, bridgeConfig{session: session.Options{MaxMessageBytes: 8192}})

@@ -1,7 +1,6 @@
 package bridge_test
 
-// The HTTP edge under hostile or careless clients (issue 13, items 1, 7 and
-// 11), over raw TCP: stalled bodies, clients that stop reading, too many
+// The HTTP edge under hostile or careless clients, over raw TCP: stalled bodies, clients that stop reading, too many
 // connections, HEAD. Timeouts are short and set through Options; tests wait
 // for the server's own events (its answer, its end of the connection, the
 // ConnState hook), never for time to pass. The 60 s connection deadlines

@@ -23,8 +23,7 @@ package bridge
 //     session at any time, after which it MUST respond to requests containing
 //     that session ID with HTTP 404 Not Found" (basic/transports, 2025-06-18).
 //
-// A forwarded request never carries the client's credentials (issue 13,
-// item 2): an instance holding the secret can name any address as owner,
+// A forwarded request never carries the client's credentials: an instance holding the secret can name any address as owner,
 // and the secret used to reach every local server in its environment, so
 // an owner is not trusted with the client's bearer token. Instead:
 //

@@ -318,7 +318,7 @@ func TestSessionsStayWithTheirChildAcrossInstances(t *testing.T) {
 
 // The legacy HTTP+SSE transport needs no sticky load balancer either: the
 // stream stays where its GET landed, every POST of the session reaches that
-// instance, and the answers arrive on the stream (issue 17).
+// instance, and the answers arrive on the stream.
 func TestLegacySSESessionsAcrossInstances(t *testing.T) {
 	sessionsAcrossInstances(t, "/sse")
 }

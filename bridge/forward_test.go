@@ -418,8 +418,8 @@ func TestWrapOwnerBreaksIs502(t *testing.T) {
 }
 
 // A session ID minted with the secret can name any address. The instance
-// that forwards to it must not hand that address the client's token
-// (issue 13, item 2), and what the address receives must be of no use at a
+// that forwards to it must not hand that address the client's token,
+// and what the address receives must be of no use at a
 // real instance.
 func TestForgedOwnerNeverGetsTheToken(t *testing.T) {
 	const token = "client-token-0123456789"

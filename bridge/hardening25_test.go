@@ -18,7 +18,7 @@ import (
 
 // HEAD on the legacy SSE endpoint gets 405, as on the Streamable HTTP
 // endpoint; the mux served it with the GET handler, which started a
-// session and its server and never ended (issue 25, item 10).
+// session and its server and never ended.
 func TestHeadLegacySSE(t *testing.T) {
 	b := startBridge(t, bridgeConfig{})
 	sse := strings.TrimSuffix(b.URL, "/mcp") + "/sse"
@@ -58,8 +58,7 @@ func (l *lockedBuffer) String() string {
 }
 
 // Refused tokens are logged at a bounded rate, with a count of the lines
-// left out: every one wrote an INFO line, 730 KiB/s from one client
-// (issue 25, item 10).
+// left out: every one wrote an INFO line, 730 KiB/s from one client.
 func TestBadTokenLogRateLimited(t *testing.T) {
 	var logs lockedBuffer
 	logger := slog.New(slog.NewTextHandler(&logs, nil))

@@ -364,8 +364,7 @@ func TestStandaloneTakeoverAndPending(t *testing.T) {
 }
 
 // TestErrorEchoesOnlyValidIDs: an error answer names the request's id only
-// if it is one to echo; else null, and the body stays valid UTF-8 and small
-// (issue 13, item 8).
+// if it is one to echo; else null, and the body stays valid UTF-8 and small.
 func TestErrorEchoesOnlyValidIDs(t *testing.T) {
 	b := startBridge(t, bridgeConfig{})
 	for _, id := range []string{"\"a\xffb\"", strings.Repeat("9", 100000), `{"x":1}`} {

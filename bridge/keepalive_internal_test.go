@@ -1,11 +1,7 @@
 package bridge
 
 import (
-	"bufio"
 	"context"
-	"encoding/json"
-	"errors"
-	"io"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
@@ -15,54 +11,21 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/mcp-bridge/mcp-bridge/internal/memchild"
 	"github.com/mcp-bridge/mcp-bridge/peer"
 	"github.com/mcp-bridge/mcp-bridge/session"
 )
 
-// memChild is an MCP server in memory, for tests on synctest's clock (a
-// real process's pipes are no durable block): it answers every request
-// with an empty result.
-type memChild struct {
-	stdinR, stdoutR *io.PipeReader
-	stdinW, stdoutW *io.PipeWriter
-	exited          chan struct{}
-	once            sync.Once
-}
-
-func newMemChild() *memChild {
-	c := &memChild{exited: make(chan struct{})}
-	c.stdinR, c.stdinW = io.Pipe()
-	c.stdoutR, c.stdoutW = io.Pipe()
-	go func() {
-		sc := bufio.NewScanner(c.stdinR)
-		for sc.Scan() {
-			var m struct {
-				ID json.RawMessage `json:"id"`
-			}
-			if json.Unmarshal(sc.Bytes(), &m) == nil && m.ID != nil {
-				io.WriteString(c.stdoutW, `{"jsonrpc":"2.0","id":`+string(m.ID)+`,"result":{}}`+"\n")
-			}
-		}
-	}()
-	return c
-}
-
-func (c *memChild) ID() string            { return "mem" }
-func (c *memChild) Stdin() io.WriteCloser { return c.stdinW }
-func (c *memChild) Stdout() io.Reader     { return c.stdoutR }
-func (c *memChild) Wait() error           { <-c.exited; return errors.New("stopped") }
-func (c *memChild) Stop(context.Context) error {
-	c.once.Do(func() {
-		c.stdinR.Close()
-		c.stdoutW.Close()
-		close(c.exited)
-	})
-	return nil
-}
-
+// memLauncher starts MCP servers in memory that answer every request with
+// an empty result, for tests on synctest's clock (a real process's pipes
+// are no durable block).
 type memLauncher struct{}
 
-func (memLauncher) Launch(context.Context, string) (peer.Process, error) { return newMemChild(), nil }
+func (memLauncher) Launch(context.Context, string) (peer.Process, error) {
+	c := memchild.New(nil)
+	c.Serve()
+	return c, nil
+}
 
 // flushRecorder is a streaming ResponseWriter: what was written reaches
 // the test at each flush, as on a connection.

@@ -175,7 +175,7 @@ func clientKey(a net.Addr) string {
 // headers, the body's deadline, the background read and its abort) and
 // the write deadline twice, nearly always while nothing is being read or
 // written; each change updates a runtime timer, several thousand
-// instructions per request together (issue 14). So a change made while no
+// instructions per request together. So a change made while no
 // operation of its direction is in progress is only recorded, and applied
 // at the start of the next one; a change made during one is applied at
 // once, as a plain connection does (net/http aborts its background read

@@ -11,7 +11,7 @@ import (
 )
 
 // A pool's list changes reach every subscriptions/listen of the pool,
-// whichever child announces them (issue 27, item 1): with two modern
+// whichever child announces them: with two modern
 // children, the listen passes through to one and test_trigger_tool_change
 // lands on the other.
 func TestStatelessListenTwoChildren(t *testing.T) {

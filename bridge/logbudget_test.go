@@ -9,7 +9,7 @@ import (
 )
 
 // TestLogBudgetAcrossSessions: the registry's sessions share one budget of
-// event data (issue 14). Over it, the largest session's oldest delivered
+// event data. Over it, the largest session's oldest delivered
 // answers are evicted and a resume from one gets 410 Gone; a smaller
 // session keeps its events, and the newest answers stay resumable.
 func TestLogBudgetAcrossSessions(t *testing.T) {

@@ -24,7 +24,7 @@ import (
 	"github.com/mcp-bridge/mcp-bridge/session"
 )
 
-// Not BRIDGE_*: the bridge never passes those to a server (issue 13).
+// Not BRIDGE_*: the bridge never passes those to a server.
 const childEnv = "MCP_BRIDGE_TEST_CHILD"
 
 func TestMain(m *testing.M) {
@@ -119,7 +119,7 @@ func runChild(mode string) {
 	})
 	// elicit-progress asks the client for a value, then reports progress
 	// three times (with the call's token) and answers: after an MRTR
-	// round, the progress must carry the retry's token (issue 27).
+	// round, the progress must carry the retry's token.
 	mcp.AddTool(server, &mcp.Tool{Name: "elicit-progress"}, func(ctx context.Context, req *mcp.CallToolRequest, a textArgs) (*mcp.CallToolResult, any, error) {
 		res, err := req.Session.Elicit(ctx, &mcp.ElicitParams{
 			Message: a.Text,
@@ -152,7 +152,7 @@ func runChild(mode string) {
 		return nil, nil, nil
 	})
 	// close-stdout closes the server's stdout in the middle of the call and
-	// keeps running: it can answer nothing more (issue 13, item 4).
+	// keeps running: it can answer nothing more.
 	mcp.AddTool(server, &mcp.Tool{Name: "close-stdout"}, func(ctx context.Context, _ *mcp.CallToolRequest, _ struct{}) (*mcp.CallToolResult, any, error) {
 		os.Stdout.Close()
 		<-ctx.Done()

@@ -11,7 +11,7 @@ import (
 
 // After an MRTR round, a legacy child's progress for the parked call
 // reaches the TypeScript SDK 2.4 client under the retry's progress token,
-// which is the one it knows (issue 27, item 4).
+// which is the one it knows.
 func TestStatelessProgressAfterRound(t *testing.T) {
 	peers := npmPeers(t)
 	b, _ := startStateless(t, pool.Options{Era: pool.EraLegacy}, bridge.Options{})

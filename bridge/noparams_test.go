@@ -12,7 +12,7 @@ import (
 
 // A child's request without params (npm server-everything's roots/list)
 // reaches the Go SDK client with "params":{}: without it, the client
-// fails to decode the request and the whole call (issue 27, item 3), in
+// fails to decode the request and the whole call, in
 // an InputRequiredResult (2026-07-28) and on a session's stream (2025).
 func TestChildRequestWithoutParams(t *testing.T) {
 	peers := npmPeers(t)

@@ -12,7 +12,7 @@ import (
 )
 
 // A 10 MiB result passes at the default --max-message-bytes, as it does
-// through supergateway, which has no limit (issue 27, item 8).
+// through supergateway, which has no limit.
 func TestTenMiBResultAtDefaults(t *testing.T) {
 	b := startBridge(t, bridgeConfig{})
 	cs := connect(t, b.URL, nil)

@@ -13,8 +13,7 @@ import (
 // checked against the value jsonrpc.Lookup reads (the last, exact name),
 // while a server decoding names case-insensitively (Go's encoding/json,
 // mark3labs/mcp-go) may act on another: such a request is refused with
-// -32600, as jsonrpc.Parse refuses the members of params the bridge reads
-// (issue 25, item 1).
+// -32600, as jsonrpc.Parse refuses the members of params the bridge reads.
 func ambiguousParamPath(body []byte, annotated []pool.ParamHeader) string {
 	if len(annotated) == 0 {
 		return ""

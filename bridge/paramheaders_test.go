@@ -135,7 +135,7 @@ func TestStatusOf(t *testing.T) {
 }
 
 // A member of the arguments an Mcp-Param header mirrors, given twice or in
-// another case, is refused (issue 25, item 1): the header was checked
+// another case, is refused: the header was checked
 // against one value and a server decoding names case-insensitively acts on
 // another.
 func TestAmbiguousParamPath(t *testing.T) {

@@ -12,8 +12,7 @@ import (
 // peersSkipped is why the tests that drive the npm peers (the TypeScript
 // SDK clients, server-everything) were skipped, if one was: TestMain says
 // it once at the end. A skip's own message shows only under -v, and
-// nothing tells a reader of `go test ./...` that these tests did not run
-// (issue 26).
+// nothing tells a reader of `go test ./...` that these tests did not run.
 var peersSkipped atomic.Value // string
 
 // notingM runs the tests, then says whether the npm peers' tests were

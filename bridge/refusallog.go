@@ -10,8 +10,8 @@ import (
 
 // Refusals of requests (bad tokens, missing scopes) are logged at most
 // refusalLogBurst at once, then refusalLogRate a second: one client
-// sending bad tokens made the bridge write an INFO line each, 730 KiB/s
-// (issue 25, item 10). The lines left out are counted in the next one.
+// sending bad tokens made the bridge write an INFO line each, 730 KiB/s.
+// The lines left out are counted in the next one.
 const (
 	refusalLogRate  = 1
 	refusalLogBurst = 10

@@ -1,6 +1,6 @@
 package bridge_test
 
-// End-to-end benchmark of resumption (issue 3): a GET with Last-Event-ID
+// End-to-end benchmark of resumption: a GET with Last-Event-ID
 // that replays 10,000 events over a real TCP connection, from the request to
 // the end of the stream (target: at most 20 ms).
 //

@@ -53,7 +53,7 @@ func TestResumeReplaysAfterLastEventID(t *testing.T) {
 }
 
 // A resume after the last event of a finished stream gets 204: nothing to
-// replay, no stream (issue 27: a 200 stream that closes at once is resumed
+// replay, no stream (a 200 stream that closes at once is resumed
 // again, forever, by the TypeScript SDK's transports).
 func TestResumeAfterTheEnd(t *testing.T) {
 	b := startBridge(t, bridgeConfig{})

@@ -1,6 +1,6 @@
 package bridge_test
 
-// Resumable streams (issue 3), end to end through real children and real
+// Resumable streams, end to end through real children and real
 // TCP connections: event IDs, replay with Last-Event-ID, the 400 and 410
 // refusals, disconnects that are not cancellations, priming by revision,
 // polling, bounded logs under a flood, and three independent clients that
@@ -364,7 +364,7 @@ type rsStream struct {
 // cut (or each connection the server ended before done said the stream was
 // complete) it resumes with GET and Last-Event-ID. cutAfter gives the byte
 // budget of each connection after its priming event (< 0: no cut). It
-// checks on the way what issue 3 promises of every connection: a priming
+// checks on the way what resumption promises of every connection: a priming
 // event naming the stream and the resume point, then events of that stream
 // only, each one position after the last.
 func (c *rsClient) rsFollow(ctx context.Context, resp *http.Response, cutAfter func() int64, onEvent func(rsEvent), done func([]rsEvent) bool) (*rsStream, error) {

@@ -70,7 +70,7 @@ func (h *Handler) legacyRoutes() {
 	h.ssePath, h.msgPath = legacyPaths(h.opts.Path)
 	h.mux.HandleFunc("GET "+h.ssePath, h.guard(h.serveLegacySSE))
 	// HEAD would get the GET handler, which starts a session and its
-	// server and never ends (issue 25, item 10): no method of the
+	// server and never ends: no method of the
 	// transport, as on the Streamable HTTP endpoint.
 	h.mux.HandleFunc("HEAD "+h.ssePath, func(w http.ResponseWriter, _ *http.Request) {
 		w.Header().Set("Allow", "GET, OPTIONS")

@@ -57,7 +57,7 @@ func (h *Handler) isStateless(r *http.Request) bool {
 		// A request of revision 2026-07-28 never belongs to a session:
 		// its Mcp-Session-Id, which platforms that route by it stamp on
 		// every request (Bedrock AgentCore), is ignored, as the Go SDK's
-		// stateless server does (issue 27). Other versions with one are
+		// stateless server does. Other versions with one are
 		// a session's.
 		return false
 	}
@@ -350,7 +350,7 @@ func (h *Handler) statelessFailed(w http.ResponseWriter, r *http.Request, rawID 
 		w.Header().Set("Retry-After", "5")
 		WriteError(w, http.StatusServiceUnavailable, rawID, jsonrpc.CodeServerError, "Service Unavailable: "+err.Error(), nil)
 	case errors.Is(err, pool.ErrPrincipalShare):
-		// Issue 25: one principal may not take every child of the pool.
+		// One principal may not take every child of the pool.
 		h.logger.Warn("refused a request: its principal holds its share of the pool's MCP servers", "err", err)
 		WriteError(w, http.StatusTooManyRequests, rawID, jsonrpc.CodeServerError,
 			"Too Many Requests: "+err.Error()+" (the bridge's --pool-max-per-principal)", nil)
@@ -376,7 +376,7 @@ func checkHeaders(r *http.Request, body []byte, env *jsonrpc.Envelope, name stri
 		return "the Mcp-Method header is required"
 	case len(r.Header[hdrMethod]) != 1:
 		// As for Mcp-Name: whatever routed on another of them saw another
-		// method than the server will (issue 25, item 10).
+		// method than the server will.
 		return "exactly one Mcp-Method header is required"
 	case m != env.Method:
 		return "Mcp-Method header value " + quote(m) + " does not match body value " + quote(env.Method)

@@ -16,7 +16,7 @@ import (
 // answer. "Servers are encouraged to periodically emit an SSE comment line
 // ... as a keep-alive" (basic/transports/streamable-http): behind a proxy
 // with an idle timeout, a quiet subscriptions/listen or a long call dies
-// without one (issue 27). One writer for both: the pool's listen has no
+// without one. One writer for both: the pool's listen has no
 // keep-alive of its own where the bridge's front end keeps its streams.
 type streamKeeper struct {
 	t     *time.Timer // fires fire; armed for every
@@ -31,7 +31,7 @@ type streamKeeper struct {
 }
 
 // keepers are streamKeepers with their timer, reused across requests: a
-// timer is an allocation per request otherwise (issue 15 counted them).
+// timer is an allocation per request otherwise.
 var keepers = sync.Pool{New: func() any {
 	k := new(streamKeeper)
 	k.t = time.AfterFunc(time.Hour, k.fire)

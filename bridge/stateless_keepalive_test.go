@@ -15,8 +15,7 @@ import (
 // --sse-keepalive (bridge.Options.SSEKeepAlive) reaches the streams of
 // revision 2026-07-28: a quiet subscriptions/listen stream, and a call
 // that says nothing for longer than it, whose answer would otherwise come
-// as one JSON body after a silence a proxy's idle timeout cuts (issue 27,
-// item 6). The pool's own keep-alive stays at its default (25 s): what
+// as one JSON body after a silence a proxy's idle timeout cuts. The pool's own keep-alive stays at its default (25 s): what
 // arrives within the test's 10 s is the front end's.
 func TestStatelessSSEKeepAlive(t *testing.T) {
 	for _, tc := range []struct{ name, method, tool, body string }{

@@ -22,8 +22,7 @@ func (s stampSessionID) RoundTrip(r *http.Request) (*http.Response, error) {
 }
 
 // A 2026-07-28 request never belongs to a 2025 session: its
-// Mcp-Session-Id is ignored, with or without --accept-session-id (issue
-// 27, item 7).
+// Mcp-Session-Id is ignored, with or without --accept-session-id.
 func TestStatelessIgnoresSessionID(t *testing.T) {
 	for _, accept := range []bool{false, true} {
 		t.Run(map[bool]string{false: "default", true: "accept-session-id"}[accept], func(t *testing.T) {

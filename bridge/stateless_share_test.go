@@ -9,7 +9,7 @@ import (
 	"github.com/mcp-bridge/mcp-bridge/pool"
 )
 
-// Issue 25, item 3, at the HTTP edge: a principal that parked its share of
+// A principal's share of the pool, at the HTTP edge: a principal that parked its share of
 // the pool's children gets 429 with a JSON-RPC error saying why for one
 // more, and another principal still parks its own call.
 func TestStatelessPrincipalShare(t *testing.T) {

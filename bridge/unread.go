@@ -14,7 +14,7 @@ import (
 // declared under 256 KiB before it writes the answer, and without a
 // deadline a client that declared 200,000 bytes, sent one and stalled held
 // its connection forever; --max-connections of them locked every other
-// client out (issue 25, item 2). With it, the discard fails at the
+// client out. With it, the discard fails at the
 // deadline, and net/http writes the answer and closes the connection.
 //
 // GET streams and other requests without a body get no deadline: a read

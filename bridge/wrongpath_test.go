@@ -13,7 +13,7 @@ import (
 
 // A client configured with a wrong path (the bridge's root, a trailing
 // slash) gets a JSON-RPC error naming the endpoint, not Go's bare "404
-// page not found" (issue 26, item 8), in the one-command form as in a
+// page not found", in the one-command form as in a
 // Servers; other methods on the endpoint still get 405, and an unknown
 // path is answered only after the checks of every request (a client
 // without a token learns nothing).

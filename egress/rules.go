@@ -1,5 +1,5 @@
 // Package egress is the filtering forward proxy of Docker-sandboxed servers
-// (issue 29) and its allow-list.
+// and its allow-list.
 //
 // A server whose configuration lists the hosts it may reach runs on an
 // internal Docker network from which the host is unreachable; the only

@@ -126,7 +126,7 @@ func Lookup(obj []byte, name string) (value []byte, ok bool) {
 // member (a value as written is never empty). It reports false, with every
 // value nil, when obj is not an object. values must be as long as names.
 // Reading the _meta of every stateless request once, rather than once per
-// member, was worth about 1k instructions a request (issue 15).
+// member, was worth about 1k instructions a request.
 func LookupEach(obj []byte, names []string, values [][]byte) bool {
 	values = values[:len(names)]
 	clear(values)

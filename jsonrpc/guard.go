@@ -14,7 +14,7 @@ import "unicode/utf8"
 // Mcp-Name header of revision 2026-07-28, params.arguments for audit and
 // the Mcp-Param headers, params._meta for progress and the stateless front
 // end, and a few more. {"name":"echo","Name":"admin_delete"} was checked,
-// audited and pinned as echo and ran admin_delete (issue 25, item 1). So
+// audited and pinned as echo and ran admin_delete. So
 // Parse refuses a request or notification whose params give one of the
 // members listed in guardedParams twice, or under a name equal to one
 // under encoding/json's folding but not the same; and the same for the
@@ -192,7 +192,7 @@ var nameStarts = func() (t [0x80]bool) {
 
 // foldedASCII is foldedName for a name written in ASCII without escapes,
 // the usual kind, without folding it into a buffer first: this runs for
-// every member of params the bridge does not read (issue 25, item 1).
+// every member of params the bridge does not read.
 func foldedASCII(raw []byte) name {
 	if len(raw) >= len(foldedByLen) {
 		return nameOther

@@ -120,7 +120,7 @@ var (
 	errParse          = &parseError{"not valid JSON"}
 	errAmbiguous      = &parseError{`a member among "jsonrpc", "id", "method", "params", "result" and "error" is given twice, or in another case`}
 	// A server reading names case-insensitively would act on another
-	// value than the bridge's guards checked (issue 25, item 1).
+	// value than the bridge's guards checked.
 	errAmbiguousParams = &parseError{`a member of "params" that the bridge reads (such as "name", "uri", "arguments", "_meta", or a member of "_meta") is given twice, or in another case`}
 )
 
@@ -173,7 +173,7 @@ func (m *members) scanMessage(data []byte, names []string, values [][]byte) (val
 // ambiguous when an envelope member is given twice, or under a name that
 // differs from it only in case: a server that decodes names
 // case-insensitively, or keeps the first of duplicates, would read another
-// message than the bridge routed (issue 13, item 6).
+// message than the bridge routed.
 func (m *members) scanObject(s *scanner, names []string, values [][]byte) bool {
 	var seen uint8 // bit n: the envelope member n was given
 	more, ok := s.openObject()
@@ -486,7 +486,7 @@ func Parse(data []byte) (Envelope, error) {
 // LookupEach of the Envelope's MetaAt would set it, or nil (always, when
 // the Envelope has no MetaAt, or on error). values must be as long as
 // names. A request's _meta is otherwise read twice, by Parse and by
-// LookupEach (issue 15).
+// LookupEach.
 func ParseMeta(data []byte, names []string, values [][]byte) (Envelope, error) {
 	values = values[:len(names)]
 	clear(values)
@@ -873,7 +873,7 @@ const MaxEchoedNumberIDBytes = 32
 // cannot be determined" (JSON-RPC 2.0, section 5): data is not a JSON
 // object, gives the id ambiguously (twice, or in another case), or the id
 // is not one to echo, which is a string of valid UTF-8 or a number of at
-// most MaxEchoedNumberIDBytes (issue 13, item 8: an echoed id of invalid
+// most MaxEchoedNumberIDBytes (an echoed id of invalid
 // UTF-8 made the whole answer invalid).
 func RawID(data []byte) []byte {
 	if id := WrittenID(data); Echoable(id) {

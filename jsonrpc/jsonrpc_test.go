@@ -52,10 +52,10 @@ func TestParse(t *testing.T) {
 		{`{"JSONRPC":"2.0","id":1,"method":"a"}`, Envelope{}, "invalid"},
 		{`{"jsonrpc":"2.0","Method":"x","id":1}`, Envelope{}, "invalid"},
 		{`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"_Meta":{"progressToken":1},"ProgressToken":2}}`,
-			Envelope{}, "invalid"}, // issue 25, item 1: see below
+			Envelope{}, "invalid"}, // see below
 
-		// An envelope member in another case, or given twice, is refused
-		// (issue 13, item 6): servers that decode names case-insensitively
+		// An envelope member in another case, or given twice, is refused:
+		// servers that decode names case-insensitively
 		// or keep the first duplicate would read another message.
 		{`{"jsonrpc":"2.0","ID":1,"method":"a"}`, Envelope{}, "invalid"},
 		{`{"jsonrpc":"2.0","id":5,"ID":6,"method":"tools/call"}`, Envelope{}, "invalid"},
@@ -91,7 +91,7 @@ func TestParse(t *testing.T) {
 			Envelope{}, "invalid"},
 
 		// A member of params the bridge reads, given twice or in another
-		// case, is refused too (issue 25, item 1): the guards would check
+		// case, is refused too: the guards would check
 		// one value and the server act on another.
 		{`{"jsonrpc":"2.0","id":1,"method":"a","params":{"_meta":{"progressToken":1},"_meta":{"progressToken":2}}}`,
 			Envelope{}, "invalid"},
@@ -644,7 +644,7 @@ func referenceAmbiguous(data []byte) bool {
 }
 
 // guardedParams are the members of params whose names must be given
-// exactly once, and in their own case (issue 25, item 1), and the members
+// exactly once, and in their own case, and the members
 // of those that must too.
 var guardedParams = map[string][]string{
 	"_meta": {"progressToken"}, "progressToken": nil, "requestId": nil, "name": nil, "arguments": nil,

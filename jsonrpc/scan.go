@@ -359,8 +359,8 @@ func isHex(c byte) bool {
 // name raw (as written, escaped or not) equals under the case folding of
 // encoding/json (bytes.EqualFold: Unicode simple folding, so "ſ" is an
 // "s"), or nameOther. Many servers decode member names
-// case-insensitively: for them "ID" is "id" (issue 13, item 6) and "Name"
-// is "name" (issue 25, item 1).
+// case-insensitively: for them "ID" is "id" and "Name"
+// is "name".
 func foldedName(raw []byte, escaped bool) name {
 	if len(raw) == 0 {
 		return nameOther

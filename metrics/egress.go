@@ -6,7 +6,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 )
 
-// egressVecs are the egress proxy's counters (issue 29), registered with
+// egressVecs are the egress proxy's counters, registered with
 // the first server that counts one: a bridge without allow-lists exports
 // none.
 type egressVecs struct {

@@ -1,12 +1,12 @@
 // Package metrics exposes the bridge's Prometheus metrics: sessions,
-// children, requests, bytes, the event log, the warm pool, and the denials
-// of the policy and pinning.
+// children, requests, bytes, the event log, the warm pool, the 2026-07-28
+// pool, and the denials of the policy and pinning.
 //
 // It observes the other packages through their small hooks, so that none
 // of them imports Prometheus: a peer.Interceptor for the messages
 // (Server.Intercept), a session.Observer for the sessions and their event
 // logs, a wrapping sandbox.Launcher for the children, and scrape-time reads
-// of sandbox.Pool.Stats and session.Registry.LogStats.
+// of sandbox.Spares.Stats, pool.Pool.Stats and session.Registry.LogStats.
 //
 // Label values are bounded: method comes from the fixed set of MCP methods
 // (anything else is "other"), outcome and reason from fixed sets, server
@@ -32,6 +32,7 @@ import (
 	"github.com/mcp-bridge/mcp-bridge/audit"
 	"github.com/mcp-bridge/mcp-bridge/jsonrpc"
 	"github.com/mcp-bridge/mcp-bridge/peer"
+	"github.com/mcp-bridge/mcp-bridge/pool"
 	"github.com/mcp-bridge/mcp-bridge/sandbox"
 	"github.com/mcp-bridge/mcp-bridge/session"
 )
@@ -287,7 +288,7 @@ type Server struct {
 	// instrs are the request instruments of each method label, by
 	// methodIndex, made on first use (see instruments).
 	instrs [len(methodLabels)]atomic.Pointer[instruments]
-	// watched are the collectors read at scrape time (WatchPool,
+	// watched are the collectors read at scrape time (WatchSpares,
 	// WatchRegistry), by metric name, for Drop.
 	watched map[string]prometheus.Collector
 }
@@ -513,9 +514,9 @@ func (in *instruments) count(s *Server, outcome string) prometheus.Counter {
 	return c
 }
 
-// WatchPool exports the warm pool's hits and misses
+// WatchSpares exports the warm pool's hits and misses
 // (mcp_bridge_warm_pool_hits_total, _misses_total), read at scrape time.
-func (s *Server) WatchPool(p *sandbox.Pool) error {
+func (s *Server) WatchSpares(p *sandbox.Spares) error {
 	l := prometheus.Labels{"server": s.name}
 	hits := prometheus.NewCounterFunc(prometheus.CounterOpts{Namespace: Namespace, Name: "warm_pool_hits_total", ConstLabels: l,
 		Help: "Sessions given a server started ahead (--warm)."}, func() float64 { h, _ := p.Stats(); return float64(h) })
@@ -535,17 +536,45 @@ func (s *Server) WatchRegistry(r *session.Registry) error {
 	return s.register(map[string]prometheus.Collector{"event_log_bytes": bytes, "event_log_events": events})
 }
 
-// WatchStatelessPool exports the churn of the server's revision
-// 2026-07-28 pool (mcp_bridge_pool_children_started_total, and
-// _evicted_total: idle children stopped to make room for another
-// principal's or capabilities' request), read at scrape time from stats.
-func (s *Server) WatchStatelessPool(stats func() (started, evicted int64)) error {
+// WatchStatelessPool exports the server's revision 2026-07-28 pool, read
+// at scrape time from its Stats: its churn
+// (mcp_bridge_pool_children_started_total, and _evicted_total: idle
+// children stopped to make room for another principal's or capabilities'
+// request) and its load now (mcp_bridge_pool_children: its size;
+// _requests_waiting: requests waiting for a child, the pool being at
+// --pool-max or its children busy; _calls_parked: calls whose child asked
+// the client a question and that wait for the client's retry;
+// _calls_in_flight: calls on its children, the parked ones included).
+func (s *Server) WatchStatelessPool(p *pool.Pool) error {
 	l := prometheus.Labels{"server": s.name}
-	started := prometheus.NewCounterFunc(prometheus.CounterOpts{Namespace: Namespace, Name: "pool_children_started_total", ConstLabels: l,
-		Help: "MCP servers started by the pool serving revision 2026-07-28 clients."}, func() float64 { n, _ := stats(); return float64(n) })
-	evicted := prometheus.NewCounterFunc(prometheus.CounterOpts{Namespace: Namespace, Name: "pool_children_evicted_total", ConstLabels: l,
-		Help: "Idle MCP servers of the 2026-07-28 pool stopped to make room for a request of another principal or other capabilities (churn: raise --pool-max)."}, func() float64 { _, n := stats(); return float64(n) })
-	return s.register(map[string]prometheus.Collector{"pool_children_started_total": started, "pool_children_evicted_total": evicted})
+	counter := func(name, help string, v func(pool.Stats) int64) prometheus.Collector {
+		return prometheus.NewCounterFunc(prometheus.CounterOpts{Namespace: Namespace, Name: name, ConstLabels: l, Help: help},
+			func() float64 { return float64(v(p.Stats())) })
+	}
+	gauge := func(name, help string, v func(pool.Stats) int) prometheus.Collector {
+		return prometheus.NewGaugeFunc(prometheus.GaugeOpts{Namespace: Namespace, Name: name, ConstLabels: l, Help: help},
+			func() float64 { return float64(v(p.Stats())) })
+	}
+	return s.register(map[string]prometheus.Collector{
+		"pool_children_started_total": counter("pool_children_started_total",
+			"MCP servers started by the pool serving revision 2026-07-28 clients.",
+			func(st pool.Stats) int64 { return st.Started }),
+		"pool_children_evicted_total": counter("pool_children_evicted_total",
+			"Idle MCP servers of the 2026-07-28 pool stopped to make room for a request of another principal or other capabilities (churn: raise --pool-max).",
+			func(st pool.Stats) int64 { return st.Evicted }),
+		"pool_children": gauge("pool_children",
+			"MCP servers of the 2026-07-28 pool running now (those starting excluded).",
+			func(st pool.Stats) int { return st.Children }),
+		"pool_requests_waiting": gauge("pool_requests_waiting",
+			"Requests of 2026-07-28 clients waiting for a child of the pool (at --pool-max, or every child busy).",
+			func(st pool.Stats) int { return st.Waiting }),
+		"pool_calls_parked": gauge("pool_calls_parked",
+			"Calls of 2026-07-28 clients parked on their child while the client answers its question (multi round-trip).",
+			func(st pool.Stats) int { return st.Parked }),
+		"pool_calls_in_flight": gauge("pool_calls_in_flight",
+			"Calls of 2026-07-28 clients on the pool's children, parked calls included.",
+			func(st pool.Stats) int { return st.InFlight }),
+	})
 }
 
 // register adds collectors read at scrape time. One of the same name and

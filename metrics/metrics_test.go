@@ -18,6 +18,7 @@ import (
 	"github.com/prometheus/common/model"
 
 	"github.com/mcp-bridge/mcp-bridge/bridge"
+	"github.com/mcp-bridge/mcp-bridge/internal/testserver"
 	"github.com/mcp-bridge/mcp-bridge/jsonrpc"
 	"github.com/mcp-bridge/mcp-bridge/metrics"
 	"github.com/mcp-bridge/mcp-bridge/peer"
@@ -54,12 +55,12 @@ func startBridge(t *testing.T, m *metrics.Metrics, so session.Options, intercept
 	srvm := m.Server(metrics.DefaultServer)
 	local := sandbox.NewLocal(&sandbox.LocalOptions{
 		Command:   exe,
-		Env:       append(os.Environ(), childEnv+"=1"),
+		Env:       append(os.Environ(), testserver.Env+"=1"),
 		StopGrace: 2 * time.Second,
 		Logger:    logger,
 	})
-	pool := sandbox.NewPool(srvm.Launcher(local, "local"), 0, logger)
-	if err := srvm.WatchPool(pool); err != nil {
+	pool := sandbox.NewSpares(srvm.Launcher(local, "local"), 0, logger)
+	if err := srvm.WatchSpares(pool); err != nil {
 		t.Fatal(err)
 	}
 	so.Launcher = session.LauncherOf(pool)
@@ -374,14 +375,14 @@ func TestMetricsCancelled(t *testing.T) {
 
 // Watching a server's new pool (a reloaded configuration) replaces the
 // old one's figures, and servers are told apart by their label.
-func TestWatchPoolAgainReplaces(t *testing.T) {
+func TestWatchSparesAgainReplaces(t *testing.T) {
 	m := metrics.New()
 	a, other := m.Server("a"), m.Server("b")
 	logger := slog.New(slog.DiscardHandler)
 	failing := sandbox.NewLocal(&sandbox.LocalOptions{Command: "/nonexistent/mcp-server", Logger: logger})
 	for i, s := range []*metrics.Server{a, a, other} {
-		pool := sandbox.NewPool(failing, 0, logger)
-		if err := s.WatchPool(pool); err != nil {
+		pool := sandbox.NewSpares(failing, 0, logger)
+		if err := s.WatchSpares(pool); err != nil {
 			t.Fatalf("watch %d: %v", i, err)
 		}
 		for range i + 1 {
@@ -422,7 +423,7 @@ func TestDropRemovesGauges(t *testing.T) {
 		if err := s.WatchRegistry(session.NewRegistry(&session.Options{Launcher: session.LauncherOf(failing), Logger: logger})); err != nil {
 			t.Fatal(err)
 		}
-		if err := s.WatchPool(sandbox.NewPool(failing, 0, logger)); err != nil {
+		if err := s.WatchSpares(sandbox.NewSpares(failing, 0, logger)); err != nil {
 			t.Fatal(err)
 		}
 		s.SessionStarted(nil)

@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/mcp-bridge/mcp-bridge/internal/testserver"
 	"github.com/mcp-bridge/mcp-bridge/jsonrpc"
 	"github.com/mcp-bridge/mcp-bridge/peer"
 	"github.com/mcp-bridge/mcp-bridge/sandbox"
@@ -28,7 +29,7 @@ func launchChild(t *testing.T) sandbox.Process {
 	}
 	l := sandbox.NewLocal(&sandbox.LocalOptions{
 		Command:   exe,
-		Env:       append(os.Environ(), childEnv+"=1"),
+		Env:       append(os.Environ(), testserver.Env+"=1"),
 		StopGrace: 2 * time.Second,
 		Logger:    slog.New(slog.DiscardHandler),
 	})
@@ -58,7 +59,7 @@ func TestRealChildShared(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !strings.Contains(string(res), `"peer-test-child"`) || conn.ProtocolVersion() != "2025-06-18" {
+	if !strings.Contains(string(res), `"`+testserver.Name+`"`) || conn.ProtocolVersion() != "2025-06-18" {
 		t.Fatalf("initialize: %s, version %q", res, conn.ProtocolVersion())
 	}
 	if err := conn.Ping(ctx); err != nil {
@@ -172,8 +173,8 @@ var _ peer.Process = sandbox.Process(nil)
 // enforcer's list after list_changed) that races the end of a session
 // finds stdin closed by Stop while the child still runs; it fails with
 // ErrClosed, which callers ignore, not with the write error ("file already
-// closed", which the pin enforcer logged at WARN at every DELETE; issue
-// 26). The child tells when its stdin has ended, so the race is hit every
+// closed", which the pin enforcer logged at WARN at every DELETE).
+// The child tells when its stdin has ended, so the race is hit every
 // time.
 func TestOwnCallWhileStopping(t *testing.T) {
 	exe, err := os.Executable()

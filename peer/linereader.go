@@ -18,7 +18,7 @@ const keptBytes = 4096
 
 // lineTooLong is next's error for a line over the limit. The line was
 // skipped, up to its newline, and the reader goes on with the next line
-// (issue 27: one oversized answer must not end the connection). Head and
+// (one oversized answer must not end the connection). Head and
 // tail are its first and last bytes, at most keptBytes each, which say
 // whose answer it was.
 type lineTooLong struct {
@@ -46,8 +46,8 @@ const lineReaderSize = 4096
 // of its exact size, and the spill area beyond its first segment lives
 // outside the Go heap, so that it is returned to the kernel segment by
 // segment as the copy proceeds instead of at the next garbage collection.
-// A 10 MiB line then peaks at about 11 MiB of memory rather than 20 (issue
-// 6: peak RSS at most 3 times a message's size).
+// A 10 MiB line then peaks at about 11 MiB of memory rather than 20
+// (the goal: peak RSS at most 3 times a message's size).
 type lineReader struct {
 	r     io.Reader
 	limit int    // longest line accepted, in bytes without the newline

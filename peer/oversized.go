@@ -12,7 +12,7 @@ import (
 // oversized handles a line from the child over MaxMessageBytes: the line
 // is skipped, and if it was the answer to a request in flight, that request
 // gets a JSON-RPC error naming the limit and the flag instead, as if the
-// child had sent it; the connection goes on (issue 27: one oversized answer
+// child had sent it; the connection goes on (one oversized answer
 // ended the whole session, or killed a pool's child, with every other
 // request on it).
 func (c *Conn) oversized(tl *lineTooLong) {

@@ -10,7 +10,7 @@ import (
 // JSON-RPC lets a request leave params out, but clients decode a request
 // the bridge passes on with a params object in mind (the Go SDK v1.8
 // client fails the whole call with "unexpected end of JSON input" on a
-// roots/list without it, as npm server-everything sends it; issue 27). It
+// roots/list without it, as npm server-everything sends it). It
 // returns the message unchanged when it has params or cannot be parsed
 // again.
 func withParams(data []byte, env jsonrpc.Envelope) ([]byte, jsonrpc.Envelope) {

@@ -63,7 +63,7 @@ const (
 	// resources in base64), and bridges without a limit pass them
 	// (supergateway relays 10 MiB with no option): 16 MiB passes those
 	// with room, while a runaway line still costs at most about that much
-	// memory (issue 27). It was 4 MiB.
+	// memory. It was 4 MiB.
 	DefaultMaxMessageBytes = 16 << 20
 	// DefaultMaxQueuedBytes bounds the bytes waiting to be written to the
 	// child's stdin while it is not reading: one message of the largest
@@ -123,7 +123,7 @@ func (e *ExitError) Unwrap() []error { return []error{ErrExited, e.Status} }
 // exitStatusWait is how long the reader waits, once the child's stdout has
 // ended, for its exit status. A child that exits closes stdout at the same
 // moment; the wait only covers reaping it on a loaded machine. A child
-// still running then closed its stdout only (issue 13, item 4).
+// still running then closed its stdout only.
 const exitStatusWait = time.Second
 
 // Direction says which way a message goes.
@@ -645,7 +645,7 @@ func (c *Conn) cancelled(origin any, m *jsonrpc.Message) (idEdits, bool, error) 
 // requests are in flight: only a cancellation (or a failed write) asks,
 // where a map from (origin, id) cost an insertion and a deletion, keyed by
 // an interface, on every renamed request, which in a pool shared by many
-// clients counting their ids from 1 is most requests (issue 15). A client
+// clients counting their ids from 1 is most requests. A client
 // that gave one id to several requests in flight (which JSON-RPC forbids)
 // gets one of them.
 func (c *Conn) renamedLocked(origin any, id jsonrpc.ID) (jsonrpc.ID, bool) {
@@ -881,8 +881,8 @@ func (c *Conn) sendOwn(data []byte) error {
 		// end of the connection, though the reader may not have seen the
 		// child's stdout end yet (Stop closes stdin first and waits; a
 		// child that exits breaks the pipe before its stdout is drained).
-		// Callers tell that end from a real failure with ErrClosed (issue
-		// 26: a pin enforcer's list racing a DELETE logged "file already
+		// Callers tell that end from a real failure with ErrClosed (a
+		// pin enforcer's list racing a DELETE logged "file already
 		// closed" at WARN).
 		return fmt.Errorf("%w: writing to the MCP server's stdin: %w", ErrClosed, err)
 	}
@@ -951,8 +951,7 @@ func (c *Conn) read() {
 		}
 		if bytes.IndexByte(line, '\r') >= 0 {
 			// A bare CR is JSON white space between tokens, but it ends a
-			// line in SSE, and would cut the event short (issue 13, item
-			// 10). A space is the same JSON; inside a string a raw CR is
+			// line in SSE, and would cut the event short. A space is the same JSON; inside a string a raw CR is
 			// invalid JSON anyway, which Parse refuses. The line is ours.
 			for i, b := range line {
 				if b == '\r' {
@@ -969,7 +968,7 @@ func (c *Conn) read() {
 		c.receive(line, env)
 	}
 	// Stdout has ended: the child can answer nothing more, whether or not
-	// it exits (issue 13, item 4: one that closed stdout and kept running
+	// it exits (one that closed stdout and kept running
 	// left a session whose calls hung). A child that exits closes stdout
 	// as it does, so its exit status, which says why, is waited for
 	// briefly; the Router stops one still running.

@@ -10,6 +10,7 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/mcp-bridge/mcp-bridge/internal/memchild"
 	"github.com/mcp-bridge/mcp-bridge/jsonrpc"
 	"github.com/mcp-bridge/mcp-bridge/peer"
 )
@@ -26,14 +27,14 @@ func message(t testing.TB, data string) jsonrpc.Message {
 // TestSendCompactsPrettyJSON: stdio framing is one message per line, so a
 // client's pretty-printed message is compacted on its way to the child.
 func TestSendCompactsPrettyJSON(t *testing.T) {
-	proc := newMemProcess()
+	proc := memchild.New(nil)
 	conn := peer.New(proc, newChanRouter(), &peer.Options{Logger: slog.New(slog.DiscardHandler)})
-	defer func() { proc.exit(nil); <-conn.Done() }()
+	defer func() { proc.Exit(nil); <-conn.Done() }()
 	pretty := "{\r\n  \"jsonrpc\": \"2.0\",\n  \"id\": 1,\n  \"method\": \"ping\",\n  \"params\": {\"s\": \"a b\"}\n}"
 	if err := conn.Send("a", message(t, pretty)); err != nil {
 		t.Fatal(err)
 	}
-	if got, want := proc.heard(t), `{"jsonrpc":"2.0","id":1,"method":"ping","params":{"s":"a b"}}`; got != want {
+	if got, want := heard(t, proc), `{"jsonrpc":"2.0","id":1,"method":"ping","params":{"s":"a b"}}`; got != want {
 		t.Fatalf("the child read %s, want %s", got, want)
 	}
 }
@@ -41,7 +42,7 @@ func TestSendCompactsPrettyJSON(t *testing.T) {
 // stuckProcess is a child that never reads its stdin: a write blocks until
 // the child is stopped, and says it started on entered.
 type stuckProcess struct {
-	*memProcess
+	*memchild.Child
 	entered chan struct{}
 	stop    chan struct{}
 	once    sync.Once
@@ -59,14 +60,14 @@ func (s stuckStdin) Close() error { return nil }
 func (p *stuckProcess) Stdin() io.WriteCloser { return stuckStdin{p} }
 func (p *stuckProcess) Stop(ctx context.Context) error {
 	p.once.Do(func() { close(p.stop) })
-	return p.memProcess.Stop(ctx)
+	return p.Child.Stop(ctx)
 }
 
 // TestSendBoundsWaitingBytes: while a child does not read its stdin, Sends
 // wait for it only up to MaxQueuedBytes; beyond, they fail at once with
 // ErrBusy and nothing of them is registered or written.
 func TestSendBoundsWaitingBytes(t *testing.T) {
-	proc := &stuckProcess{memProcess: newMemProcess(), entered: make(chan struct{}, 1), stop: make(chan struct{})}
+	proc := &stuckProcess{Child: memchild.New(nil), entered: make(chan struct{}, 1), stop: make(chan struct{})}
 	router := newChanRouter()
 	conn := peer.New(proc, router, &peer.Options{MaxQueuedBytes: 100, Logger: slog.New(slog.DiscardHandler)})
 	first := make(chan error, 1)
@@ -90,13 +91,13 @@ func TestSendBoundsWaitingBytes(t *testing.T) {
 // and reaches the Router. With renamed, another client holds the same id,
 // so the answer is copied to restore the client's id.
 func answerBench(b *testing.B, size int, renamed bool) {
-	proc := newMemProcess()
+	proc := memchild.New(nil)
 	go func() {
-		for range proc.lines {
+		for range proc.Lines() {
 		}
 	}()
 	conn := peer.New(proc, discardRouter{}, &peer.Options{Logger: slog.New(slog.DiscardHandler)})
-	defer func() { proc.exit(nil); <-conn.Done() }()
+	defer func() { proc.Exit(nil); <-conn.Done() }()
 	req := message(b, `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"big"}}`)
 	if renamed {
 		if err := conn.Send("other", req); err != nil { // holds id 1 on the child
@@ -149,14 +150,14 @@ func BenchmarkAnswer(b *testing.B) {
 // the table, the write), the answer back (the table, the chain, the
 // Router). allocs/op counts what a call costs the collector.
 func BenchmarkShortCall(b *testing.B) {
-	proc := newMemProcess()
+	proc := memchild.New(nil)
 	go func() {
-		for range proc.lines {
+		for range proc.Lines() {
 		}
 	}()
 	pass := func(next peer.Handler) peer.Handler { return next }
 	conn := peer.New(proc, discardRouter{}, &peer.Options{Intercept: pass, Logger: slog.New(slog.DiscardHandler)})
-	defer func() { proc.exit(nil); <-conn.Done() }()
+	defer func() { proc.Exit(nil); <-conn.Done() }()
 	req := message(b, `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"echo","arguments":{"text":"hello"}}}`)
 	answer := []byte(`{"jsonrpc":"2.0","id":1,"result":{"content":[{"type":"text","text":"hello"}]}}`)
 	b.ReportAllocs()

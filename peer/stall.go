@@ -15,7 +15,7 @@ import (
 // A child that stops reading its stdin (stopped, hung, or just busy) once
 // blocked every Send for good: the first in its write, the others behind
 // it, and the requests they carried were answered only when the session
-// ended, whatever --request-timeout said (issue 25, item 8). SendBy bounds
+// ended, whatever --request-timeout said. SendBy bounds
 // both waits by a deadline.
 
 var (

@@ -103,7 +103,7 @@ func (p *deafProcess) Stop(context.Context) error {
 	return nil
 }
 
-// Issue 25, item 8: a Send to a child that stopped reading waited for
+// A Send to a child that stopped reading waited for
 // ever. SendBy gives up at its deadline: in the middle of its write
 // (ErrWriting; the rest is written once the child reads again, whole and
 // in order), or behind another write (ErrStalled; nothing is written).

@@ -16,6 +16,7 @@ import (
 
 	"golang.org/x/tools/txtar"
 
+	"github.com/mcp-bridge/mcp-bridge/internal/memchild"
 	"github.com/mcp-bridge/mcp-bridge/jsonrpc"
 	"github.com/mcp-bridge/mcp-bridge/peer"
 )
@@ -101,7 +102,7 @@ func runTranscript(t *testing.T, file string) {
 		opts.Intercept = peer.Chain(interceptors...)
 	}
 
-	proc := newMemProcess()
+	proc := memchild.New(nil)
 	router := newChanRouter()
 	conn := peer.New(proc, router, opts)
 	calls := map[string]chan string{}
@@ -110,7 +111,7 @@ func runTranscript(t *testing.T, file string) {
 		for _, cancel := range cancels {
 			cancel()
 		}
-		proc.exit(nil)
+		proc.Exit(nil)
 		<-conn.Done()
 	}()
 
@@ -137,12 +138,12 @@ func runTranscript(t *testing.T, file string) {
 		}
 		switch {
 		case who == "child<":
-			check(proc.heard(t))
+			check(heard(t, proc))
 		case who == "child>":
-			proc.say(t, rest)
+			proc.Say(t, rest)
 			out = append(out, line)
 		case step == "child exit":
-			proc.exit(nil)
+			proc.Exit(nil)
 			out = append(out, line)
 		case who == "router<" || (strings.HasSuffix(who, "<") && who != "own<" && who != "ended<"):
 			m := router.next(t)

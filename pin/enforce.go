@@ -229,7 +229,7 @@ func (e *Enforcer) Interceptor(h *Hooks) peer.Interceptor {
 	}
 	// The closure only tells the cases apart: what each does is in a
 	// method, so that its frame, which stays on the stack under the rest
-	// of the chain, is small (issue 16).
+	// of the chain, is small.
 	return func(next peer.Handler) peer.Handler {
 		return func(m *peer.Message) error {
 			switch {
@@ -376,7 +376,7 @@ func (c *conn) check(k *Kind, name string, item []byte) string {
 
 // passes reports whether a call of the item whose name is written raw (a
 // JSON string as written) is not refused, read without decoding the name
-// (issue 16: a call of a pinned item, the usual one, costs a map lookup):
+// (a call of a pinned item, the usual one, costs a map lookup):
 // the name has no escapes and is valid UTF-8 (so it is what the decoded
 // name is), the lock pins it, and no list dropped it. False says nothing:
 // ask refused.

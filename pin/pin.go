@@ -65,7 +65,7 @@ import (
 
 // LockVersion is the version of the lock file format this package writes.
 // Version 2 added resources (version 1 files, which left them out, would
-// refuse every read of a listed resource). Version 3 (issue 26) holds,
+// refuse every read of a listed resource). Version 3 holds,
 // beside each digest, the members it is the digest of ("pinned"), for a
 // reviewer to read and for bridge pin --check to diff; version 2 files,
 // digests only, are still read.
@@ -97,7 +97,7 @@ type Lock struct {
 	ResourceTemplates map[string]string `json:"resourceTemplates"`
 	// ImageDigest is the image ID ("sha256:...") of a Docker-sandboxed
 	// server's image when it was pinned; bridge --pin-file refuses to start
-	// a container from another (issue 29). Empty for a local server.
+	// a container from another. Empty for a local server.
 	ImageDigest string `json:"imageDigest,omitempty"`
 
 	// items are the digested members of each item, in RFC 8785 canonical
@@ -200,7 +200,7 @@ var (
 
 // kindOfList returns the kind whose list method is method, or nil. A
 // switch, not a loop comparing every kind's method: the interceptor asks
-// for every answer (issue 16); TestKindOf holds it to Kinds.
+// for every answer; TestKindOf holds it to Kinds.
 func kindOfList(method string) *Kind {
 	switch method {
 	case "tools/list":

@@ -15,8 +15,8 @@ const echoTool = `{"name":"echo","description":"Echoes <text> back.","inputSchem
 
 // A lock file is readable: beside each digest it holds the members the
 // digest is of, canonical (RFC 8785 order and forms, indented, no HTML
-// escapes), so that a git diff of two locks shows what changed (issue
-// 26: a lock held only digests, which give a reviewer nothing).
+// escapes), so that a git diff of two locks shows what changed (a lock
+// once held only digests, which give a reviewer nothing).
 func TestLockReadable(t *testing.T) {
 	tool := pin.Kinds[0]
 	l := pin.NewLock()

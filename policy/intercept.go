@@ -30,8 +30,7 @@ import (
 // So the code lies outside -32768..-32000, in the space JSON-RPC 2.0
 // leaves to applications ("The remainder of the space is available for
 // application defined errors"), where no SDK gives a code a meaning: -31403
-// (403, as the HTTP status of insufficient_scope). Issue 26 moved it from
-// -32003.
+// (403, as the HTTP status of insufficient_scope). It was -32003, inside that range.
 //
 // The error's data is {"error": "insufficient_scope", "scope": "a b",
 // "missingScopes": [...]}, the names of RFC 6750's WWW-Authenticate
@@ -212,7 +211,7 @@ type Options struct {
 type list struct{ array, key, kind string }
 
 // listOf returns the list result of method, if the policy filters it (a
-// switch, not a map: every answer asks, issue 16).
+// switch, not a map: every answer asks).
 func listOf(method string) (list, bool) {
 	switch method {
 	case "tools/list":
@@ -250,7 +249,7 @@ func (p *Policy) Interceptor(opts *Options) peer.Interceptor {
 	}
 	// The closure only tells the cases apart: what each does is in a
 	// method, so that its frame, which stays on the stack under the rest
-	// of the chain, is small (issue 16).
+	// of the chain, is small.
 	return func(next peer.Handler) peer.Handler {
 		return func(m *peer.Message) error {
 			if m.Own {

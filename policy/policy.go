@@ -270,7 +270,7 @@ func (r *rules) openToAll(name string) bool {
 // its quotes and escapes), whether the rules let every caller use it:
 // the calls of a tool, over and over, then cost a map lookup instead of
 // decoding the name, asking who the caller is and matching every pattern
-// (about 800 instructions a call: issue 16). Names that decode alike but
+// (about 800 instructions a call). Names that decode alike but
 // are written differently have entries of their own, each decided from
 // the decoded name.
 type openNames struct {

@@ -5,7 +5,7 @@ import (
 	"sync/atomic"
 )
 
-// Churn of legacy children (issue 25, item 7). A legacy pool is keyed by
+// Churn of legacy children. A legacy pool is keyed by
 // (principal, capabilities), and a key without a child starts one, at Max
 // by stopping an idle child of another key: capabilities that differed in
 // members no legacy child reads started a process per request (60

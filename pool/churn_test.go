@@ -8,7 +8,7 @@ import (
 	"time"
 )
 
-// Issue 25, item 7: a legacy pool is keyed by (principal, capabilities),
+// A legacy pool is keyed by (principal, capabilities),
 // and capabilities that differ in what no legacy child uses (experimental
 // members, unknown ones) each started a process: 60 capability sets, 60
 // starts. They now make one key, and the starts are counted.

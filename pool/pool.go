@@ -520,7 +520,7 @@ func (p *Pool) dropEmptyLocked(g *group) {
 
 // signalLocked wakes the requests waiting for a child. A channel no one
 // took is not replaced: a request freeing its child on every answer would
-// allocate one per call, with nobody to wake (issue 15).
+// allocate one per call, with nobody to wake.
 func (p *Pool) signalLocked() {
 	if !p.watched {
 		return
@@ -986,7 +986,7 @@ func (p *Pool) spawn(ctx context.Context, g *group, legacy bool) (*child, error)
 			// Servers ask right after initialized (roots/list, from a
 			// timer or on the notification) with no call behind them;
 			// such a request reaches no call while the child is not in
-			// its group (issue 27).
+			// its group.
 			t := time.NewTimer(p.opts.Settle)
 			select {
 			case <-t.C:

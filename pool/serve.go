@@ -38,13 +38,13 @@ type Request struct {
 	// returns may share it. Serve keeps no reference to it once it has
 	// returned, so the caller may use it again once it is done with the
 	// answer. (A decorated answer was an allocation per request; the
-	// front end writes it and is done with it, issue 15.)
+	// front end writes it and is done with it.)
 	Answer []byte
 }
 
 // The sets of methods below are switches rather than maps: each request
 // asks four or five of them, and a switch on a string costs a few
-// comparisons where a map lookup costs a call and a probe (issue 15).
+// comparisons where a map lookup costs a call and a probe.
 
 // legacyMethod reports whether method is one of revision 2026-07-28 a
 // legacy child can serve, mapped one to one.
@@ -367,8 +367,7 @@ func (c *call) wait(ctx context.Context, rawID, buf []byte, emit func([]byte) er
 // progress renders a progress notification of the child for the request
 // being served: after an MRTR round, the retry's. The child knows only
 // the first request's progressToken, which the peer restored; the client
-// tracks the retry's, and drops what carries another ("unknown token",
-// issue 27). Without a token in the retry, it is dropped (false).
+// tracks the retry's, and drops what carries another ("unknown token"). Without a token in the retry, it is dropped (false).
 func (c *call) progress(data []byte) ([]byte, bool) {
 	c.mu.Lock()
 	retried, token := c.retried, c.token
@@ -732,7 +731,7 @@ func (p *Pool) decorateMsg(m jsonrpc.Message, rawID []byte, method string, serve
 // each. Each is looked for from a byte of it that JSON seldom has, as
 // mentionsRequestState does: four IndexByte scans (vectorized) of a short
 // result cost a third of one loop over its bytes testing each for a
-// quote, and a fraction of it for a large one (issue 15).
+// quote, and a fraction of it for a large one.
 func mentionsDecoration(res []byte) bool {
 	return anchored(res, '_', `"`, `meta"`) || anchored(res, 'T', `"result`, `ype"`) ||
 		anchored(res, 'M', `"ttl`, `s"`) || anchored(res, 'S', `"cache`, `cope"`)
@@ -742,7 +741,7 @@ func mentionsDecoration(res []byte) bool {
 // anchored on the rare capital S rather than on the quote that every
 // JSON string starts with: bytes.Index, finding a quote every few bytes,
 // falls back to comparing at every position (2k instructions for a short
-// request, issue 15).
+// request).
 func mentionsRequestState(data []byte) bool {
 	return anchored(data, 'S', `"request`, `tate"`)
 }

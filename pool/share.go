@@ -5,7 +5,7 @@ import (
 	"fmt"
 )
 
-// A principal's share of the pool (issue 25, item 3). Options.Max is
+// A principal's share of the pool. Options.Max is
 // shared by every principal, and some requests hold a child for as long as
 // their client likes: a parked call until its retry (up to StateTTL,
 // renewed by each round), a subscription for as long as its stream is

@@ -12,7 +12,7 @@ import (
 	"github.com/mcp-bridge/mcp-bridge/peer"
 )
 
-// Issue 25, item 3: one principal parking calls (each holds its legacy
+// One principal parking calls (each holds its legacy
 // child until the client retries, up to StateTTL) took every child of the
 // pool, and every other principal's request waited. A principal now holds
 // at most its share (half of Max by default, with authentication) and is

@@ -30,7 +30,7 @@ import (
 //
 // A subscription spans its group (the modern children, or one legacy
 // key's): a list change or resource update from any child of the group
-// reaches it (issue 27). It runs on one child, its home, which the listen
+// reaches it. It runs on one child, its home, which the listen
 // holds and which answers it; on each other child of the group, now or
 // started later, an attachment subscribes it too (a modern child gets the
 // listen under an id of its own, a legacy child resources/subscribe), and

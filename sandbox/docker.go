@@ -2,7 +2,7 @@ package sandbox
 
 // The Docker launcher: each session's MCP server runs in a container of its
 // own, created through the Docker Engine API, locked down unless an option
-// says otherwise (issue 4).
+// says otherwise.
 //
 // A container's life, and why it is done this way:
 //

@@ -1,6 +1,6 @@
 package sandbox
 
-// Egress allow-lists (issue 29): the network and the forward proxy that let
+// Egress allow-lists: the network and the forward proxy that let
 // a Docker-sandboxed server reach the hosts its allow-list names, and
 // nothing else.
 //

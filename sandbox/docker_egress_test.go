@@ -1,6 +1,6 @@
 package sandbox
 
-// Tests of egress allow-lists (issue 29) against the real Docker Engine:
+// Tests of egress allow-lists against the real Docker Engine:
 // the test child (testdata/dockerchild) fetches through the proxy
 // variables, tunnels with CONNECT, dials raw TCP and resolves names from
 // inside its container; the proxy is testdata/egressproxy, which runs
@@ -211,7 +211,7 @@ func TestDockerEgressLeftovers(t *testing.T) {
 	}
 }
 
-// --sandbox-runtime (issue 29, item 5): a runtime the engine does not list
+// --sandbox-runtime: a runtime the engine does not list
 // is refused at NewDocker, naming those it has; with gVisor's runsc
 // registered, the server runs under it (its kernel is gVisor's).
 func TestDockerRuntime(t *testing.T) {
@@ -241,7 +241,7 @@ func TestDockerRuntime(t *testing.T) {
 	c.expect(t, "net", "net: error:")
 }
 
-// An image pinned by digest (issue 29, item 4): a launch whose image's
+// An image pinned by digest: a launch whose image's
 // digest differs is refused in one line naming both; the pinned one runs.
 func TestDockerImageDigest(t *testing.T) {
 	env := setupDocker(t)
@@ -287,7 +287,7 @@ func TestDockerLaunchEnv(t *testing.T) {
 	}
 }
 
-// BenchmarkDockerEgress measures what an allow-list costs (issue 29):
+// BenchmarkDockerEgress measures what an allow-list costs:
 //
 //   - start: Launch to the first echoed line, with an allow-list and
 //     without, launches alternating, p50 and p99 of each;

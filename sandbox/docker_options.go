@@ -132,7 +132,7 @@ type DockerOptions struct {
 	// the attributes session=<session ID> and container=<12 hex>, and the
 	// image pull progress. If nil, slog.Default() at the time of NewDocker.
 	Logger *slog.Logger
-	// Egress is the allow-list of the server's network (issue 29): each
+	// Egress is the allow-list of the server's network: each
 	// entry "host[:port]" (egress.ParseRule: an exact name, "*.domain" for
 	// its subdomains, or a literal IP; port 443 if none). If not empty, the
 	// server's container sits on an internal network whose only way out is

@@ -7,7 +7,7 @@ import (
 )
 
 // DefaultEnvAllow lists the variables of the bridge's environment that a
-// local server gets (issue 13, item 2), comma-separated; a name ending in *
+// local server gets, comma-separated; a name ending in *
 // stands for every name with that prefix. Everything else, tokens and
 // secrets included, stays with the bridge: the server gets these, OwnerEnv,
 // and what the operator passes with LocalOptions.Env (--env).

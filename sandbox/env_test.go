@@ -19,7 +19,7 @@ func init() {
 }
 
 // A local server gets the allowlist, what the operator passes, and the
-// owner mark: never the bridge's tokens or secrets (issue 13, item 2).
+// owner mark: never the bridge's tokens or secrets.
 func TestLocalEnvScrubbed(t *testing.T) {
 	t.Setenv("BRIDGE_AUTH_TOKENS", "token-secret")
 	t.Setenv("BRIDGE_AFFINITY_SECRET", "affinity-secret")

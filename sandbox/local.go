@@ -631,7 +631,7 @@ func (s *localStdin) Write(b []byte) (int, error) { return s.f.Write(b) }
 
 // SetWriteDeadline bounds the writes that follow (the pipe is in the
 // runtime's poller): peer.Conn.SendBy gives up waiting for a child that
-// stopped reading (issue 25, item 8).
+// stopped reading.
 func (s *localStdin) SetWriteDeadline(t time.Time) error { return s.f.SetWriteDeadline(t) }
 
 func (s *localStdin) Close() error {
@@ -661,7 +661,7 @@ func (s *localStdout) close() { s.f.Close() }
 // awaitExit, or returns nil where pidfds are missing. It is opened as the
 // process starts rather than by the goroutine that waits, so that every
 // descriptor of a session is open once Launch returns (the connection
-// limit keeps descriptors for them; issue 25, item 10).
+// limit keeps descriptors for them).
 func openPidfd(pid int) *os.File {
 	fd, err := unix.PidfdOpen(pid, unix.PIDFD_NONBLOCK)
 	if err != nil {

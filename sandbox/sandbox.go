@@ -1,5 +1,10 @@
-// Package sandbox launches the stdio MCP servers that sit behind the bridge,
-// one per session, either as local processes or as Docker containers.
+// Package sandbox launches the stdio MCP servers that sit behind the bridge
+// (one per 2025 session, and the children of the 2026-07-28 pool), either
+// as local processes (Local, under a supervisor that outlives none of
+// their descendants: supervise.go) or as Docker containers (Docker, with
+// an optional egress allow-list: docker_egress.go). Spares wraps either
+// to keep children started ahead of sessions (--warm); the per-user
+// credentials of a child travel in its launch's context (launchenv.go).
 //
 // Everything above this package sees only two small interfaces: a Launcher
 // starts a child for a session, and a Process is a running child (its stdio,
@@ -100,7 +105,7 @@ const (
 	// DefaultStderrTailLines is how many stderr lines an ExitError keeps.
 	DefaultStderrTailLines = 10
 	// DefaultStderrLinesPerSecond is how many stderr lines per second one
-	// session may log, on average (issue 13: 100,000 lines of 4 KB from one
+	// session may log, on average (100,000 lines of 4 KB from one
 	// child wrote 307 MB of log in two minutes).
 	DefaultStderrLinesPerSecond = 100
 	// DefaultStderrBurst is how many stderr lines one session may log at

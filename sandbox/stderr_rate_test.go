@@ -11,7 +11,7 @@ import (
 )
 
 // Stderr lines over the rate are drained and kept for ExitError but not
-// logged; how many were dropped is logged (issue 13, item 9).
+// logged; how many were dropped is logged.
 func TestStderrRateLimit(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		rec := newLogRecorder()

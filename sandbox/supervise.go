@@ -18,8 +18,8 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// The supervisor (issue 13, item 3; issue 32, item 1). The kernel's
-// parent-death signal reaches only a process's direct child: npx → node,
+// The supervisor, which keeps no descendant of a local server alive
+// after the bridge or the server is gone. The kernel's parent-death signal reaches only a process's direct child: npx → node,
 // uvx → python, a browser started by a server all outlived a kill -9 of the
 // bridge. So local servers run under a supervisor, the bridge binary itself
 // re-executed in a hidden mode (LocalOptions.Supervisor, argv[1] ==
@@ -43,7 +43,7 @@ import (
 //   - when the bridge dies (end of file on the socket, whose other end only
 //     the bridge holds), however it dies, kills every descendant and exits.
 //
-// Why one supervisor, not one per server (as from issue 13 until issue 32):
+// Why one supervisor, not one per server (as it was at first):
 // the bridge binary links Prometheus, OpenTelemetry with gRPC and protobuf,
 // jwx and the Docker client, whose package initialization runs before any
 // code of ours can: about 10 ms of CPU and 20 MB of RSS for each start, 50

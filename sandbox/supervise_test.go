@@ -67,7 +67,7 @@ func waitGone(t testing.TB, pid int, bound time.Duration) {
 
 // With a supervisor, nothing the server started outlives it: neither a
 // grandchild in another group nor one in another session, whether the
-// server exits on its own or is stopped (issue 13, item 3).
+// server exits on its own or is stopped.
 func TestLocalSupervisedEndsDescendants(t *testing.T) {
 	exe, err := os.Executable()
 	if err != nil {
@@ -132,8 +132,7 @@ func parentOf(t *testing.T, pid int) int {
 }
 
 // One supervisor serves every server of a bridge: its start-up (the whole
-// bridge binary's initialization) is paid once, not per session (issue 32,
-// item 1).
+// bridge binary's initialization) is paid once, not per session.
 func TestLocalSupervisorShared(t *testing.T) {
 	exe, err := os.Executable()
 	if err != nil {

@@ -20,7 +20,7 @@ var (
 	// ErrStreamFinished means a resume point at the end of a stream that
 	// is finished: there is nothing to replay and nothing will follow (a
 	// cancelled request's stream, say). A client that resumes it again
-	// would get nothing again, forever (issue 27).
+	// would get nothing again, forever.
 	ErrStreamFinished = errors.New("the stream after this Last-Event-ID is finished: nothing to replay")
 	// ErrSuperseded ends a reader whose stream was taken over by a newer
 	// connection (a resume of the same stream).
@@ -118,7 +118,7 @@ type logStream struct {
 	// one is buf's first array, in the stream itself: most streams are a
 	// POST's and hold one event, its answer, for as long as the log keeps
 	// it, so a separate array would be one more object per held answer to
-	// allocate and for the collector to scan (issue 6).
+	// allocate and for the collector to scan.
 	one  [1][]byte
 	next uint64 // seq the next appended event gets
 	done bool   // no event will be appended any more
@@ -172,7 +172,7 @@ func (l *EventLog) NewStream() int64 {
 // bounds and are dropped, with the stream, once it is finished and has no
 // reader. It serves a POST answered as one JSON body: no event ID reaches
 // that client, so nothing could resume the stream, and keeping its answers
-// would only cost memory and garbage-collection work (issue 6).
+// would only cost memory and garbage-collection work.
 func (l *EventLog) NewTransientStream() int64 {
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -236,7 +236,7 @@ func (l *EventLog) appendLocked(s *logStream, data []byte) (over bool) {
 }
 
 // push appends data to s.events, keeping events a window of buf. The
-// array starts as s.one (issue 6: an array of eight slots was 168 of the
+// array starts as s.one (an array of eight slots was 168 of the
 // 350 bytes a held answer cost besides its own).
 func (s *logStream) push(data []byte) {
 	if n := len(s.events); n == cap(s.events) { // the window reached buf's end

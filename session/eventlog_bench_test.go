@@ -1,6 +1,6 @@
 package session
 
-// Benchmarks of the event log (issue 3): a replay of 10,000 events (target:
+// Benchmarks of the event log: a replay of 10,000 events (target:
 // at most 20 ms), and an append, which must allocate nothing beyond the
 // event itself once the log is warm.
 //

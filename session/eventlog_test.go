@@ -1,6 +1,6 @@
 package session
 
-// Tests of the event log's contract (issue 3): event IDs, order, bounds and
+// Tests of the event log's contract: event IDs, order, bounds and
 // eviction, the two resume errors, superseding readers, Adopt, the freeing
 // of finished streams, and concurrent use under -race.
 
@@ -996,7 +996,7 @@ func TestEventLogTransientStream(t *testing.T) {
 
 // A stream that finished holding nothing (a cancelled request's, with no
 // progress) is freed; a resume from its end is ErrStreamFinished, not a
-// loss of events (issue 27).
+// loss of events.
 func TestEventLogResumeFinishedEmpty(t *testing.T) {
 	l := NewEventLog(10, 1<<20)
 	s := l.NewStream()

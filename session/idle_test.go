@@ -41,7 +41,7 @@ func TestIdleTimeout(t *testing.T) {
 		}
 		<-sess.Stopped()
 		select {
-		case <-proc.stopped:
+		case <-proc.Stopped():
 		default:
 			t.Fatal("the server was not stopped")
 		}

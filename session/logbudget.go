@@ -8,7 +8,7 @@ import (
 )
 
 // DefaultLogMaxTotalBytes is the default process-wide budget of event data
-// that all sessions' logs may hold for resumption (issue 14: 1,000 sessions
+// that all sessions' logs may hold for resumption (1,000 sessions
 // at DefaultLogMaxBytes each could otherwise hold 8 GiB).
 const DefaultLogMaxTotalBytes = 256 << 20
 
@@ -26,7 +26,7 @@ const DefaultLogMaxTotalBytes = 256 << 20
 // it, so that walks are rare). A resume from an evicted event gets
 // ErrEventsPurged, as with a log's own bounds.
 //
-// Undelivered events (issue 25: a client that posts calls and drops each
+// Undelivered events (a client that posts calls and drops each
 // connection leaves every answer live, and 100 sessions held 700 MiB under
 // a 32 MiB budget): when a walk leaves live events alone over the budget,
 // the logs holding the most are ended, largest first, until the rest is

@@ -1,6 +1,6 @@
 package session
 
-// Issue 25, item 4: events no client read (a client that posts calls and
+// Events no client read (a client that posts calls and
 // drops each connection before the answer) escaped the process-wide budget;
 // now the session holding the most of them is ended once they alone exceed
 // it, and no other.
@@ -23,8 +23,8 @@ func TestLogBudgetEndsSessionOfUndeliveredFlood(t *testing.T) {
 		// The quiet session holds one answer its client did not read yet.
 		qr := postMsg(t, quiet, `{"jsonrpc":"2.0","id":1,"method":"tools/call"}`)
 		qr.Detach()
-		qp.readLine(t)
-		qp.send(t, `{"jsonrpc":"2.0","id":1,"result":{"x":"`+strings.Repeat("q", 1000)+`"}}`+"\n")
+		qp.Read(t)
+		qp.Write(t, `{"jsonrpc":"2.0","id":1,"result":{"x":"`+strings.Repeat("q", 1000)+`"}}`+"\n")
 
 		// The flood: 40 answers of 4 KiB, 2.5 times the budget, none read.
 		answer := `{"jsonrpc":"2.0","id":%d,"result":{"x":"` + strings.Repeat("f", 4<<10) + `"}}` + "\n"
@@ -35,8 +35,8 @@ func TestLogBudgetEndsSessionOfUndeliveredFlood(t *testing.T) {
 			}
 			r := postMsg(t, flood, fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":"tools/call"}`, i))
 			r.Detach() // the client dropped the connection
-			fp.readLine(t)
-			fp.send(t, fmt.Sprintf(answer, i))
+			fp.Read(t)
+			fp.Write(t, fmt.Sprintf(answer, i))
 		}
 		synctest.Wait() // the answers are routed
 

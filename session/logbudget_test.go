@@ -1,6 +1,6 @@
 package session
 
-// Tests of the process-wide budget of event data (issue 14, item 6): what
+// Tests of the process-wide budget of event data: what
 // it evicts (the oldest replayable events of the largest logs), what it
 // never evicts (live events), its accounting under concurrent use, and the
 // memory it bounds.

@@ -40,7 +40,7 @@ import (
 const (
 	// DefaultIdleTimeout: the TypeScript SDK's clients and the MCP
 	// inspector never send DELETE, so each of their sessions holds its
-	// server this long after they quit (issue 27). It was 30 minutes;
+	// server this long after they quit. It was 30 minutes;
 	// 10 bounds those leftovers to a third, while a client that keeps
 	// working sends a message at least that often, and one that does not
 	// gets 404 and, as the spec says, initializes again.
@@ -53,7 +53,7 @@ const (
 	// (and progress notifications extend it).
 	DefaultRequestTimeout = 10 * time.Minute
 	// DefaultMaxRequests bounds a session's requests in flight: clients
-	// run a few at once; 40,000 unanswered ones cost 43 MB (issue 13).
+	// run a few at once; 40,000 unanswered ones cost 43 MB.
 	DefaultMaxRequests = 100
 	// DefaultMaxQueuedBytes bounds the bytes of a session waiting to be
 	// written to its server's stdin (peer.Options.MaxQueuedBytes).
@@ -324,7 +324,7 @@ func (r *Registry) logID(id string) string {
 
 // LogForm is the form of a session ID that logs show: without tokens the
 // ID is the only credential of a session, and logs are read by more people
-// than the clients (issue 13, item 12). It is the first 8 hex digits of the
+// than the clients. It is the first 8 hex digits of the
 // ID's SHA-256, enough to follow one session through the logs and useless
 // to reach it; when logger has debug enabled it is the ID itself.
 // Everything that logs a session ID uses it (or Session.LogID).
@@ -725,7 +725,7 @@ type call struct {
 	// msg is a copy of the request, or for a large one its raw id only
 	// (idOnly). The id is needed only for the error answer when the
 	// session ends first: parsing it for every request would be
-	// per-message work that is rarely needed (issue 6).
+	// per-message work that is rarely needed.
 	msg    []byte
 	idOnly bool
 	method string
@@ -892,7 +892,7 @@ func (s *Session) Post(msgs []Message, opts PostOptions) (*Reader, error) {
 		return nil, ErrNotFound
 	}
 	// (The loops over msgs index it: a range value would copy each
-	// Message, a few hundred bytes, per message and per loop; issue 14.)
+	// Message, a few hundred bytes, per message and per loop.)
 	requests := 0
 	for i := range msgs {
 		if msgs[i].Env.Kind == jsonrpc.KindRequest {
@@ -927,7 +927,7 @@ func (s *Session) Post(msgs []Message, opts PostOptions) (*Reader, error) {
 			p, c = s.single, new(call)
 		} else if p == nil {
 			// The POST's first request: its post, call and reader in one
-			// allocation (they live as long as the request; issue 6).
+			// allocation (they live as long as the request).
 			// Answers that go out as one JSON body carry no event ID, so
 			// no client could resume their stream: it keeps nothing.
 			var stream int64
@@ -994,9 +994,9 @@ func (s *Session) Post(msgs []Message, opts PostOptions) (*Reader, error) {
 	}
 	// Bytes waiting for the server's stdin are bounded (the connection's
 	// MaxQueuedBytes): a server that stopped reading would otherwise hold
-	// every POST's body (issue 13). And the wait is bounded by the
+	// every POST's body. And the wait is bounded by the
 	// request timeout: a stopped server held every POST until the session
-	// ended (issue 25, item 8).
+	// ended.
 	switch err := s.conn.SendBy(s, deadline, msgs...); {
 	case errors.Is(err, peer.ErrWriting):
 		// The rest is written when the server reads again; the requests
@@ -1082,7 +1082,7 @@ func (s *Session) Resume(stream int64, after uint64) (*Reader, error) {
 	s.touch()
 	r, err := s.log.Attach(stream, after)
 	if err == nil && r.AtEnd() {
-		// Nothing to replay and nothing to come (issue 27).
+		// Nothing to replay and nothing to come.
 		r.Detach()
 		r, err = nil, ErrStreamFinished
 	}
@@ -1152,7 +1152,7 @@ func (s *Session) touch() { s.lastActivity.Store(int64(time.Since(epoch))) }
 
 func (s *Session) checkIdle() {
 	// A session whose request is still running is not idle, however long
-	// the call takes (issue 13: a 9 s call with a 5 s idle timeout
+	// the call takes (a 9 s call with a 5 s idle timeout
 	// failed); the request timeout bounds such calls instead.
 	s.mu.Lock()
 	busy := len(s.inflight) > 0
@@ -1203,7 +1203,7 @@ func (s *Session) route(data []byte, env *jsonrpc.Envelope) {
 	if s.initTimedOut.Load() {
 		// The session ends with initTimeoutError. What the server writes
 		// as it is stopped (a Python server whose block-buffered stdout
-		// is flushed at the end of its stdin, issue 26) must not answer
+		// is flushed at the end of its stdin) must not answer
 		// initialize after its client was told it timed out.
 		return
 	}

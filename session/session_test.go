@@ -6,7 +6,6 @@ package session
 // CR). Tests of real children live in bridge/ and cmd/bridge/.
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"crypto/sha256"
@@ -22,112 +21,27 @@ import (
 
 	"go.uber.org/goleak"
 
+	"github.com/mcp-bridge/mcp-bridge/internal/memchild"
 	"github.com/mcp-bridge/mcp-bridge/jsonrpc"
 	"github.com/mcp-bridge/mcp-bridge/peer"
 	"github.com/mcp-bridge/mcp-bridge/sandbox"
 )
 
-// memProc is a sandbox.Process whose server is the test. Its pipes are
-// io.Pipes, so that a goroutine waiting on one is durably blocked for
-// testing/synctest; a pump reads stdin into lines, so that the bridge's
-// writes do not wait for the test.
-type memProc struct {
-	inR   *io.PipeReader // the pump reads what the bridge writes to stdin
-	inW   *io.PipeWriter
-	outR  *io.PipeReader // the bridge reads what the test writes to stdout
-	outW  *io.PipeWriter
-	lines chan string // stdin's lines; closed when stdin ends
-
-	exitOnce sync.Once
-	exited   chan struct{} // closed when the "process" has exited
-	err      error         // the exit status, set before exited is closed
-
-	stopOnce sync.Once
-	stopped  chan struct{} // closed when Stop was called
-
-	// resume, if not nil, holds the pump until closed: the server does
-	// not read its stdin yet.
-	resume chan struct{}
-}
-
-func newMemProc(paused bool) *memProc {
-	p := &memProc{exited: make(chan struct{}), stopped: make(chan struct{}), lines: make(chan string, 1<<16)}
-	if paused {
-		p.resume = make(chan struct{})
-	}
-	p.inR, p.inW = io.Pipe()
-	p.outR, p.outW = io.Pipe()
-	// The pump ends when the process exits (exit closes inR) or the
-	// bridge closes stdin.
-	go func() {
-		defer close(p.lines)
-		sc := bufio.NewScanner(p.inR)
-		sc.Buffer(nil, 64<<20)
-		if p.resume != nil {
-			select {
-			case <-p.resume:
-			case <-p.exited:
-				return
-			}
-		}
-		for sc.Scan() {
-			p.lines <- sc.Text()
-		}
-	}()
-	return p
-}
-
-func (p *memProc) ID() string            { return "mem 1" }
-func (p *memProc) Stdin() io.WriteCloser { return p.inW }
-func (p *memProc) Stdout() io.Reader     { return p.outR }
-func (p *memProc) Wait() error           { <-p.exited; return p.err }
-func (p *memProc) Stop(context.Context) error {
-	p.stopOnce.Do(func() { close(p.stopped) })
-	p.exit(&sandbox.ExitError{Code: -1, Signal: "killed", Stderr: []string{"mem: stopped"}})
-	return nil
-}
-
-// exit ends the "process": its pipes close, as the kernel would close them.
-func (p *memProc) exit(err error) {
-	p.exitOnce.Do(func() {
-		p.err = err
-		p.inR.CloseWithError(io.ErrClosedPipe)
-		p.outW.Close()
-		close(p.exited)
-	})
-}
-
-// readLine returns the next line the bridge wrote to the server's stdin.
-func (p *memProc) readLine(t *testing.T) string {
-	t.Helper()
-	line, ok := <-p.lines
-	if !ok {
-		t.Fatal("the server's stdin ended")
-	}
-	return line
-}
-
-// send writes data to the server's stdout as it is.
-func (p *memProc) send(t *testing.T, data string) {
-	t.Helper()
-	if _, err := io.WriteString(p.outW, data); err != nil {
-		t.Fatalf("writing the server's stdout: %v", err)
-	}
-}
-
-// memLauncher hands out memProcs and lets the test take each one.
+// memLauncher hands out in-memory children (the server is the test) and
+// lets the test take each one.
 type memLauncher struct {
-	procs  chan *memProc
+	procs  chan *memchild.Child
 	ids    chan string
 	paused bool // children start without reading their stdin
 }
 
 func newMemLauncher() *memLauncher {
-	return &memLauncher{procs: make(chan *memProc, 16), ids: make(chan string, 16)}
+	return &memLauncher{procs: make(chan *memchild.Child, 16), ids: make(chan string, 16)}
 }
 
 func (l *memLauncher) Launch(_ context.Context, id string) (peer.Process, error) {
-	p := newMemProc(l.paused)
+	p := memchild.New(&memchild.Options{ID: "mem 1", Paused: l.paused,
+		StopStatus: &sandbox.ExitError{Code: -1, Signal: "killed", Stderr: []string{"mem: stopped"}}})
 	l.procs <- p
 	l.ids <- id
 	return p, nil
@@ -187,7 +101,7 @@ func next(t *testing.T, r *Reader) string {
 }
 
 // startSession creates a session and takes its child.
-func startSession(t *testing.T, reg *Registry, l *memLauncher) (*Session, *memProc) {
+func startSession(t *testing.T, reg *Registry, l *memLauncher) (*Session, *memchild.Child) {
 	t.Helper()
 	s, err := reg.Create(context.Background(), "")
 	if err != nil {
@@ -199,14 +113,14 @@ func startSession(t *testing.T, reg *Registry, l *memLauncher) (*Session, *memPr
 
 // TestServerCRIsWhiteSpace: a bare CR is JSON white space, and a server
 // may put one between tokens; it must not reach the SSE framing, where it
-// ends a line (issue 13, item 10).
+// ends a line.
 func TestServerCRIsWhiteSpace(t *testing.T) {
 	checkLeaks(t)
 	reg, l := newTestRegistry(t, Options{})
 	s, p := startSession(t, reg, l)
 	r := postMsg(t, s, `{"jsonrpc":"2.0","id":5,"method":"tools/list"}`)
-	p.readLine(t)
-	p.send(t, "{\"jsonrpc\":\"2.0\",\r\"id\":5,\r\"result\":{\"tools\":[],\"x\":\"a\\rb\"}\r}\r\n")
+	p.Read(t)
+	p.Write(t, "{\"jsonrpc\":\"2.0\",\r\"id\":5,\r\"result\":{\"tools\":[],\"x\":\"a\\rb\"}\r}\r\n")
 	got := next(t, r)
 	if want := `{"jsonrpc":"2.0", "id":5, "result":{"tools":[],"x":"a\rb"} }`; got != want {
 		t.Fatalf("event data %q, want %q", got, want)
@@ -221,21 +135,21 @@ func TestServerCRIsWhiteSpace(t *testing.T) {
 
 // TestStdoutClosedEndsSession: a server that closes its stdout and keeps
 // running can answer nothing more. The session ends, its requests in
-// flight get an error that says why, and the server is stopped (issue 13,
-// item 4), instead of a zombie session waiting for DELETE or idle.
+// flight get an error that says why, and the server is stopped,
+// instead of a zombie session waiting for DELETE or idle.
 func TestStdoutClosedEndsSession(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		reg, l := newTestRegistry(t, Options{IdleTimeout: -1})
 		s, p := startSession(t, reg, l)
 		r := postMsg(t, s, `{"jsonrpc":"2.0","id":5,"method":"tools/call"}`)
-		p.readLine(t)
-		p.outW.Close() // stdout closed; the process lives on
+		p.Read(t)
+		p.CloseStdout() // stdout closed; the process lives on
 		got := next(t, r)
 		if !strings.Contains(got, `"id":5`) || !strings.Contains(got, "closed its stdout") {
 			t.Fatalf("answer %s, want an error for id 5 saying the server closed its stdout", got)
 		}
 		<-s.Done()
-		<-p.stopped
+		<-p.Stopped()
 		if !errors.Is(s.Err(), ErrStdoutClosed) {
 			t.Fatalf("Err() = %v, want ErrStdoutClosed", s.Err())
 		}
@@ -252,8 +166,8 @@ func TestServerExitReportsStatus(t *testing.T) {
 		reg, l := newTestRegistry(t, Options{IdleTimeout: -1})
 		s, p := startSession(t, reg, l)
 		r := postMsg(t, s, `{"jsonrpc":"2.0","id":5,"method":"tools/call"}`)
-		p.readLine(t)
-		p.exit(&sandbox.ExitError{Code: 3, Stderr: []string{"crashing on purpose"}})
+		p.Read(t)
+		p.Exit(&sandbox.ExitError{Code: 3, Stderr: []string{"crashing on purpose"}})
 		got := next(t, r)
 		if !strings.Contains(got, "exited with status 3") || !strings.Contains(got, "crashing on purpose") {
 			t.Fatalf("answer %s, want the exit status and stderr", got)
@@ -266,7 +180,7 @@ func TestServerExitReportsStatus(t *testing.T) {
 
 // TestLogsHideSessionID: without tokens the session ID is the session's
 // only credential; logs and the launcher (container labels) get a short
-// hash of it, unless debug logging is on (issue 13, item 12).
+// hash of it, unless debug logging is on.
 func TestLogsHideSessionID(t *testing.T) {
 	checkLeaks(t)
 	for _, level := range []slog.Level{slog.LevelInfo, slog.LevelDebug} {
@@ -278,7 +192,7 @@ func TestLogsHideSessionID(t *testing.T) {
 			t.Fatal(err)
 		}
 		launched, p := <-l.ids, <-l.procs
-		p.exit(&sandbox.ExitError{Code: 1})
+		p.Exit(&sandbox.ExitError{Code: 1})
 		<-s.Stopped()
 		sum := sha256.Sum256([]byte(s.ID()))
 		short := hex.EncodeToString(sum[:4])
@@ -319,14 +233,14 @@ func (b *syncBuffer) String() string {
 
 // TestRequestTimeout: a request the server never answers gets a JSON-RPC
 // error after the request timeout, and the server a notifications/cancelled
-// for it; a late answer is dropped (issue 13, item 5).
+// for it; a late answer is dropped.
 func TestRequestTimeout(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		reg, l := newTestRegistry(t, Options{IdleTimeout: -1, RequestTimeout: time.Minute})
 		s, p := startSession(t, reg, l)
 		start := time.Now()
 		r := postMsg(t, s, `{"jsonrpc":"2.0","id":"call-7","method":"tools/call"}`)
-		p.readLine(t)
+		p.Read(t)
 		got := next(t, r)
 		if waited := time.Since(start); waited != time.Minute {
 			t.Errorf("answered after %s, want the request timeout", waited)
@@ -337,16 +251,16 @@ func TestRequestTimeout(t *testing.T) {
 		if _, _, err := r.Next(context.Background()); err != io.EOF {
 			t.Fatalf("the stream must end after the timeout answer: %v", err)
 		}
-		cancel := p.readLine(t)
+		cancel := p.Read(t)
 		env, err := jsonrpc.Parse([]byte(cancel))
 		if err != nil || env.Method != "notifications/cancelled" || env.RequestID != "scall-7" {
 			t.Fatalf("the server got %s (%+v, %v), want notifications/cancelled for call-7", cancel, env, err)
 		}
 		// The late answer goes nowhere, and the session lives on.
-		p.send(t, `{"jsonrpc":"2.0","id":"call-7","result":{}}`+"\n")
+		p.Write(t, `{"jsonrpc":"2.0","id":"call-7","result":{}}`+"\n")
 		r = postMsg(t, s, `{"jsonrpc":"2.0","id":8,"method":"ping"}`)
-		p.readLine(t)
-		p.send(t, `{"jsonrpc":"2.0","id":8,"result":{}}`+"\n")
+		p.Read(t)
+		p.Write(t, `{"jsonrpc":"2.0","id":8,"result":{}}`+"\n")
 		if got := next(t, r); got != `{"jsonrpc":"2.0","id":8,"result":{}}` {
 			t.Fatalf("next answer %s", got)
 		}
@@ -364,10 +278,10 @@ func TestProgressExtendsRequestTimeout(t *testing.T) {
 		s, p := startSession(t, reg, l)
 		start := time.Now()
 		r := postMsg(t, s, `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"_meta":{"progressToken":"tok"}}}`)
-		p.readLine(t)
+		p.Read(t)
 		for range 3 {
 			time.Sleep(8 * time.Second)
-			p.send(t, `{"jsonrpc":"2.0","method":"notifications/progress","params":{"progressToken":"tok","progress":1}}`+"\n")
+			p.Write(t, `{"jsonrpc":"2.0","method":"notifications/progress","params":{"progressToken":"tok","progress":1}}`+"\n")
 			if got := next(t, r); !strings.Contains(got, "notifications/progress") {
 				t.Fatalf("got %s, want the progress notification", got)
 			}
@@ -387,14 +301,14 @@ func TestInitializeTimeout(t *testing.T) {
 		reg, l := newTestRegistry(t, Options{IdleTimeout: -1, InitializeTimeout: 30 * time.Second})
 		s, p := startSession(t, reg, l)
 		r := postMsg(t, s, `{"jsonrpc":"2.0","id":0,"method":"initialize","params":{}}`)
-		p.readLine(t)
+		p.Read(t)
 		got := next(t, r)
 		for _, want := range []string{`"id":0`, "did not answer initialize", "mem 1", "mem: stopped", "30s"} {
 			if !strings.Contains(got, want) {
 				t.Errorf("answer %s does not say %q", got, want)
 			}
 		}
-		<-p.stopped
+		<-p.Stopped()
 		<-s.Done()
 		if !errors.Is(s.Err(), ErrInitTimeout) {
 			t.Fatalf("Err() = %v", s.Err())
@@ -416,9 +330,9 @@ func TestMaxRequests(t *testing.T) {
 		if r, err := s.Post([]Message{msg(t, `{"jsonrpc":"2.0","method":"notifications/x"}`)}, PostOptions{Resumable: true}); r != nil || err != nil {
 			t.Fatalf("a notification: %v", err)
 		}
-		p.readLine(t)
-		p.readLine(t)
-		p.send(t, `{"jsonrpc":"2.0","id":2,"result":{}}`+"\n")
+		p.Read(t)
+		p.Read(t)
+		p.Write(t, `{"jsonrpc":"2.0","id":2,"result":{}}`+"\n")
 		next(t, r2)
 		postMsg(t, s, `{"jsonrpc":"2.0","id":3,"method":"a"}`)
 	})
@@ -447,11 +361,11 @@ func TestStdinBudget(t *testing.T) {
 		if !errors.Is(err, ErrStdinFull) {
 			t.Fatalf("a second POST while the first waits: %v, want ErrStdinFull", err)
 		}
-		close(p.resume)
+		p.Resume()
 		if err := <-done; err != nil {
 			t.Fatal(err)
 		}
-		p.readLine(t)
+		p.Read(t)
 		if _, err := s.Post([]Message{msg(t, one)}, PostOptions{Resumable: true}); err != nil {
 			t.Fatalf("once written, the budget is free again: %v", err)
 		}
@@ -465,9 +379,9 @@ func TestIdleTimeoutSparesRunningCall(t *testing.T) {
 		reg, l := newTestRegistry(t, Options{IdleTimeout: 5 * time.Second})
 		s, p := startSession(t, reg, l)
 		r := postMsg(t, s, `{"jsonrpc":"2.0","id":1,"method":"tools/call"}`)
-		p.readLine(t)
+		p.Read(t)
 		time.Sleep(9 * time.Second)
-		p.send(t, `{"jsonrpc":"2.0","id":1,"result":{}}`+"\n")
+		p.Write(t, `{"jsonrpc":"2.0","id":1,"result":{}}`+"\n")
 		if got := next(t, r); got != `{"jsonrpc":"2.0","id":1,"result":{}}` {
 			t.Fatalf("answer %s", got)
 		}
@@ -505,4 +419,4 @@ func TestLaunchErrorIsErrLaunch(t *testing.T) {
 // own, as sandbox's do, so that LauncherOf adapts it.
 type failingLauncher struct{ err error }
 
-func (l failingLauncher) Launch(context.Context, string) (*memProc, error) { return nil, l.err }
+func (l failingLauncher) Launch(context.Context, string) (*memchild.Child, error) { return nil, l.err }

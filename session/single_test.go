@@ -30,8 +30,8 @@ func TestSingleStream(t *testing.T) {
 		t.Fatal("Post opened a stream in a single-stream session")
 	}
 	postMsg(t, s, `{"jsonrpc":"2.0","id":2,"method":"b"}`)
-	p.readLine(t)
-	p.readLine(t)
+	p.Read(t)
+	p.Read(t)
 	for _, line := range []string{
 		`{"jsonrpc":"2.0","method":"notifications/progress","params":{"progressToken":"t","progress":1}}`,
 		`{"jsonrpc":"2.0","id":2,"result":{}}`,
@@ -39,7 +39,7 @@ func TestSingleStream(t *testing.T) {
 		`{"jsonrpc":"2.0","method":"notifications/message","params":{}}`,
 		`{"jsonrpc":"2.0","id":1,"result":{}}`,
 	} {
-		p.send(t, line+"\n")
+		p.Write(t, line+"\n")
 		if got := next(t, stream); got != line {
 			t.Fatalf("stream got %s, want %s", got, line)
 		}
@@ -53,7 +53,7 @@ func TestSingleStream(t *testing.T) {
 	// The stream does not end with the answers: a request in flight at
 	// the session's end gets its error there, then the stream ends.
 	postMsg(t, s, `{"jsonrpc":"2.0","id":3,"method":"c"}`)
-	p.readLine(t)
+	p.Read(t)
 	s.Close(ErrDeleted)
 	if got := next(t, stream); got != `{"jsonrpc":"2.0","id":3,"error":{"code":-32000,"message":"session ended: the client ended the session (HTTP DELETE)"}}` {
 		t.Fatalf("at the end: %s", got)
@@ -71,8 +71,8 @@ func TestRetire(t *testing.T) {
 	reg, l := newTestRegistry(t, Options{})
 	s, p := startSession(t, reg, l)
 	call := postMsg(t, s, `{"jsonrpc":"2.0","id":1,"method":"tools/call"}`)
-	p.readLine(t)
-	p.send(t, `{"jsonrpc":"2.0","id":"s1","method":"sampling/createMessage","params":{}}`+"\n")
+	p.Read(t)
+	p.Write(t, `{"jsonrpc":"2.0","id":"s1","method":"sampling/createMessage","params":{}}`+"\n")
 	if got := next(t, call); got != `{"jsonrpc":"2.0","id":"s1","method":"sampling/createMessage","params":{}}` {
 		t.Fatalf("server request: %s", got)
 	}
@@ -84,10 +84,10 @@ func TestRetire(t *testing.T) {
 		t.Fatalf("a new request after Retire: %v", err)
 	}
 	postMsg(t, s, `{"jsonrpc":"2.0","id":"s1","result":{}}`) // the client's answer passes
-	if got := p.readLine(t); got != `{"jsonrpc":"2.0","id":"s1","result":{}}` {
+	if got := p.Read(t); got != `{"jsonrpc":"2.0","id":"s1","result":{}}` {
 		t.Fatalf("the server got %s", got)
 	}
-	p.send(t, `{"jsonrpc":"2.0","id":1,"result":{}}`+"\n")
+	p.Write(t, `{"jsonrpc":"2.0","id":1,"result":{}}`+"\n")
 	if got := next(t, call); got != `{"jsonrpc":"2.0","id":1,"result":{}}` {
 		t.Fatalf("answer: %s", got)
 	}

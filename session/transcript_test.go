@@ -98,12 +98,12 @@ func runTranscript(t *testing.T, file string) {
 		}
 		switch {
 		case who == "child<":
-			check("child< ", proc.readLine(t), rest)
+			check("child< ", proc.Read(t), rest)
 		case who == "child>":
-			proc.send(t, rest+"\n")
+			proc.Write(t, rest+"\n")
 			out = append(out, line)
 		case step == "child exit":
-			proc.exit(nil)
+			proc.Exit(nil)
 			out = append(out, line)
 		case who == "post>":
 			if r, err := sess.Post([]Message{msg(t, rest)}, PostOptions{Resumable: true}); err != nil || r != nil {

@@ -17,6 +17,7 @@ import (
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 
 	"github.com/mcp-bridge/mcp-bridge/bridge"
+	"github.com/mcp-bridge/mcp-bridge/internal/testserver"
 	"github.com/mcp-bridge/mcp-bridge/jsonrpc"
 	"github.com/mcp-bridge/mcp-bridge/sandbox"
 	"github.com/mcp-bridge/mcp-bridge/session"
@@ -69,7 +70,7 @@ func startBridgeReg(t *testing.T) (*mcp.ClientSession, *tracetest.InMemoryExport
 	logger := slog.New(slog.DiscardHandler)
 	reg := session.NewRegistry(&session.Options{
 		Launcher: session.LauncherOf(sandbox.NewLocal(&sandbox.LocalOptions{
-			Command: exe, Env: append(os.Environ(), childEnv+"=1"), StopGrace: 2 * time.Second, Logger: logger,
+			Command: exe, Env: append(os.Environ(), testserver.Env+"=1"), StopGrace: 2 * time.Second, Logger: logger,
 		})),
 		Logger:    logger,
 		Intercept: tracer.Intercept,

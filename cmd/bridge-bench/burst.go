@@ -13,7 +13,7 @@ import (
 	"time"
 )
 
-// The burst phase (issue 32): what a crowd of clients arriving at once
+// The burst phase: what a crowd of clients arriving at once
 // costs, not only warm sessions.
 //
 //   - burst: N clients (-burst, 50) open sessions at the same instant, each

@@ -1,4 +1,4 @@
-// Command bridge-bench measures what the bridge costs (issue 6) and prints
+// Command bridge-bench measures what the bridge costs and prints
 // one table, every figure from the same run:
 //
 //   - floors: round trips straight over the stdio of the minimal server (no
@@ -511,7 +511,7 @@ func (t *throughput) rows(add func(what, result, cpu, target, met string), fail 
 			if ratio, ok := pairedRatio(tg.res[n], floor[n]); tg.phase != "floor" && ok {
 				result += fmt.Sprintf(" = %.2f x HTTP floor", ratio)
 				if tg.phase == "stateless" {
-					// Issue 15: >= 0.5 x the HTTP floor, and >= 1.5 x the
+					// The target: >= 0.5 x the HTTP floor, and >= 1.5 x the
 					// 2025 per-session rate, at many clients.
 					if i == 1 {
 						target = ">= 0.5 x floor, >= 1.5 x sessions"
@@ -530,7 +530,7 @@ func (t *throughput) rows(add func(what, result, cpu, target, met string), fail 
 					}
 				}
 				if tg.phase == "poolhop" {
-					// The ceiling of issue 15's 1.5 x target on this
+					// The ceiling of the stateless 1.5 x target on this
 					// machine: the pool hop floor against the sessions.
 					if r, ok := pairedRatio(tg.res[n], sessionRes(t.ts)[n]); ok {
 						result += fmt.Sprintf(" = %.2f x 2025 sessions (SSE)", r)

@@ -17,7 +17,7 @@ import (
 	mcpgoserver "github.com/mark3labs/mcp-go/server"
 )
 
-// Issue 25, item 1: a server that decodes member names case-insensitively
+// A server that decodes member names case-insensitively
 // (Go's encoding/json, last key wins; mark3labs/mcp-go) reads "Name" as
 // "name". A request {"name":"echo","Name":"admin_delete"} was checked by the
 // policy, pinned and audited as echo, and ran admin_delete. The bridge must

@@ -82,7 +82,7 @@ func check(t *testing.T, args ...string) (int, string) {
 	return code, out.String()
 }
 
-// Issue 26: bridge check -- COMMAND says in plain words what is wrong with
+// bridge check -- COMMAND says in plain words what is wrong with
 // a server, with the test binary playing misbehaving ones.
 func TestCheck(t *testing.T) {
 	if testing.Short() {
@@ -139,7 +139,7 @@ func TestCheck(t *testing.T) {
 	}
 }
 
-// Issue 26: a real Python server, buffered: bridge check says to run it
+// A real Python server, buffered: bridge check says to run it
 // unbuffered, and with --env PYTHONUNBUFFERED=1 finds nothing wrong.
 func TestCheckPython(t *testing.T) {
 	python, err := exec.LookPath("python3")

@@ -9,7 +9,7 @@ import (
 )
 
 // TestCIRunsInAClone runs .ci/run as a fresh clone has it: no ../shared
-// beside it, no MCP_PEERS_DIR (issue 26: it stopped with "../shared/
+// beside it, no MCP_PEERS_DIR (it stopped with "../shared/
 // npm-peers/install: No such file or directory", rc 127). It must run all
 // it can, skip the parts that need the npm peers with one line saying
 // what and why, and pass. The Go toolchain is a stub that records its

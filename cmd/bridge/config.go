@@ -614,7 +614,7 @@ func (c *config) checkUserEnv() error {
 
 // localEgressError refuses an egress allow-list (given by what, a flag, a
 // variable or a key) for a local server, which no proxy can filter: it is a
-// process of the bridge's user, with the host's network (issue 29).
+// process of the bridge's user, with the host's network.
 func localEgressError(what string) error {
 	return fmt.Errorf("%s: the local sandbox cannot filter egress: a local server has the bridge's own network access; run the server with --sandbox docker, or remove %s", what, what)
 }

@@ -206,7 +206,7 @@ func (f *deployFlags) config(command []string) (*deploy.AWSConfig, error) {
 			c.BridgeBinary = f.bridgeBinary
 		} else {
 			// No binary named: the dry run shows the plan whatever this
-			// executable is (issue 26: an AgentCore dry run on an amd64
+			// executable is (an AgentCore dry run on an amd64
 			// machine was refused, though it builds nothing), and notes
 			// what the real run would refuse.
 			c.BridgeBinary = "<this executable>"

@@ -376,7 +376,7 @@ func TestDeployDryRunChecksTheBinary(t *testing.T) {
 }
 
 // A dry run without --bridge-binary builds nothing and ships nothing, so
-// it does not refuse this executable for the target (issue 26: an
+// it does not refuse this executable for the target (an
 // AgentCore dry run on an amd64 machine exited 2): it prints the plan and,
 // on stderr, a note saying what the real run needs.
 func TestDeployDryRunDefaultBinary(t *testing.T) {

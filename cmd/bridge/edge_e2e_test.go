@@ -1,6 +1,6 @@
 package main
 
-// The HTTP edge of the real binary (issue 13, item 1): the server's idle
+// The HTTP edge of the real binary: the server's idle
 // timeout, a stalled body, streams that outlive every timeout, and the
 // connection limit under a low open-file limit. Tests wait for what the
 // bridge does (an answer, its end of a connection); the 60 s connection

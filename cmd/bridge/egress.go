@@ -18,8 +18,8 @@ import (
 // starts afresh (a refusal may then be logged again).
 const maxRefusalsRemembered = 10000
 
-// egressReporter makes every decision of the egress proxy visible (issue
-// 29): an audit line per connection (with --audit-log), a metric per
+// egressReporter makes every decision of the egress proxy visible: an
+// audit line per connection (with --audit-log), a metric per
 // server and outcome, and a WARN per refused host and port per session
 // naming what would allow it.
 func egressReporter(cfg *config, g *guards, tel *telemetry, logger *slog.Logger) func(string, egress.Event) {

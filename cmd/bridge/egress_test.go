@@ -32,7 +32,7 @@ import (
 
 // The local sandbox cannot filter what a server sends: asking it to is
 // refused in one line that says so, for the flag, its variable and a
-// server's allowHosts key (issue 29, item 6).
+// server's allowHosts key.
 func TestSandboxEgressRefusedLocally(t *testing.T) {
 	const want = "the local sandbox cannot filter egress: a local server has the bridge's own network access; run the server with --sandbox docker, or remove "
 	_, err := parseConfig([]string{"--sandbox-egress", "api.github.com", "--", "sh"})
@@ -268,7 +268,7 @@ func runUserEnvServer() {
 	os.Exit(0)
 }
 
-// Per-user credentials (issue 29, item 3): two users with different
+// Per-user credentials: two users with different
 // static tokens each get their own value of GITHUB_TOKEN in their own
 // child; a user without one gets a JSON-RPC error at initialize; a file
 // others could read is refused; no value appears in the bridge's log or

@@ -25,7 +25,7 @@ const (
 
 // connectionLimit is the --max-connections in effect: the one configured
 // (negative: none), lowered so that connections leave descriptors for the
-// servers of --max-sessions sessions (issue 13: near the limit, initialize
+// servers of --max-sessions sessions (near the limit, initialize
 // failed with "502 pipe2: too many open files"). A connection beyond it
 // gets a 503 while the bridge still has descriptors to spare.
 //

@@ -48,8 +48,7 @@ func newGuards(cfg *config, logger *slog.Logger) (*guards, error) {
 	if cfg.authenticates() {
 		// Without authentication no message has a principal (the HTTP
 		// edge attaches one only to an authenticated request): nobody to
-		// ask for every request, the audit log's and the policy's (issue
-		// 16).
+		// ask for every request, the audit log's and the policy's.
 		g.caller = sessionCaller
 	}
 	in := cfg.inspection()

@@ -8,7 +8,7 @@ import (
 	"strings"
 )
 
-// bridge --help is grouped (issue 26: 75 flags in one alphabetical list).
+// bridge --help is grouped (75 flags in one alphabetical list).
 // A flag's group is declared in its own line of newFlagSet, by wrapping its
 // usage: fs.StringVar(&c.Listen, "listen", c.Listen, gEdge.in("...")).
 // TestEveryFlagInOneGroup fails for a flag without one.

@@ -17,7 +17,7 @@ func helpOf(t *testing.T, args ...string) string {
 	return out.String()
 }
 
-// Issue 26: every flag of bridge --help is in exactly one group, declared
+// Every flag of bridge --help is in exactly one group, declared
 // beside the flag, and listed once, under its group's title.
 func TestEveryFlagInOneGroup(t *testing.T) {
 	help := helpOf(t, "--help")
@@ -59,7 +59,7 @@ func TestEveryFlagInOneGroup(t *testing.T) {
 	})
 }
 
-// Issue 26: --help opens with three examples and the five flags a
+// --help opens with three examples and the five flags a
 // newcomer needs, marks what a --config server may set, and says which era
 // the groups of limits apply to.
 func TestHelpOpening(t *testing.T) {
@@ -93,7 +93,7 @@ func TestHelpOpening(t *testing.T) {
 	}
 }
 
-// Issue 26: every subcommand's help writes flags one way (--flag), and
+// Every subcommand's help writes flags one way (--flag), and
 // bridge pin --help lists its own.
 func TestSubcommandHelpFlagStyle(t *testing.T) {
 	singleDash := regexp.MustCompile(`(?m)^\s+-[a-z]`)

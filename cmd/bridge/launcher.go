@@ -41,8 +41,8 @@ func newLauncher(ctx context.Context, cfg *config, logger *slog.Logger, tel *tel
 	if cfg.Warm <= 0 {
 		return l, closeInner, nil
 	}
-	pool := sandbox.NewPool(l, cfg.Warm, logger)
-	tel.watchPool(pool)
+	pool := sandbox.NewSpares(l, cfg.Warm, logger)
+	tel.watchSpares(pool)
 	return pool, func() {
 		// The spares go first: the Docker launcher's close removes what remains.
 		ctx, cancel := context.WithTimeout(context.Background(), sandbox.StopBudget(cfg.StopGrace))

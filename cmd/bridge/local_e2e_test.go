@@ -139,7 +139,7 @@ func forkerPIDs(t *testing.T, p *bridgeProc) (supervisor int, pids []int) {
 }
 
 // A bridge killed with SIGKILL leaves nothing behind: not its server, not
-// what the server started, even in a session of its own (issue 13, item 3).
+// what the server started, even in a session of its own.
 func TestKill9EndsEveryDescendant(t *testing.T) {
 	bridgeBin, _ := buildBinaries(t)
 	exe, err := os.Executable()
@@ -189,7 +189,7 @@ func TestRestartEndsLeftovers(t *testing.T) {
 
 // A local server's environment holds the allowlisted variables, what --env
 // gives, and the owner mark: never the bridge's tokens or secrets, nor
-// anything else of its environment (issue 13, item 2).
+// anything else of its environment.
 func TestServerEnvironment(t *testing.T) {
 	bridgeBin, _ := buildBinaries(t)
 	exe, err := os.Executable()

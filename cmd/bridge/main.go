@@ -432,7 +432,7 @@ func forwarder(fwd *bridge.Forwarder) func(http.ResponseWriter, *http.Request, s
 }
 
 // warnResourcePath warns when --resource-url names another path than the
-// one-command form's endpoint (issue 26: accepted silently). Clients take
+// one-command form's endpoint (accepted silently). Clients take
 // the URL they connect to as the resource they ask a token for, and check
 // that the protected resource metadata names it ("MCP clients MUST use the
 // canonical URI of the MCP server as the resource parameter", RFC 8707 as

@@ -13,8 +13,8 @@ import (
 // TestLogMessages: with --log-messages (here BRIDGE_LOG_MESSAGES) the
 // bridge logs each JSON-RPC message both ways with its session or pool
 // child, method, id, size and body, for a 2025 session and a 2026-07-28
-// client alike, at the default log level; never the client's token (issue
-// 26: --log-level debug, which README said logged each message, did not,
+// client alike, at the default log level; never the client's token
+// (--log-level debug, which README said logged each message, did not,
 // and nothing did).
 func TestLogMessages(t *testing.T) {
 	bridgeBin, helloBin := buildBinaries(t)

@@ -13,7 +13,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
-// Issue 26: a SIGHUP to a one-command bridge (nothing to reload) must not
+// A SIGHUP to a one-command bridge (nothing to reload) must not
 // end it: the session open before it still works after it.
 func TestSIGHUPKeepsOneCommandBridge(t *testing.T) {
 	bridgeBin, helloBin := buildBinaries(t)
@@ -49,7 +49,7 @@ for line in sys.stdin:
         print(json.dumps({"jsonrpc": "2.0", "id": msg["id"], "result": {}}))
 `
 
-// Issue 26: README's advice for a Python server that hangs works as
+// README's advice for a Python server that hangs works as
 // written (--env PYTHONUNBUFFERED=1), and without it the initialize
 // timeout's error says to run the server unbuffered and how to pass
 // variables.

@@ -102,7 +102,7 @@ func logRecord(recs []map[string]any, msg string) map[string]any {
 	return nil
 }
 
-// Issue 26: the start-up line names the authentication in force, not
+// The start-up line names the authentication in force, not
 // whether there are static tokens (it said auth=false with --oauth-issuer).
 func TestStartupLineNamesAuth(t *testing.T) {
 	_, helloBin := buildBinaries(t)
@@ -135,7 +135,8 @@ func TestStartupLineNamesAuth(t *testing.T) {
 	}
 }
 
-// Issue 26: --listen 0.0.0.0:PORT logged http://[::]:PORT.
+// The start-up line keeps --listen's host: --listen 0.0.0.0:PORT once
+// logged http://[::]:PORT.
 func TestStartupLineURLKeepsListenHost(t *testing.T) {
 	_, helloBin := buildBinaries(t)
 	rec := logRecord(serveOnce(t, "--listen", "0.0.0.0:0", "--insecure-no-auth", "--", helloBin), "bridge listening")
@@ -145,7 +146,7 @@ func TestStartupLineURLKeepsListenHost(t *testing.T) {
 	}
 }
 
-// Issue 26: a TLS key that does not match its certificate is a start-up
+// A TLS key that does not match its certificate is a start-up
 // error of one plain line, like every other, not a log record.
 func TestCLIMismatchedTLSKey(t *testing.T) {
 	bin, hello := buildBinaries(t)
@@ -163,7 +164,7 @@ func TestCLIMismatchedTLSKey(t *testing.T) {
 	}
 }
 
-// Issue 26: a token a guesser finds at once, or a token file other users
+// A token a guesser finds at once, or a token file other users
 // can read, is accepted with a WARN that says so.
 func TestWeakTokensWarn(t *testing.T) {
 	_, helloBin := buildBinaries(t)
@@ -190,7 +191,7 @@ func TestWeakTokensWarn(t *testing.T) {
 	}
 }
 
-// Issue 26: the flags users of other bridges type get a hint toward ours.
+// The flags users of other bridges type get a hint toward ours.
 func TestUnknownFlagHints(t *testing.T) {
 	for _, tc := range []struct{ arg, want string }{
 		{"--port", "unknown flag --port: the bridge takes the address and port together: --listen 127.0.0.1:8080 (0.0.0.0:8080 for every interface, with authentication)"},
@@ -208,7 +209,7 @@ func TestUnknownFlagHints(t *testing.T) {
 	}
 }
 
-// Issue 26: the start-up line says what a local server gets of the
+// The start-up line says what a local server gets of the
 // bridge's environment and how to pass more.
 func TestServerEnvironmentLine(t *testing.T) {
 	_, helloBin := buildBinaries(t)
@@ -222,7 +223,7 @@ func TestServerEnvironmentLine(t *testing.T) {
 	}
 }
 
-// Issue 26: --env-inherit passes the bridge's environment but its BRIDGE_*
+// --env-inherit passes the bridge's environment but its BRIDGE_*
 // variables and any variable holding one of its secrets, with a WARN.
 func TestEnvInherit(t *testing.T) {
 	_, helloBin := buildBinaries(t)

@@ -192,8 +192,8 @@ func policyScopes(t *testing.T, as *oauthtest.Server, url, resource, version str
 	if err == nil || !strings.Contains(err.Error(), "mail:send") {
 		t.Fatalf("a token without mail:send calling echo: %v, want an error naming the scope", err)
 	}
-	// The refusal is an error of this call, not of the connection (issue
-	// 26): the Go SDK reads -32003 and -32004 as its own "client/server is
+	// The refusal is an error of this call, not of the connection:
+	// the Go SDK reads -32003 and -32004 as its own "client/server is
 	// closing", and an agent that reconnects on ErrConnectionClosed would
 	// loop. The code is policy.CodeInsufficientScope and the data names
 	// the missing scopes; the connection serves the next request.
@@ -215,7 +215,7 @@ func policyScopes(t *testing.T, as *oauthtest.Server, url, resource, version str
 }
 
 // A --resource-url whose path is not the endpoint's is warned about at
-// start, naming both (issue 26: it was accepted silently, and clients,
+// start, naming both (it was accepted silently, and clients,
 // which compare the resource with the URL they use, then fail their
 // authorization). A warning, not a refusal: behind a reverse proxy that
 // rewrites paths the public path differs from the bridge's own.

@@ -120,7 +120,7 @@ func runPin(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		for _, d := range drift {
 			fmt.Fprintln(stdout, d)
 			// How it changed: the diff of its pinned members and the
-			// server's (issue 26: "changed" alone gave a reviewer nothing).
+			// server's ("changed" alone gave a reviewer nothing).
 			switch diff := d.Diff(); {
 			case diff != "":
 				fmt.Fprint(stdout, indentLines(diff, "    "))

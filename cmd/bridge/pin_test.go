@@ -129,7 +129,7 @@ func TestGuardConfigErrors(t *testing.T) {
 
 // bridge pin --check shows how an item changed, as a diff of its pinned
 // members and the server's, and counts in words that agree with their
-// numbers (issue 26: "tool echo changed" said nothing of how, and "1
+// numbers ("tool echo changed" said nothing of how, and "1
 // changes").
 func TestPinCheckShowsTheChange(t *testing.T) {
 	bin, helloBin := buildBinaries(t)

@@ -91,7 +91,7 @@ var readmeRules = []readmeRule{
 }
 
 // TestREADMECommands runs every shell command of README.md that can run
-// here, as written, in order (issue 26: README's deploy command failed as
+// here, as written, in order (README's deploy command failed as
 // written): builds, files they write, dry runs, and bridges, each called
 // with the Go SDK client at the URL README names. Commands joined with &&
 // are run one by one. The bridges get BRIDGE_LISTEN=127.0.0.1:0 (a free
@@ -231,7 +231,7 @@ func serveREADME(t *testing.T, c *exec.Cmd, cmd, path string) {
 	}
 }
 
-// README.md links only to files of the repository (issue 26: it linked to
+// README.md links only to files of the repository (it once linked to
 // ../shared/..., which a clone does not have) and to its own headings.
 func TestREADMELinks(t *testing.T) {
 	data, err := os.ReadFile("../../README.md")

@@ -456,7 +456,7 @@ func (m *multi) Shutdown(ctx context.Context) error {
 // (which waits for a run under way). It is the bridge's one SIGHUP handler:
 // what reloads on SIGHUP registers here. Without fns, a SIGHUP is logged as
 // having nothing to reload: it never ends the process (its default action
-// would cut every session without a drain, issue 26).
+// would cut every session without a drain).
 func onSIGHUP(logger *slog.Logger, hup <-chan os.Signal, fns ...func()) (stop func()) {
 	if len(fns) == 0 {
 		fns = []func(){func() {

@@ -14,7 +14,7 @@ import (
 	"time"
 )
 
-// Issue 25, item 8: a request waiting to be written to the stdin of a
+// A request waiting to be written to the stdin of a
 // server that stopped reading never timed out: its handler was blocked in
 // the write, the requests after it behind that, and all returned only at
 // DELETE. --request-timeout must answer each of them.

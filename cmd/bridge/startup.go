@@ -100,7 +100,7 @@ func warnLoosenings(cfg *config, logger *slog.Logger) {
 }
 
 // authMode names the authentication in force, for the start-up line:
-// tokens, oauth, mtls, several joined by "+", or none (issue 26: the line
+// tokens, oauth, mtls, several joined by "+", or none (the line
 // said auth=false with --oauth-issuer on).
 func authMode(cfg *config) string {
 	var modes []string
@@ -142,7 +142,7 @@ func listenURLHost(listen string, bound net.Addr) string {
 const minTokenChars = 16
 
 // warnWeakTokens warns of a static token short enough to guess and of a
-// --auth-token-file other users of the host can read (issue 26: both were
+// --auth-token-file other users of the host can read (both were
 // accepted silently). Neither stops the bridge; a token is never logged.
 func warnWeakTokens(cfg *config, logger *slog.Logger) {
 	for _, t := range cfg.tokens {
@@ -170,7 +170,7 @@ var otherBridgesFlags = map[string]string{
 }
 
 // unknownFlag is the error for a flag that does not exist, with a hint when
-// it is one of another bridge's (issue 26). A one-letter flag is shown with
+// it is one of another bridge's. A one-letter flag is shown with
 // one dash, as it was most likely typed.
 func unknownFlag(name string) error {
 	shown := "--" + name
@@ -184,7 +184,7 @@ func unknownFlag(name string) error {
 }
 
 // initializeHint is what the initialize timeout's error adds for this
-// configuration's server: how it gets environment variables (issue 26: a
+// configuration's server: how it gets environment variables (a
 // server waiting for a key it never got looked like a hung one), and, for
 // a Python server, to run it unbuffered.
 func initializeHint(cfg *config) string {
@@ -204,7 +204,7 @@ var rePython = regexp.MustCompile(`^(python[0-9.]*|uv|uvx|pipx)$`)
 
 // pythonHint is what the initialize timeout's error adds when the server is
 // a Python program: on a pipe, Python's stdout is block-buffered, so a
-// server that prints its answers is alive but silent (issue 26; under
+// server that prints its answers is alive but silent (under
 // bridges that pass their whole environment, a PYTHONUNBUFFERED=1 of the
 // user's shell hid it). Empty when the command is not Python or already
 // runs unbuffered.
@@ -262,7 +262,7 @@ next:
 }
 
 // logServerEnv says at start what local servers get of the bridge's
-// environment and how to pass more (issue 26: a server that needed
+// environment and how to pass more (a server that needed
 // PYTHONUNBUFFERED, an API key or a proxy variable hung or failed, and
 // nothing said why). Names only: values may be secrets.
 func logServerEnv(cfg *config, logger *slog.Logger) {

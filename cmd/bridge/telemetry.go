@@ -70,12 +70,12 @@ func (t *telemetry) launcher(l sandbox.Launcher, kind string) sandbox.Launcher {
 	return t.server.Launcher(l, kind)
 }
 
-// watchPool exports the warm pool's hits and misses.
-func (t *telemetry) watchPool(p *sandbox.Pool) {
+// watchSpares exports the warm pool's hits and misses.
+func (t *telemetry) watchSpares(p *sandbox.Spares) {
 	if t == nil || t.server == nil {
 		return
 	}
-	if err := t.server.WatchPool(p); err != nil {
+	if err := t.server.WatchSpares(p); err != nil {
 		t.logger.Error("cannot export the warm pool's metrics", "err", err)
 	}
 }
@@ -90,12 +90,12 @@ func (t *telemetry) watchRegistry(r *session.Registry) {
 	}
 }
 
-// watchStateless exports the churn of the 2026-07-28 pool.
+// watchStateless exports the churn and the load of the 2026-07-28 pool.
 func (t *telemetry) watchStateless(p *pool.Pool) {
 	if t == nil || t.server == nil || p == nil {
 		return
 	}
-	err := t.server.WatchStatelessPool(func() (int64, int64) { s := p.Stats(); return s.Started, s.Evicted })
+	err := t.server.WatchStatelessPool(p)
 	if err != nil {
 		t.logger.Error("cannot export the stateless pool's metrics", "err", err)
 	}
@@ -213,7 +213,7 @@ func (t *telemetry) serveMetrics(cfg *config) (addr net.Addr, stop func(), err e
 
 // metricsHostCheck refuses with 403 a request to --metrics-listen whose
 // Host is not allowed: a page of a DNS-rebinding name could read /metrics
-// otherwise (issue 25, item 10). The names allowed are those of
+// otherwise. The names allowed are those of
 // --allowed-hosts, or the loopback names when it is not given (the main
 // listener then allows any Host when it is not on loopback; this one has
 // no authentication); and any IP address, which no DNS rebinding

@@ -58,8 +58,8 @@ func TestTelemetryOff(t *testing.T) {
 }
 
 // --metrics-listen checks Host as the main listener does: a DNS-rebinding
-// page (evil.example resolving to 127.0.0.1) must not read /metrics
-// (issue 25, item 10). Without --allowed-hosts the loopback names pass;
+// page (evil.example resolving to 127.0.0.1) must not read /metrics.
+// Without --allowed-hosts the loopback names pass;
 // with it, its names; an IP address, which no rebinding can produce,
 // always.
 func TestMetricsListenChecksHost(t *testing.T) {

@@ -15,7 +15,7 @@ import (
 	"time"
 )
 
-// Issue 25, item 2: on answers written without reading the body (401,
+// On answers written without reading the body (401,
 // 403 for Origin or Host, 404, 405, 406, 415), net/http first discards a
 // body declared under 256 KiB, and no deadline covered that: a client that
 // declared Content-Length 200000, sent one byte and stalled kept its

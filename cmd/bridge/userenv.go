@@ -1,6 +1,6 @@
 package main
 
-// Per-user credentials (issue 29): a server declares which of its
+// Per-user credentials: a server declares which of its
 // environment variables hold a credential of the user its session acts for
 // (--user-env NAME=SECRET, a server's "userEnv" key), and each session's
 // child gets exactly its principal's values, read when it is launched:

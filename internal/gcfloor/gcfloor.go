@@ -13,7 +13,7 @@ import (
 
 // Floor is the heap size below which the collector waits: 16 MiB.
 //
-// Why (issue 15, BENCHMARKS.md): with GOGC=100 the runtime collects each
+// Why (BENCHMARKS.md): with GOGC=100 the runtime collects each
 // time the heap has grown by its live size, but never waits for less than
 // 4 MiB. The bridge's live heap is small (about 1 MiB of it the package
 // data of its dependencies) while every request allocates a few KiB, so

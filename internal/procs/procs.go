@@ -23,7 +23,7 @@ const Hold = time.Second
 // chose at start) from the moment a second request is in flight, and back
 // to one after Hold without two.
 //
-// Why (issue 6, BENCHMARKS.md): with one request at a time nothing is
+// Why (BENCHMARKS.md): with one request at a time nothing is
 // parallel, but every answer crosses from the session's stdout reader to
 // the waiting handler, and readying a goroutine while a P is idle wakes an
 // idle thread to look for work (futex wake, a spin, futex sleep), on every

@@ -20,7 +20,7 @@ import (
 // answer, written back as application/json. No validation, no routing by
 // id, no event log, no SSE, no timeouts: what it costs over the HTTP floor
 // is the hop itself (a pipe write, a pipe read, a second process), which
-// is what issue 6 asks the bridge to add as little as possible to.
+// is what the bridge must add as little as possible to.
 type hop struct {
 	exe string
 

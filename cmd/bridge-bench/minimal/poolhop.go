@@ -24,7 +24,7 @@ import (
 // No validation, no _meta, no result decoration, no interception point: what
 // it costs over the HTTP floor is the shared hop (pipe writes and reads to
 // a few processes, an id table), so that the stateless rows can be read
-// against what any pool could reach on this machine (issue 15).
+// against what any pool could reach on this machine.
 type poolHop struct {
 	children []*poolChild
 	ids      atomic.Int64

@@ -2,7 +2,7 @@
 // bridge: it answers each JSON-RPC message with encoding/json and nothing
 // else, so that what the benchmark measures is the bridge, not the server.
 //
-// The same Handle serves both floors of issue 6: the stdio server (one line
+// The same Handle serves both floors the benchmark compares the bridge with: the stdio server (one line
 // in, one line out) and the bare HTTP server (one POST in, the same JSON
 // out). Both therefore answer byte-for-byte the same JSON.
 //

@@ -112,12 +112,12 @@ func echoes(t *testing.T, p Process, out *bufio.Reader, line string) {
 
 const handOutMsg = "warm MCP server handed to a session"
 
-func TestPoolHandsOutSpares(t *testing.T) {
+func TestSparesHandsOutSpares(t *testing.T) {
 	logs := newLogRecorder()
 	logger := slog.New(logs)
 	local := testLocal(t, "echo", logger)
 	inner := newRecLauncher(local.Launch)
-	pool := NewPool(inner, 2, logger)
+	pool := NewSpares(inner, 2, logger)
 
 	// Both spares start before any session asks.
 	ahead := map[*recProcess]bool{}
@@ -221,12 +221,12 @@ func (g *gated) Launch(ctx context.Context, name string) (Process, error) {
 	return g.local.Launch(ctx, name)
 }
 
-func TestPoolColdStartWhenEmpty(t *testing.T) {
+func TestSparesColdStartWhenEmpty(t *testing.T) {
 	logs := newLogRecorder()
 	logger := slog.New(logs)
 	g := &gated{local: testLocal(t, "echo", logger), entered: make(chan string, 8), release: make(chan struct{})}
 	inner := newRecLauncher(g.Launch)
-	pool := NewPool(inner, 1, logger)
+	pool := NewSpares(inner, 1, logger)
 	<-g.entered // the spare is on its way, but not ready
 
 	proc, err := pool.Launch(t.Context(), "s1")
@@ -260,12 +260,12 @@ func TestPoolColdStartWhenEmpty(t *testing.T) {
 	}
 }
 
-func TestPoolCloseStopsLaunchInProgress(t *testing.T) {
+func TestSparesCloseStopsLaunchInProgress(t *testing.T) {
 	logger := slog.New(newLogRecorder())
 	g := &gated{local: testLocal(t, "echo", logger), entered: make(chan string, 8), release: make(chan struct{}),
 		ignoreCtx: true, cancelled: make(chan struct{})}
 	inner := newRecLauncher(g.Launch)
-	pool := NewPool(inner, 1, logger)
+	pool := NewSpares(inner, 1, logger)
 	<-g.entered
 
 	closed := make(chan error, 1)
@@ -287,7 +287,7 @@ func TestPoolCloseStopsLaunchInProgress(t *testing.T) {
 	}
 }
 
-func TestPoolDiscardsDeadSpare(t *testing.T) {
+func TestSparesDiscardsDeadSpare(t *testing.T) {
 	logs := newLogRecorder()
 	logger := slog.New(logs)
 	dying, echo := testLocal(t, "exit3", logger), testLocal(t, "echo", logger)
@@ -297,7 +297,7 @@ func TestPoolDiscardsDeadSpare(t *testing.T) {
 		}
 		return echo.Launch(ctx, name)
 	})
-	pool := NewPool(inner, 1, logger)
+	pool := NewSpares(inner, 1, logger)
 	spare := inner.next(t)
 	e := logs.wait(t, "a warm MCP server exited before any session used it; the pool starts another at the next session", 1)[0]
 	if e.attrs["warm"] != spare.name || !strings.Contains(e.attrs["err"], "status 3") {
@@ -331,10 +331,10 @@ func TestPoolDiscardsDeadSpare(t *testing.T) {
 	}
 }
 
-func TestPoolConcurrentLaunches(t *testing.T) {
+func TestSparesConcurrentLaunches(t *testing.T) {
 	logger := slog.New(newLogRecorder())
 	inner := newRecLauncher(testLocal(t, "echo", logger).Launch)
-	pool := NewPool(inner, 3, logger)
+	pool := NewSpares(inner, 3, logger)
 	const sessions = 8
 	procs := make([]Process, sessions)
 	errs := make([]error, sessions)
@@ -375,10 +375,10 @@ func TestPoolConcurrentLaunches(t *testing.T) {
 	}
 }
 
-func TestPoolWithoutSpares(t *testing.T) {
+func TestSparesWithoutSpares(t *testing.T) {
 	logger := slog.New(newLogRecorder())
 	inner := newRecLauncher(testLocal(t, "echo", logger).Launch)
-	pool := NewPool(inner, 0, logger)
+	pool := NewSpares(inner, 0, logger)
 	proc, err := pool.Launch(t.Context(), "s1")
 	if err != nil {
 		t.Fatal(err)

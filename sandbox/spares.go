@@ -10,7 +10,7 @@ import (
 	"sync"
 )
 
-// A Pool is a Launcher that keeps children started ahead of sessions
+// Spares is a Launcher that keeps children started ahead of sessions
 // (bridge --warm N), so that a new session does not wait for a process or a
 // container to launch: Launch hands out a spare that is already running and
 // starts a replacement in the background. It works over any Launcher.
@@ -38,8 +38,8 @@ import (
 // launches failed), Launch starts a child itself with the real session ID,
 // as the inner launcher alone would.
 //
-// A Pool is safe for concurrent use. Close stops the spares.
-type Pool struct {
+// Spares is safe for concurrent use. Close stops the spares.
+type Spares struct {
 	inner  Launcher
 	n      int
 	logger *slog.Logger
@@ -71,16 +71,16 @@ type spare struct {
 	name string // the placeholder session ID, "warm-<n>"
 }
 
-var _ Launcher = (*Pool)(nil)
+var _ Launcher = (*Spares)(nil)
 
-// NewPool returns a pool that keeps n children of inner started ahead, and
+// NewSpares returns a Spares that keeps n children of inner started ahead, and
 // starts them now, in the background. With n <= 0 it keeps none: Launch
 // calls inner for every session. logger nil means slog.Default().
-func NewPool(inner Launcher, n int, logger *slog.Logger) *Pool {
+func NewSpares(inner Launcher, n int, logger *slog.Logger) *Spares {
 	if logger == nil {
 		logger = slog.Default()
 	}
-	p := &Pool{
+	p := &Spares{
 		inner:     inner,
 		n:         max(n, 0),
 		logger:    logger,
@@ -95,7 +95,7 @@ func NewPool(inner Launcher, n int, logger *slog.Logger) *Pool {
 
 // Launch hands out a spare for sessionID, or starts a child if none is
 // ready, and refills the pool in the background.
-func (p *Pool) Launch(ctx context.Context, sessionID string) (Process, error) {
+func (p *Spares) Launch(ctx context.Context, sessionID string) (Process, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, fmt.Errorf("%w for session %s: %w", ErrLaunch, sessionID, err)
 	}
@@ -128,7 +128,7 @@ func (p *Pool) Launch(ctx context.Context, sessionID string) (Process, error) {
 
 // Stats counts the Launches served by a spare (hits) and those that found
 // the pool empty and started a child themselves (misses), for metrics.
-func (p *Pool) Stats() (hits, misses uint64) {
+func (p *Spares) Stats() (hits, misses uint64) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	return p.hits, p.misses
@@ -136,7 +136,7 @@ func (p *Pool) Stats() (hits, misses uint64) {
 
 // refillLocked starts background launches until the spares and the
 // launches in progress number n.
-func (p *Pool) refillLocked() {
+func (p *Spares) refillLocked() {
 	for !p.closed && len(p.spares)+p.starting < p.n {
 		p.starting++
 		p.seq++
@@ -147,7 +147,7 @@ func (p *Pool) refillLocked() {
 }
 
 // launch starts one spare. It is counted in p.launches.
-func (p *Pool) launch(name string) {
+func (p *Spares) launch(name string) {
 	defer p.launches.Done()
 	proc, err := p.inner.Launch(p.ctx, name)
 	p.mu.Lock()
@@ -157,7 +157,7 @@ func (p *Pool) launch(name string) {
 		s := &spare{proc: proc, name: name}
 		p.spares = append(p.spares, s)
 		p.mu.Unlock()
-		// Owned by s's child: ends when it exits (see Pool).
+		// Owned by s's child: ends when it exits (see Spares).
 		go p.watch(s)
 		return
 	}
@@ -175,7 +175,7 @@ func (p *Pool) launch(name string) {
 
 // watch waits for a spare's child to exit, and discards the spare if it
 // was still in the pool.
-func (p *Pool) watch(s *spare) {
+func (p *Spares) watch(s *spare) {
 	werr := s.proc.Wait()
 	p.mu.Lock()
 	i := slices.Index(p.spares, s)
@@ -201,7 +201,7 @@ func (p *Pool) watch(s *spare) {
 // also stops), or for ctx. Children already handed out belong to their
 // sessions and are not touched. Close may be called more than once; later
 // calls wait for the first and return its result.
-func (p *Pool) Close(ctx context.Context) error {
+func (p *Spares) Close(ctx context.Context) error {
 	p.mu.Lock()
 	if p.closed {
 		p.mu.Unlock()
