@@ -31,6 +31,9 @@ type Request struct {
 	Msg jsonrpc.Message
 	// Caps is _meta's io.modelcontextprotocol/clientCapabilities, as written.
 	Caps json.RawMessage
+	// Name is params.name, if the front end decoded it already (Call
+	// reads it for a tools/call; "": Call decodes it).
+	Name string
 	// LogLevel is _meta's io.modelcontextprotocol/logLevel, or "".
 	LogLevel string
 	// Answer, if not nil, is memory of the caller's that Serve may build
@@ -119,9 +122,7 @@ func (p *Pool) IsKnown(ctx context.Context, method string) (bool, error) {
 // cancelled: the child is told), when emit fails, when no child can start
 // (ErrLaunch), at shutdown (ErrClosed), and with *ForwardError.
 func (p *Pool) Serve(ctx context.Context, req *Request, emit func([]byte) error) ([]byte, error) {
-	rawID := req.Msg.Env.IDAt.In(req.Msg.Data)
-	method := req.Msg.Env.Method
-	switch method {
+	switch req.Msg.Env.Method {
 	case "server/discover":
 		return p.serveDiscover(ctx, req)
 	case "subscriptions/listen":
@@ -131,6 +132,14 @@ func (p *Pool) Serve(ctx context.Context, req *Request, emit func([]byte) error)
 	if err != nil {
 		return nil, err
 	}
+	return p.serveEra(ctx, era, req, emit)
+}
+
+// serveEra is Serve once the children's era is known, for a method other
+// than server/discover and subscriptions/listen.
+func (p *Pool) serveEra(ctx context.Context, era Era, req *Request, emit func([]byte) error) ([]byte, error) {
+	rawID := req.Msg.Env.IDAt.In(req.Msg.Data)
+	method := req.Msg.Env.Method
 	if era == EraModern {
 		if removedMethod(method) {
 			return errorResponse(rawID, jsonrpc.CodeMethodNotFound, "Method not found: "+method+" is not part of revision "+Version, nil), nil
@@ -179,7 +188,7 @@ func (p *Pool) serveLegacy(ctx context.Context, req *Request, params []byte, emi
 	rawID := req.Msg.Env.IDAt.In(req.Msg.Data)
 	key, caps, err := legacyKey(req.Principal, req.Caps)
 	if err != nil {
-		return errorResponse(rawID, jsonrpc.CodeInvalidParams, "Invalid params: "+metaClientCapabilities+": "+err.Error(), nil), nil
+		return errorResponse(rawID, jsonrpc.CodeInvalidParams, "Invalid params: "+MetaClientCapabilities+": "+err.Error(), nil), nil
 	}
 	c := newCall(p, req)
 	c.legacy = true
@@ -554,7 +563,7 @@ func (c *call) parkLocked() []byte {
 		"requestState":  state,
 	}
 	if c.ch.serverInfo != nil {
-		out["_meta"] = map[string]any{metaServerInfo: c.ch.serverInfo}
+		out["_meta"] = map[string]any{MetaServerInfo: c.ch.serverInfo}
 	}
 	b, _ := json.Marshal(out)
 	return b
@@ -708,7 +717,7 @@ func (p *Pool) decorateMsg(m jsonrpc.Message, rawID []byte, method string, serve
 	var insBuf [192]byte
 	ins := append(insBuf[:0], `"resultType":"complete"`...)
 	if serverInfo != nil {
-		ins = append(ins, `,"_meta":{"`+metaServerInfo+`":`...)
+		ins = append(ins, `,"_meta":{"`+MetaServerInfo+`":`...)
 		ins = append(ins, serverInfo...)
 		ins = append(ins, '}')
 	}
@@ -797,7 +806,7 @@ func (p *Pool) decorate(data, rawID []byte, method string, serverInfo json.RawMe
 		if old, ok := m["_meta"]; ok {
 			_ = json.Unmarshal(old, &meta)
 		}
-		meta[metaServerInfo] = serverInfo
+		meta[MetaServerInfo] = serverInfo
 		m["_meta"], _ = json.Marshal(meta)
 	}
 	if cacheableMethod(method) {
@@ -843,7 +852,7 @@ func (p *Pool) serveDiscover(ctx context.Context, req *Request) ([]byte, error) 
 				return nil, err
 			}
 			d, err = ch.conn.Call(ctx, "server/discover", map[string]any{"_meta": map[string]any{
-				metaProtocolVersion: Version, metaClientCapabilities: map[string]any{}, metaClientInfo: bridgeInfo}})
+				MetaProtocolVersion: Version, MetaClientCapabilities: map[string]any{}, MetaClientInfo: bridgeInfo}})
 			p.release(ch, c, err == nil)
 			if err != nil {
 				var rpcErr *jsonrpc.Error
@@ -888,7 +897,7 @@ func (p *Pool) serveDiscover(ctx context.Context, req *Request) ([]byte, error) 
 			base["instructions"] = r.Instructions
 		}
 		if r.ServerInfo != nil {
-			base["_meta"], _ = json.Marshal(map[string]json.RawMessage{metaServerInfo: r.ServerInfo})
+			base["_meta"], _ = json.Marshal(map[string]json.RawMessage{MetaServerInfo: r.ServerInfo})
 		}
 	}
 	base["resultType"] = json.RawMessage(`"complete"`)
