@@ -160,9 +160,7 @@ func (h *Handler) serveStateless(w http.ResponseWriter, r *http.Request, owner a
 	answer := frameBufs.Get().(*[]byte)
 	defer putFrameBuf(answer)
 	req := &pool.Request{Principal: owner, Msg: jsonrpc.Message{Data: body, Env: env}, Caps: caps, Name: name, Answer: (*answer)[:0]}
-	if p := auth.FromContext(r.Context()); p != nil {
-		req.Caller = p // never a typed nil: the interception point tests for nil
-	}
+	req.Caller = auth.FromContext(r.Context())
 	if lvl != nil {
 		// "If the io.modelcontextprotocol/logLevel value carried in a
 		// request's _meta is not a recognized log level, the server SHOULD

@@ -10,6 +10,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/mcp-bridge/mcp-bridge/auth"
 	"github.com/mcp-bridge/mcp-bridge/jsonrpc"
 )
 
@@ -21,12 +22,12 @@ type Request struct {
 	// principal only.
 	Principal any
 	// Caller is who sends it as the front end established it, in full
-	// (an *auth.Principal: subject, client and scopes), for the
-	// interception point: the call's Principal method returns it, and a
-	// call is the Origin of its messages on the child's connection, so
-	// per-caller policy holds on children shared by every client. Opaque
-	// here, and no pool key (Principal is); nil without authentication.
-	Caller any
+	// (subject, client and scopes), for the interception point: the
+	// call's Principal method returns it (auth.Origin), and a call is the
+	// Origin of its messages on the child's connection, so per-caller
+	// policy holds on children shared by every client. No pool key
+	// (Principal is); nil without authentication.
+	Caller *auth.Principal
 	// Msg is the JSON-RPC request.
 	Msg jsonrpc.Message
 	// Caps is _meta's io.modelcontextprotocol/clientCapabilities, as written.
@@ -234,7 +235,7 @@ type call struct {
 	digest    string // params digest, for the requestState (computed when parked)
 
 	mu     sync.Mutex
-	caller any // the Caller of the request being served: the first, then each retry's
+	caller *auth.Principal // the Caller of the request being served: the first, then each retry's
 	// retried: a retry serves the call now; token is its
 	// _meta.progressToken (nil: none), which the child's progress gets.
 	retried bool
@@ -277,7 +278,7 @@ func newCall(p *Pool, req *Request) *call {
 // once one resumes it: the same principal, whose token may have gained
 // scopes), or nil. The interception point finds it through a message's
 // Origin: the answer it filters is the answer to that request.
-func (c *call) Principal() any {
+func (c *call) Principal() *auth.Principal {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return c.caller

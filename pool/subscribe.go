@@ -9,6 +9,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/mcp-bridge/mcp-bridge/auth"
 	"github.com/mcp-bridge/mcp-bridge/jsonrpc"
 	"github.com/mcp-bridge/mcp-bridge/peer"
 )
@@ -78,7 +79,7 @@ type attachment struct {
 }
 
 // Principal is the subscription's caller, for the interception point.
-func (a *attachment) Principal() any { return a.sub.c.Principal() }
+func (a *attachment) Principal() *auth.Principal { return a.sub.c.Principal() }
 
 // filter is the notifications filter of subscriptions/listen.
 type filter struct {
