@@ -50,6 +50,27 @@ func (p *Principal) Missing(want []string) []string {
 	return missing
 }
 
+// An Origin is a message's origin at the interception point
+// (peer.Message.Origin) that knows who its caller is: a 2025 session
+// (its latest POST's principal), a call of the stateless pool (the
+// request it serves now) or a subscription of that pool. The caller
+// travels typed from the HTTP edge to whatever asks (the policy, the
+// audit log); only the Origin itself is opaque on the way.
+type Origin interface {
+	// Principal is the caller, or nil without authentication.
+	Principal() *Principal
+}
+
+// CallerOf returns the caller of a message's Origin: nil when the origin
+// is no Origin (the child's own messages) or has no principal. It
+// allocates nothing: the principal is the one the edge established.
+func CallerOf(origin any) *Principal {
+	if o, ok := origin.(Origin); ok {
+		return o.Principal()
+	}
+	return nil
+}
+
 type principalKey struct{}
 
 // NewContext returns a copy of ctx carrying p.

@@ -757,9 +757,7 @@ func (h *Handler) postOptions(r *http.Request) session.PostOptions {
 	if !h.auth.Enabled() {
 		return opts
 	}
-	if p := auth.FromContext(r.Context()); p != nil {
-		opts.Principal = p // never a typed nil: the interception point tests for nil
-	}
+	opts.Principal = auth.FromContext(r.Context())
 	return opts
 }
 

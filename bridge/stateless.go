@@ -35,9 +35,9 @@ const (
 // metaNames are the members of a request's _meta this front end reads,
 // found as the request is parsed (jsonrpc.ParseMeta).
 var metaNames = [...]string{
-	"io.modelcontextprotocol/protocolVersion",
-	"io.modelcontextprotocol/clientCapabilities",
-	"io.modelcontextprotocol/logLevel",
+	pool.MetaProtocolVersion,
+	pool.MetaClientCapabilities,
+	pool.MetaLogLevel,
 }
 
 // logLevels are the log levels of revision 2026-07-28 (RFC 5424 severities,
@@ -155,26 +155,12 @@ func (h *Handler) serveStateless(w http.ResponseWriter, r *http.Request, owner a
 			"Header mismatch: MCP-Protocol-Version "+quote(headerValue(r.Header, hdrProtocolVersion))+" does not match _meta's io.modelcontextprotocol/protocolVersion "+quote(version), nil)
 		return
 	}
-	known, err := h.opts.Stateless.IsKnown(r.Context(), env.Method)
-	if err != nil {
-		h.statelessFailed(w, r, rawID, err)
-		return
-	}
-	if !known {
-		// "If the server does not implement the requested RPC method, it
-		// MUST respond with 404 Not Found and a JSON-RPC error with code
-		// -32601 (Method not found)."
-		WriteError(w, http.StatusNotFound, rawID, jsonrpc.CodeMethodNotFound, "Method not found: "+env.Method, nil)
-		return
-	}
 	// The answer is built in a buffer of the SSE frames' (pool.Request.Answer),
 	// given back once it is written.
 	answer := frameBufs.Get().(*[]byte)
 	defer putFrameBuf(answer)
-	req := &pool.Request{Principal: owner, Msg: jsonrpc.Message{Data: body, Env: env}, Caps: caps, Answer: (*answer)[:0]}
-	if p := auth.FromContext(r.Context()); p != nil {
-		req.Caller = p // never a typed nil: the interception point tests for nil
-	}
+	req := &pool.Request{Principal: owner, Msg: jsonrpc.Message{Data: body, Env: env}, Caps: caps, Name: name, Answer: (*answer)[:0]}
+	req.Caller = auth.FromContext(r.Context())
 	if lvl != nil {
 		// "If the io.modelcontextprotocol/logLevel value carried in a
 		// request's _meta is not a recognized log level, the server SHOULD
@@ -187,23 +173,6 @@ func (h *Handler) serveStateless(w http.ResponseWriter, r *http.Request, owner a
 			return
 		}
 		req.LogLevel = s
-	}
-	if env.Method == "tools/call" {
-		// The tool's x-mcp-header annotations: known from the tools/list
-		// answers the pool saw, or listed now.
-		annotated, err := h.opts.Stateless.ParamHeaders(r.Context(), req, name)
-		if err != nil {
-			h.statelessFailed(w, r, rawID, err)
-			return
-		}
-		if msg := ambiguousParamPath(body, annotated); msg != "" {
-			WriteError(w, http.StatusBadRequest, rawID, jsonrpc.CodeInvalidRequest, "Bad Request: "+msg, nil)
-			return
-		}
-		if msg := checkParamHeaders(r.Header, body, annotated); msg != "" {
-			WriteError(w, http.StatusBadRequest, rawID, pool.CodeHeaderMismatch, "Header mismatch: "+msg, nil)
-			return
-		}
 	}
 
 	// The answer is one JSON body unless the child says something first
@@ -243,9 +212,41 @@ func (h *Handler) serveStateless(w http.ResponseWriter, r *http.Request, owner a
 			})
 		}
 	}
-	final, err := h.opts.Stateless.Serve(r.Context(), req, emit)
+	// One call: the pool refuses a method its children cannot be asked,
+	// has paramHeaders check a tools/call's Mcp-Param headers against the
+	// tool's x-mcp-header annotations (known from the tools/list answers
+	// the pool saw, or listed now), and serves the request, reading the
+	// children's era once.
+	final, err := h.opts.Stateless.Call(r.Context(), req, paramHeaders(r.Header), emit)
 	if keeper != nil && keeper.finish() {
 		streaming = true
+	}
+	if err != nil && r.Context().Err() == nil {
+		// The refusals, before any child saw the request. A type switch:
+		// errors.As would put its target on the heap on every request.
+		var status, code int
+		var msg string
+		switch e := err.(type) {
+		case *pool.MethodNotFoundError:
+			// "If the server does not implement the requested RPC
+			// method, it MUST respond with 404 Not Found and a
+			// JSON-RPC error with code -32601 (Method not found)."
+			status, code, msg = http.StatusNotFound, jsonrpc.CodeMethodNotFound, e.Error()
+		case *pool.HeaderMismatchError:
+			status, code, msg = http.StatusBadRequest, pool.CodeHeaderMismatch, "Header mismatch: "+e.Reason
+		case *ambiguousParamError:
+			status, code, msg = http.StatusBadRequest, jsonrpc.CodeInvalidRequest, "Bad Request: "+e.reason
+		}
+		if status != 0 {
+			if streaming {
+				// A keep-alive started the stream while the era was
+				// probed or the tools listed: the refusal is its event.
+				_ = writeData(w, jsonrpc.ErrorResponse(rawID, code, msg, nil))
+				return
+			}
+			WriteError(w, status, rawID, code, msg, nil)
+			return
+		}
 	}
 	if err != nil && h.opts.Forward != nil && !streaming {
 		// Only here: errors.As would put fwd on the heap on every request.
@@ -276,6 +277,29 @@ func (h *Handler) serveStateless(w http.ResponseWriter, r *http.Request, owner a
 	w.WriteHeader(statusOf(final))
 	w.Write(final)
 }
+
+// paramHeaders is the front end's side of pool.Call: a request's headers,
+// checked against its tool's x-mcp-header annotations. (A map: no
+// allocation to pass it as a pool.Front.)
+type paramHeaders http.Header
+
+// CheckParamHeaders implements pool.Front.
+func (hd paramHeaders) CheckParamHeaders(req *pool.Request, annotated []pool.ParamHeader) error {
+	body := req.Msg.Data
+	if msg := ambiguousParamPath(body, annotated); msg != "" {
+		return &ambiguousParamError{msg}
+	}
+	if key, msg := paramHeaderMismatch(http.Header(hd), body, annotated); msg != "" {
+		return &pool.HeaderMismatchError{Header: key, Reason: msg}
+	}
+	return nil
+}
+
+// ambiguousParamError refuses a tools/call whose annotated argument the
+// body gives twice (ambiguousParamPath): 400 and -32600.
+type ambiguousParamError struct{ reason string }
+
+func (e *ambiguousParamError) Error() string { return e.reason }
 
 // writeData writes one SSE event without an ID.
 func writeData(w http.ResponseWriter, data []byte) error {
@@ -429,8 +453,15 @@ func checkHeaders(r *http.Request, body []byte, env *jsonrpc.Envelope, name stri
 // not recognize an Mcp-Param-{Name} header MUST forward it and otherwise
 // ignore it".
 func checkParamHeaders(hd http.Header, body []byte, annotated []pool.ParamHeader) string {
+	_, msg := paramHeaderMismatch(hd, body, annotated)
+	return msg
+}
+
+// paramHeaderMismatch is checkParamHeaders, which also returns the
+// header it is about.
+func paramHeaderMismatch(hd http.Header, body []byte, annotated []pool.ParamHeader) (header, reason string) {
 	if len(annotated) == 0 {
-		return ""
+		return "", ""
 	}
 	params, _ := jsonrpc.Lookup(body, "params")
 	args, _ := jsonrpc.Lookup(params, "arguments")
@@ -445,28 +476,28 @@ func checkParamHeaders(hd http.Header, body []byte, annotated []pool.ParamHeader
 		}
 		if !present || string(raw) == "null" {
 			if len(vals) > 0 {
-				return "the " + key + " header is present but " + a.Field() + " is absent or null in the body"
+				return key, "the " + key + " header is present but " + a.Field() + " is absent or null in the body"
 			}
 			continue
 		}
 		if len(vals) != 1 {
-			return "exactly one " + key + " header is required: " + a.Field() + " is in the body"
+			return key, "exactly one " + key + " header is required: " + a.Field() + " is in the body"
 		}
 		v := vals[0]
 		// "Servers MUST reject requests with a recognized Mcp-Param-{Name}
 		// header that contains invalid characters".
 		if !validHeaderValue(v) {
-			return "the " + key + " header contains characters other than visible ASCII, space and tab (send such a value in the =?base64?...?= form)"
+			return key, "the " + key + " header contains characters other than visible ASCII, space and tab (send such a value in the =?base64?...?= form)"
 		}
 		decoded, ok := decodeHeaderValue(v)
 		if !ok {
-			return "the " + key + " header is not valid base64 in its =?base64?...?= form"
+			return key, "the " + key + " header is not valid base64 in its =?base64?...?= form"
 		}
 		if !headerMatches(decoded, raw) {
-			return key + " header value " + quote(v) + " does not match body value " + a.Field() + " " + string(raw)
+			return key, key + " header value " + quote(v) + " does not match body value " + a.Field() + " " + string(raw)
 		}
 	}
-	return ""
+	return "", ""
 }
 
 // headerMatches compares a decoded header value with the JSON value it

@@ -45,6 +45,7 @@ import (
 
 	"go.yaml.in/yaml/v3"
 
+	"github.com/mcp-bridge/mcp-bridge/auth"
 	"github.com/mcp-bridge/mcp-bridge/jsonrpc"
 )
 
@@ -250,12 +251,11 @@ func (p *Policy) Scopes() []string {
 	return slices.Compact(out)
 }
 
-// A Caller is who sends a request, as far as the policy cares.
-type Caller struct {
-	Subject  string
-	ClientID string
-	Scopes   []string
-}
+// A Caller is who sends a request: the principal the HTTP edge
+// established (its Subject, ClientID and Scopes are what the policy reads).
+// The same type from the edge down, so asking who a caller is costs no
+// conversion and no allocation per message.
+type Caller = auth.Principal
 
 // openToAll reports whether every caller may use the thing called name:
 // no pattern of allow, deny or scopes stands in the way, which is when

@@ -423,9 +423,9 @@ func (p *Pool) probe(ctx context.Context) (Era, json.RawMessage, error) {
 	pctx, cancel := context.WithTimeout(ctx, p.opts.ProbeTimeout)
 	defer cancel()
 	res, err := conn.Call(pctx, "server/discover", map[string]any{"_meta": map[string]any{
-		metaProtocolVersion:    Version,
-		metaClientCapabilities: map[string]any{},
-		metaClientInfo:         bridgeInfo,
+		MetaProtocolVersion:    Version,
+		MetaClientCapabilities: map[string]any{},
+		MetaClientInfo:         bridgeInfo,
 	}})
 	if err != nil {
 		if ctx.Err() != nil {
@@ -449,16 +449,6 @@ type discard struct{}
 
 func (discard) Route(*peer.Message) {}
 func (discard) Ended(error)         {}
-
-// _meta keys of revision 2026-07-28 (basic/index, "_meta").
-const (
-	metaProtocolVersion    = "io.modelcontextprotocol/protocolVersion"
-	metaClientCapabilities = "io.modelcontextprotocol/clientCapabilities"
-	metaClientInfo         = "io.modelcontextprotocol/clientInfo"
-	metaServerInfo         = "io.modelcontextprotocol/serverInfo"
-	metaLogLevel           = "io.modelcontextprotocol/logLevel"
-	metaSubscriptionID     = "io.modelcontextprotocol/subscriptionId"
-)
 
 var bridgeInfo = map[string]string{"name": "mcp-bridge", "version": "1"}
 

@@ -11,6 +11,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/mcp-bridge/mcp-bridge/auth"
 	"github.com/mcp-bridge/mcp-bridge/jsonrpc"
 	"github.com/mcp-bridge/mcp-bridge/peer"
 	"github.com/mcp-bridge/mcp-bridge/sandbox"
@@ -155,8 +156,12 @@ func TestCallerOfMessages(t *testing.T) {
 	p := testPool(t, Options{Era: EraLegacy, ChildIntercept: func(string, func(error), func(context.Context, string, any) (json.RawMessage, error)) (peer.Interceptor, func(error)) {
 		return func(next peer.Handler) peer.Handler {
 			return func(m *peer.Message) error {
-				if o, ok := m.Origin.(interface{ Principal() any }); ok && m.Env.Kind != jsonrpc.KindNotification {
-					got <- seen{m.Dir, m.Method, o.Principal()}
+				if o, ok := m.Origin.(auth.Origin); ok && m.Env.Kind != jsonrpc.KindNotification {
+					var caller any // nil: no principal
+					if p := o.Principal(); p != nil {
+						caller = p.Subject
+					}
+					got <- seen{m.Dir, m.Method, caller}
 				}
 				return next(m)
 			}
@@ -165,7 +170,7 @@ func TestCallerOfMessages(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	first := request(t, `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"elicit","arguments":{"text":"who?"}}}`)
-	first.Caller = "first token"
+	first.Caller = &auth.Principal{Subject: "first token"}
 	ans, err := p.Serve(ctx, first, func([]byte) error { return nil })
 	if err != nil || !strings.Contains(string(ans), `"resultType":"input_required"`) {
 		t.Fatalf("first round: %s %v", ans, err)
@@ -185,7 +190,7 @@ func TestCallerOfMessages(t *testing.T) {
 	}
 	retry := request(t, `{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"elicit","arguments":{"text":"who?"},"requestState":"`+
 		ir.Result.RequestState+`","inputResponses":{"`+key+`":{"action":"accept","content":{"name":"x"}}}}}`)
-	retry.Caller = "retry's token"
+	retry.Caller = &auth.Principal{Subject: "retry's token"}
 	if ans, err := p.Serve(ctx, retry, func([]byte) error { return nil }); err != nil || strings.Contains(string(ans), `"error"`) {
 		t.Fatalf("retry: %s %v", ans, err)
 	}

@@ -10,6 +10,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/mcp-bridge/mcp-bridge/auth"
 	"github.com/mcp-bridge/mcp-bridge/jsonrpc"
 )
 
@@ -21,16 +22,19 @@ type Request struct {
 	// principal only.
 	Principal any
 	// Caller is who sends it as the front end established it, in full
-	// (an *auth.Principal: subject, client and scopes), for the
-	// interception point: the call's Principal method returns it, and a
-	// call is the Origin of its messages on the child's connection, so
-	// per-caller policy holds on children shared by every client. Opaque
-	// here, and no pool key (Principal is); nil without authentication.
-	Caller any
+	// (subject, client and scopes), for the interception point: the
+	// call's Principal method returns it (auth.Origin), and a call is the
+	// Origin of its messages on the child's connection, so per-caller
+	// policy holds on children shared by every client. No pool key
+	// (Principal is); nil without authentication.
+	Caller *auth.Principal
 	// Msg is the JSON-RPC request.
 	Msg jsonrpc.Message
 	// Caps is _meta's io.modelcontextprotocol/clientCapabilities, as written.
 	Caps json.RawMessage
+	// Name is params.name, if the front end decoded it already (Call
+	// reads it for a tools/call; "": Call decodes it).
+	Name string
 	// LogLevel is _meta's io.modelcontextprotocol/logLevel, or "".
 	LogLevel string
 	// Answer, if not nil, is memory of the caller's that Serve may build
@@ -119,9 +123,7 @@ func (p *Pool) IsKnown(ctx context.Context, method string) (bool, error) {
 // cancelled: the child is told), when emit fails, when no child can start
 // (ErrLaunch), at shutdown (ErrClosed), and with *ForwardError.
 func (p *Pool) Serve(ctx context.Context, req *Request, emit func([]byte) error) ([]byte, error) {
-	rawID := req.Msg.Env.IDAt.In(req.Msg.Data)
-	method := req.Msg.Env.Method
-	switch method {
+	switch req.Msg.Env.Method {
 	case "server/discover":
 		return p.serveDiscover(ctx, req)
 	case "subscriptions/listen":
@@ -131,6 +133,14 @@ func (p *Pool) Serve(ctx context.Context, req *Request, emit func([]byte) error)
 	if err != nil {
 		return nil, err
 	}
+	return p.serveEra(ctx, era, req, emit)
+}
+
+// serveEra is Serve once the children's era is known, for a method other
+// than server/discover and subscriptions/listen.
+func (p *Pool) serveEra(ctx context.Context, era Era, req *Request, emit func([]byte) error) ([]byte, error) {
+	rawID := req.Msg.Env.IDAt.In(req.Msg.Data)
+	method := req.Msg.Env.Method
 	if era == EraModern {
 		if removedMethod(method) {
 			return errorResponse(rawID, jsonrpc.CodeMethodNotFound, "Method not found: "+method+" is not part of revision "+Version, nil), nil
@@ -179,7 +189,7 @@ func (p *Pool) serveLegacy(ctx context.Context, req *Request, params []byte, emi
 	rawID := req.Msg.Env.IDAt.In(req.Msg.Data)
 	key, caps, err := legacyKey(req.Principal, req.Caps)
 	if err != nil {
-		return errorResponse(rawID, jsonrpc.CodeInvalidParams, "Invalid params: "+metaClientCapabilities+": "+err.Error(), nil), nil
+		return errorResponse(rawID, jsonrpc.CodeInvalidParams, "Invalid params: "+MetaClientCapabilities+": "+err.Error(), nil), nil
 	}
 	c := newCall(p, req)
 	c.legacy = true
@@ -225,7 +235,7 @@ type call struct {
 	digest    string // params digest, for the requestState (computed when parked)
 
 	mu     sync.Mutex
-	caller any // the Caller of the request being served: the first, then each retry's
+	caller *auth.Principal // the Caller of the request being served: the first, then each retry's
 	// retried: a retry serves the call now; token is its
 	// _meta.progressToken (nil: none), which the child's progress gets.
 	retried bool
@@ -268,7 +278,7 @@ func newCall(p *Pool, req *Request) *call {
 // once one resumes it: the same principal, whose token may have gained
 // scopes), or nil. The interception point finds it through a message's
 // Origin: the answer it filters is the answer to that request.
-func (c *call) Principal() any {
+func (c *call) Principal() *auth.Principal {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return c.caller
@@ -553,7 +563,7 @@ func (c *call) parkLocked() []byte {
 		"requestState":  state,
 	}
 	if c.ch.serverInfo != nil {
-		out["_meta"] = map[string]any{metaServerInfo: c.ch.serverInfo}
+		out["_meta"] = map[string]any{MetaServerInfo: c.ch.serverInfo}
 	}
 	b, _ := json.Marshal(out)
 	return b
@@ -707,7 +717,7 @@ func (p *Pool) decorateMsg(m jsonrpc.Message, rawID []byte, method string, serve
 	var insBuf [192]byte
 	ins := append(insBuf[:0], `"resultType":"complete"`...)
 	if serverInfo != nil {
-		ins = append(ins, `,"_meta":{"`+metaServerInfo+`":`...)
+		ins = append(ins, `,"_meta":{"`+MetaServerInfo+`":`...)
 		ins = append(ins, serverInfo...)
 		ins = append(ins, '}')
 	}
@@ -796,7 +806,7 @@ func (p *Pool) decorate(data, rawID []byte, method string, serverInfo json.RawMe
 		if old, ok := m["_meta"]; ok {
 			_ = json.Unmarshal(old, &meta)
 		}
-		meta[metaServerInfo] = serverInfo
+		meta[MetaServerInfo] = serverInfo
 		m["_meta"], _ = json.Marshal(meta)
 	}
 	if cacheableMethod(method) {
@@ -842,7 +852,7 @@ func (p *Pool) serveDiscover(ctx context.Context, req *Request) ([]byte, error) 
 				return nil, err
 			}
 			d, err = ch.conn.Call(ctx, "server/discover", map[string]any{"_meta": map[string]any{
-				metaProtocolVersion: Version, metaClientCapabilities: map[string]any{}, metaClientInfo: bridgeInfo}})
+				MetaProtocolVersion: Version, MetaClientCapabilities: map[string]any{}, MetaClientInfo: bridgeInfo}})
 			p.release(ch, c, err == nil)
 			if err != nil {
 				var rpcErr *jsonrpc.Error
@@ -887,7 +897,7 @@ func (p *Pool) serveDiscover(ctx context.Context, req *Request) ([]byte, error) 
 			base["instructions"] = r.Instructions
 		}
 		if r.ServerInfo != nil {
-			base["_meta"], _ = json.Marshal(map[string]json.RawMessage{metaServerInfo: r.ServerInfo})
+			base["_meta"], _ = json.Marshal(map[string]json.RawMessage{MetaServerInfo: r.ServerInfo})
 		}
 	}
 	base["resultType"] = json.RawMessage(`"complete"`)

@@ -9,6 +9,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/mcp-bridge/mcp-bridge/auth"
 	"github.com/mcp-bridge/mcp-bridge/jsonrpc"
 	"github.com/mcp-bridge/mcp-bridge/peer"
 )
@@ -78,7 +79,7 @@ type attachment struct {
 }
 
 // Principal is the subscription's caller, for the interception point.
-func (a *attachment) Principal() any { return a.sub.c.Principal() }
+func (a *attachment) Principal() *auth.Principal { return a.sub.c.Principal() }
 
 // filter is the notifications filter of subscriptions/listen.
 type filter struct {
@@ -277,7 +278,7 @@ func (s *subscriptions) route(ch *child, m *peer.Message) {
 	}
 	var childSub string
 	if meta, ok := jsonrpc.Lookup(params, "_meta"); ok {
-		if id, ok := jsonrpc.Lookup(meta, metaSubscriptionID); ok {
+		if id, ok := jsonrpc.Lookup(meta, MetaSubscriptionID); ok {
 			childSub = string(id)
 		}
 	}
@@ -362,7 +363,7 @@ func tag(data, id []byte) []byte {
 	if raw, ok := obj["_meta"]; ok {
 		_ = json.Unmarshal(raw, &meta)
 	}
-	meta[metaSubscriptionID] = id
+	meta[MetaSubscriptionID] = id
 	obj["_meta"], _ = json.Marshal(meta)
 	msg[member], _ = json.Marshal(obj)
 	out, _ := json.Marshal(msg)
@@ -418,7 +419,7 @@ func (s *subscriptions) listen(ctx context.Context, req *Request, emit func([]by
 		defer func() { s.unsubscribeLegacy(sub.ch, acked) }()
 		s.spread(ctx, sub)
 		ack, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "method": "notifications/subscriptions/acknowledged",
-			"params": map[string]any{"_meta": map[string]json.RawMessage{metaSubscriptionID: rawID}, "notifications": acked}})
+			"params": map[string]any{"_meta": map[string]json.RawMessage{MetaSubscriptionID: rawID}, "notifications": acked}})
 		if err := emit(ack); err != nil {
 			return nil, err
 		}

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/mcp-bridge/mcp-bridge/auth"
 	"github.com/mcp-bridge/mcp-bridge/jsonrpc"
 	"github.com/mcp-bridge/mcp-bridge/peer"
 )
@@ -28,7 +29,7 @@ func TestListenReadable(t *testing.T) {
 			var subscribed []string // the legacy child's subscriptions
 			p := testPool(t, Options{Era: era, Max: 1,
 				Readable: func(origin any, uri string) bool {
-					return uri != "test://secret" || origin.(interface{ Principal() any }).Principal() == "with the scope"
+					return uri != "test://secret" || auth.CallerOf(origin) != nil && auth.CallerOf(origin).Subject == "with the scope"
 				},
 				Peer: peer.Options{Intercept: func(next peer.Handler) peer.Handler {
 					return func(m *peer.Message) error {
@@ -51,7 +52,7 @@ func TestListenReadable(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				return &Request{Principal: "alice", Caller: caller, Msg: jsonrpc.Message{Data: []byte(data), Env: env}, Caps: json.RawMessage(`{}`)}
+				return &Request{Principal: "alice", Caller: &auth.Principal{Subject: caller}, Msg: jsonrpc.Message{Data: []byte(data), Env: env}, Caps: json.RawMessage(`{}`)}
 			}
 			var wg sync.WaitGroup
 			var stops []context.CancelFunc

@@ -209,12 +209,24 @@ func (p *Pool) ParamHeaders(ctx context.Context, req *Request, tool string) ([]P
 	if h, known, complete := p.tools.lookup(tool); known || complete {
 		return h, nil
 	}
+	era, err := p.Era(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return p.paramHeaders(ctx, era, req, tool)
+}
+
+// paramHeaders is ParamHeaders once the children's era is known.
+func (p *Pool) paramHeaders(ctx context.Context, era Era, req *Request, tool string) ([]ParamHeader, error) {
+	if h, known, complete := p.tools.lookup(tool); known || complete {
+		return h, nil
+	}
 	p.tools.listMu.Lock()
 	defer p.tools.listMu.Unlock()
 	if h, known, complete := p.tools.lookup(tool); known || complete {
 		return h, nil // another request listed them meanwhile
 	}
-	if err := p.listTools(ctx, req); err != nil {
+	if err := p.listTools(ctx, era, req); err != nil {
 		return nil, err
 	}
 	h, _, _ := p.tools.lookup(tool)
@@ -222,11 +234,7 @@ func (p *Pool) ParamHeaders(ctx context.Context, req *Request, tool string) ([]P
 }
 
 // listTools lists the child's tools, every page, into the cache.
-func (p *Pool) listTools(ctx context.Context, req *Request) error {
-	era, err := p.Era(ctx)
-	if err != nil {
-		return err
-	}
+func (p *Pool) listTools(ctx context.Context, era Era, req *Request) error {
 	gen := p.tools.generation()
 	all := map[string][]ParamHeader{}
 	caps := req.Caps
@@ -236,7 +244,7 @@ func (p *Pool) listTools(ctx context.Context, req *Request) error {
 	cursor := ""
 	for range maxToolPages {
 		params := map[string]any{"_meta": map[string]any{
-			metaProtocolVersion: Version, metaClientCapabilities: caps, metaClientInfo: bridgeInfo}}
+			MetaProtocolVersion: Version, MetaClientCapabilities: caps, MetaClientInfo: bridgeInfo}}
 		if cursor != "" {
 			params["cursor"] = cursor
 		}

@@ -32,6 +32,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/mcp-bridge/mcp-bridge/auth"
 	"github.com/mcp-bridge/mcp-bridge/jsonrpc"
 	"github.com/mcp-bridge/mcp-bridge/peer"
 )
@@ -682,8 +683,8 @@ type Session struct {
 	conn   *peer.Conn    // set before ready is closed
 	ready  chan struct{} // closed once conn is set
 
-	// principal is the latest PostOptions.Principal, in a principalBox.
-	principal atomic.Value
+	// principal is the latest PostOptions.Principal.
+	principal atomic.Pointer[auth.Principal]
 
 	// initTimedOut is set when initialize was not answered in time, before
 	// the server is stopped; Ended then says so as the reason.
@@ -855,23 +856,18 @@ type PostOptions struct {
 	// the answers to the POST's requests and nothing else, and keeps none of
 	// them: a message on it could not be sent again.
 	Resumable bool
-	// Principal is who sent the POST, as the front end established it
-	// (opaque here). The session keeps the latest one for Principal: the
+	// Principal is who sent the POST, as the front end established it.
+	// The session keeps the latest one for Principal: the
 	// interception point reads per-caller scopes there, and a refreshed or
 	// stepped-up token of the session's owner brings new ones. Nil keeps
 	// the one before.
-	Principal any
+	Principal *auth.Principal
 }
-
-// principalBox holds a Principal in an atomic.Value, which takes one
-// concrete type only.
-type principalBox struct{ v any }
 
 // Principal is the principal of the session's latest POST that named one
 // (PostOptions.Principal), or nil.
-func (s *Session) Principal() any {
-	b, _ := s.principal.Load().(principalBox)
-	return b.v
+func (s *Session) Principal() *auth.Principal {
+	return s.principal.Load()
 }
 
 // Post sends the messages of one client POST to the server, in order. If
@@ -884,7 +880,7 @@ func (s *Session) Principal() any {
 func (s *Session) Post(msgs []Message, opts PostOptions) (*Reader, error) {
 	s.touch()
 	if opts.Principal != nil {
-		s.principal.Store(principalBox{opts.Principal})
+		s.principal.Store(opts.Principal)
 	}
 	s.mu.Lock()
 	if s.closed {

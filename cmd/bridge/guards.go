@@ -208,13 +208,5 @@ func (g *guards) forSession(s *session.Session) peer.Interceptor {
 // pool (the request it serves, or the retry that resumed it). A static
 // token has no scopes; without authentication there is no caller.
 func sessionCaller(origin any) *policy.Caller {
-	o, ok := origin.(interface{ Principal() any })
-	if !ok {
-		return nil
-	}
-	p, _ := o.Principal().(*auth.Principal)
-	if p == nil {
-		return nil
-	}
-	return &policy.Caller{Subject: p.Subject, ClientID: p.ClientID, Scopes: p.Scopes}
+	return auth.CallerOf(origin) // a policy.Caller is the auth.Principal: nothing to convert
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/mcp-bridge/mcp-bridge/jsonrpc"
 	"github.com/mcp-bridge/mcp-bridge/peer"
 	"github.com/mcp-bridge/mcp-bridge/pin"
+	"github.com/mcp-bridge/mcp-bridge/policy"
 )
 
 // guardsFor builds the guards of a configuration given as flags.
@@ -152,7 +153,7 @@ func errorsAs(err error, target any) bool { return errors.As(err, target) }
 // call of the stateless pool do.
 type principalOf struct{ p *auth.Principal }
 
-func (o principalOf) Principal() any { return o.p }
+func (o principalOf) Principal() *auth.Principal { return o.p }
 
 // The caller of a message is the principal its Origin says (a session, or
 // a pool's call); the server's notifications, which have no Origin,
@@ -244,3 +245,23 @@ func tokenFile(t *testing.T) string {
 	}
 	return tokens
 }
+
+// Asking who the caller of a message is allocates nothing: the policy
+// and the audit log read the principal the edge established, typed
+// (auth.Origin), not a copy made per message.
+func TestGuardsCallerAllocatesNothing(t *testing.T) {
+	g := guardsFor(t, "--auth-token-file", tokenFile(t))
+	p := &auth.Principal{Subject: "alice", ClientID: "app", Scopes: []string{"mail:send"}}
+	var origin any = principalOf{p}
+	if allocs := testing.AllocsPerRun(100, func() { callerSink = g.caller(origin) }); allocs != 0 {
+		t.Fatalf("%v allocations per message to say who its caller is, want 0", allocs)
+	}
+	if callerSink.Subject != "alice" || callerSink.ClientID != "app" || !callerSink.HasScopes("mail:send") {
+		t.Fatalf("caller %+v, want the principal's subject, client and scopes", callerSink)
+	}
+	if g.caller("no principal") != nil || g.caller(nil) != nil || g.caller(principalOf{}) != nil {
+		t.Fatal("a caller for an origin without a principal")
+	}
+}
+
+var callerSink *policy.Caller
