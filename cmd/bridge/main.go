@@ -195,7 +195,10 @@ func serve(ctx context.Context, cfg *config, logger *slog.Logger, ready chan<- n
 		inflight, stopGovernor = procs.Start(logger)
 		defer stopGovernor()
 	}
-	sources := procs.Sources(inflight) // sessions and stateless calls count alike
+	// Sessions (of every server: see startServer) and each stateless pool
+	// count alike.
+	sources := procs.Sources(inflight)
+	sessionsInflight := sources()
 	authn, err := auth.New(ctx, &auth.Options{
 		StaticTokens:     cfg.tokens,
 		Issuer:           cfg.OAuthIssuer,
@@ -229,7 +232,7 @@ func serve(ctx context.Context, cfg *config, logger *slog.Logger, ready chan<- n
 			if router != nil {
 				o.NewID = router.NewID
 			}
-			o.Inflight = sources()
+			o.Inflight = sessionsInflight
 		},
 		handler: func(o *bridge.Options) {
 			o.Auth, o.Forward = authn, forwarder(fwd)
