@@ -170,3 +170,28 @@ func TestStatelessQueuedBytes(t *testing.T) {
 	t.Cleanup(wg.Wait)
 	_ = p
 }
+
+// --initialize-timeout bounds the initialize the pool sends a legacy
+// child (one that never answers it: sleep reads nothing) as it bounds a
+// session's: the call fails with an error naming the flag, instead of
+// waiting as long as its client does.
+func TestStatelessInitializeTimeout(t *testing.T) {
+	b, _ := startStatelessCommand(t, []string{"sleep", "3600"}, pool.Options{Era: pool.EraLegacy,
+		Limits: peer.Limits{InitializeTimeout: 300 * time.Millisecond}})
+	ctx, cancel := context.WithTimeout(ctxT(t), 20*time.Second)
+	defer cancel()
+	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, b.URL, strings.NewReader(`{"jsonrpc":"2.0","id":1,"method":"tools/list",`+`"params":{`+modernMeta+`}}`))
+	for k, v := range statelessHeaders("tools/list", "") {
+		req.Header.Set(k, v)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatalf("a call whose legacy MCP server never answers initialize: %v, want an error answer", err)
+	}
+	ans := decodeAnswer(t, readAll(t, resp.Body))
+	if resp.StatusCode != http.StatusBadGateway || ans.Error == nil || !strings.Contains(ans.Error.Message, "--initialize-timeout") {
+		t.Fatalf("%s %+v, want 502 naming --initialize-timeout", resp.Status, ans.Error)
+	}
+}
