@@ -454,6 +454,9 @@ func (c *conn) intercept(next peer.Handler) peer.Handler {
 			return next(m) // the bridge's own requests are not a client's
 		}
 		switch {
+		case m.Abandoned:
+			// Written "unanswered", with the reason, when the connection
+			// has ended (ended).
 		case m.Env.Kind == jsonrpc.KindRequest && m.Dir == peer.ToChild:
 			return c.clientRequest(next, m)
 		case m.Env.Kind == jsonrpc.KindRequest: // from the server

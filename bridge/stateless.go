@@ -23,6 +23,7 @@ import (
 
 	"github.com/mcp-bridge/mcp-bridge/auth"
 	"github.com/mcp-bridge/mcp-bridge/jsonrpc"
+	"github.com/mcp-bridge/mcp-bridge/peer"
 	"github.com/mcp-bridge/mcp-bridge/pool"
 )
 
@@ -378,6 +379,14 @@ func (h *Handler) statelessFailed(w http.ResponseWriter, r *http.Request, rawID 
 		h.logger.Warn("refused a request: its principal holds its share of the pool's MCP servers", "err", err)
 		WriteError(w, http.StatusTooManyRequests, rawID, jsonrpc.CodeServerError,
 			"Too Many Requests: "+err.Error()+" (the bridge's --pool-max-per-principal)", nil)
+	case errors.Is(err, peer.ErrTooManyRequests), errors.Is(err, peer.ErrBusy):
+		// The limits of a session hold here with its statuses (peer.Limits).
+		w.Header().Set("Retry-After", "1")
+		status := http.StatusTooManyRequests
+		if errors.Is(err, peer.ErrBusy) {
+			status = http.StatusServiceUnavailable
+		}
+		WriteError(w, status, rawID, jsonrpc.CodeServerError, http.StatusText(status)+": "+err.Error(), nil)
 	case errors.Is(err, pool.ErrLaunch):
 		h.logger.Error("the stateless front end could not start an MCP server", "err", err)
 		WriteError(w, http.StatusBadGateway, rawID, jsonrpc.CodeServerError, "Bad Gateway: "+err.Error(), nil)

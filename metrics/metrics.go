@@ -395,7 +395,10 @@ func (s *Server) Intercept(next peer.Handler) peer.Handler {
 			s.fromServer.Add(float64(len(m.Data)))
 			if m.Env.Kind == jsonrpc.KindResponse && m.Origin != nil {
 				outcome := OutcomeOK
-				if m.Env.IsError {
+				switch {
+				case m.Abandoned: // its server ended before answering
+					outcome = OutcomeAborted
+				case m.Env.IsError:
 					outcome = OutcomeError
 				}
 				s.finish(m.Origin, m.Env.ID, outcome)

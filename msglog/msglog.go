@@ -60,8 +60,8 @@ func Interceptor(logger *slog.Logger, o *Options) peer.Interceptor {
 	}
 	return func(next peer.Handler) peer.Handler {
 		return func(m *peer.Message) error {
-			if !logger.Enabled(context.Background(), level) {
-				return next(m)
+			if m.Abandoned || !logger.Enabled(context.Background(), level) {
+				return next(m) // the server sent nothing (peer.Message.Abandoned)
 			}
 			// Read before next: m may be replaced down the chain.
 			attrs := Attrs(m, maxBody)

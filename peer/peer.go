@@ -159,6 +159,13 @@ type Message struct {
 	// Method is the method of the message, or for a response the method of
 	// the request it answers ("" for a response to no request in flight).
 	Method string
+	// Abandoned marks the explicit end of a client's request the child
+	// will never answer, its connection having ended: an error response
+	// to it (with Origin and Method set) that passes the FromChild chain
+	// once, before the Router hears of the end, so that what keeps state
+	// per request (metrics, tracing) closes it as every era does. It
+	// reaches no Router: the Router answers the request itself (Ended).
+	Abandoned bool
 
 	reply  chan []byte // the answer to the bridge's own request goes there
 	passed bool        // the ToChild chain passed the message on
@@ -990,12 +997,43 @@ func (c *Conn) read() {
 	}
 }
 
-// end marks the connection ended and tells the Router.
+// end marks the connection ended, passes each client request still
+// unanswered through the interception point as abandoned, and tells the
+// Router.
 func (c *Conn) end(reason error) {
 	c.mu.Lock()
 	c.ended = true
+	var left []*entry
+	if c.intercept != nil {
+		for _, e := range c.inflight {
+			if e.own == nil && !e.cancelled {
+				left = append(left, e)
+			}
+		}
+	}
 	c.mu.Unlock()
+	for _, e := range left {
+		c.abandon(e, reason)
+	}
 	c.router.Ended(reason)
+}
+
+// abandon passes the explicit end of a request the child will never
+// answer through the FromChild chain (Message.Abandoned). The reader has
+// returned: nothing else passes the chain meanwhile.
+func (c *Conn) abandon(e *entry, reason error) {
+	data := jsonrpc.ErrorResponse(e.clientID.AppendJSON(nil), jsonrpc.CodeServerError,
+		"the MCP server ended before answering: "+reason.Error(), nil)
+	env, err := jsonrpc.Parse(data)
+	if err != nil {
+		return // an id the bridge parsed always renders
+	}
+	m := &c.in
+	*m = Message{Message: jsonrpc.Message{Data: data, Env: env}, Dir: FromChild,
+		Origin: e.origin, Method: e.method, Abandoned: true}
+	if err := c.intercept(m); err != nil {
+		c.logger.Warn("the interception point failed on an abandoned request", "err", err, "method", m.Method)
+	}
 }
 
 func truncate(b []byte, n int) string {
@@ -1075,6 +1113,8 @@ func (c *Conn) receive(data []byte, env jsonrpc.Envelope) {
 // deliver is the end of the FromChild chain.
 func (c *Conn) deliver(m *Message) error {
 	switch {
+	case m.Abandoned:
+		// The Router answers it (Ended).
 	case m.reply != nil:
 		m.reply <- m.Data // buffered: the call may have given up
 	case m.Own:

@@ -244,6 +244,10 @@ type Options struct {
 	// the interception point, which may take resources out of it.) Nil:
 	// every resource.
 	Readable func(origin any, uri string) bool
+	// Limits are the limits every request honours (see limits.go); its
+	// zero values mean peer's defaults. Its MaxQueuedBytes applies to
+	// Peer unless Peer sets its own.
+	Limits peer.Limits
 	// Logger receives the pool's logs. Nil means slog.Default().
 	Logger *slog.Logger
 }
@@ -275,6 +279,8 @@ type Pool struct {
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
 	names  atomic.Int64
+	// inflight counts the requests in flight (admit, in limits.go).
+	inflight atomic.Int64
 
 	probeMu sync.Mutex // one probe at a time
 
@@ -336,6 +342,9 @@ func New(opts *Options) (*Pool, error) {
 		o.IdleTimeout = DefaultIdleTimeout
 	}
 	if o.KeepAlive == 0 {
+		o.KeepAlive = o.Limits.KeepAlive
+	}
+	if o.KeepAlive == 0 {
 		o.KeepAlive = DefaultKeepAlive
 	}
 	if o.Settle == 0 {
@@ -347,6 +356,7 @@ func New(opts *Options) (*Pool, error) {
 	if o.Logger == nil {
 		o.Logger = slog.Default()
 	}
+	limitsDefaults(&o)
 	if o.Peer.Logger == nil {
 		o.Peer.Logger = o.Logger
 	}
@@ -955,11 +965,14 @@ func (p *Pool) spawn(ctx context.Context, g *group, legacy bool) (*child, error)
 	ch.conn = peer.New(proc, ch, &popts)
 	close(ch.ready)
 	if legacy {
-		res, err := ch.conn.Initialize(ctx, map[string]any{
+		ictx, cancel := p.initContext(ctx)
+		res, err := ch.conn.Initialize(ictx, map[string]any{
 			"protocolVersion": "2025-11-25",
 			"capabilities":    json.RawMessage(g.caps),
 			"clientInfo":      bridgeInfo,
 		})
+		err = initFailed(ictx, err)
+		cancel()
 		if err != nil {
 			cctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 			_ = ch.conn.Close(cctx)

@@ -12,6 +12,7 @@ import (
 
 	"github.com/mcp-bridge/mcp-bridge/auth"
 	"github.com/mcp-bridge/mcp-bridge/jsonrpc"
+	"github.com/mcp-bridge/mcp-bridge/peer"
 )
 
 // Request is one stateless request, as the front end validated it.
@@ -145,11 +146,19 @@ func (p *Pool) serveEra(ctx context.Context, era Era, req *Request, emit func([]
 		if removedMethod(method) {
 			return errorResponse(rawID, jsonrpc.CodeMethodNotFound, "Method not found: "+method+" is not part of revision "+Version, nil), nil
 		}
+		if err := p.admit(); err != nil {
+			return nil, err
+		}
+		defer p.leave()
 		return p.serveModern(ctx, req, emit)
 	}
 	if !legacyMethod(method) {
 		return errorResponse(rawID, jsonrpc.CodeMethodNotFound, "Method not found: "+method, nil), nil
 	}
+	if err := p.admit(); err != nil {
+		return nil, err
+	}
+	defer p.leave()
 	var params []byte
 	if mentionsRequestState(req.Msg.Data) { // one fast scan spares two
 		params, _ = jsonrpc.Lookup(req.Msg.Data, "params")
@@ -178,7 +187,7 @@ func (p *Pool) serveModern(ctx context.Context, req *Request, emit func([]byte) 
 	c.ch = ch
 	if err := ch.conn.Send(c, req.Msg); err != nil {
 		p.release(ch, c, false)
-		return nil, fmt.Errorf("%w: %w", ErrLaunch, err)
+		return nil, p.sendFailed(err)
 	}
 	return c.wait(ctx, req.Msg.Env.IDAt.In(req.Msg.Data), req.Answer, emit)
 }
@@ -213,7 +222,7 @@ func (p *Pool) serveLegacy(ctx context.Context, req *Request, params []byte, emi
 	}
 	if err := ch.conn.Send(c, req.Msg); err != nil {
 		p.release(ch, c, false)
-		return nil, fmt.Errorf("%w: %w", ErrLaunch, err)
+		return nil, p.sendFailed(err)
 	}
 	return c.wait(ctx, rawID, req.Answer, emit)
 }
@@ -294,8 +303,9 @@ func (c *call) push(it item) {
 	}
 }
 
-// next returns the next item, waiting until there is one or ctx ends.
-func (c *call) next(ctx context.Context) (item, bool) {
+// next returns the next item, waiting until there is one, ctx ends or
+// expired fires (nil: never).
+func (c *call) next(ctx context.Context, expired <-chan time.Time) (item, bool) {
 	for {
 		c.mu.Lock()
 		if len(c.queue) > 0 {
@@ -309,6 +319,8 @@ func (c *call) next(ctx context.Context) (item, bool) {
 		select {
 		case <-c.signal:
 		case <-ctx.Done():
+			return item{}, false
+		case <-expired:
 			return item{}, false
 		}
 	}
@@ -338,9 +350,18 @@ func (c *call) stopTimer() {
 // request's Answer).
 func (c *call) wait(ctx context.Context, rawID, buf []byte, emit func([]byte) error) ([]byte, error) {
 	p := c.pool
+	t := p.requestTimer()
+	var expired <-chan time.Time
+	if t != nil {
+		defer t.Stop()
+		expired = t.C
+	}
 	for {
-		it, ok := c.next(ctx)
+		it, ok := c.next(ctx, expired)
 		if !ok {
+			if ctx.Err() == nil {
+				return p.timedOut(c, rawID), nil
+			}
 			p.cancelCall(c, "the client closed its response stream")
 			return nil, ctx.Err()
 		}
@@ -348,6 +369,11 @@ func (c *call) wait(ctx context.Context, rawID, buf []byte, emit func([]byte) er
 		case itemNotify:
 			data := it.msg.Data
 			if it.msg.Env.Method == "notifications/progress" {
+				if t != nil {
+					// A progress notification restarts the timeout, as
+					// it does a session's (session.Options.RequestTimeout).
+					t.Reset(p.opts.Limits.RequestTimeout)
+				}
 				var ok bool
 				if data, ok = c.progress(data); !ok {
 					continue
@@ -432,11 +458,7 @@ func (p *Pool) cancelCall(c *call, reason string) {
 	}
 	c.over = true
 	c.mu.Unlock()
-	rawID := c.req.Msg.Env.IDAt.In(c.req.Msg.Data)
-	note := []byte(`{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":` + string(rawID) + `,"reason":` + strconv.Quote(reason) + `}}`)
-	if env, err := jsonrpc.Parse(note); err == nil {
-		_ = c.ch.conn.Send(c, jsonrpc.Message{Data: note, Env: env})
-	}
+	_ = c.ch.conn.Send(c, peer.CancelledNotification(c.req.Msg.Env.IDAt.In(c.req.Msg.Data), reason))
 	p.mu.Lock()
 	if c.stateID != "" && p.parked[c.stateID] == c {
 		delete(p.parked, c.stateID)

@@ -153,10 +153,7 @@ func (s *subscriptions) remove(sub *subscription) {
 func (s *subscriptions) detach(ch *child, a *attachment) {
 	if !a.sub.legacy {
 		<-a.sent
-		note := []byte(`{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":` + a.childID + `,"reason":"the client closed its subscription stream"}}`)
-		if env, err := jsonrpc.Parse(note); err == nil {
-			_ = ch.conn.Send(a, jsonrpc.Message{Data: note, Env: env})
-		}
+		_ = ch.conn.Send(a, peer.CancelledNotification([]byte(a.childID), "the client closed its subscription stream"))
 		return
 	}
 	s.unsubscribeLegacy(ch, a.filter)
@@ -457,13 +454,10 @@ func (s *subscriptions) listen(ctx context.Context, req *Request, emit func([]by
 		}
 	}()
 	for {
-		it, ok := c.next(ctx)
+		it, ok := c.next(ctx, nil)
 		if !ok {
 			if !sub.legacy {
-				note := []byte(`{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":` + sub.childID + `,"reason":"the client closed its subscription stream"}}`)
-				if env, err := jsonrpc.Parse(note); err == nil {
-					_ = sub.ch.conn.Send(c, jsonrpc.Message{Data: note, Env: env})
-				}
+				_ = sub.ch.conn.Send(c, peer.CancelledNotification([]byte(sub.childID), "the client closed its subscription stream"))
 			}
 			return nil, ctx.Err()
 		}

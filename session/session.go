@@ -49,13 +49,13 @@ const (
 	DefaultMaxSessions = 1000
 	// DefaultInitializeTimeout matches the request timeout of the usual
 	// clients: one that waited longer for initialize would be rare.
-	DefaultInitializeTimeout = time.Minute
+	DefaultInitializeTimeout = peer.DefaultInitializeTimeout
 	// DefaultRequestTimeout is generous: a tool call may run for minutes
 	// (and progress notifications extend it).
-	DefaultRequestTimeout = 10 * time.Minute
+	DefaultRequestTimeout = peer.DefaultRequestTimeout
 	// DefaultMaxRequests bounds a session's requests in flight: clients
 	// run a few at once; 40,000 unanswered ones cost 43 MB.
-	DefaultMaxRequests = 100
+	DefaultMaxRequests = peer.DefaultMaxRequests
 	// DefaultMaxQueuedBytes bounds the bytes of a session waiting to be
 	// written to its server's stdin (peer.Options.MaxQueuedBytes).
 	DefaultMaxQueuedBytes = peer.DefaultMaxQueuedBytes
@@ -214,7 +214,7 @@ var (
 	// ErrDuplicateID: a request reuses the ID of a request still in flight.
 	ErrDuplicateID = errors.New("a request with this id is already in flight in this session")
 	// ErrTooManyRequests: MaxRequests are in flight in the session.
-	ErrTooManyRequests = errors.New("too many requests in flight in this session")
+	ErrTooManyRequests = fmt.Errorf("%w in this session", peer.ErrTooManyRequests)
 	// ErrStdinFull: MaxQueuedBytes already wait for the server's stdin.
 	ErrStdinFull = peer.ErrBusy
 	// ErrLaunch: the session's server could not be started (Create). It
@@ -1266,10 +1266,23 @@ func (s *Session) generalStreamLocked() int64 {
 	return s.standalone
 }
 
+// Limits returns the options' limits as the one type both eras honour
+// (peer.Limits), with inflight as its hook: what a stateless pool serving
+// the same server gets, so that its calls are bound as sessions are.
+func (o *Options) Limits(inflight func(int)) peer.Limits {
+	return peer.Limits{
+		RequestTimeout:    o.RequestTimeout,
+		InitializeTimeout: o.InitializeTimeout,
+		MaxRequests:       o.MaxRequests,
+		MaxQueuedBytes:    o.MaxQueuedBytes,
+		Inflight:          inflight,
+	}
+}
+
 // CodeRequestTimeout answers a request the server did not answer within
 // the request timeout (the code the MCP TypeScript SDK uses for its own
 // request timeouts).
-const CodeRequestTimeout = -32001
+const CodeRequestTimeout = peer.CodeRequestTimeout
 
 // timeoutFor is the timeout of a request of this method, or 0 for none.
 func (s *Session) timeoutFor(method string) time.Duration {
@@ -1362,10 +1375,5 @@ func (s *Session) expire() {
 
 // cancelMessage is the notifications/cancelled for the request rawID.
 func cancelMessage(rawID []byte, timeout time.Duration) Message {
-	data := fmt.Appendf(nil, `{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":%s,"reason":"the request timed out after %s"}}`, rawID, timeout)
-	env, err := jsonrpc.Parse(data)
-	if err != nil {
-		panic("session: a cancellation does not parse: " + err.Error()) // rawID came from a parsed request
-	}
-	return Message{Data: data, Env: env}
+	return peer.CancelledNotification(rawID, "the request timed out after "+timeout.String())
 }

@@ -157,7 +157,11 @@ func (t *Tracer) Intercept(next peer.Handler) peer.Handler {
 		case m.Dir == peer.FromChild:
 			if m.Env.Kind == jsonrpc.KindResponse && m.Origin != nil {
 				if span := t.take(m.Origin, m.Env.ID); span != nil {
-					if m.Env.IsError {
+					if m.Abandoned {
+						// Its server ended before answering (peer.Message.Abandoned).
+						span.SetAttributes(attribute.String("error.type", "aborted"))
+						span.SetStatus(codes.Error, "the MCP server ended before answering")
+					} else if m.Env.IsError {
 						code, msg := errorOf(m.Data)
 						span.SetAttributes(attribute.String("rpc.response.status_code", code), attribute.String("error.type", code))
 						span.SetStatus(codes.Error, msg)

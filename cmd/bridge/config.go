@@ -393,13 +393,13 @@ func newFlagSet(c *config) *flag.FlagSet {
 	fs.IntVar(&c.MaxConnectionsPerClient, "max-connections-per-client", c.MaxConnectionsPerClient, gEdge.in("most connections open at once from one client IP address (a proxy in front is one address); beyond it 503 (negative: no limit)"))
 	fs.Int64Var(&c.MaxBodyBytesInFlight, "max-body-bytes-in-flight", c.MaxBodyBytesInFlight, gEdge.in("most `bytes` held by POST bodies being read, all clients together; beyond it 503 (negative: no limit; else at least --max-message-bytes)"))
 	fs.DurationVar(&c.InitializeTimeout, "initialize-timeout", c.InitializeTimeout,
-		gSessions.in(fmt.Sprintf("end a session whose server has not answered initialize after this long, with an error and its last stderr lines (0: %s; negative: never)", session.DefaultInitializeTimeout)))
+		gSessions.in(fmt.Sprintf("end a session whose server has not answered initialize after this long, with an error and its last stderr lines; bounds too the initialize the bridge sends a legacy child of the 2026-07-28 pool (0: %s; negative: never)", session.DefaultInitializeTimeout)))
 	fs.DurationVar(&c.RequestTimeout, "request-timeout", c.RequestTimeout,
-		gSessions.in(fmt.Sprintf("answer a request the server has not answered after this long with an error, and cancel it at the server; a progress notification restarts it (0: %s; negative: never)", session.DefaultRequestTimeout)))
+		gSessions.in(fmt.Sprintf("answer a request the server has not answered after this long with error -32001, and cancel it at the server; a progress notification restarts it; both eras (0: %s; negative: never)", session.DefaultRequestTimeout)))
 	fs.IntVar(&c.MaxRequestsPerSession, "max-requests-per-session", c.MaxRequestsPerSession,
-		gSessions.in(fmt.Sprintf("most requests in flight in one session; beyond it a POST gets 429 (0: %d)", session.DefaultMaxRequests)))
+		gSessions.in(fmt.Sprintf("most requests in flight in one session; beyond it a POST gets 429; a server's 2026-07-28 pool admits this many for each child it may run (--pool-max) (0: %d)", session.DefaultMaxRequests)))
 	fs.Int64Var(&c.MaxQueuedBytes, "max-queued-bytes", c.MaxQueuedBytes,
-		gSessions.in(fmt.Sprintf("most `bytes` of one session waiting to be written to its server's stdin; beyond it a POST gets 503 (0: %d)", session.DefaultMaxQueuedBytes)))
+		gSessions.in(fmt.Sprintf("most `bytes` of one session, or of one child of the 2026-07-28 pool, waiting to be written to its stdin; beyond it a POST gets 503 (0: %d)", session.DefaultMaxQueuedBytes)))
 	fs.StringVar(&c.Sandbox, "sandbox", c.Sandbox, gProcs.in("where servers run: local (a process per session) or docker (a container per session)"))
 	fs.StringVar(&c.Image, "image", c.Image, gDocker.in("Docker `image` of the server (--sandbox docker); without COMMAND its entrypoint runs"))
 	fs.StringVar(&c.Pull, "pull", c.Pull, gDocker.in("when to pull --image: never, missing or always"))

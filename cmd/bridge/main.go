@@ -195,6 +195,10 @@ func serve(ctx context.Context, cfg *config, logger *slog.Logger, ready chan<- n
 		inflight, stopGovernor = procs.Start(logger)
 		defer stopGovernor()
 	}
+	// Sessions (of every server: see startServer) and each stateless pool
+	// count alike.
+	sources := procs.Sources(inflight)
+	sessionsInflight := sources()
 	authn, err := auth.New(ctx, &auth.Options{
 		StaticTokens:     cfg.tokens,
 		Issuer:           cfg.OAuthIssuer,
@@ -228,16 +232,17 @@ func serve(ctx context.Context, cfg *config, logger *slog.Logger, ready chan<- n
 			if router != nil {
 				o.NewID = router.NewID
 			}
-			o.Inflight = inflight
+			o.Inflight = sessionsInflight
 		},
 		handler: func(o *bridge.Options) {
 			o.Auth, o.Forward = authn, forwarder(fwd)
 			o.Metrics, o.TraceContext = tel.handler(cfg), tel.traceContext()
 		},
-		tel:    tel,
-		guards: g,
-		router: router,
-		scopes: authn.AdvertiseScopes,
+		tel:      tel,
+		guards:   g,
+		router:   router,
+		scopes:   authn.AdvertiseScopes,
+		inflight: sources,
 	}
 	var fe frontend
 	var reload []func() // what SIGHUP reloads
@@ -259,7 +264,7 @@ func serve(ctx context.Context, cfg *config, logger *slog.Logger, ready chan<- n
 		sessOpts := sessionOptions(cfg, session.LauncherOf(launcher), logger)
 		hooks.session(sessOpts, tel, g)
 		reg := session.NewRegistry(sessOpts)
-		stateless, err = newPool(cfg, launcher, router, sessOpts.Intercept, g, logger)
+		stateless, err = newPool(cfg, launcher, router, sessOpts, g, logger, sources())
 		if err != nil {
 			return err
 		}
@@ -384,7 +389,7 @@ func serve(ctx context.Context, cfg *config, logger *slog.Logger, ready chan<- n
 // session affinity, requestStates are signed with the affinity secret and
 // name this instance, so that any instance can verify a retry and forward
 // it to the one holding the parked call.
-func newPool(cfg *config, launcher sandbox.Launcher, router *affinity.Instance, intercept peer.Interceptor, g *guards, logger *slog.Logger) (*pool.Pool, error) {
+func newPool(cfg *config, launcher sandbox.Launcher, router *affinity.Instance, so *session.Options, g *guards, logger *slog.Logger, inflight func(int)) (*pool.Pool, error) {
 	era, err := pool.ParseEra(cfg.ChildEra)
 	if err != nil {
 		return nil, err
@@ -406,7 +411,8 @@ func newPool(cfg *config, launcher sandbox.Launcher, router *affinity.Instance, 
 		// tokens or OAuth): results may differ per principal, and each
 		// has its share of the pool.
 		PrivateCache: cfg.authenticates(),
-		Peer:         peer.Options{MaxMessageBytes: cfg.MaxMessageBytes, Intercept: intercept},
+		Peer:         peer.Options{MaxMessageBytes: cfg.MaxMessageBytes, Intercept: so.Intercept},
+		Limits:       so.Limits(inflight), // the sessions' limits hold for stateless calls too
 		// The guards hold for revision 2026-07-28 clients too: each child
 		// of the pool gets the chain a session's server gets.
 		ChildIntercept: g.forChild,

@@ -107,6 +107,8 @@ type frontendHooks struct {
 	guards  *guards    // the global guards; a server's are serverGuards
 	router  *affinity.Instance
 	scopes  func(...string) // advertises the scopes of a server's policy
+	// inflight makes a source of the governor's count (procs.Sources).
+	inflight func() func(int)
 }
 
 // multi serves the servers of a --config file, each at /servers/NAME/mcp
@@ -218,7 +220,7 @@ func (m *multi) startServer(ctx context.Context, s *serverSpec, sc *config) (*ru
 	tel.watchRegistry(r.reg)
 	// Its own pool for revision 2026-07-28 clients, on its launcher and
 	// guards, which answers server/discover for it.
-	if r.stateless, err = newPool(sc, launcher, m.hooks.router, so.Intercept, g, logger); err != nil {
+	if r.stateless, err = newPool(sc, launcher, m.hooks.router, so, g, logger, m.hooks.inflight()); err != nil {
 		_ = r.stop(ctx)
 		return nil, err
 	}

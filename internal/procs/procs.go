@@ -128,3 +128,21 @@ func Start(logger *slog.Logger) (inflight func(int), stop func()) {
 		<-done
 	}
 }
+
+// Sources shares the governor's hook among several counters, such as the
+// session registries and the stateless pools of the servers: each source
+// it returns is told its own count, and hook hears the sum of all.
+// Without a hook (nil), the sources are nil too.
+func Sources(hook func(int)) func() func(int) {
+	if hook == nil {
+		return func() func(int) { return nil }
+	}
+	var total atomic.Int64
+	return func() func(int) {
+		var last atomic.Int64
+		return func(n int) {
+			old := last.Swap(int64(n))
+			hook(int(total.Add(int64(n) - old)))
+		}
+	}
+}
