@@ -13,6 +13,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/netip"
+	"runtime"
 	"slices"
 	"syscall"
 	"time"
@@ -467,6 +468,18 @@ func TestDockerEgressAudited(t *testing.T) {
 		}
 	}
 	cs.Close()
+	// The proxy reports each connection to the bridge over its stdout once
+	// it has answered it (an allowed one once it closed), so a fetch's
+	// answer can come before the bridge counted it; nothing announces the
+	// count to this test: look until the audit log, written after the
+	// metric, holds the three connections.
+	deadline := time.Now().Add(60 * time.Second)
+	for egressAuditLines(auditFile) < 3 {
+		if time.Now().After(deadline) {
+			t.Fatalf("the audit log holds %d egress lines after 60 s, want 3", egressAuditLines(auditFile))
+		}
+		runtime.Gosched()
+	}
 	resp, err := http.Get(strings.TrimSuffix(p.url, "/mcp") + "/metrics")
 	if err != nil {
 		t.Fatal(err)
@@ -581,4 +594,10 @@ func TestUserEnvConfig(t *testing.T) {
 	if _, err := parseConfig([]string{"--config", path}); err == nil || !strings.Contains(err.Error(), `key "userEnv": "X=a/b": want NAME=SECRET`) {
 		t.Errorf("a bad userEnv: %v", err)
 	}
+}
+
+// egressAuditLines counts the egress lines of an audit log file.
+func egressAuditLines(path string) int {
+	data, _ := os.ReadFile(path)
+	return bytes.Count(data, []byte(`"event":"egress"`))
 }
