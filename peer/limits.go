@@ -18,7 +18,7 @@ const (
 	DefaultInitializeTimeout = time.Minute
 	// DefaultMaxRequests bounds the requests in flight of one session (a
 	// pool admits that many per child it may run): clients run a few at
-	// once; 40,000 unanswered ones cost 43 MB (issue 13).
+	// once; 40,000 unanswered ones cost 43 MB.
 	DefaultMaxRequests = 100
 )
 
