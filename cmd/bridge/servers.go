@@ -366,6 +366,9 @@ func canonical(v map[string]json.RawMessage) map[string]string {
 // end and it is forgotten.
 func (m *multi) retire(r *running) {
 	r.reg.Retire()
+	// Its pool takes no new call (503 with Retry-After): those it took,
+	// parked ones included, finish before it closes.
+	r.stateless.Retire()
 	m.drains.Add(1)
 	go func() {
 		defer m.drains.Done()
