@@ -16,7 +16,7 @@ import (
 
 	"github.com/mcp-bridge/mcp-bridge/affinity"
 	"github.com/mcp-bridge/mcp-bridge/bridge"
-	"github.com/mcp-bridge/mcp-bridge/pool"
+	"github.com/mcp-bridge/mcp-bridge/endpoint"
 	"github.com/mcp-bridge/mcp-bridge/sandbox"
 	"github.com/mcp-bridge/mcp-bridge/session"
 )
@@ -35,15 +35,14 @@ type frontend interface {
 	Len() int
 }
 
-// single is the one-command form: one registry behind /mcp.
-type single struct {
-	*bridge.Handler
-	reg *session.Registry
-}
+// single is the one-command form: one endpoint behind /mcp.
+type single struct{ e *endpoint.Endpoint }
 
-func (s single) WaitIdle(ctx context.Context) error { return s.reg.WaitIdle(ctx) }
-func (s single) Shutdown(ctx context.Context) error { return s.reg.Shutdown(ctx) }
-func (s single) Len() int                           { return s.reg.Len() }
+func (s single) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.e.Handler().ServeHTTP(w, r) }
+func (s single) Drain()                                           { s.e.Drain() }
+func (s single) WaitIdle(ctx context.Context) error               { return s.e.WaitIdle(ctx) }
+func (s single) Shutdown(ctx context.Context) error               { return s.e.Close(ctx) }
+func (s single) Len() int                                         { return s.e.Len() }
 
 // sessionOptions are a registry's options for a configuration (the global
 // one, or one server's).
@@ -128,15 +127,12 @@ type multi struct {
 
 // running is one server of the file, serving.
 type running struct {
-	spec          *serverSpec
-	guardFiles    string // config.guardFiles
-	reg           *session.Registry
-	stateless     *pool.Pool // revision 2026-07-28 clients
-	h             *bridge.Handler
-	tel           *telemetry
-	guards        *guards
-	closeLauncher func()
-	inflight      atomic.Int64
+	spec       *serverSpec
+	guardFiles string // config.guardFiles
+	*endpoint.Endpoint
+	h        *bridge.Handler
+	tel      *telemetry
+	inflight atomic.Int64
 }
 
 func newMulti(cfg *config, logger *slog.Logger, hooks frontendHooks) *multi {
@@ -203,7 +199,7 @@ func (m *multi) startServer(ctx context.Context, s *serverSpec, sc *config) (*ru
 		g.close()
 		return nil, explain(err)
 	}
-	r := &running{spec: s, guardFiles: sc.guardFiles, tel: tel, guards: g, closeLauncher: closeLauncher}
+	r := &running{spec: s, guardFiles: sc.guardFiles, tel: tel}
 	so := sessionOptions(sc, session.LauncherOf(launcher), logger)
 	m.hooks.session(so, tel, g)
 	so.LogBudget = m.budget
@@ -214,19 +210,28 @@ func (m *multi) startServer(ctx context.Context, s *serverSpec, sc *config) (*ru
 			gov(int(m.total.Add(int64(n) - old)))
 		}
 	}
-	r.reg = session.NewRegistry(so)
-	tel.watchRegistry(r.reg)
+	release := func() error {
+		closeLauncher()
+		if err := g.close(); err != nil {
+			return fmt.Errorf("closing the audit log: %w", err)
+		}
+		return nil
+	}
 	// Its own pool for revision 2026-07-28 clients, on its launcher and
 	// guards, which answers server/discover for it.
-	if r.stateless, err = newPool(sc, launcher, m.hooks.router, so.Intercept, g, logger); err != nil {
-		_ = r.stop(ctx)
+	po, err := poolOptions(sc, launcher, m.hooks.router, so.Intercept, g, logger)
+	if err != nil {
+		_ = release()
 		return nil, err
 	}
-	tel.watchStateless(r.stateless)
 	ho := handlerOptions(sc, bridge.ServerPath(s.name), logger)
 	m.hooks.handler(ho)
-	ho.Stateless = r.stateless
-	r.h = bridge.NewHandler(r.reg, ho)
+	if r.Endpoint, err = endpoint.New(&endpoint.Options{Session: so, Pool: po, Handler: ho, Release: release}); err != nil {
+		return nil, err
+	}
+	r.h = r.Handler()
+	tel.watchRegistry(r.Registry())
+	tel.watchStateless(r.Pool())
 	if sc.policy != nil && m.hooks.scopes != nil {
 		m.hooks.scopes(sc.policy.Scopes()...)
 	}
@@ -256,17 +261,7 @@ func serverGuards(global *guards, gcfg, sc *config, logger *slog.Logger, tel *te
 
 // stop ends the server's sessions, stops the children of its stateless
 // pool, and releases its launcher and guards.
-func (r *running) stop(ctx context.Context) error {
-	err := r.reg.Shutdown(ctx)
-	if r.stateless != nil {
-		err = errors.Join(err, r.stateless.Close(ctx))
-	}
-	r.closeLauncher()
-	if cerr := r.guards.close(); cerr != nil {
-		err = errors.Join(err, fmt.Errorf("closing the audit log: %w", cerr))
-	}
-	return err
-}
+func (r *running) stop(ctx context.Context) error { return r.Close(ctx) }
 
 // reload reads the file again: servers it adds start, servers it removes
 // drain (their sessions end once their requests in flight are answered,
@@ -365,21 +360,18 @@ func canonical(v map[string]json.RawMessage) map[string]string {
 // the requests in flight finish within --shutdown-grace, then its sessions
 // end and it is forgotten.
 func (m *multi) retire(r *running) {
-	r.reg.Retire()
-	// Its pool takes no new call (503 with Retry-After): those it took,
-	// parked ones included, finish before it closes.
-	r.stateless.Retire()
+	// New sessions and requests get 503; its pool takes no new call (503
+	// with Retry-After): those it took, parked ones included, finish
+	// before it closes.
+	r.Retire()
 	m.drains.Add(1)
 	go func() {
 		defer m.drains.Done()
 		name := r.spec.name
 		ctx, cancel := context.WithTimeout(context.Background(), m.cfg.ShutdownGrace)
-		err := r.reg.WaitIdle(ctx)
-		if err == nil {
-			// Its stateless calls too (retries of a parked call come to
-			// the new server, if any: this one's end at --request-state-ttl).
-			err = r.stateless.WaitIdle(ctx)
-		}
+		// Its stateless calls too (retries of a parked call come to the
+		// new server, if any: this one's end at --request-state-ttl).
+		err := r.WaitIdle(ctx)
 		cancel()
 		if err != nil {
 			m.logger.Warn("ending the sessions of a removed server with requests still in flight after --shutdown-grace", "server_name", name, "err", err)
@@ -417,7 +409,7 @@ func (m *multi) list() []*running {
 
 func (m *multi) WaitIdle(ctx context.Context) error {
 	for _, r := range m.list() {
-		if err := r.reg.WaitIdle(ctx); err != nil {
+		if err := r.WaitIdle(ctx); err != nil { // sessions and stateless calls
 			return err
 		}
 	}
@@ -427,7 +419,7 @@ func (m *multi) WaitIdle(ctx context.Context) error {
 func (m *multi) Len() int {
 	n := 0
 	for _, r := range m.list() {
-		n += r.reg.Len()
+		n += r.Len()
 	}
 	return n
 }
