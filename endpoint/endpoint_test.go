@@ -65,28 +65,8 @@ func (w testWriter) Write(p []byte) (int, error) {
 // newEndpoint builds an endpoint at /mcp on test children and serves it.
 func newEndpoint(t *testing.T) (*endpoint.Endpoint, string) {
 	t.Helper()
-	exe, err := os.Executable()
-	if err != nil {
-		t.Fatal(err)
-	}
-	logger := slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelWarn}))
-	local := sandbox.NewLocal(&sandbox.LocalOptions{Command: exe, Env: append(os.Environ(), childEnv+"=1"),
-		StopGrace: 2 * time.Second, Logger: logger})
 	released := false
-	e, err := endpoint.New(&endpoint.Options{
-		Session: &session.Options{Launcher: session.LauncherOf(local), Logger: logger},
-		Pool: &pool.Options{
-			Launch:        func(ctx context.Context, name string) (peer.Process, error) { return local.Launch(ctx, name) },
-			Era:           pool.EraLegacy,
-			OtherVersions: bridge.SessionVersions(),
-			Logger:        logger,
-		},
-		Handler: &bridge.Options{Path: "/mcp", Logger: logger},
-		Release: func() error { released = true; return nil },
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
+	e := build(t, "/mcp", func() error { released = true; return nil })
 	srv := httptest.NewServer(e.Handler())
 	t.Cleanup(func() {
 		srv.Close()
@@ -100,6 +80,33 @@ func newEndpoint(t *testing.T) (*endpoint.Endpoint, string) {
 		}
 	})
 	return e, srv.URL + "/mcp"
+}
+
+// build builds an endpoint at path on test children.
+func build(t *testing.T, path string, release func() error) *endpoint.Endpoint {
+	t.Helper()
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	logger := slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	local := sandbox.NewLocal(&sandbox.LocalOptions{Command: exe, Env: append(os.Environ(), childEnv+"=1"),
+		StopGrace: 2 * time.Second, Logger: logger})
+	e, err := endpoint.New(&endpoint.Options{
+		Session: &session.Options{Launcher: session.LauncherOf(local), Logger: logger},
+		Pool: &pool.Options{
+			Launch:        func(ctx context.Context, name string) (peer.Process, error) { return local.Launch(ctx, name) },
+			Era:           pool.EraLegacy,
+			OtherVersions: bridge.SessionVersions(),
+			Logger:        logger,
+		},
+		Handler: &bridge.Options{Path: path, Logger: logger},
+		Release: release,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return e
 }
 
 // startCall starts a 2026-07-28 client's call of tool wait and returns
@@ -182,21 +189,9 @@ func TestRetireWaitsForStatelessCall(t *testing.T) {
 	defer cancel()
 	c, done := startCall(t, ctx, url)
 	e.Retire()
-	body := `{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"wait","arguments":{"addr":"127.0.0.1:1"},"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}}}}`
-	req, _ := http.NewRequest(http.MethodPost, url, strings.NewReader(body))
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("Accept", "application/json, text/event-stream")
-	req.Header.Set("MCP-Protocol-Version", "2026-07-28")
-	req.Header.Set("Mcp-Method", "tools/call")
-	req.Header.Set("Mcp-Name", "wait")
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	b, _ := io.ReadAll(resp.Body)
-	resp.Body.Close()
-	if resp.StatusCode != http.StatusServiceUnavailable || resp.Header.Get("Retry-After") == "" {
-		t.Fatalf("a new call after Retire: %d (Retry-After %q) %s, want 503 with Retry-After", resp.StatusCode, resp.Header.Get("Retry-After"), b)
+	body := newCall
+	if resp := post(t, url, body); resp.StatusCode != http.StatusServiceUnavailable || resp.Header.Get("Retry-After") == "" {
+		t.Fatalf("a new call after Retire: %d (Retry-After %q), want 503 with Retry-After", resp.StatusCode, resp.Header.Get("Retry-After"))
 	}
 	if !busy(e) {
 		t.Fatal("WaitIdle returns with a 2026-07-28 call in flight")
@@ -211,4 +206,24 @@ func TestRetireWaitsForStatelessCall(t *testing.T) {
 	if err := <-done; err != nil {
 		t.Fatalf("the call in flight at retire: %v, want its answer", err)
 	}
+}
+
+const newCall = `{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"wait","arguments":{"addr":"127.0.0.1:1"},"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}}}}`
+
+// post sends a 2026-07-28 call of tool wait.
+func post(t *testing.T, url, body string) *http.Response {
+	t.Helper()
+	req, _ := http.NewRequest(http.MethodPost, url, strings.NewReader(body))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	req.Header.Set("MCP-Protocol-Version", "2026-07-28")
+	req.Header.Set("Mcp-Method", "tools/call")
+	req.Header.Set("Mcp-Name", "wait")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, _ = io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	return resp
 }

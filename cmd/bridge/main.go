@@ -324,7 +324,7 @@ func serve(ctx context.Context, cfg *config, logger *slog.Logger, ready chan<- n
 	base := scheme + listenURLHost(cfg.Listen, ln.Addr())
 	if m, ok := fe.(*multi); ok {
 		logger.Info("bridge listening", "url", base, "config", cfg.Config,
-			"servers", m.servers.Names(), "paths", bridge.ServerPath("NAME"), "auth", authMode(cfg))
+			"servers", m.Names(), "paths", bridge.ServerPath("NAME"), "auth", authMode(cfg))
 	} else {
 		logger.Info("bridge listening", "url", base+cfg.Path,
 			"command", strings.Join(cfg.command, " "), "sandbox", cfg.Sandbox, "auth", authMode(cfg))
