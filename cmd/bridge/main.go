@@ -35,7 +35,6 @@ import (
 	"github.com/mcp-bridge/mcp-bridge/auth"
 	"github.com/mcp-bridge/mcp-bridge/bridge"
 	"github.com/mcp-bridge/mcp-bridge/egress"
-	"github.com/mcp-bridge/mcp-bridge/endpoint"
 	"github.com/mcp-bridge/mcp-bridge/internal/gcfloor"
 	"github.com/mcp-bridge/mcp-bridge/internal/procs"
 	"github.com/mcp-bridge/mcp-bridge/peer"
@@ -250,28 +249,10 @@ func serve(ctx context.Context, cfg *config, logger *slog.Logger, ready chan<- n
 		reload = append(reload, func() { m.reload(ctx) })
 		fe = m
 	} else {
-		cfg.onEgress = egressReporter(cfg, g, tel, logger)
-		launcher, closeLauncher, err := newLauncher(ctx, cfg, logger, tel)
+		e, err := hooks.endpoint(ctx, cfg, cfg.Path, tel, g, session.NewLogBudget(cfg.LogMaxTotalBytes), nil, nil, logger)
 		if err != nil {
-			return startError{explain(err)}
+			return startError{err}
 		}
-		sessOpts := sessionOptions(cfg, session.LauncherOf(launcher), logger)
-		hooks.session(sessOpts, tel, g)
-		po, err := poolOptions(cfg, launcher, router, sessOpts.Intercept, g, logger)
-		if err != nil {
-			closeLauncher()
-			return err
-		}
-		ho := handlerOptions(cfg, cfg.Path, logger)
-		hooks.handler(ho)
-		ho.AcceptSessionID = cfg.AcceptSessionID
-		e, err := endpoint.New(&endpoint.Options{Session: sessOpts, Pool: po, Handler: ho,
-			Release: func() error { closeLauncher(); return nil }})
-		if err != nil {
-			return err
-		}
-		tel.watchStateless(e.Pool())
-		tel.watchRegistry(e.Registry())
 		fe = single{e}
 	}
 

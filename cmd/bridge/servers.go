@@ -191,48 +191,71 @@ func (m *multi) startServer(ctx context.Context, s *serverSpec, sc *config) (*en
 	if err != nil {
 		return nil, err
 	}
-	sc.onEgress = egressReporter(sc, g, tel, logger)
-	launcher, closeLauncher, err := newLauncher(ctx, sc, logger, tel)
-	if err != nil {
-		g.close()
-		return nil, explain(err)
-	}
 	r := &running{}
-	so := sessionOptions(sc, session.LauncherOf(launcher), logger)
-	m.hooks.session(so, tel, g)
-	so.LogBudget = m.budget
-	if gov := so.Inflight; gov != nil {
-		// The governor wants the requests in flight of all servers.
-		so.Inflight = func(n int) {
-			old := r.inflight.Swap(int64(n))
-			gov(int(m.total.Add(int64(n) - old)))
+	tune := func(so *session.Options) {
+		if gov := so.Inflight; gov != nil {
+			// The governor wants the requests in flight of all servers.
+			so.Inflight = func(n int) {
+				old := r.inflight.Swap(int64(n))
+				gov(int(m.total.Add(int64(n) - old)))
+			}
 		}
 	}
+	r.Endpoint, err = m.hooks.endpoint(ctx, sc, bridge.ServerPath(s.name), tel, g, m.budget, tune, g.close, logger)
+	return r.Endpoint, err
+}
+
+// endpoint builds the endpoint of one server, in both forms (the
+// one-command form's at --path, each of a --config file's at
+// /servers/NAME/mcp): its launcher and warm spares, its registry with
+// the telemetry and guards given, its stateless pool, its handler. tune,
+// if not nil, adjusts the registry's options; closeGuards, if not nil,
+// closes the guards when the endpoint closes (the one-command form's are
+// serve's to close).
+func (h frontendHooks) endpoint(ctx context.Context, sc *config, path string, tel *telemetry, g *guards, budget *session.LogBudget, tune func(*session.Options), closeGuards func() error, logger *slog.Logger) (*endpoint.Endpoint, error) {
+	sc.onEgress = egressReporter(sc, g, tel, logger)
 	release := func() error {
-		closeLauncher()
-		if err := g.close(); err != nil {
+		if closeGuards == nil {
+			return nil
+		}
+		if err := closeGuards(); err != nil {
 			return fmt.Errorf("closing the audit log: %w", err)
 		}
 		return nil
 	}
+	launcher, closeLauncher, err := newLauncher(ctx, sc, logger, tel)
+	if err != nil {
+		_ = release()
+		return nil, explain(err)
+	}
+	releaseGuards := release
+	release = func() error { closeLauncher(); return releaseGuards() }
+	so := sessionOptions(sc, session.LauncherOf(launcher), logger)
+	h.session(so, tel, g)
+	so.LogBudget = budget
+	if tune != nil {
+		tune(so)
+	}
 	// Its own pool for revision 2026-07-28 clients, on its launcher and
 	// guards, which answers server/discover for it.
-	po, err := poolOptions(sc, launcher, m.hooks.router, so.Intercept, g, logger)
+	po, err := poolOptions(sc, launcher, h.router, so.Intercept, g, logger)
 	if err != nil {
 		_ = release()
 		return nil, err
 	}
-	ho := handlerOptions(sc, bridge.ServerPath(s.name), logger)
-	m.hooks.handler(ho)
-	if r.Endpoint, err = endpoint.New(&endpoint.Options{Session: so, Pool: po, Handler: ho, Release: release}); err != nil {
+	ho := handlerOptions(sc, path, logger)
+	h.handler(ho)
+	ho.AcceptSessionID = sc.AcceptSessionID
+	e, err := endpoint.New(&endpoint.Options{Session: so, Pool: po, Handler: ho, Release: release})
+	if err != nil {
 		return nil, err
 	}
-	tel.watchRegistry(r.Registry())
-	tel.watchStateless(r.Pool())
-	if sc.policy != nil && m.hooks.scopes != nil {
-		m.hooks.scopes(sc.policy.Scopes()...)
+	tel.watchRegistry(e.Registry())
+	tel.watchStateless(e.Pool())
+	if sc.policy != nil && h.scopes != nil {
+		h.scopes(sc.policy.Scopes()...)
 	}
-	return r.Endpoint, nil
+	return e, nil
 }
 
 // serverGuards are the guards of a server of the file: its own policy,
