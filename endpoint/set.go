@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net/http"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/mcp-bridge/mcp-bridge/bridge"
@@ -27,6 +28,10 @@ type Member struct {
 
 // SetOptions configure a Set.
 type SetOptions struct {
+	// One makes a set of one (the one-command form): its one member is
+	// served at its handler's own path (bridge.Options.Path, /mcp by
+	// default), which answers every request; Edge is not used.
+	One bool
 	// Edge are the options of the handler that runs the checks before
 	// answers of the set's own (unknown server, /readyz, /metrics).
 	Edge *bridge.Options
@@ -58,6 +63,7 @@ type Set struct {
 
 	mu      sync.Mutex // serializes Apply and Close
 	running map[string]*running
+	one     atomic.Pointer[Endpoint] // with One
 	closed  bool
 	drains  sync.WaitGroup // retired servers still draining
 }
@@ -69,7 +75,10 @@ type running struct {
 
 // NewSet returns an empty set.
 func NewSet(o *SetOptions) *Set {
-	s := &Set{opts: *o, logger: o.Logger, servers: bridge.NewServers(o.Edge), running: map[string]*running{}}
+	s := &Set{opts: *o, logger: o.Logger, running: map[string]*running{}}
+	if !o.One {
+		s.servers = bridge.NewServers(o.Edge)
+	}
 	if s.logger == nil {
 		s.logger = slog.Default()
 	}
@@ -93,6 +102,9 @@ func (s *Set) Apply(ctx context.Context, members []Member) (Changes, error) {
 	var ch Changes
 	if s.closed {
 		return ch, ErrClosed
+	}
+	if s.opts.One && len(members) != 1 {
+		return ch, fmt.Errorf("a set of one applies one server, not %d", len(members))
 	}
 	var build []Member
 	seen := map[string]bool{}
@@ -121,6 +133,9 @@ func (s *Set) Apply(ctx context.Context, members []Member) (Changes, error) {
 			for _, e := range built {
 				_ = e.Close(context.Background())
 			}
+			if s.opts.One {
+				return Changes{}, err
+			}
 			return Changes{}, fmt.Errorf("server %q: %w", m.Name, err)
 		}
 		built = append(built, e)
@@ -131,6 +146,10 @@ func (s *Set) Apply(ctx context.Context, members []Member) (Changes, error) {
 			s.retire(m.Name, old)
 		}
 		s.running[m.Name] = &running{key: m.Key, e: built[i]}
+		if s.opts.One {
+			s.one.Store(built[i])
+			continue
+		}
 		s.servers.Set(m.Name, built[i].Handler())
 	}
 	for _, name := range ch.Removed {
@@ -165,7 +184,9 @@ func (s *Set) retire(name string, r *running) {
 		if err := r.e.Close(stopCtx); err != nil {
 			s.logger.Error("some MCP servers did not stop", "server_name", name, "err", err)
 		}
-		s.servers.Remove(name, r.e.Handler())
+		if s.servers != nil {
+			s.servers.Remove(name, r.e.Handler())
+		}
 		s.mu.Lock()
 		if s.running[name] == nil && s.opts.Forget != nil {
 			// Removed, not replaced, and not added again since.
@@ -176,13 +197,36 @@ func (s *Set) retire(name string, r *running) {
 	}()
 }
 
-func (s *Set) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.servers.ServeHTTP(w, r) }
+func (s *Set) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if s.opts.One {
+		if e := s.one.Load(); e != nil {
+			e.Handler().ServeHTTP(w, r)
+			return
+		}
+		http.Error(w, "Service Unavailable: the MCP server is not configured yet", http.StatusServiceUnavailable)
+		return
+	}
+	s.servers.ServeHTTP(w, r)
+}
 
 // Drain refuses new sessions and fails /readyz, at shutdown.
-func (s *Set) Drain() { s.servers.Drain() }
+func (s *Set) Drain() {
+	if s.opts.One {
+		if e := s.one.Load(); e != nil {
+			e.Drain()
+		}
+		return
+	}
+	s.servers.Drain()
+}
 
-// Names are the names of the servers served.
-func (s *Set) Names() []string { return s.servers.Names() }
+// Names are the names of the servers served (none in a set of one).
+func (s *Set) Names() []string {
+	if s.opts.One {
+		return nil
+	}
+	return s.servers.Names()
+}
 
 func (s *Set) list() []*Endpoint {
 	s.mu.Lock()

@@ -70,3 +70,36 @@ func TestSetReloadRemovesServer(t *testing.T) {
 		t.Fatalf("a call to the drained server: %d, want 404", resp.StatusCode)
 	}
 }
+
+// The one-command form is a set of one at /mcp: a 2026-07-28 call in
+// flight at shutdown (Drain, WaitIdle within the grace, Close) gets its
+// answer.
+func TestSetOfOneShutdown(t *testing.T) {
+	set := endpoint.NewSet(&endpoint.SetOptions{One: true, Grace: time.Minute, StopBudget: 30 * time.Second})
+	if _, err := set.Apply(context.Background(), []endpoint.Member{{Build: func(context.Context) (*endpoint.Endpoint, error) {
+		return build(t, bridge.DefaultPath, nil), nil
+	}}}); err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(set)
+	defer srv.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	c, done := startCall(t, ctx, srv.URL+bridge.DefaultPath)
+	set.Drain()
+	done0, cancel0 := context.WithCancel(ctx)
+	cancel0()
+	if set.WaitIdle(done0) == nil {
+		t.Fatal("WaitIdle returns with a 2026-07-28 call in flight")
+	}
+	c.Close()
+	if err := set.WaitIdle(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := set.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-done; err != nil {
+		t.Fatalf("the call in flight at shutdown: %v, want its answer", err)
+	}
+}

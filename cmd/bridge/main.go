@@ -35,6 +35,7 @@ import (
 	"github.com/mcp-bridge/mcp-bridge/auth"
 	"github.com/mcp-bridge/mcp-bridge/bridge"
 	"github.com/mcp-bridge/mcp-bridge/egress"
+	"github.com/mcp-bridge/mcp-bridge/endpoint"
 	"github.com/mcp-bridge/mcp-bridge/internal/gcfloor"
 	"github.com/mcp-bridge/mcp-bridge/internal/procs"
 	"github.com/mcp-bridge/mcp-bridge/peer"
@@ -249,11 +250,14 @@ func serve(ctx context.Context, cfg *config, logger *slog.Logger, ready chan<- n
 		reload = append(reload, func() { m.reload(ctx) })
 		fe = m
 	} else {
-		e, err := hooks.endpoint(ctx, cfg, cfg.Path, tel, g, session.NewLogBudget(cfg.LogMaxTotalBytes), nil, nil, logger)
-		if err != nil {
+		set := endpoint.NewSet(&endpoint.SetOptions{One: true, Grace: cfg.ShutdownGrace,
+			StopBudget: sandbox.StopBudget(cfg.StopGrace), Logger: logger})
+		if _, err := set.Apply(ctx, []endpoint.Member{{Build: func(ctx context.Context) (*endpoint.Endpoint, error) {
+			return hooks.endpoint(ctx, cfg, cfg.Path, tel, g, session.NewLogBudget(cfg.LogMaxTotalBytes), nil, nil, logger)
+		}}}); err != nil {
 			return startError{err}
 		}
-		fe = single{e}
+		fe = single{set}
 	}
 
 	tlsConf, reloadTLS, err := newTLSConfig(cfg, logger)

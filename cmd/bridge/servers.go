@@ -35,14 +35,10 @@ type frontend interface {
 	Len() int
 }
 
-// single is the one-command form: one endpoint behind /mcp.
-type single struct{ e *endpoint.Endpoint }
+// single is the one-command form: a set of one at --path (/mcp).
+type single struct{ *endpoint.Set }
 
-func (s single) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.e.Handler().ServeHTTP(w, r) }
-func (s single) Drain()                                           { s.e.Drain() }
-func (s single) WaitIdle(ctx context.Context) error               { return s.e.WaitIdle(ctx) }
-func (s single) Shutdown(ctx context.Context) error               { return s.e.Close(ctx) }
-func (s single) Len() int                                         { return s.e.Len() }
+func (s single) Shutdown(ctx context.Context) error { return s.Close(ctx) }
 
 // sessionOptions are a registry's options for a configuration (the global
 // one, or one server's).
