@@ -300,9 +300,13 @@ type Pool struct {
 	noted    chan struct{} // closed and replaced when waiting changes (Await)
 	parked   map[string]*call
 	closed   bool
-	subs     *subscriptions
-	tools    toolCache // the tools' x-mcp-header annotations
-	lastRead time.Time // the latest reading of the clock (clockLocked)
+	retired  bool // Retire: no new call
+	// acquiring counts calls in acquire: they hold no child yet (one may
+	// be starting for them), but WaitIdle waits for them.
+	acquiring int
+	subs      *subscriptions
+	tools     toolCache // the tools' x-mcp-header annotations
+	lastRead  time.Time // the latest reading of the clock (clockLocked)
 
 	cores int              // Options.Cores
 	now   func() time.Time // the clock; tests set their own
@@ -629,6 +633,19 @@ const modernKey = "M"
 func (p *Pool) acquire(ctx context.Context, key string, principal any, caps json.RawMessage, legacy, exclusive bool, c *call) (*child, error) {
 	shared := !exclusive && !c.solo
 	spawnFailed := false // a child started for stalled ones failed: queue instead
+	p.mu.Lock()
+	if p.retired && !p.closed {
+		p.mu.Unlock()
+		return nil, ErrRetired
+	}
+	p.acquiring++
+	p.mu.Unlock()
+	defer func() {
+		p.mu.Lock()
+		p.acquiring--
+		p.noteWaitingLocked(0) // wakes WaitIdle
+		p.mu.Unlock()
+	}()
 	for {
 		p.mu.Lock()
 		if p.closed {
@@ -1085,20 +1102,28 @@ type Stats struct {
 
 // WaitIdle waits until no call is in flight on any child (parked calls
 // count as in flight), or ctx ends.
+// Calls still taking a child count too: a Close after WaitIdle cuts none
+// of them.
 func (p *Pool) WaitIdle(ctx context.Context) error {
-	return p.Await(ctx, func(s Stats) bool { return s.InFlight == 0 })
+	return p.await(ctx, func(s Stats, acquiring int) bool { return s.InFlight == 0 && acquiring == 0 })
 }
 
 // Await waits until cond holds for the pool's Stats, or ctx ends: it
 // checks again whenever a child frees or ends, or a request starts or
 // stops waiting for one.
 func (p *Pool) Await(ctx context.Context, cond func(Stats) bool) error {
+	return p.await(ctx, func(s Stats, _ int) bool { return cond(s) })
+}
+
+// await is Await whose cond also gets the calls taking a child.
+func (p *Pool) await(ctx context.Context, cond func(s Stats, acquiring int) bool) error {
 	for {
 		p.mu.Lock()
 		s := p.statsLocked()
+		acquiring := p.acquiring
 		changed, noted := p.changedLocked(), p.noted
 		p.mu.Unlock()
-		if cond(s) {
+		if cond(s, acquiring) {
 			return nil
 		}
 		select {
@@ -1373,3 +1398,28 @@ func response(rawID, result []byte) []byte {
 func errorResponse(rawID []byte, code int, msg string, data any) []byte {
 	return jsonrpc.ErrorResponse(rawID, code, msg, data)
 }
+
+// Retire makes the pool refuse new calls (ErrRetired, which is ErrClosed
+// to callers that branch on it: the front end answers 503 with
+// Retry-After) while the calls it took finish: those taking a child,
+// those running, and parked calls, whose retries still resume them. A
+// configuration reload retires the pool of a server it removes or
+// replaces, then waits for WaitIdle before Close, so that no call it took
+// is cut by the Close.
+func (p *Pool) Retire() {
+	p.mu.Lock()
+	p.retired = true
+	p.mu.Unlock()
+}
+
+// ErrRetired: the pool's server was removed or replaced by a
+// configuration reload; errors.Is(ErrRetired, ErrClosed).
+var ErrRetired error = retiredError{}
+
+type retiredError struct{}
+
+func (retiredError) Error() string {
+	return "this MCP server was removed or replaced by a configuration reload"
+}
+
+func (retiredError) Is(target error) bool { return target == ErrClosed }

@@ -35,6 +35,7 @@ import (
 	"github.com/mcp-bridge/mcp-bridge/auth"
 	"github.com/mcp-bridge/mcp-bridge/bridge"
 	"github.com/mcp-bridge/mcp-bridge/egress"
+	"github.com/mcp-bridge/mcp-bridge/endpoint"
 	"github.com/mcp-bridge/mcp-bridge/internal/gcfloor"
 	"github.com/mcp-bridge/mcp-bridge/internal/procs"
 	"github.com/mcp-bridge/mcp-bridge/peer"
@@ -246,7 +247,6 @@ func serve(ctx context.Context, cfg *config, logger *slog.Logger, ready chan<- n
 	}
 	var fe frontend
 	var reload []func() // what SIGHUP reloads
-	var stateless *pool.Pool
 	if cfg.file != nil {
 		m := newMulti(cfg, logger, hooks)
 		if err := m.start(ctx); err != nil {
@@ -255,32 +255,14 @@ func serve(ctx context.Context, cfg *config, logger *slog.Logger, ready chan<- n
 		reload = append(reload, func() { m.reload(ctx) })
 		fe = m
 	} else {
-		cfg.onEgress = egressReporter(cfg, g, tel, logger)
-		launcher, closeLauncher, err := newLauncher(ctx, cfg, logger, tel)
-		if err != nil {
-			return startError{explain(err)}
+		set := endpoint.NewSet(&endpoint.SetOptions{One: true, Grace: cfg.ShutdownGrace,
+			StopBudget: sandbox.StopBudget(cfg.StopGrace), Logger: logger})
+		if _, err := set.Apply(ctx, []endpoint.Member{{Build: func(ctx context.Context) (*endpoint.Endpoint, error) {
+			return hooks.endpoint(ctx, cfg, cfg.Path, tel, g, session.NewLogBudget(cfg.LogMaxTotalBytes), nil, nil, logger)
+		}}}); err != nil {
+			return startError{err}
 		}
-		defer closeLauncher()
-		sessOpts := sessionOptions(cfg, session.LauncherOf(launcher), logger)
-		hooks.session(sessOpts, tel, g)
-		reg := session.NewRegistry(sessOpts)
-		stateless, err = newPool(cfg, launcher, router, sessOpts, g, logger, sources())
-		if err != nil {
-			return err
-		}
-		tel.watchStateless(stateless)
-		defer func() {
-			ctx, cancel := context.WithTimeout(context.Background(), sandbox.StopBudget(cfg.StopGrace))
-			defer cancel()
-			if err := stateless.Close(ctx); err != nil {
-				logger.Error("some MCP servers of the stateless pool did not stop", "err", err)
-			}
-		}()
-		tel.watchRegistry(reg)
-		ho := handlerOptions(cfg, cfg.Path, logger)
-		hooks.handler(ho)
-		ho.Stateless, ho.AcceptSessionID = stateless, cfg.AcceptSessionID
-		fe = single{bridge.NewHandler(reg, ho), reg}
+		fe = single{set}
 	}
 
 	tlsConf, reloadTLS, err := newTLSConfig(cfg, logger)
@@ -332,7 +314,7 @@ func serve(ctx context.Context, cfg *config, logger *slog.Logger, ready chan<- n
 	base := scheme + listenURLHost(cfg.Listen, ln.Addr())
 	if m, ok := fe.(*multi); ok {
 		logger.Info("bridge listening", "url", base, "config", cfg.Config,
-			"servers", m.servers.Names(), "paths", bridge.ServerPath("NAME"), "auth", authMode(cfg))
+			"servers", m.Names(), "paths", bridge.ServerPath("NAME"), "auth", authMode(cfg))
 	} else {
 		logger.Info("bridge listening", "url", base+cfg.Path,
 			"command", strings.Join(cfg.command, " "), "sandbox", cfg.Sandbox, "auth", authMode(cfg))
@@ -366,13 +348,6 @@ func serve(ctx context.Context, cfg *config, logger *slog.Logger, ready chan<- n
 	if err := fe.Shutdown(stopCtx); err != nil {
 		logger.Error("some MCP servers did not stop", "err", err)
 	}
-	// The stateless pool too: its subscription streams end with a
-	// completion result, its servers stop (Close is idempotent).
-	if stateless != nil {
-		if err := stateless.Close(stopCtx); err != nil {
-			logger.Error("some MCP servers of the stateless pool did not stop", "err", err)
-		}
-	}
 	// Every stream has ended; give handlers a moment to write their last
 	// events before cutting connections that are stuck on slow clients.
 	select {
@@ -385,11 +360,12 @@ func serve(ctx context.Context, cfg *config, logger *slog.Logger, ready chan<- n
 	return nil
 }
 
-// newPool builds the pool of servers for revision 2026-07-28 clients. With
+// poolOptions are the options of the pool of servers for revision
+// 2026-07-28 clients. With
 // session affinity, requestStates are signed with the affinity secret and
 // name this instance, so that any instance can verify a retry and forward
 // it to the one holding the parked call.
-func newPool(cfg *config, launcher sandbox.Launcher, router *affinity.Instance, so *session.Options, g *guards, logger *slog.Logger, inflight func(int)) (*pool.Pool, error) {
+func poolOptions(cfg *config, launcher sandbox.Launcher, router *affinity.Instance, so *session.Options, g *guards, logger *slog.Logger, inflight func(int)) (*pool.Options, error) {
 	era, err := pool.ParseEra(cfg.ChildEra)
 	if err != nil {
 		return nil, err
@@ -425,7 +401,7 @@ func newPool(cfg *config, launcher sandbox.Launcher, router *affinity.Instance, 
 		opts.Secret = cfg.affinitySecret
 		opts.Instance = router.Self()
 	}
-	return pool.New(opts)
+	return opts, nil
 }
 
 // forwarder is how the stateless front end reaches the instance holding a

@@ -16,7 +16,7 @@ import (
 
 	"github.com/mcp-bridge/mcp-bridge/affinity"
 	"github.com/mcp-bridge/mcp-bridge/bridge"
-	"github.com/mcp-bridge/mcp-bridge/pool"
+	"github.com/mcp-bridge/mcp-bridge/endpoint"
 	"github.com/mcp-bridge/mcp-bridge/sandbox"
 	"github.com/mcp-bridge/mcp-bridge/session"
 )
@@ -35,15 +35,10 @@ type frontend interface {
 	Len() int
 }
 
-// single is the one-command form: one registry behind /mcp.
-type single struct {
-	*bridge.Handler
-	reg *session.Registry
-}
+// single is the one-command form: a set of one at --path (/mcp).
+type single struct{ *endpoint.Set }
 
-func (s single) WaitIdle(ctx context.Context) error { return s.reg.WaitIdle(ctx) }
-func (s single) Shutdown(ctx context.Context) error { return s.reg.Shutdown(ctx) }
-func (s single) Len() int                           { return s.reg.Len() }
+func (s single) Shutdown(ctx context.Context) error { return s.Close(ctx) }
 
 // sessionOptions are a registry's options for a configuration (the global
 // one, or one server's).
@@ -112,85 +107,80 @@ type frontendHooks struct {
 }
 
 // multi serves the servers of a --config file, each at /servers/NAME/mcp
-// with a registry, launcher and handler of its own, and reloads the file
+// with an endpoint of its own (endpoint.Set), and reloads the file
 // (reload, on SIGHUP).
 type multi struct {
-	cfg     *config // the global configuration; cfg.file is the file read at start
-	logger  *slog.Logger
-	servers *bridge.Servers
-	hooks   frontendHooks
-	budget  *session.LogBudget // --log-max-total-bytes, shared by all servers
-	total   atomic.Int64       // requests in flight over all servers
+	*endpoint.Set
+	cfg    *config // the global configuration; cfg.file is the file read at start
+	logger *slog.Logger
+	hooks  frontendHooks
+	budget *session.LogBudget // --log-max-total-bytes, shared by all servers
+	total  atomic.Int64       // requests in flight over all servers
 
-	mu      sync.Mutex // serializes reloads and Shutdown
-	running map[string]*running
-	closed  bool
-	drains  sync.WaitGroup // retired servers still draining
+	mu sync.Mutex // serializes reloads
 }
 
 // running is one server of the file, serving.
 type running struct {
-	spec          *serverSpec
-	guardFiles    string // config.guardFiles
-	reg           *session.Registry
-	stateless     *pool.Pool // revision 2026-07-28 clients
-	h             *bridge.Handler
-	tel           *telemetry
-	guards        *guards
-	closeLauncher func()
-	inflight      atomic.Int64
+	*endpoint.Endpoint
+	inflight atomic.Int64
 }
 
 func newMulti(cfg *config, logger *slog.Logger, hooks frontendHooks) *multi {
 	edge := handlerOptions(cfg, bridge.DefaultPath, logger)
 	hooks.handler(edge) // the checks, /metrics and the OAuth metadata
-	return &multi{
+	m := &multi{
 		cfg: cfg, logger: logger, hooks: hooks,
-		servers: bridge.NewServers(edge),
-		budget:  session.NewLogBudget(cfg.LogMaxTotalBytes),
-		running: make(map[string]*running),
+		budget: session.NewLogBudget(cfg.LogMaxTotalBytes),
 	}
+	m.Set = endpoint.NewSet(&endpoint.SetOptions{
+		Edge:       edge,
+		Grace:      cfg.ShutdownGrace,
+		StopBudget: sandbox.StopBudget(cfg.StopGrace),
+		Forget: func(name string) {
+			// Its gauges go with it.
+			if hooks.tel.metrics != nil {
+				hooks.tel.metrics.Server(name).Drop()
+			}
+		},
+		Logger: logger,
+	})
+	return m
 }
 
 // start starts every server of the file; if one cannot start, none serves.
 func (m *multi) start(ctx context.Context) error {
-	started, err := m.startAll(ctx, m.cfg.file, m.cfg.file.servers)
+	members, err := m.members(m.cfg.file)
 	if err != nil {
 		return err
 	}
-	for _, r := range started {
-		m.running[r.spec.name] = r
-		m.servers.Set(r.spec.name, r.h)
+	if _, err := m.Apply(ctx, members); err != nil {
+		return fmt.Errorf("config %s: %w", m.cfg.file.path, err)
 	}
 	return nil
 }
 
-// startAll checks the configuration of every spec, then starts them; if
-// one fails, those started are stopped and nothing changes.
-func (m *multi) startAll(ctx context.Context, f *configFile, specs []*serverSpec) ([]*running, error) {
-	cfgs := make([]*config, len(specs))
-	for i, s := range specs {
+// members are the servers of f, as the set applies them: each one's
+// configuration is checked first.
+func (m *multi) members(f *configFile) ([]endpoint.Member, error) {
+	members := make([]endpoint.Member, len(f.servers))
+	for i, s := range f.servers {
 		sc, err := serverConfig(m.cfg, f.path, s)
 		if err != nil {
 			return nil, err
 		}
-		cfgs[i] = sc
-	}
-	var started []*running
-	for i, s := range specs {
-		r, err := m.startServer(ctx, s, cfgs[i])
-		if err != nil {
-			for _, r := range started {
-				r.stop(context.Background())
-			}
-			return nil, fmt.Errorf("config %s: server %q: %w", f.path, s.name, err)
+		members[i] = endpoint.Member{
+			Name: s.name,
+			// A changed entry, or a changed policy or pin file it names,
+			// replaces the server.
+			Key:   s.canon + "\x00" + sc.guardFiles,
+			Build: func(ctx context.Context) (*endpoint.Endpoint, error) { return m.startServer(ctx, s, sc) },
 		}
-		started = append(started, r)
 	}
-	return started, nil
+	return members, nil
 }
 
-func (m *multi) startServer(ctx context.Context, s *serverSpec, sc *config) (*running, error) {
+func (m *multi) startServer(ctx context.Context, s *serverSpec, sc *config) (*endpoint.Endpoint, error) {
 	logger := m.logger.With("server_name", s.name)
 	warnLoosenings(sc, logger)
 	// Its metrics and spans carry its name; its guards are its own.
@@ -199,40 +189,75 @@ func (m *multi) startServer(ctx context.Context, s *serverSpec, sc *config) (*ru
 	if err != nil {
 		return nil, err
 	}
-	sc.onEgress = egressReporter(sc, g, tel, logger)
-	launcher, closeLauncher, err := newLauncher(ctx, sc, logger, tel)
-	if err != nil {
-		g.close()
-		return nil, explain(err)
-	}
-	r := &running{spec: s, guardFiles: sc.guardFiles, tel: tel, guards: g, closeLauncher: closeLauncher}
-	so := sessionOptions(sc, session.LauncherOf(launcher), logger)
-	m.hooks.session(so, tel, g)
-	so.LogBudget = m.budget
-	if gov := so.Inflight; gov != nil {
-		// The governor wants the requests in flight of all servers.
-		so.Inflight = func(n int) {
-			old := r.inflight.Swap(int64(n))
-			gov(int(m.total.Add(int64(n) - old)))
+	r := &running{}
+	tune := func(so *session.Options) {
+		if gov := so.Inflight; gov != nil {
+			// The governor wants the requests in flight of all servers.
+			so.Inflight = func(n int) {
+				old := r.inflight.Swap(int64(n))
+				gov(int(m.total.Add(int64(n) - old)))
+			}
 		}
 	}
-	r.reg = session.NewRegistry(so)
-	tel.watchRegistry(r.reg)
+	r.Endpoint, err = m.hooks.endpoint(ctx, sc, bridge.ServerPath(s.name), tel, g, m.budget, tune, g.close, logger)
+	return r.Endpoint, err
+}
+
+// endpoint builds the endpoint of one server, in both forms (the
+// one-command form's at --path, each of a --config file's at
+// /servers/NAME/mcp): its launcher and warm spares, its registry with
+// the telemetry and guards given, its stateless pool, its handler. tune,
+// if not nil, adjusts the registry's options; closeGuards, if not nil,
+// closes the guards when the endpoint closes (the one-command form's are
+// serve's to close).
+func (h frontendHooks) endpoint(ctx context.Context, sc *config, path string, tel *telemetry, g *guards, budget *session.LogBudget, tune func(*session.Options), closeGuards func() error, logger *slog.Logger) (*endpoint.Endpoint, error) {
+	sc.onEgress = egressReporter(sc, g, tel, logger)
+	release := func() error {
+		if closeGuards == nil {
+			return nil
+		}
+		if err := closeGuards(); err != nil {
+			return fmt.Errorf("closing the audit log: %w", err)
+		}
+		return nil
+	}
+	launcher, closeLauncher, err := newLauncher(ctx, sc, logger, tel)
+	if err != nil {
+		_ = release()
+		return nil, explain(err)
+	}
+	releaseGuards := release
+	release = func() error { closeLauncher(); return releaseGuards() }
+	so := sessionOptions(sc, session.LauncherOf(launcher), logger)
+	h.session(so, tel, g)
+	so.LogBudget = budget
+	if tune != nil {
+		tune(so)
+	}
 	// Its own pool for revision 2026-07-28 clients, on its launcher and
 	// guards, which answers server/discover for it.
-	if r.stateless, err = newPool(sc, launcher, m.hooks.router, so, g, logger, m.hooks.inflight()); err != nil {
-		_ = r.stop(ctx)
+	var poolInflight func(int)
+	if h.inflight != nil {
+		poolInflight = h.inflight()
+	}
+	po, err := poolOptions(sc, launcher, h.router, so, g, logger, poolInflight)
+	if err != nil {
+		_ = release()
 		return nil, err
 	}
-	tel.watchStateless(r.stateless)
-	ho := handlerOptions(sc, bridge.ServerPath(s.name), logger)
-	m.hooks.handler(ho)
-	ho.Stateless = r.stateless
-	r.h = bridge.NewHandler(r.reg, ho)
-	if sc.policy != nil && m.hooks.scopes != nil {
-		m.hooks.scopes(sc.policy.Scopes()...)
+	ho := handlerOptions(sc, path, logger)
+	h.handler(ho)
+	ho.AcceptSessionID = sc.AcceptSessionID
+	e, err := endpoint.New(&endpoint.Options{Session: so, Pool: po, Handler: ho, Release: release})
+	if err != nil {
+		return nil, err
 	}
-	return r, nil
+	tel.watchRegistry(e.Registry())
+	tel.watchStateless(e.Pool())
+	if sc.policy != nil && h.scopes != nil {
+		h.scopes(sc.policy.Scopes()...)
+	}
+	return e, nil
 }
 
 // serverGuards are the guards of a server of the file: its own policy,
@@ -256,32 +281,16 @@ func serverGuards(global *guards, gcfg, sc *config, logger *slog.Logger, tel *te
 	return g, nil
 }
 
-// stop ends the server's sessions, stops the children of its stateless
-// pool, and releases its launcher and guards.
-func (r *running) stop(ctx context.Context) error {
-	err := r.reg.Shutdown(ctx)
-	if r.stateless != nil {
-		err = errors.Join(err, r.stateless.Close(ctx))
-	}
-	r.closeLauncher()
-	if cerr := r.guards.close(); cerr != nil {
-		err = errors.Join(err, fmt.Errorf("closing the audit log: %w", cerr))
-	}
-	return err
-}
-
 // reload reads the file again: servers it adds start, servers it removes
 // drain (their sessions end once their requests in flight are answered,
 // within --shutdown-grace; meanwhile they refuse new sessions and
 // requests with 404), servers whose entry changed are replaced (the old
 // one drains, new sessions go to the new one), and the others keep their
-// sessions. A file that is not valid changes nothing.
+// sessions (endpoint.Set.Apply). A file that is not valid changes
+// nothing.
 func (m *multi) reload(ctx context.Context) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if m.closed {
-		return
-	}
 	path := m.cfg.file.path
 	f, err := readConfigFile(path)
 	if err != nil {
@@ -291,61 +300,24 @@ func (m *multi) reload(ctx context.Context) {
 	if !reflect.DeepEqual(canonical(f.global), canonical(m.cfg.file.global)) {
 		m.logger.Warn("the global options (\"bridge\") of the config file changed: they take effect when the bridge restarts", "config", path)
 	}
-	var added, changed, unchanged, removed []string
-	var start []*serverSpec
-	seen := map[string]bool{}
-	for _, s := range f.servers {
-		seen[s.name] = true
-		switch r := m.running[s.name]; {
-		case r == nil:
-			added = append(added, s.name)
-			start = append(start, s)
-		case r.spec.canon != s.canon || r.guardFiles != guardFilesOf(m.cfg, path, s):
-			// A changed entry, or a changed policy or pin file it names.
-			changed = append(changed, s.name)
-			start = append(start, s)
-		default:
-			unchanged = append(unchanged, s.name)
+	members, err := m.members(f)
+	var ch endpoint.Changes
+	if err == nil {
+		ch, err = m.Apply(ctx, members)
+		if errors.Is(err, endpoint.ErrClosed) {
+			return
+		}
+		if err != nil {
+			err = fmt.Errorf("config %s: %w", f.path, err)
 		}
 	}
-	for name := range m.running {
-		if !seen[name] {
-			removed = append(removed, name)
-		}
-	}
-	started, err := m.startAll(ctx, f, start)
 	if err != nil {
 		m.logger.Error("configuration not reloaded: still serving the previous one; fix the file and send SIGHUP again", "err", err)
 		return
 	}
-	for _, r := range started {
-		name := r.spec.name
-		if old := m.running[name]; old != nil {
-			m.logger.Info("server changed in the configuration: replacing it; its sessions drain, new sessions go to the new one", "server_name", name)
-			m.retire(old)
-		}
-		m.running[name] = r
-		m.servers.Set(name, r.h)
-	}
-	for _, name := range removed {
-		m.logger.Info("server removed from the configuration: its sessions drain (new requests in them get 503), new sessions get 404", "server_name", name)
-		m.retire(m.running[name])
-		delete(m.running, name)
-	}
 	m.cfg.file.servers = f.servers
 	m.logger.Info("configuration reloaded", "config", path,
-		"added", added, "removed", removed, "changed", changed, "unchanged", unchanged)
-}
-
-// guardFilesOf is the digest of the policy and pin files a server names
-// itself (config.guardFiles); "" if its entry is not valid (startAll says
-// why).
-func guardFilesOf(global *config, path string, s *serverSpec) string {
-	sc, err := serverConfig(global, path, s)
-	if err != nil {
-		return ""
-	}
-	return sc.guardFiles
+		"added", ch.Added, "removed", ch.Removed, "changed", ch.Changed, "unchanged", ch.Unchanged)
 }
 
 // canonical is a JSON object's members with their values compacted, to
@@ -363,95 +335,9 @@ func canonical(v map[string]json.RawMessage) map[string]string {
 	return out
 }
 
-// retire drains a server in the background: no new session or request,
-// the requests in flight finish within --shutdown-grace, then its sessions
-// end and it is forgotten.
-func (m *multi) retire(r *running) {
-	r.reg.Retire()
-	m.drains.Add(1)
-	go func() {
-		defer m.drains.Done()
-		name := r.spec.name
-		ctx, cancel := context.WithTimeout(context.Background(), m.cfg.ShutdownGrace)
-		err := r.reg.WaitIdle(ctx)
-		if err == nil {
-			// Its stateless calls too (retries of a parked call come to
-			// the new server, if any: this one's end at --request-state-ttl).
-			err = r.stateless.WaitIdle(ctx)
-		}
-		cancel()
-		if err != nil {
-			m.logger.Warn("ending the sessions of a removed server with requests still in flight after --shutdown-grace", "server_name", name, "err", err)
-		}
-		stopCtx, cancelStop := context.WithTimeout(context.Background(), sandbox.StopBudget(m.cfg.StopGrace))
-		defer cancelStop()
-		if err := r.stop(stopCtx); err != nil {
-			m.logger.Error("some MCP servers did not stop", "server_name", name, "err", err)
-		}
-		m.servers.Remove(name, r.h)
-		m.mu.Lock()
-		if m.running[name] == nil {
-			// Removed, not replaced, and not added again since: its
-			// gauges go with it.
-			r.tel.drop()
-		}
-		m.mu.Unlock()
-		m.logger.Info("server drained", "server_name", name)
-	}()
-}
-
-func (m *multi) ServeHTTP(w http.ResponseWriter, r *http.Request) { m.servers.ServeHTTP(w, r) }
-
-func (m *multi) Drain() { m.servers.Drain() }
-
-func (m *multi) list() []*running {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	out := make([]*running, 0, len(m.running))
-	for _, r := range m.running {
-		out = append(out, r)
-	}
-	return out
-}
-
-func (m *multi) WaitIdle(ctx context.Context) error {
-	for _, r := range m.list() {
-		if err := r.reg.WaitIdle(ctx); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
-func (m *multi) Len() int {
-	n := 0
-	for _, r := range m.list() {
-		n += r.reg.Len()
-	}
-	return n
-}
-
 // Shutdown ends every server's sessions, waits for the draining ones, and
 // releases the launchers.
-func (m *multi) Shutdown(ctx context.Context) error {
-	m.mu.Lock()
-	m.closed = true
-	rs := make([]*running, 0, len(m.running))
-	for _, r := range m.running {
-		rs = append(rs, r)
-	}
-	m.mu.Unlock()
-	errs := make(chan error, len(rs))
-	for _, r := range rs {
-		go func() { errs <- r.stop(ctx) }()
-	}
-	var all []error
-	for range rs {
-		all = append(all, <-errs)
-	}
-	m.drains.Wait()
-	return errors.Join(all...)
-}
+func (m *multi) Shutdown(ctx context.Context) error { return m.Close(ctx) }
 
 // onSIGHUP runs each of fns, in order, whenever SIGHUP arrives on hup
 // (which the caller has passed to signal.Notify), until stop is called
