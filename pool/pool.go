@@ -898,11 +898,12 @@ func (p *Pool) answeringLocked(g *group, c *call) *child {
 }
 
 // evictLocked makes room for g by stopping the longest idle child of
-// another key. It reports whether it did.
-func (p *Pool) evictLocked(g *group) bool {
+// another key (of a group that also passes from, if not nil). It reports
+// whether it did.
+func (p *Pool) evictLocked(g *group, from func(*group) bool) bool {
 	var victim *child
 	for _, og := range p.groups {
-		if og == g {
+		if og == g || from != nil && !from(og) {
 			continue
 		}
 		for _, ch := range og.children {

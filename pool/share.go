@@ -126,25 +126,11 @@ func occupiedBy(ch *child, principal any) bool {
 // or, when g's principal has its share, of the principal's own other keys.
 func (p *Pool) makeRoomLocked(g *group, atShare bool) bool {
 	if !atShare {
-		return p.evictLocked(g)
+		return p.evictLocked(g, nil)
 	}
-	var victim *child
-	for _, og := range p.groups {
-		if og == g || og.key == modernKey || og.principal != g.principal {
-			continue
-		}
-		for _, ch := range og.children {
-			if !ch.dead && ch.inflight == 0 && !p.subs.usesLocked(ch) && (victim == nil || ch.lastUsed.Before(victim.lastUsed)) {
-				victim = ch
-			}
-		}
-	}
-	if victim == nil {
-		return false
-	}
-	p.retireLocked(victim)
-	p.churn.evicted.Add(1)
-	return true
+	return p.evictLocked(g, func(og *group) bool {
+		return og.key != modernKey && og.principal == g.principal
+	})
 }
 
 // shareError is the error of a request refused for its principal's share.
