@@ -177,7 +177,7 @@ func TestStatelessQueuedBytes(t *testing.T) {
 // waiting as long as its client does.
 func TestStatelessInitializeTimeout(t *testing.T) {
 	b, _ := startStatelessCommand(t, []string{"sleep", "3600"}, pool.Options{Era: pool.EraLegacy,
-		Limits: peer.Limits{InitializeTimeout: 300 * time.Millisecond}})
+		Limits: peer.Limits{InitializeTimeout: 300 * time.Millisecond, InitializeHint: "run it unbuffered"}})
 	ctx, cancel := context.WithTimeout(ctxT(t), 20*time.Second)
 	defer cancel()
 	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, b.URL, strings.NewReader(`{"jsonrpc":"2.0","id":1,"method":"tools/list",`+`"params":{`+modernMeta+`}}`))
@@ -191,7 +191,7 @@ func TestStatelessInitializeTimeout(t *testing.T) {
 		t.Fatalf("a call whose legacy MCP server never answers initialize: %v, want an error answer", err)
 	}
 	ans := decodeAnswer(t, readAll(t, resp.Body))
-	if resp.StatusCode != http.StatusBadGateway || ans.Error == nil || !strings.Contains(ans.Error.Message, "--initialize-timeout") {
-		t.Fatalf("%s %+v, want 502 naming --initialize-timeout", resp.Status, ans.Error)
+	if resp.StatusCode != http.StatusBadGateway || ans.Error == nil || !strings.Contains(ans.Error.Message, "--initialize-timeout") || !strings.Contains(ans.Error.Message, "run it unbuffered") {
+		t.Fatalf("%s %+v, want 502 naming --initialize-timeout, with the hint", resp.Status, ans.Error)
 	}
 }

@@ -46,6 +46,10 @@ type Limits struct {
 	// of the pool) or the client (sessions) sends a server. Zero means
 	// DefaultInitializeTimeout; negative disables it.
 	InitializeTimeout time.Duration
+	// InitializeHint is added to the error of an initialize that timed
+	// out: what the caller knows of the command (cmd/bridge: how to pass
+	// environment variables, and to run a Python server unbuffered).
+	InitializeHint string
 	// MaxRequests bounds the requests in flight per unit (a session; a
 	// child the pool may run): beyond it a request fails with
 	// ErrTooManyRequests. Zero means DefaultMaxRequests.

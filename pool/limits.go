@@ -94,16 +94,23 @@ func (p *Pool) timedOut(c *call, rawID []byte) []byte {
 // Limits.InitializeTimeout, within ctx.
 func (p *Pool) initContext(ctx context.Context) (context.Context, context.CancelFunc) {
 	if d := p.opts.Limits.InitializeTimeout; d > 0 {
-		return context.WithTimeoutCause(ctx, d, errInitTimeout{d})
+		return context.WithTimeoutCause(ctx, d, errInitTimeout{d, p.opts.Limits.InitializeHint})
 	}
 	return context.WithCancel(ctx)
 }
 
 // errInitTimeout: a legacy child did not answer initialize in time.
-type errInitTimeout struct{ d time.Duration }
+type errInitTimeout struct {
+	d    time.Duration
+	hint string // Limits.InitializeHint
+}
 
 func (e errInitTimeout) Error() string {
-	return fmt.Sprintf("the MCP server did not answer initialize within %s (--initialize-timeout); check that the command is an MCP server speaking stdio", e.d)
+	hint := ""
+	if e.hint != "" {
+		hint = "; " + e.hint
+	}
+	return fmt.Sprintf("the MCP server did not answer initialize within %s (--initialize-timeout); check that the command is an MCP server speaking stdio%s", e.d, hint)
 }
 
 // initFailed says why a legacy child's initialize failed: the timeout,

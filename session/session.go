@@ -1273,6 +1273,7 @@ func (o *Options) Limits(inflight func(int)) peer.Limits {
 	return peer.Limits{
 		RequestTimeout:    o.RequestTimeout,
 		InitializeTimeout: o.InitializeTimeout,
+		InitializeHint:    o.InitializeHint,
 		MaxRequests:       o.MaxRequests,
 		MaxQueuedBytes:    o.MaxQueuedBytes,
 		Inflight:          inflight,
