@@ -85,6 +85,13 @@ func ParseRule(s string) (Rule, error) {
 		return r, nil
 	}
 	name := strings.TrimSuffix(strings.ToLower(host), ".")
+	if a, err := netip.ParseAddr(name); err == nil {
+		// "10.0.0.1." is that address, not a name: a name rule would let
+		// the proxy dial it as a name, and its canonical form would parse
+		// as an address rule.
+		r.IP = a.Unmap()
+		return r, nil
+	}
 	if rest, ok := strings.CutPrefix(name, "*."); ok {
 		if !strings.Contains(rest, ".") {
 			return Rule{}, fmt.Errorf("entry %q: a wildcard needs a domain of two labels or more (*.example.com)", in)
