@@ -50,11 +50,18 @@ func (p *Pool) admit() error {
 	return nil
 }
 
-// leave ends what admit counted.
+// leave ends what admit counted. The last one wakes WaitIdle, which
+// waits for the count too: a request has left the pool only once it is
+// no longer counted against the bound.
 func (p *Pool) leave() {
 	n := p.inflight.Add(-1)
 	if f := p.opts.Limits.Inflight; f != nil {
 		f(int(n))
+	}
+	if n == 0 {
+		p.mu.Lock()
+		p.signalLocked()
+		p.mu.Unlock()
 	}
 }
 

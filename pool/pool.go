@@ -1103,10 +1103,13 @@ type Stats struct {
 
 // WaitIdle waits until no call is in flight on any child (parked calls
 // count as in flight), or ctx ends.
-// Calls still taking a child count too: a Close after WaitIdle cuts none
-// of them.
+// Calls still taking a child count too, and requests admitted until they
+// leave (the bound on requests in flight): a Close after WaitIdle cuts
+// none of them, and a request after it is not refused for one of them.
 func (p *Pool) WaitIdle(ctx context.Context) error {
-	return p.await(ctx, func(s Stats, acquiring int) bool { return s.InFlight == 0 && acquiring == 0 })
+	return p.await(ctx, func(s Stats, acquiring int) bool {
+		return s.InFlight == 0 && acquiring == 0 && p.inflight.Load() == 0
+	})
 }
 
 // Await waits until cond holds for the pool's Stats, or ctx ends: it
