@@ -86,7 +86,9 @@ func oversizedResponseID(head, tail []byte) ([]byte, bool) {
 	if id != nil {
 		return id, true
 	}
-	if m := tailID.FindSubmatch(tail); m != nil {
+	// The pattern finds where an id may stand; json.Valid whether it is
+	// one (an escape such as \0, or a number such as 1.2.3, is not).
+	if m := tailID.FindSubmatch(tail); m != nil && json.Valid(m[1]) {
 		return bytes.Clone(m[1]), true
 	}
 	return nil, false
