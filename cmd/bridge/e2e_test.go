@@ -233,10 +233,13 @@ func TestShutdownOnSIGTERM(t *testing.T) {
 	if err := <-callDone; err != nil {
 		t.Fatalf("the call in flight at SIGTERM did not complete: %v", err)
 	}
+	// Every line first: Wait closes the stderr pipe, which may still hold
+	// the last lines (end of file comes once the bridge and its
+	// supervisor have exited).
+	lines := <-p.done
 	if err := cmd.Wait(); err != nil {
 		t.Fatalf("bridge exit: %v", err)
 	}
-	lines := <-p.done
 	for _, pid := range children {
 		if err := syscall.Kill(pid, 0); !errors.Is(err, syscall.ESRCH) {
 			t.Errorf("server %d survived the bridge's shutdown", pid)
