@@ -160,9 +160,6 @@ type config struct {
 	file           *configFile // --config, read
 
 	userVars []userVar // UserEnv, parsed
-	// onEgress reports the egress proxy's decisions (egressReporter).
-	onEgress  func(session string, e egress.Event)
-	egressWho *launchPrincipals // the principal of each launch, for onEgress
 
 	// Of one server of the config file (serverConfig).
 	serverName string
