@@ -1,6 +1,7 @@
 package endpoint
 
 import (
+	"cmp"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -10,6 +11,8 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+
+	units "github.com/docker/go-units"
 
 	"github.com/mcp-bridge/mcp-bridge/pool"
 	"github.com/mcp-bridge/mcp-bridge/sandbox"
@@ -147,7 +150,7 @@ func newDockerLauncher(ctx context.Context, o *ServerOptions, logger *slog.Logge
 		logger.Info("removed containers left by an earlier bridge", "count", n)
 	}
 	logger.Info("docker sandbox ready", "image", do.Image, "instance", d.Instance(),
-		"network", do.Network, "egress", strings.Join(do.Egress, ","), "runtime", do.Runtime, "memory", do.Memory, "cpus", do.CPUs, "pids", do.Pids, "user", do.User)
+		"network", do.Network, "egress", strings.Join(do.Egress, ","), "runtime", do.Runtime, "memory", units.BytesSize(float64(cmp.Or(do.Memory, sandbox.DefaultDockerMemory))), "cpus", do.CPUs, "pids", do.Pids, "user", do.User)
 	return d, func() {
 		ctx, cancel := context.WithTimeout(context.Background(), sandbox.StopBudget(o.StopGrace))
 		defer cancel()
