@@ -1,0 +1,317 @@
+package aggregate_test
+
+import (
+	"context"
+	"log/slog"
+	"net/http/httptest"
+	"os"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"go.uber.org/goleak"
+
+	"github.com/mcp-bridge/mcp-bridge/aggregate"
+	"github.com/mcp-bridge/mcp-bridge/bridge"
+	"github.com/mcp-bridge/mcp-bridge/endpoint"
+	"github.com/mcp-bridge/mcp-bridge/internal/childtest"
+	"github.com/mcp-bridge/mcp-bridge/internal/testserver"
+	"github.com/mcp-bridge/mcp-bridge/peer"
+	"github.com/mcp-bridge/mcp-bridge/pool"
+	"github.com/mcp-bridge/mcp-bridge/sandbox"
+	"github.com/mcp-bridge/mcp-bridge/session"
+)
+
+func TestMain(m *testing.M) {
+	testserver.Main()
+	goleak.VerifyTestMain(m)
+}
+
+type testWriter struct{ t testing.TB }
+
+func (w testWriter) Write(p []byte) (int, error) {
+	defer func() { _ = recover() }() // a log line after the test ended
+	w.t.Log(strings.TrimRight(string(p), "\n"))
+	return len(p), nil
+}
+
+// counting is a member's launcher that records the session name of each
+// child it starts, and can be made to fail.
+type counting struct {
+	l    sandbox.Launcher
+	mu   sync.Mutex
+	runs []string
+	fail error
+	// procs are the children started, to kill one.
+	procs []sandbox.Process
+}
+
+func (c *counting) Launch(ctx context.Context, sessionID string) (sandbox.Process, error) {
+	c.mu.Lock()
+	fail := c.fail
+	c.runs = append(c.runs, sessionID)
+	c.mu.Unlock()
+	if fail != nil {
+		return nil, fail
+	}
+	p, err := c.l.Launch(ctx, sessionID)
+	if err == nil {
+		c.mu.Lock()
+		c.procs = append(c.procs, p)
+		c.mu.Unlock()
+	}
+	return p, err
+}
+
+// sessions returns the children started for sessions (not the catalog).
+func (c *counting) sessions() []string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var out []string
+	for _, r := range c.runs {
+		if !strings.HasPrefix(r, "aggregate-catalog-") {
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
+func (c *counting) setFail(err error) {
+	c.mu.Lock()
+	c.fail = err
+	c.mu.Unlock()
+}
+
+type fixture struct {
+	agg      *aggregate.Aggregate
+	url      string
+	test     *counting // internal/testserver: echo, elicit, crash, block
+	every    *counting // the SDK's everything-server
+	endpoint *endpoint.Endpoint
+}
+
+func logger(t testing.TB) *slog.Logger {
+	return slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelWarn}))
+}
+
+// newFixture serves an aggregate of two real members, the test binary
+// as internal/testserver ("test") and the everything-server ("every"),
+// through a real endpoint, in both eras.
+func newFixture(t *testing.T, tweak func(*aggregate.Options)) *fixture {
+	t.Helper()
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	lg := logger(t)
+	f := &fixture{
+		test: &counting{l: sandbox.NewLocal(&sandbox.LocalOptions{Command: exe, Env: append(os.Environ(), testserver.Env+"=1"),
+			StopGrace: 2 * time.Second, Logger: lg})},
+		every: &counting{l: sandbox.NewLocal(&sandbox.LocalOptions{Command: childtest.EverythingServer(t),
+			StopGrace: 2 * time.Second, Logger: lg})},
+	}
+	o := &aggregate.Options{
+		Members: []aggregate.Member{{Name: "test", Launcher: f.test}, {Name: "every", Launcher: f.every}},
+		Logger:  lg,
+	}
+	if tweak != nil {
+		tweak(o)
+	}
+	agg, err := aggregate.New(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.agg = agg
+	l := agg.Launcher()
+	e, err := endpoint.New(&endpoint.Options{
+		Session: &session.Options{Launcher: session.LauncherOf(l), Logger: lg},
+		Pool: &pool.Options{
+			Launch:        func(ctx context.Context, name string) (peer.Process, error) { return l.Launch(ctx, name) },
+			Era:           pool.EraLegacy,
+			OtherVersions: bridge.SessionVersions(),
+			Logger:        lg,
+		},
+		Handler: &bridge.Options{Path: "/mcp", Logger: lg},
+		Release: func() error {
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			return agg.Close(ctx)
+		},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.endpoint = e
+	srv := httptest.NewServer(e.Handler())
+	f.url = srv.URL + "/mcp"
+	t.Cleanup(func() {
+		srv.CloseClientConnections()
+		srv.Close()
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		if err := e.Close(ctx); err != nil {
+			t.Error(err)
+		}
+	})
+	return f
+}
+
+func ctxT(t testing.TB) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+func (f *fixture) connect(t *testing.T, version string, opts *mcp.ClientOptions) *mcp.ClientSession {
+	t.Helper()
+	cs, err := mcp.NewClient(&mcp.Implementation{Name: "aggregate-test", Version: "1"}, opts).
+		Connect(ctxT(t), &mcp.StreamableClientTransport{Endpoint: f.url}, &mcp.ClientSessionOptions{ProtocolVersion: version})
+	if err != nil {
+		t.Fatalf("connecting in %s: %v", version, err)
+	}
+	t.Cleanup(func() { cs.Close() })
+	if got := cs.InitializeResult().ProtocolVersion; got != version {
+		t.Fatalf("negotiated %q, want %q", got, version)
+	}
+	return cs
+}
+
+// callText calls a tool and returns the text of its answer.
+func callText(t *testing.T, cs *mcp.ClientSession, name string, args map[string]any) string {
+	t.Helper()
+	res, err := cs.CallTool(ctxT(t), &mcp.CallToolParams{Name: name, Arguments: args})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var b strings.Builder
+	for _, c := range res.Content {
+		if tc, ok := c.(*mcp.TextContent); ok {
+			b.WriteString(tc.Text)
+		}
+	}
+	if res.IsError {
+		t.Fatalf("the call failed: %s", b.String())
+	}
+	return b.String()
+}
+
+var versions = []string{"2025-11-25", "2026-07-28"}
+
+// Tools, prompts and resources of two real members through one endpoint,
+// in both eras: names prefixed, calls routed back under the member's own
+// name, listing starts no member child, and a call starts only its
+// member's.
+func TestNamesAndRouting(t *testing.T) {
+	f := newFixture(t, nil)
+	for _, version := range versions {
+		t.Run(version, func(t *testing.T) {
+			ctx := ctxT(t)
+			test0, every0 := len(f.test.sessions()), len(f.every.sessions())
+			cs := f.connect(t, version, nil)
+			tools, err := cs.ListTools(ctx, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var names []string
+			for _, tool := range tools.Tools {
+				names = append(names, tool.Name)
+			}
+			for _, want := range []string{"test__echo", "test__elicit", "every__test_simple_text", "every____transient_tool_for_list_changed"} {
+				if want == "every____transient_tool_for_list_changed" {
+					continue // listed only once triggered
+				}
+				if !slices.Contains(names, want) {
+					t.Errorf("tools/list lacks %q: %v", want, names)
+				}
+			}
+			prompts, err := cs.ListPrompts(ctx, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(prompts.Prompts) == 0 || !strings.HasPrefix(prompts.Prompts[0].Name, "every__") {
+				t.Errorf("prompts/list: %v, want every__ prompts", prompts.Prompts)
+			}
+			res, err := cs.ListResources(ctx, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !slices.ContainsFunc(res.Resources, func(r *mcp.Resource) bool { return r.URI == "test://static-text" }) {
+				t.Errorf("resources/list lacks test://static-text: %v", res.Resources)
+			}
+			if got := len(f.test.sessions()) + len(f.every.sessions()) - test0 - every0; got != 0 {
+				t.Fatalf("listing started %d member children, want none", got)
+			}
+
+			if got := callText(t, cs, "test__echo", map[string]any{"text": "hi"}); got != "hi" {
+				t.Errorf("test__echo answered %q", got)
+			}
+			if n, m := len(f.test.sessions())-test0, len(f.every.sessions())-every0; n != 1 || m != 0 {
+				t.Fatalf("a call of test__echo started %d children of test and %d of every, want 1 and 0", n, m)
+			}
+			if got := callText(t, cs, "every__test_simple_text", nil); got == "" {
+				t.Error("every__test_simple_text answered nothing")
+			}
+			p, err := cs.GetPrompt(ctx, &mcp.GetPromptParams{Name: "every__test_prompt_with_arguments", Arguments: map[string]string{"arg1": "x", "arg2": "y"}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(p.Messages) == 0 {
+				t.Error("every__test_prompt_with_arguments: no messages")
+			}
+			rr, err := cs.ReadResource(ctx, &mcp.ReadResourceParams{URI: "test://static-text"})
+			if err != nil || len(rr.Contents) == 0 {
+				t.Fatalf("reading test://static-text: %v %v", rr, err)
+			}
+			rr, err = cs.ReadResource(ctx, &mcp.ReadResourceParams{URI: "test://template/7/data"})
+			if err != nil || len(rr.Contents) == 0 {
+				t.Fatalf("reading test://template/7/data (a template's): %v %v", rr, err)
+			}
+			if _, err := cs.ReadResource(ctx, &mcp.ReadResourceParams{URI: "nowhere://x"}); err == nil || !strings.Contains(err.Error(), "-32002") && !strings.Contains(err.Error(), "not found") {
+				t.Errorf("reading a URI no member serves: %v, want resource not found", err)
+			}
+			if _, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "echo"}); err == nil {
+				t.Error("a call of an unprefixed name succeeded")
+			}
+			if n, m := len(f.test.sessions())-test0, len(f.every.sessions())-every0; n != 1 || m != 1 {
+				t.Fatalf("the session started %d children of test and %d of every, want one each", n, m)
+			}
+		})
+	}
+}
+
+// Two members whose names could collide are refused at New, in one line
+// naming both.
+func TestCollisionsRefused(t *testing.T) {
+	l := sandbox.NewLocal(&sandbox.LocalOptions{Command: "true"})
+	for _, tc := range []struct {
+		members []aggregate.Member
+		want    string
+	}{
+		{[]aggregate.Member{{Name: "a", Launcher: l}, {Name: "b", Prefix: "a", Launcher: l}},
+			`aggregate members "a" and "b" would advertise the same names (prefixes "a" and "a" with separator "__"): give one of them another Prefix`},
+		{[]aggregate.Member{{Name: "a", Launcher: l}, {Name: "a__b", Launcher: l}},
+			`aggregate members "a" and "a__b" would advertise the same names (prefixes "a" and "a__b" with separator "__"): give one of them another Prefix`},
+		{[]aggregate.Member{{Name: "a_", Launcher: l}, {Name: "a", Launcher: l}},
+			`aggregate members "a_" and "a" would advertise the same names (prefixes "a_" and "a" with separator "__"): give one of them another Prefix`},
+		{[]aggregate.Member{{Name: "my server", Launcher: l}},
+			`aggregate member "my server": prefix "my server" must be 1 to 32 characters of A-Z a-z 0-9 _ - . (give the member a Prefix)`},
+	} {
+		_, err := aggregate.New(&aggregate.Options{Members: tc.members})
+		if err == nil || err.Error() != tc.want {
+			t.Errorf("New(%v): %v\nwant %s", tc.members, err, tc.want)
+		}
+	}
+	// Prefixes that share a beginning but not prefix+separator are fine.
+	a, err := aggregate.New(&aggregate.Options{Members: []aggregate.Member{{Name: "ab", Launcher: l}, {Name: "a", Launcher: l}, {Name: "a_b", Launcher: l}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := a.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+}
