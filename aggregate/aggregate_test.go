@@ -315,3 +315,45 @@ func TestCollisionsRefused(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// A member's elicitation and sampling reach the client through the
+// aggregate, as the virtual child's own requests: in a 2025 session on
+// the session's stream, in 2026-07-28 as multi round-trip rounds (the
+// pool parks the call on its virtual child).
+func TestElicitationAndSampling(t *testing.T) {
+	f := newFixture(t, nil)
+	for _, version := range versions {
+		t.Run(version, func(t *testing.T) {
+			var mu sync.Mutex
+			var asked []string
+			cs := f.connect(t, version, &mcp.ClientOptions{
+				ElicitationHandler: func(_ context.Context, req *mcp.ElicitRequest) (*mcp.ElicitResult, error) {
+					mu.Lock()
+					asked = append(asked, "elicit:"+req.Params.Message)
+					mu.Unlock()
+					return &mcp.ElicitResult{Action: "accept", Content: map[string]any{"name": "ada", "username": "ada", "email": "ada@example.com"}}, nil
+				},
+				CreateMessageHandler: func(context.Context, *mcp.CreateMessageRequest) (*mcp.CreateMessageResult, error) {
+					mu.Lock()
+					asked = append(asked, "sample")
+					mu.Unlock()
+					return &mcp.CreateMessageResult{Model: "m", Role: "assistant", Content: &mcp.TextContent{Text: "sampled-reply"}}, nil
+				},
+			})
+			if got := callText(t, cs, "test__elicit", map[string]any{"text": "who?"}); got != "accept" {
+				t.Errorf("test__elicit answered %q, want accept", got)
+			}
+			if got := callText(t, cs, "every__test_sampling", map[string]any{"prompt": "hello"}); !strings.Contains(got, "sampled-reply") {
+				t.Errorf("every__test_sampling answered %q, want the sampled reply", got)
+			}
+			if got := callText(t, cs, "every__test_elicitation", map[string]any{"message": "and you?"}); !strings.Contains(got, "accept") {
+				t.Errorf("every__test_elicitation answered %q", got)
+			}
+			mu.Lock()
+			defer mu.Unlock()
+			if !slices.Contains(asked, "elicit:who?") || !slices.Contains(asked, "sample") {
+				t.Errorf("the client was asked %v, want the members' elicitation and sampling", asked)
+			}
+		})
+	}
+}
