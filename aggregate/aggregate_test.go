@@ -2,6 +2,7 @@ package aggregate_test
 
 import (
 	"context"
+	"errors"
 	"log/slog"
 	"net/http/httptest"
 	"os"
@@ -355,5 +356,122 @@ func TestElicitationAndSampling(t *testing.T) {
 				t.Errorf("the client was asked %v, want the members' elicitation and sampling", asked)
 			}
 		})
+	}
+}
+
+// listed returns the advertised tool names.
+func listed(t *testing.T, cs *mcp.ClientSession) []string {
+	t.Helper()
+	res, err := cs.ListTools(ctxT(t), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, tool := range res.Tools {
+		names = append(names, tool.Name)
+	}
+	return names
+}
+
+// callErr calls a tool that must fail, and returns the error's text.
+func callErr(t *testing.T, cs *mcp.ClientSession, name string, args map[string]any) string {
+	t.Helper()
+	res, err := cs.CallTool(ctxT(t), &mcp.CallToolParams{Name: name, Arguments: args})
+	if err == nil && !res.IsError {
+		t.Fatalf("%s succeeded, want an error", name)
+	}
+	if err != nil {
+		return err.Error()
+	}
+	return res.Content[0].(*mcp.TextContent).Text
+}
+
+// waitFor waits for a list_changed notification after which the tools
+// listed satisfy ok.
+func waitFor(t *testing.T, cs *mcp.ClientSession, changed <-chan struct{}, what string, ok func([]string) bool) {
+	t.Helper()
+	ctx := ctxT(t)
+	for !ok(listed(t, cs)) {
+		select {
+		case <-changed:
+		case <-ctx.Done():
+			t.Fatalf("no list_changed after which %s: %v", what, listed(t, cs))
+		}
+	}
+}
+
+// A member that cannot start, and one whose children crash, do not fail
+// the others: a failed member drops out of the lists (with list_changed),
+// its calls get an error naming it, and it comes back once it can start.
+func TestPartialAvailability(t *testing.T) {
+	f := newFixture(t, func(o *aggregate.Options) {
+		o.RetryMin, o.RetryMax = 20*time.Millisecond, 200*time.Millisecond
+		o.Members[1].Launcher.(*counting).setFail(errors.New("the image is not there"))
+	})
+	changed := make(chan struct{}, 100)
+	cs := f.connect(t, "2025-11-25", &mcp.ClientOptions{
+		ToolListChangedHandler: func(context.Context, *mcp.ToolListChangedRequest) {
+			changed <- struct{}{}
+		},
+	})
+	has := func(name string) func([]string) bool {
+		return func(names []string) bool { return slices.Contains(names, name) }
+	}
+	hasNot := func(name string) func([]string) bool {
+		return func(names []string) bool { return !slices.Contains(names, name) }
+	}
+	names := listed(t, cs)
+	if !slices.Contains(names, "test__echo") || slices.ContainsFunc(names, func(n string) bool { return strings.HasPrefix(n, "every__") }) {
+		t.Fatalf("with every down, tools/list is %v, want test's tools only", names)
+	}
+	if msg := callErr(t, cs, "every__test_simple_text", nil); !strings.Contains(msg, `aggregate member "every" is unavailable`) || !strings.Contains(msg, "the image is not there") {
+		t.Errorf("a call of a member that is down: %q, want an error naming it and why", msg)
+	}
+	if got := callText(t, cs, "test__echo", map[string]any{"text": "still here"}); got != "still here" {
+		t.Errorf("test__echo with every down: %q", got)
+	}
+
+	f.every.setFail(nil)
+	waitFor(t, cs, changed, "every is back", has("every__test_simple_text"))
+	if got := callText(t, cs, "every__test_simple_text", nil); got == "" {
+		t.Error("every__test_simple_text answered nothing once every came back")
+	}
+
+	// A session's child of test crashes in the middle of a call: that
+	// call fails naming the member, the next one starts another child.
+	before := len(f.test.sessions())
+	if msg := callErr(t, cs, "test__crash", nil); !strings.Contains(msg, `aggregate member "test"`) {
+		t.Errorf("a call whose member child crashed: %q, want an error naming the member", msg)
+	}
+	if got := callText(t, cs, "every__test_simple_text", nil); got == "" {
+		t.Error("every failed after test's child crashed")
+	}
+	if got := callText(t, cs, "test__echo", map[string]any{"text": "again"}); got != "again" {
+		t.Errorf("test__echo after its child crashed: %q", got)
+	}
+	if got := len(f.test.sessions()) - before; got != 1 {
+		t.Errorf("after the crash, %d children of test started, want 1", got)
+	}
+
+	// test's catalog child ends and cannot start again for a while: test
+	// drops out of the lists, then comes back.
+	f.test.setFail(errors.New("out of processes"))
+	f.test.mu.Lock()
+	catalog := f.test.procs[0]
+	f.test.mu.Unlock()
+	if err := catalog.Stop(ctxT(t)); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, cs, changed, "test is gone", hasNot("test__echo"))
+	if msg := callErr(t, cs, "test__echo", map[string]any{"text": "x"}); !strings.Contains(msg, `aggregate member "test" is unavailable`) {
+		t.Errorf("a call of test while it is down: %q", msg)
+	}
+	if got := callText(t, cs, "every__test_simple_text", nil); got == "" {
+		t.Error("every failed while test was down")
+	}
+	f.test.setFail(nil)
+	waitFor(t, cs, changed, "test is back", has("test__echo"))
+	if got := callText(t, cs, "test__echo", map[string]any{"text": "back"}); got != "back" {
+		t.Errorf("test__echo once test came back: %q", got)
 	}
 }
