@@ -1,0 +1,171 @@
+package aggregate_test
+
+import (
+	"bufio"
+	"context"
+	"io"
+	"log/slog"
+	"strings"
+	"sync"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/mcp-bridge/mcp-bridge/aggregate"
+	"github.com/mcp-bridge/mcp-bridge/internal/memchild"
+	"github.com/mcp-bridge/mcp-bridge/sandbox"
+)
+
+// memLauncher starts memchild servers that answer every request with an
+// empty result, and keeps them.
+type memLauncher struct {
+	mu       sync.Mutex
+	children []*memchild.Child
+}
+
+func (l *memLauncher) Launch(_ context.Context, id string) (sandbox.Process, error) {
+	c := memchild.New(&memchild.Options{ID: id})
+	c.Serve()
+	l.mu.Lock()
+	l.children = append(l.children, c)
+	l.mu.Unlock()
+	return c, nil
+}
+
+func (l *memLauncher) child(i int) *memchild.Child {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.children[i]
+}
+
+// client drives a virtual child line by line.
+type client struct {
+	p   sandbox.Process
+	out *bufio.Reader
+}
+
+func start(t *testing.T, a *aggregate.Aggregate, session string) *client {
+	t.Helper()
+	p, err := a.Launcher().Launch(context.Background(), session)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := &client{p: p, out: bufio.NewReader(p.Stdout())}
+	if got := c.ask(t, `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}`); !strings.Contains(got, `"protocolVersion":"2025-11-25"`) {
+		t.Fatalf("initialize: %s", got)
+	}
+	c.say(t, `{"jsonrpc":"2.0","method":"notifications/initialized"}`)
+	return c
+}
+
+func (c *client) say(t *testing.T, line string) {
+	t.Helper()
+	if _, err := io.WriteString(c.p.Stdin(), line+"\n"); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func (c *client) ask(t *testing.T, line string) string {
+	t.Helper()
+	c.say(t, line)
+	got, err := c.out.ReadString('\n')
+	if err != nil {
+		t.Fatal(err)
+	}
+	return got
+}
+
+func (c *client) stop(t *testing.T) {
+	t.Helper()
+	if err := c.p.Stop(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func quiet() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
+
+// A member child that has had nothing to do for IdleTimeout is stopped,
+// while its session goes on; its next call starts another.
+func TestIdleMemberStopped(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		l := &memLauncher{}
+		a, err := aggregate.New(&aggregate.Options{Members: []aggregate.Member{{Name: "m", Launcher: l}},
+			IdleTimeout: time.Minute, Logger: quiet()})
+		if err != nil {
+			t.Fatal(err)
+		}
+		c := start(t, a, "s")
+		call := `{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"m__x"}}`
+		if got := c.ask(t, call); !strings.Contains(got, `"id":2,"result":{}`) {
+			t.Fatalf("call: %s", got)
+		}
+		if n := a.Children(); n != 1 {
+			t.Fatalf("%d member children after a call, want 1", n)
+		}
+		time.Sleep(time.Minute - time.Second)
+		synctest.Wait()
+		if n := a.Children(); n != 1 {
+			t.Fatalf("%d member children before the idle timeout, want 1", n)
+		}
+		time.Sleep(2 * time.Second)
+		synctest.Wait()
+		if n := a.Children(); n != 0 {
+			t.Fatalf("%d member children after the idle timeout, want 0", n)
+		}
+		select {
+		case <-l.child(1).Stopped(): // 0 is the catalog child
+		default:
+			t.Fatal("the idle member child was not stopped")
+		}
+		if got := c.ask(t, strings.Replace(call, `"id":2`, `"id":3`, 1)); !strings.Contains(got, `"id":3,"result":{}`) {
+			t.Fatalf("a call after the idle stop: %s", got)
+		}
+		if n := a.Children(); n != 1 {
+			t.Fatalf("%d member children after the next call, want 1", n)
+		}
+		c.stop(t)
+		if err := a.Close(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+	})
+}
+
+// Beyond MaxChildrenTotal (across virtual children) and MaxChildren (per
+// virtual child), a request that needs one more member child gets -32603
+// naming the bound.
+func TestChildBounds(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		l := &memLauncher{}
+		a, err := aggregate.New(&aggregate.Options{
+			Members:     []aggregate.Member{{Name: "m", Launcher: l}, {Name: "n", Launcher: l}, {Name: "o", Launcher: l}},
+			MaxChildren: 2, MaxChildrenTotal: 3, Logger: quiet()})
+		if err != nil {
+			t.Fatal(err)
+		}
+		c1, c2 := start(t, a, "one"), start(t, a, "two")
+		for _, m := range []string{"m", "n"} {
+			if got := c1.ask(t, `{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"`+m+`__x"}}`); !strings.Contains(got, `"result":{}`) {
+				t.Fatalf("call of %s: %s", m, got)
+			}
+		}
+		got := c1.ask(t, `{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"o__x"}}`)
+		if !strings.Contains(got, `"code":-32603`) || !strings.Contains(got, `this session already runs 2 member servers, the aggregate's bound per session`) {
+			t.Errorf("a third member in one session: %s", got)
+		}
+		if got := c2.ask(t, `{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"o__x"}}`); !strings.Contains(got, `"result":{}`) {
+			t.Fatalf("call of o in another session: %s", got)
+		}
+		got = c2.ask(t, `{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"m__x"}}`)
+		if !strings.Contains(got, `"code":-32603`) || !strings.Contains(got, `the aggregate runs 3 member servers, its bound across sessions`) {
+			t.Errorf("a fourth member child across sessions: %s", got)
+		}
+		c1.stop(t)
+		if got := c2.ask(t, `{"jsonrpc":"2.0","id":4,"method":"tools/call","params":{"name":"m__x"}}`); !strings.Contains(got, `"result":{}`) {
+			t.Errorf("once the other session ended: %s", got)
+		}
+		c2.stop(t)
+		if err := a.Close(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+	})
+}
