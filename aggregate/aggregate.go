@@ -211,7 +211,7 @@ func New(o *Options) (*Aggregate, error) {
 	for i, m := range opts.Members {
 		a.members = append(a.members, &member{agg: a, idx: i, cfg: m, prefix: prefixes[i], first: make(chan struct{})})
 	}
-	a.view = a.build()
+	a.view = a.build(nil)
 	for _, m := range a.members {
 		a.wg.Add(1)
 		go func() { defer a.wg.Done(); m.load() }()
@@ -307,7 +307,7 @@ func (a *Aggregate) changed(old, cur *view) {
 func (a *Aggregate) rebuild() {
 	a.mu.Lock()
 	old := a.view
-	cur := a.build()
+	cur := a.build(nil)
 	a.view = cur
 	a.mu.Unlock()
 	a.changed(old, cur)

@@ -475,3 +475,28 @@ func TestPartialAvailability(t *testing.T) {
 		t.Errorf("test__echo once test came back: %q", got)
 	}
 }
+
+// A member child whose lists change in a session (the everything-server
+// adds a tool when asked) tells the client, as the aggregate's
+// list_changed, and the session then lists and calls that child's own
+// tools; other sessions keep the catalog's.
+func TestListChangedInSession(t *testing.T) {
+	f := newFixture(t, nil)
+	changed := make(chan struct{}, 100)
+	cs := f.connect(t, "2025-11-25", &mcp.ClientOptions{
+		ToolListChangedHandler: func(context.Context, *mcp.ToolListChangedRequest) { changed <- struct{}{} },
+	})
+	other := f.connect(t, "2025-11-25", nil)
+	const added = "every____transient_tool_for_list_changed"
+	if slices.Contains(listed(t, cs), added) {
+		t.Fatalf("%s listed before it was added", added)
+	}
+	callText(t, cs, "every__test_trigger_tool_change", nil)
+	waitFor(t, cs, changed, added+" is listed", func(names []string) bool { return slices.Contains(names, added) })
+	if _, err := cs.CallTool(ctxT(t), &mcp.CallToolParams{Name: added}); err != nil {
+		t.Errorf("calling the added tool: %v", err)
+	}
+	if slices.Contains(listed(t, other), added) {
+		t.Errorf("another session lists %s, which only the first session's child has", added)
+	}
+}

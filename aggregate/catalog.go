@@ -338,14 +338,19 @@ type view struct {
 	downErr      []error
 }
 
-// build merges the members' lists. Called with a.mu held.
-func (a *Aggregate) build() *view {
+// build merges the members' lists: the catalog's, or for a member in
+// over the lists a session's own child of it answered. Called with a.mu
+// held when over is nil (the aggregate's view).
+func (a *Aggregate) build(over map[*member]*lists) *view {
 	v := &view{tools: map[string]route{}, prompts: map[string]route{}, uris: map[string]*member{}, templateURIs: map[string]*member{}, caps: map[string]any{}}
 	var items [4][]json.RawMessage
 	var instr []string
 	subscribe, completions, logging := false, false, false
 	for _, m := range a.members {
 		l, err := m.snapshot()
+		if l != nil && over[m] != nil {
+			l = over[m]
+		}
 		if l == nil {
 			v.down = append(v.down, m)
 			v.downErr = append(v.downErr, err)
@@ -392,6 +397,9 @@ func (a *Aggregate) build() *view {
 				}
 				adv := advertise(m.prefix, a.opts.Separator, name)
 				if prev, dup := owner[adv]; dup {
+					if over != nil {
+						continue // logged once, by the aggregate's view
+					}
 					a.logger.Error("aggregate member lists two items under one advertised name: the second is left out",
 						"member", m.cfg.Name, "advertised", adv, "first", prev.name, "second", name)
 					continue
@@ -410,6 +418,9 @@ func (a *Aggregate) build() *view {
 				continue
 			}
 			if prev := v.uris[r.URI]; prev != nil {
+				if over != nil {
+					continue
+				}
 				a.logger.Error("aggregate members list one resource URI: it goes to the first",
 					"uri", r.URI, "first", prev.cfg.Name, "second", m.cfg.Name)
 				continue
@@ -425,6 +436,9 @@ func (a *Aggregate) build() *view {
 				continue
 			}
 			if prev := v.templateURIs[r.URITemplate]; prev != nil {
+				if over != nil {
+					continue
+				}
 				a.logger.Error("aggregate members list one resource template: it goes to the first",
 					"uriTemplate", r.URITemplate, "first", prev.cfg.Name, "second", m.cfg.Name)
 				continue

@@ -246,6 +246,59 @@ func (v *virtual) initialize(m jsonrpc.Message) {
 	v.answer(&m.Env, m.Data, res)
 }
 
+// view is the aggregate's view, or, once a member child of this virtual
+// child changed its lists, one with that child's own lists (fetched
+// first if they changed again).
+// Without fetch, the own lists last fetched serve (routing, which must
+// not wait for a member in the client's loop).
+func (v *virtual) view(fetch bool) *view {
+	a := v.a
+	v.mu.Lock()
+	var dirty []*slot
+	var over map[*member]*lists
+	for _, s := range v.slots {
+		if fetch && s.dirty && s.conn != nil {
+			dirty = append(dirty, s)
+		}
+	}
+	v.mu.Unlock()
+	for _, s := range dirty {
+		cat, _ := s.m.snapshot()
+		if cat == nil {
+			continue
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), a.opts.InitializeTimeout)
+		l := &lists{caps: cat.caps, instructions: cat.instructions}
+		v.mu.Lock()
+		conn := s.conn
+		s.dirty = false
+		v.mu.Unlock()
+		err := s.m.fetch(ctx, conn, l)
+		cancel()
+		v.mu.Lock()
+		if err == nil {
+			s.own = l
+		} else {
+			v.logger.Warn("aggregate: listing a member child's own lists failed; the catalog's serve", "member", s.m.cfg.Name, "err", err)
+		}
+		v.mu.Unlock()
+	}
+	v.mu.Lock()
+	for _, s := range v.slots {
+		if s.own != nil {
+			if over == nil {
+				over = map[*member]*lists{}
+			}
+			over[s.m] = s.own
+		}
+	}
+	v.mu.Unlock()
+	if over == nil {
+		return a.currentView()
+	}
+	return a.build(over)
+}
+
 // list answers a list from the catalog, once every member was tried.
 func (v *virtual) list(m jsonrpc.Message, k kind) {
 	a := v.a
@@ -257,7 +310,7 @@ func (v *virtual) list(m jsonrpc.Message, k kind) {
 		}
 	}
 	ready := func() {
-		view := a.currentView()
+		view := v.view(true)
 		if a.opts.FailClosed && len(view.down) > 0 {
 			v.fail(&m.Env, m.Data, jsonrpc.CodeInternalError, downMessage(view.down[0], view.downErr[0])+" (the aggregate fails closed)")
 			return
@@ -267,7 +320,7 @@ func (v *virtual) list(m jsonrpc.Message, k kind) {
 		v.write(out)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	if a.Ready(ctx) == nil { // ready already
+	if v.ownLists() == 0 && a.Ready(ctx) == nil { // ready already: answered at once
 		cancel()
 		ready()
 		return
@@ -284,6 +337,20 @@ func (v *virtual) list(m jsonrpc.Message, k kind) {
 	}()
 }
 
+// ownLists counts the member children of this virtual child whose own
+// lists replace the catalog's.
+func (v *virtual) ownLists() int {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	n := 0
+	for _, s := range v.slots {
+		if s.dirty || s.own != nil {
+			n++
+		}
+	}
+	return n
+}
+
 func downMessage(m *member, err error) string {
 	return fmt.Sprintf("aggregate member %q is unavailable: %v; it is started again with backoff", m.cfg.Name, err)
 }
@@ -294,6 +361,9 @@ func (v *virtual) byName(m jsonrpc.Message, prompt bool) {
 	a := v.a
 	adv := m.Env.Name(m.Data)
 	view := a.currentView()
+	if v.ownLists() > 0 {
+		view = v.view(false)
+	}
 	routes := view.tools
 	what := "tool"
 	if prompt {
@@ -542,6 +612,11 @@ type slot struct {
 	idle   *time.Timer
 	ended  bool
 	closed bool
+	// dirty: the child said its lists changed since own was fetched;
+	// own: its own lists, which replace the catalog's for this virtual
+	// child (a server whose lists differ per session).
+	dirty bool
+	own   *lists
 }
 
 func newSlot(v *virtual, m *member) *slot {
@@ -687,7 +762,12 @@ func (s *slot) gone(msg string) {
 		}
 	}
 	s.busy = 0
+	own := (s.dirty || s.own != nil) && v.initialized && !v.stopping
 	v.mu.Unlock()
+	if own {
+		// The session's lists of the member are the catalog's again.
+		v.listChanged([]string{"notifications/tools/list_changed", "notifications/prompts/list_changed", "notifications/resources/list_changed"})
+	}
 	if first {
 		a := v.a
 		a.releaseChild()
@@ -786,7 +866,16 @@ func (s *slot) Route(m *peer.Message) {
 		v.write(jsonrpc.Rewrite(m.Data, jsonrpc.Edit{At: m.Env.IDAt, Raw: id.AppendJSON(nil)}))
 	case m.Method == "notifications/tools/list_changed", m.Method == "notifications/prompts/list_changed",
 		m.Method == "notifications/resources/list_changed":
+		// This session's child of the member changed its lists: from now
+		// on the session's lists of that member are its child's own
+		// (fetched at the next list), and the client hears of it as the
+		// aggregate's list_changed. The catalog lists again too, for
+		// a change that every child of the member shares.
+		v.mu.Lock()
+		s.dirty = true
+		v.mu.Unlock()
 		s.m.refresh()
+		v.write(m.Data)
 	case m.Method == "notifications/cancelled" && m.Env.RequestID != "":
 		// The member gave up a request of its own to the client.
 		v.mu.Lock()
