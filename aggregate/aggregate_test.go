@@ -500,3 +500,62 @@ func TestListChangedInSession(t *testing.T) {
 		t.Errorf("another session lists %s, which only the first session's child has", added)
 	}
 }
+
+// Progress of a member's call reaches the client under the client's own
+// token, and a cancelled call is cancelled on its member: the session
+// goes on.
+func TestProgressAndCancel(t *testing.T) {
+	cancelled := make(chan string, 10)
+	f := newFixture(t, func(o *aggregate.Options) {
+		// The member's interceptor sees what reaches its child.
+		o.Members[0].Intercept = func(next peer.Handler) peer.Handler {
+			return func(m *peer.Message) error {
+				if m.Dir == peer.ToChild && m.Method == "notifications/cancelled" {
+					cancelled <- string(m.Data)
+				}
+				return next(m)
+			}
+		}
+	})
+	progress := make(chan float64, 10)
+	cs := f.connect(t, "2025-11-25", &mcp.ClientOptions{
+		ProgressNotificationHandler: func(_ context.Context, req *mcp.ProgressNotificationClientRequest) {
+			if req.Params.ProgressToken == "tok" {
+				progress <- req.Params.Progress
+			}
+		},
+	})
+	params := &mcp.CallToolParams{Name: "test__echo", Arguments: map[string]any{"text": "p", "n": 3}}
+	params.SetProgressToken("tok")
+	if _, err := cs.CallTool(ctxT(t), params); err != nil {
+		t.Fatal(err)
+	}
+	for want := 1.0; want <= 3; want++ {
+		if got := <-progress; got != want {
+			t.Fatalf("progress %v, want %v", got, want)
+		}
+	}
+	ctx, cancel := context.WithCancel(ctxT(t))
+	done := make(chan error, 1)
+	go func() {
+		_, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "test__block"})
+		done <- err
+	}()
+	// The call is in flight once the member child runs it: a call of
+	// the same member after it answers only if the child reads on.
+	if got := callText(t, cs, "test__echo", map[string]any{"text": "meanwhile"}); got != "meanwhile" {
+		t.Fatalf("a call beside the blocked one: %q", got)
+	}
+	cancel()
+	if err := <-done; err == nil {
+		t.Fatal("the cancelled call succeeded")
+	}
+	select {
+	case <-cancelled:
+	case <-ctxT(t).Done():
+		t.Fatal("the member child was not sent notifications/cancelled")
+	}
+	if got := callText(t, cs, "every__test_simple_text", nil); got == "" {
+		t.Fatal("the session failed after a cancelled call")
+	}
+}

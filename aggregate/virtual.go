@@ -644,13 +644,17 @@ func (s *slot) run() {
 		s.gone(fmt.Sprintf("aggregate member %q could not start: %v", s.m.cfg.Name, err))
 		return
 	}
-	_ = a
 	for {
 		select {
 		case <-s.qsig:
 		case <-s.quit:
-			return
+			return // close stops the child
 		case <-conn.Done():
+			// It ended on its own (Ended answered its requests): the
+			// process is still ours to release.
+			ctx, cancel := context.WithTimeout(context.Background(), a.opts.InitializeTimeout)
+			_ = conn.Close(ctx)
+			cancel()
 			return
 		}
 		s.qmu.Lock()
