@@ -559,3 +559,20 @@ func TestProgressAndCancel(t *testing.T) {
 		t.Fatal("the session failed after a cancelled call")
 	}
 }
+
+// The legacy HTTP+SSE transport (2024-11-05) serves the aggregate too.
+func TestLegacySSE(t *testing.T) {
+	f := newFixture(t, nil)
+	cs, err := mcp.NewClient(&mcp.Implementation{Name: "aggregate-test", Version: "1"}, nil).
+		Connect(ctxT(t), &mcp.SSEClientTransport{Endpoint: strings.TrimSuffix(f.url, "/mcp") + "/sse"}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cs.Close()
+	if names := listed(t, cs); !slices.Contains(names, "test__echo") || !slices.Contains(names, "every__test_simple_text") {
+		t.Fatalf("tools/list over HTTP+SSE: %v", names)
+	}
+	if got := callText(t, cs, "test__echo", map[string]any{"text": "old"}); got != "old" {
+		t.Errorf("test__echo over HTTP+SSE: %q", got)
+	}
+}
