@@ -50,6 +50,7 @@ type virtual struct {
 
 	wg       sync.WaitGroup // slots' goroutines, list waits
 	stopOnce sync.Once
+	quit     chan struct{} // closed when stopping begins: waits end
 	done     chan struct{} // closed once everything stopped
 }
 
@@ -70,7 +71,7 @@ func (a *Aggregate) launch(ctx context.Context, sessionID string) (sandbox.Proce
 		a: a, id: "aggregate " + a.opts.Name + " #" + strconv.FormatInt(a.seq, 10), session: sessionID,
 		ctx:   context.WithoutCancel(ctx),
 		slots: map[*member]*slot{}, inflight: map[jsonrpc.ID]*slot{}, relays: map[jsonrpc.ID]relay{},
-		done: make(chan struct{}),
+		quit: make(chan struct{}), done: make(chan struct{}),
 	}
 	v.logger = a.logger.With("session", sessionID)
 	v.inR, v.inW = io.Pipe()
@@ -122,6 +123,7 @@ func (v *virtual) loop() {
 func (v *virtual) stop() {
 	v.stopOnce.Do(func() {
 		v.inR.CloseWithError(io.ErrClosedPipe)
+		close(v.quit)
 		v.mu.Lock()
 		v.stopping = true
 		slots := make([]*slot, 0, len(v.slots))
@@ -132,10 +134,13 @@ func (v *virtual) stop() {
 		v.a.mu.Lock()
 		delete(v.a.virtuals, v)
 		v.a.mu.Unlock()
+		// The member children stop side by side: each in bounded steps.
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		var stopping sync.WaitGroup
 		for _, s := range slots {
-			s.close(ctx)
+			stopping.Go(func() { s.close(ctx) })
 		}
+		stopping.Wait()
 		cancel()
 		v.wg.Wait()
 		v.outW.Close()
@@ -331,7 +336,13 @@ func (v *virtual) list(m jsonrpc.Message, k kind) {
 		defer cancel()
 		ctx, stop := context.WithTimeout(ctx, a.opts.InitializeTimeout)
 		defer stop()
-		go func() { <-v.done; stop() }()
+		go func() { // ends with ctx, or makes it end
+			select {
+			case <-v.quit:
+				stop()
+			case <-ctx.Done():
+			}
+		}()
 		_ = a.Ready(ctx)
 		ready()
 	}()
