@@ -576,3 +576,28 @@ func TestLegacySSE(t *testing.T) {
 		t.Errorf("test__echo over HTTP+SSE: %q", got)
 	}
 }
+
+// In 2026-07-28, a member coming back reaches the client's
+// subscriptions/listen as the aggregate's tools list_changed (the pool
+// fans in what its children, virtual ones included, send).
+func TestListChangedStateless(t *testing.T) {
+	f := newFixture(t, func(o *aggregate.Options) {
+		o.RetryMin, o.RetryMax = 20*time.Millisecond, 200*time.Millisecond
+		o.Members[1].Launcher.(*counting).setFail(errors.New("not yet"))
+	})
+	changed := make(chan struct{}, 100)
+	cs := f.connect(t, "2026-07-28", &mcp.ClientOptions{
+		ToolListChangedHandler: func(context.Context, *mcp.ToolListChangedRequest) { changed <- struct{}{} },
+	})
+	if slices.Contains(listed(t, cs), "every__test_simple_text") {
+		t.Fatal("every listed while it cannot start")
+	}
+	f.every.setFail(nil)
+	// The notification itself is what is tested: waitFor lists first.
+	select {
+	case <-changed:
+	case <-ctxT(t).Done():
+		t.Fatal("no tools list_changed on the listen stream once every came back")
+	}
+	waitFor(t, cs, changed, "every is back", func(names []string) bool { return slices.Contains(names, "every__test_simple_text") })
+}
