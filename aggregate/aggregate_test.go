@@ -212,6 +212,10 @@ func TestNamesAndRouting(t *testing.T) {
 			ctx := ctxT(t)
 			test0, every0 := len(f.test.sessions()), len(f.every.sessions())
 			cs := f.connect(t, version, nil)
+			caps := cs.InitializeResult().Capabilities
+			if caps.Tools == nil || caps.Prompts == nil || caps.Resources == nil || !caps.Resources.Subscribe {
+				t.Errorf("initialize's capabilities %+v, want tools, prompts and resources with subscribe (every's, merged)", caps)
+			}
 			tools, err := cs.ListTools(ctx, nil)
 			if err != nil {
 				t.Fatal(err)

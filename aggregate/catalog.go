@@ -61,10 +61,11 @@ type member struct {
 	once   sync.Once
 
 	mu       sync.Mutex
-	lists    *lists     // nil while down
-	err      error      // why it is down
-	conn     *peer.Conn // the catalog child, while it runs
-	failures int        // loads failed in a row
+	lists    *lists                     // nil while down
+	lastCaps map[string]json.RawMessage // the capabilities it had when last up
+	err      error                      // why it is down
+	conn     *peer.Conn                 // the catalog child, while it runs
+	failures int                        // loads failed in a row
 	retry    *time.Timer
 	loading  bool // a load or refresh runs
 	again    bool // a list_changed came during it
@@ -116,7 +117,7 @@ func (m *member) load() {
 		m.mu.Unlock()
 		return
 	}
-	m.lists, m.err, m.failures = l, nil, 0
+	m.lists, m.err, m.failures, m.lastCaps = l, nil, 0, l.caps
 	m.mu.Unlock()
 	a.logger.Info("aggregate member is up", "member", m.cfg.Name)
 	a.rebuild()
@@ -346,21 +347,9 @@ func (a *Aggregate) build(over map[*member]*lists) *view {
 	var items [4][]json.RawMessage
 	var instr []string
 	subscribe, completions, logging := false, false, false
-	for _, m := range a.members {
-		l, err := m.snapshot()
-		if l != nil && over[m] != nil {
-			l = over[m]
-		}
-		if l == nil {
-			v.down = append(v.down, m)
-			v.downErr = append(v.downErr, err)
-			continue
-		}
-		if l.instructions != "" {
-			instr = append(instr, "## "+m.cfg.Name+"\n\n"+l.instructions)
-		}
+	mergeCaps := func(caps map[string]json.RawMessage) {
 		for _, k := range kinds {
-			if _, ok := l.caps[k.capability()]; ok {
+			if _, ok := caps[k.capability()]; ok {
 				// "listChanged indicates whether the server will emit
 				// notifications when the list of available items
 				// changes" (server/tools): the aggregate does, when a
@@ -373,17 +362,38 @@ func (a *Aggregate) build(over map[*member]*lists) *view {
 				}
 			}
 		}
-		if r, ok := l.caps["resources"]; ok {
+		if r, ok := caps["resources"]; ok {
 			var rc struct {
 				Subscribe bool `json:"subscribe"`
 			}
 			_ = json.Unmarshal(r, &rc)
 			subscribe = subscribe || rc.Subscribe
 		}
-		_, c := l.caps["completions"]
+		_, c := caps["completions"]
 		completions = completions || c
-		_, lg := l.caps["logging"]
+		_, lg := caps["logging"]
 		logging = logging || lg
+	}
+	for _, m := range a.members {
+		l, err := m.snapshot()
+		if l != nil && over[m] != nil {
+			l = over[m]
+		}
+		if l == nil {
+			v.down = append(v.down, m)
+			v.downErr = append(v.downErr, err)
+			// Its capabilities stay declared while it is down, so that
+			// a client initialized meanwhile lists it once it is back.
+			m.mu.Lock()
+			last := m.lastCaps
+			m.mu.Unlock()
+			mergeCaps(last)
+			continue
+		}
+		if l.instructions != "" {
+			instr = append(instr, "## "+m.cfg.Name+"\n\n"+l.instructions)
+		}
+		mergeCaps(l.caps)
 		for _, k := range []kind{kindTools, kindPrompts} {
 			owner := v.tools
 			if k == kindPrompts {
