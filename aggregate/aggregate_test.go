@@ -605,3 +605,48 @@ func TestListChangedStateless(t *testing.T) {
 	}
 	waitFor(t, cs, changed, "every is back", func(names []string) bool { return slices.Contains(names, "every__test_simple_text") })
 }
+
+// A subscription goes to the member serving the URI, whose updates reach
+// the client; completion/complete goes to the member of its ref, under
+// the prompt's own name.
+func TestSubscribeAndComplete(t *testing.T) {
+	f := newFixture(t, func(o *aggregate.Options) { o.IdleTimeout = time.Millisecond })
+	updated := make(chan string, 10)
+	cs := f.connect(t, "2025-11-25", &mcp.ClientOptions{
+		ResourceUpdatedHandler: func(_ context.Context, req *mcp.ResourceUpdatedNotificationRequest) {
+			updated <- req.Params.URI
+		},
+	})
+	ctx := ctxT(t)
+	if err := cs.Subscribe(ctx, &mcp.SubscribeParams{URI: "test://watched-resource"}); err != nil {
+		t.Fatal(err)
+	}
+	// The everything-server sends an update every 3 s; its child stays
+	// though IdleTimeout passed: a subscription keeps it.
+	for range 2 {
+		select {
+		case uri := <-updated:
+			if uri != "test://watched-resource" {
+				t.Fatalf("update of %q", uri)
+			}
+		case <-ctx.Done():
+			t.Fatal("no notifications/resources/updated for the subscribed resource")
+		}
+	}
+	res, err := cs.Complete(ctx, &mcp.CompleteParams{
+		Ref:      &mcp.CompleteReference{Type: "ref/prompt", Name: "every__test_prompt_with_arguments"},
+		Argument: mcp.CompleteParamsArgument{Name: "arg1", Value: "x"},
+	})
+	if err != nil {
+		t.Fatalf("completion/complete of an advertised prompt: %v", err)
+	}
+	if res.Completion.Values == nil {
+		t.Errorf("completion: %+v", res.Completion)
+	}
+	if _, err := cs.Complete(ctx, &mcp.CompleteParams{
+		Ref:      &mcp.CompleteReference{Type: "ref/prompt", Name: "test_prompt_with_arguments"},
+		Argument: mcp.CompleteParamsArgument{Name: "arg1", Value: "x"},
+	}); err == nil {
+		t.Error("completion/complete of an unprefixed prompt name succeeded")
+	}
+}
