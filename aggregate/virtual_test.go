@@ -3,6 +3,7 @@ package aggregate_test
 import (
 	"bufio"
 	"context"
+	"errors"
 	"io"
 	"log/slog"
 	"strings"
@@ -165,6 +166,74 @@ func TestChildBounds(t *testing.T) {
 		}
 		c2.stop(t)
 		if err := a.Close(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+	})
+}
+
+// flaky starts memchild servers until told to fail.
+type flaky struct {
+	memLauncher
+	fail bool
+}
+
+func (l *flaky) Launch(ctx context.Context, id string) (sandbox.Process, error) {
+	l.mu.Lock()
+	fail := l.fail
+	l.mu.Unlock()
+	if fail {
+		return nil, errors.New("the sandbox is full")
+	}
+	return l.memLauncher.Launch(ctx, id)
+}
+
+// A member whose child cannot start for a session gets its call an error
+// naming it; with FailClosed, a member that is down fails every list and
+// call, where by default the others are served.
+func TestMemberFailures(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		up, down := &flaky{}, &flaky{fail: true}
+		a, err := aggregate.New(&aggregate.Options{Members: []aggregate.Member{{Name: "up", Launcher: up}, {Name: "down", Launcher: down}},
+			Logger: quiet()})
+		if err != nil {
+			t.Fatal(err)
+		}
+		c := start(t, a, "s")
+		if got := c.ask(t, `{"jsonrpc":"2.0","id":2,"method":"tools/list"}`); !strings.Contains(got, `"result":{"tools":[]}`) {
+			t.Errorf("tools/list with a member down: %s", got)
+		}
+		up.mu.Lock()
+		up.fail = true
+		up.mu.Unlock()
+		got := c.ask(t, `{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"up__x"}}`)
+		if !strings.Contains(got, `"code":-32603`) || !strings.Contains(got, `aggregate member \"up\" could not start: the sandbox is full`) {
+			t.Errorf("a call whose member cannot start: %s", got)
+		}
+		got = c.ask(t, `{"jsonrpc":"2.0","id":4,"method":"tools/call","params":{"name":"down__x"}}`)
+		if !strings.Contains(got, `aggregate member \"down\" is unavailable: the sandbox is full`) {
+			t.Errorf("a call of a member that is down: %s", got)
+		}
+		c.stop(t)
+		if err := a.Close(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+
+		closed, err := aggregate.New(&aggregate.Options{Members: []aggregate.Member{{Name: "up", Launcher: &flaky{}}, {Name: "down", Launcher: down}},
+			FailClosed: true, Logger: quiet()})
+		if err != nil {
+			t.Fatal(err)
+		}
+		c = start(t, closed, "s")
+		for _, req := range []string{
+			`{"jsonrpc":"2.0","id":2,"method":"tools/list"}`,
+			`{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"up__x"}}`,
+		} {
+			if got := c.ask(t, req); !strings.Contains(got, `aggregate member \"down\" is unavailable`) || !strings.Contains(got, "fails closed") {
+				t.Errorf("%s with FailClosed and a member down: %s", req, got)
+			}
+		}
+		c.stop(t)
+		if err := closed.Close(context.Background()); err != nil {
 			t.Fatal(err)
 		}
 	})
