@@ -551,7 +551,7 @@ func (v *virtual) send(mem *member, m jsonrpc.Message, view *view) {
 		if len(v.slots) >= a.opts.MaxChildren {
 			v.mu.Unlock()
 			v.fail(&m.Env, m.Data, jsonrpc.CodeInternalError, fmt.Sprintf(
-				"cannot start aggregate member %q: this session already runs %d member servers, the aggregate's bound per session; try again when its calls to others end", mem.cfg.Name, a.opts.MaxChildren))
+				"cannot start aggregate member %q: this session already runs %d member servers, the aggregate's bound per session; a member server stops once idle for the idle timeout", mem.cfg.Name, a.opts.MaxChildren))
 			return
 		}
 		if !a.takeChild() {
