@@ -389,10 +389,7 @@ func (v *virtual) byName(m jsonrpc.Message, prompt bool) {
 		}
 		r = route{mem, name} // not listed (yet): the member says whether it knows it
 	}
-	m.Data = jsonrpc.Rewrite(m.Data, jsonrpc.Edit{At: m.Env.NameAt, Raw: jsonString(r.name)})
-	if env, err := jsonrpc.Parse(m.Data); err == nil {
-		m.Env = env
-	}
+	m.Data = m.Env.Rewrite(m.Data, jsonrpc.Edit{At: m.Env.NameAt, Raw: jsonString(r.name)})
 	v.send(r.m, m, view)
 }
 
@@ -518,12 +515,8 @@ func (v *virtual) relayAnswer(m jsonrpc.Message) {
 		v.logger.Debug("aggregate: dropping an answer to no request of a member", "id", string(m.Env.ID))
 		return
 	}
-	data := jsonrpc.Rewrite(m.Data, jsonrpc.Edit{At: m.Env.IDAt, Raw: r.rawID})
-	env, err := jsonrpc.Parse(data)
-	if err != nil {
-		return
-	}
-	r.s.enqueue(jsonrpc.Message{Data: data, Env: env})
+	m.Data = m.Env.Rewrite(m.Data, jsonrpc.Edit{At: m.Env.IDAt, Raw: r.rawID})
+	r.s.enqueue(m)
 }
 
 // send hands a client request to the member's child of this virtual
@@ -866,8 +859,12 @@ func (s *slot) Route(m *peer.Message) {
 			return
 		}
 		v.mu.Lock()
+		// m.Env.ID is the client's, also for a request peer renamed on
+		// the child (Envelope.Rewrite re-reads it).
 		v.answeredLocked(m.Env.ID, s)
-		if m.Method == "resources/unsubscribe" && !m.Env.IsError && s.subs > 0 {
+		switch {
+		case m.Method == "resources/unsubscribe" && !m.Env.IsError && s.subs > 0,
+			m.Method == "resources/subscribe" && m.Env.IsError && s.subs > 0:
 			s.subs--
 		}
 		v.mu.Unlock()

@@ -238,3 +238,84 @@ func TestMemberFailures(t *testing.T) {
 		}
 	})
 }
+
+// scripted serves its first child (the catalog's) and hands the others to
+// the test.
+type scripted struct {
+	n        int
+	children chan *memchild.Child
+}
+
+func (l *scripted) Launch(_ context.Context, id string) (sandbox.Process, error) {
+	c := memchild.New(&memchild.Options{ID: id})
+	l.n++
+	if l.n == 1 {
+		c.Serve()
+	} else {
+		l.children <- c
+	}
+	return c, nil
+}
+
+// answer reads one request of the member child and answers it.
+func answer(t *testing.T, c *memchild.Child, method string) string {
+	t.Helper()
+	line := c.Read(t)
+	if !strings.Contains(line, `"method":"`+method+`"`) {
+		t.Fatalf("the member child read %s, want %s", line, method)
+	}
+	id := line[strings.Index(line, `"id":`)+5:]
+	id = id[:strings.IndexAny(id, ",}")]
+	c.Say(t, `{"jsonrpc":"2.0","id":`+id+`,"result":{}}`)
+	return id
+}
+
+// A client request whose id collides, on the member child, with one of
+// the aggregate's own requests there (peer renames it: the aggregate's
+// own ids count from where a pool's renamed ids do) gets its answer under
+// its own id and is counted answered: its member child goes idle.
+func TestRenamedRequestAnswered(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		l := &scripted{children: make(chan *memchild.Child, 1)}
+		a, err := aggregate.New(&aggregate.Options{Members: []aggregate.Member{{Name: "m", Launcher: l}},
+			IdleTimeout: time.Minute, Logger: quiet()})
+		if err != nil {
+			t.Fatal(err)
+		}
+		c := start(t, a, "s")
+		c.say(t, `{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"m__x"}}`)
+		child := <-l.children
+		answer(t, child, "initialize")
+		if line := child.Read(t); !strings.Contains(line, "notifications/initialized") {
+			t.Fatalf("read %s", line)
+		}
+		answer(t, child, "tools/call")
+		if got, _ := c.out.ReadString('\n'); !strings.Contains(got, `"id":2,"result"`) {
+			t.Fatalf("call: %s", got)
+		}
+		// logging/setLevel reaches the child as the aggregate's own
+		// request, under the next fresh id (1<<30 + 1), left unanswered.
+		if got := c.ask(t, `{"jsonrpc":"2.0","id":3,"method":"logging/setLevel","params":{"level":"info"}}`); !strings.Contains(got, `"id":3,"result":{}`) {
+			t.Fatalf("setLevel: %s", got)
+		}
+		if line := child.Read(t); !strings.Contains(line, "logging/setLevel") || !strings.Contains(line, `"id":1073741825`) {
+			t.Fatalf("the child read %s, want the aggregate's logging/setLevel with id 1073741825", line)
+		}
+		c.say(t, `{"jsonrpc":"2.0","id":1073741825,"method":"tools/call","params":{"name":"m__x"}}`)
+		if id := answer(t, child, "tools/call"); id == "1073741825" {
+			t.Fatal("the colliding id was not renamed: the test tests nothing")
+		}
+		if got, _ := c.out.ReadString('\n'); !strings.Contains(got, `"id":1073741825,"result"`) {
+			t.Fatalf("the renamed call's answer: %s", got)
+		}
+		time.Sleep(2 * time.Minute)
+		synctest.Wait()
+		if n := a.Children(); n != 0 {
+			t.Errorf("%d member children after the idle timeout, want 0: the renamed call is still counted in flight", n)
+		}
+		c.stop(t)
+		if err := a.Close(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+	})
+}
