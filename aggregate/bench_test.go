@@ -90,3 +90,45 @@ func BenchmarkCall(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkFiftySessions opens 50 sessions of an aggregate of two
+// members, each listing everything and calling one member's tool, and
+// reports the processes started: one child of the called member per
+// session, none of the other, plus one catalog child per member
+// (MetaMCP#162: a naive aggregate starts every member for each session).
+func BenchmarkFiftySessions(b *testing.B) {
+	exe, err := os.Executable()
+	if err != nil {
+		b.Fatal(err)
+	}
+	for b.Loop() {
+		test := &counting{l: sandbox.NewLocal(&sandbox.LocalOptions{Command: exe, Env: append(os.Environ(), testserver.Env+"=1"), StopGrace: 2 * time.Second, Logger: quiet()})}
+		every := &counting{l: sandbox.NewLocal(&sandbox.LocalOptions{Command: exe, Env: append(os.Environ(), testserver.Env+"=1"), StopGrace: 2 * time.Second, Logger: quiet()})}
+		agg, err := aggregate.New(&aggregate.Options{Members: []aggregate.Member{{Name: "test", Launcher: test}, {Name: "other", Launcher: every}}, Logger: quiet()})
+		if err != nil {
+			b.Fatal(err)
+		}
+		url := serve(b, agg.Launcher(), func() error { return agg.Close(context.Background()) })
+		ctx := context.Background()
+		var sessions []*mcp.ClientSession
+		for range 50 {
+			cs, err := mcp.NewClient(&mcp.Implementation{Name: "bench", Version: "1"}, nil).
+				Connect(ctx, &mcp.StreamableClientTransport{Endpoint: url}, &mcp.ClientSessionOptions{ProtocolVersion: "2025-11-25"})
+			if err != nil {
+				b.Fatal(err)
+			}
+			sessions = append(sessions, cs)
+			if _, err := cs.ListTools(ctx, nil); err != nil {
+				b.Fatal(err)
+			}
+			if res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "test__echo", Arguments: map[string]any{"text": "x"}}); err != nil || res.IsError {
+				b.Fatal(err, res)
+			}
+		}
+		for _, cs := range sessions {
+			cs.Close()
+		}
+		b.ReportMetric(float64(len(test.runs)), "test-processes")
+		b.ReportMetric(float64(len(every.runs)), "other-processes")
+	}
+}
