@@ -87,8 +87,15 @@ type Member struct {
 	// Intercept is the interception point of each of the member's
 	// children serving a virtual child (policy, pinning, audit, metrics,
 	// built for this member): it sees the member's own names. Nil: none.
-	// The catalog child has none.
 	Intercept peer.Interceptor
+	// CatalogIntercept is the interception point of the member's catalog
+	// child, whose answers are the lists every session sees: the pin
+	// enforcer belongs here (it filters the answers to the bridge's own
+	// lists too), so that what the lock refuses leaves the aggregate's
+	// lists, that member's items only. A per-caller policy cannot filter
+	// lists shared by every caller; it still refuses calls (Intercept).
+	// Nil: none.
+	CatalogIntercept peer.Interceptor
 }
 
 // Options configure an Aggregate. Every zero value means the documented

@@ -21,6 +21,7 @@ import (
 	"github.com/mcp-bridge/mcp-bridge/internal/childtest"
 	"github.com/mcp-bridge/mcp-bridge/internal/testserver"
 	"github.com/mcp-bridge/mcp-bridge/peer"
+	"github.com/mcp-bridge/mcp-bridge/pin"
 	"github.com/mcp-bridge/mcp-bridge/pool"
 	"github.com/mcp-bridge/mcp-bridge/sandbox"
 	"github.com/mcp-bridge/mcp-bridge/session"
@@ -648,5 +649,25 @@ func TestSubscribeAndComplete(t *testing.T) {
 		Argument: mcp.CompleteParamsArgument{Name: "arg1", Value: "x"},
 	}); err == nil {
 		t.Error("completion/complete of an unprefixed prompt name succeeded")
+	}
+}
+
+// A pin enforcer on a member's catalog child takes what its lock does
+// not allow out of the aggregate's lists: that member's items only.
+func TestPinnedCatalog(t *testing.T) {
+	f := newFixture(t, func(o *aggregate.Options) {
+		lock := pin.NewLock() // pins nothing: every tool of test is refused
+		o.Members[0].CatalogIntercept = pin.New(&pin.Options{Lock: lock, LockFile: "test.lock"}).Interceptor(nil)
+	})
+	cs := f.connect(t, "2025-11-25", nil)
+	names := listed(t, cs)
+	if slices.ContainsFunc(names, func(n string) bool { return strings.HasPrefix(n, "test__") }) {
+		t.Errorf("tools/list shows test's tools, which its lock refuses: %v", names)
+	}
+	if !slices.Contains(names, "every__test_simple_text") {
+		t.Errorf("tools/list lost every's tools, which no lock holds: %v", names)
+	}
+	if down := f.agg.Down(); len(down) != 0 {
+		t.Errorf("members down: %v; the lock should filter test's lists, not fail it", down)
 	}
 }

@@ -84,7 +84,7 @@ func (m *member) load() {
 		return
 	}
 	po := a.opts.Peer
-	po.Intercept = nil
+	po.Intercept = m.cfg.CatalogIntercept
 	po.Logger = a.logger.With("member", m.cfg.Name, "child", "catalog")
 	conn := peer.New(proc, catalogRouter{m}, &po)
 	m.mu.Lock()
