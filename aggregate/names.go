@@ -13,7 +13,7 @@ import (
 // 2025-11-25): "Tool names SHOULD be between 1 and 128 characters in
 // length" and "The following SHOULD be the only allowed characters:
 // uppercase and lowercase ASCII letters (A-Z, a-z), digits (0-9),
-// underscore (_), hyphen (-), and dot (.)". Common clients cut at 64, so
+// underscore (_), dash (-), and dot (.)". Common clients cut at 64, so
 // an advertised name keeps within 64 (MaxNameLength).
 const (
 	// MaxNameLength bounds an advertised name.
