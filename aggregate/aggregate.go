@@ -84,10 +84,13 @@ type Member struct {
 	// Launcher starts the member's children (its catalog child, and one
 	// per virtual child that needs it); required.
 	Launcher sandbox.Launcher
-	// Intercept is the interception point of each of the member's
-	// children serving a virtual child (policy, pinning, audit, metrics,
-	// built for this member): it sees the member's own names. Nil: none.
-	Intercept peer.Interceptor
+	// Intercept builds the interception point of each of the member's
+	// children serving sessions (policy, pinning, audit, metrics, built
+	// for this member), called once per child, which child names in logs
+	// ("SESSION/MEMBER"): guards that keep state per connection (pinning,
+	// audit) get a connection of their own. It sees the member's own
+	// names. Nil: none.
+	Intercept func(child string) peer.Interceptor
 	// CatalogIntercept is the interception point of the member's catalog
 	// child, whose answers are the lists every session sees: the pin
 	// enforcer belongs here (it filters the answers to the bridge's own

@@ -513,12 +513,14 @@ func TestProgressAndCancel(t *testing.T) {
 	cancelled := make(chan string, 10)
 	f := newFixture(t, func(o *aggregate.Options) {
 		// The member's interceptor sees what reaches its child.
-		o.Members[0].Intercept = func(next peer.Handler) peer.Handler {
-			return func(m *peer.Message) error {
-				if m.Dir == peer.ToChild && m.Method == "notifications/cancelled" {
-					cancelled <- string(m.Data)
+		o.Members[0].Intercept = func(string) peer.Interceptor {
+			return func(next peer.Handler) peer.Handler {
+				return func(m *peer.Message) error {
+					if m.Dir == peer.ToChild && m.Method == "notifications/cancelled" {
+						cancelled <- string(m.Data)
+					}
+					return next(m)
 				}
-				return next(m)
 			}
 		}
 	})

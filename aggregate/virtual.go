@@ -695,12 +695,16 @@ func (s *slot) start() (*peer.Conn, error) {
 		case <-ctx.Done():
 		}
 	}()
-	proc, err := s.m.cfg.Launcher.Launch(ctx, v.session+"/"+s.m.cfg.Name)
+	child := v.session + "/" + s.m.cfg.Name
+	proc, err := s.m.cfg.Launcher.Launch(ctx, child)
 	if err != nil {
 		return nil, err
 	}
 	po := a.opts.Peer
-	po.Intercept = s.m.cfg.Intercept
+	po.Intercept = nil
+	if s.m.cfg.Intercept != nil {
+		po.Intercept = s.m.cfg.Intercept(child)
+	}
 	po.Logger = v.logger.With("member", s.m.cfg.Name)
 	conn := peer.New(proc, s, &po)
 	v.mu.Lock()
