@@ -150,10 +150,14 @@ type Aggregate struct {
 
 	children atomic.Int64 // member children of virtual children
 
+	// life guards closed against wg.Add: what starts a goroutine of the
+	// aggregate (track) does so before Close waits, or not at all.
+	life   sync.Mutex
+	closed bool
+
 	mu       sync.Mutex
 	view     *view
 	virtuals map[*virtual]struct{}
-	closed   bool
 	seq      int64
 }
 
@@ -272,9 +276,9 @@ func (l launcher) Launch(ctx context.Context, sessionID string) (sandbox.Process
 // Close stops the catalog children and the retries. The virtual children
 // belong to their callers, which stop them (Process.Stop) before.
 func (a *Aggregate) Close(ctx context.Context) error {
-	a.mu.Lock()
+	a.life.Lock()
 	a.closed = true
-	a.mu.Unlock()
+	a.life.Unlock()
 	a.cancel()
 	var err error
 	for _, m := range a.members {
@@ -290,7 +294,19 @@ func (a *Aggregate) Close(ctx context.Context) error {
 	return err
 }
 
-// notify tells every initialized virtual child that the lists of kinds
+// track counts one more goroutine of the aggregate in wg, unless it is
+// closed.
+func (a *Aggregate) track() bool {
+	a.life.Lock()
+	defer a.life.Unlock()
+	if a.closed {
+		return false
+	}
+	a.wg.Add(1)
+	return true
+}
+
+// changed tells every initialized virtual child that the lists of kinds
 // changed.
 func (a *Aggregate) changed(old, cur *view) {
 	var methods []string

@@ -180,9 +180,8 @@ func (m *member) fail(conn *peer.Conn, err error) {
 	if delay > a.opts.RetryMax || delay <= 0 {
 		delay = a.opts.RetryMax
 	}
-	closing := a.ctx.Err() != nil
+	closing := !a.track()
 	if !closing {
-		a.wg.Add(1)
 		m.retry = time.AfterFunc(delay, func() {
 			defer a.wg.Done()
 			if a.ctx.Err() == nil {
@@ -192,8 +191,13 @@ func (m *member) fail(conn *peer.Conn, err error) {
 	}
 	m.mu.Unlock()
 	if conn != nil {
-		a.wg.Add(1)
-		go func() { defer a.wg.Done(); _ = conn.Close(context.Background()) }() // Stop's steps are bounded
+		// Not here: fail may run on conn's reader (Ended), which Close
+		// waits for. Stop's steps are bounded.
+		if a.track() {
+			go func() { defer a.wg.Done(); _ = conn.Close(context.Background()) }()
+		} else {
+			go func() { _ = conn.Close(context.Background()) }() // at Close only
+		}
 	}
 	if closing {
 		return
@@ -218,7 +222,12 @@ func (m *member) refresh() {
 	conn, caps, instr := m.conn, m.lists.caps, m.lists.instructions
 	m.mu.Unlock()
 	a := m.agg
-	a.wg.Add(1)
+	if !a.track() {
+		m.mu.Lock()
+		m.loading = false
+		m.mu.Unlock()
+		return
+	}
 	go func() {
 		defer a.wg.Done()
 		for {

@@ -61,11 +61,13 @@ type relay struct {
 }
 
 func (a *Aggregate) launch(ctx context.Context, sessionID string) (sandbox.Process, error) {
-	a.mu.Lock()
-	if a.closed {
-		a.mu.Unlock()
-		return nil, fmt.Errorf("%w: the aggregate %q is closed", sandbox.ErrLaunch, a.opts.Name)
+	a.life.Lock()
+	closed := a.closed
+	a.life.Unlock()
+	if closed {
+		return nil, fmt.Errorf("%w: session %s: the aggregate %q is closed", sandbox.ErrLaunch, sessionID, a.opts.Name)
 	}
+	a.mu.Lock()
 	a.seq++
 	v := &virtual{
 		a: a, id: "aggregate " + a.opts.Name + " #" + strconv.FormatInt(a.seq, 10), session: sessionID,
