@@ -50,6 +50,7 @@ import (
 	"time"
 
 	"github.com/mcp-bridge/mcp-bridge/peer"
+	"github.com/mcp-bridge/mcp-bridge/pin"
 	"github.com/mcp-bridge/mcp-bridge/sandbox"
 )
 
@@ -99,6 +100,13 @@ type Member struct {
 	// lists shared by every caller; it still refuses calls (Intercept).
 	// Nil: none.
 	CatalogIntercept peer.Interceptor
+	// Lock, when it holds every pinned item's members (a lock file of
+	// version 3, as `bridge pin` writes), is the member's catalog: its
+	// lists come from the lock, and no catalog child starts (nor can the
+	// member then drop out of the lists: a session whose child of it
+	// cannot start gets an error naming it). Nil, or a lock of digests
+	// alone: a catalog child.
+	Lock *pin.Lock
 }
 
 // Options configure an Aggregate. Every zero value means the documented

@@ -5,13 +5,16 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"regexp"
+	"slices"
 	"strings"
 	"sync"
 	"time"
 
 	"github.com/mcp-bridge/mcp-bridge/jsonrpc"
 	"github.com/mcp-bridge/mcp-bridge/peer"
+	"github.com/mcp-bridge/mcp-bridge/pin"
 )
 
 // kind is one of the lists an aggregate merges.
@@ -76,6 +79,13 @@ type member struct {
 func (m *member) load() {
 	a := m.agg
 	defer m.once.Do(func() { close(m.first) })
+	if l := listsOfLock(m.cfg.Lock); l != nil {
+		m.mu.Lock()
+		m.lists, m.lastCaps = l, l.caps
+		m.mu.Unlock()
+		a.rebuild()
+		return
+	}
 	ctx, cancel := context.WithTimeout(a.ctx, a.opts.InitializeTimeout)
 	defer cancel()
 	proc, err := m.cfg.Launcher.Launch(ctx, "aggregate-catalog-"+m.cfg.Name)
@@ -544,4 +554,37 @@ func templateRegexp(t string) (*regexp.Regexp, error) {
 	}
 	b.WriteString("$")
 	return regexp.Compile(b.String())
+}
+
+// listsOfLock returns the lists a lock pins, or nil if it holds some
+// item's digest alone (or there is no lock).
+func listsOfLock(lock *pin.Lock) *lists {
+	if lock == nil {
+		return nil
+	}
+	l := &lists{caps: map[string]json.RawMessage{}}
+	byKind := map[string]struct {
+		names map[string]string
+		k     kind
+	}{
+		"tools": {lock.Tools, kindTools}, "prompts": {lock.Prompts, kindPrompts},
+		"resources": {lock.Resources, kindResources}, "resourceTemplates": {lock.ResourceTemplates, kindTemplates},
+	}
+	for _, pk := range pin.Kinds {
+		e, ok := byKind[pk.Array]
+		if !ok {
+			continue
+		}
+		for _, name := range slices.Sorted(maps.Keys(e.names)) {
+			item := lock.Item(pk, name)
+			if item == nil {
+				return nil
+			}
+			l.items[e.k] = append(l.items[e.k], item)
+		}
+		if len(e.names) > 0 {
+			l.caps[e.k.capability()] = json.RawMessage(`{}`)
+		}
+	}
+	return l
 }

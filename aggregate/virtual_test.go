@@ -14,6 +14,7 @@ import (
 
 	"github.com/mcp-bridge/mcp-bridge/aggregate"
 	"github.com/mcp-bridge/mcp-bridge/internal/memchild"
+	"github.com/mcp-bridge/mcp-bridge/pin"
 	"github.com/mcp-bridge/mcp-bridge/sandbox"
 )
 
@@ -31,6 +32,12 @@ func (l *memLauncher) Launch(_ context.Context, id string) (sandbox.Process, err
 	l.children = append(l.children, c)
 	l.mu.Unlock()
 	return c, nil
+}
+
+func (l *memLauncher) count() int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return len(l.children)
 }
 
 func (l *memLauncher) child(i int) *memchild.Child {
@@ -312,6 +319,40 @@ func TestRenamedRequestAnswered(t *testing.T) {
 		synctest.Wait()
 		if n := a.Children(); n != 0 {
 			t.Errorf("%d member children after the idle timeout, want 0: the renamed call is still counted in flight", n)
+		}
+		c.stop(t)
+		if err := a.Close(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+	})
+}
+
+// A member with a lock of its items lists what the lock pins, and starts
+// no catalog child: the first process of it is a session's.
+func TestLockIsCatalog(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		lock := pin.NewLock()
+		if err := lock.Set(pin.Kinds[0], []byte(`{"name":"read","description":"Reads a file","inputSchema":{"type":"object"}}`)); err != nil {
+			t.Fatal(err)
+		}
+		l := &memLauncher{}
+		a, err := aggregate.New(&aggregate.Options{Members: []aggregate.Member{{Name: "fs", Launcher: l, Lock: lock}}, Logger: quiet()})
+		if err != nil {
+			t.Fatal(err)
+		}
+		c := start(t, a, "s")
+		got := c.ask(t, `{"jsonrpc":"2.0","id":2,"method":"tools/list"}`)
+		if !strings.Contains(got, `"name":"fs__read"`) || !strings.Contains(got, `"description":"Reads a file"`) {
+			t.Errorf("tools/list from the lock: %s", got)
+		}
+		if n := l.count(); n != 0 {
+			t.Fatalf("%d children started to list, want none", n)
+		}
+		if got := c.ask(t, `{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"fs__read"}}`); !strings.Contains(got, `"id":3,"result":{}`) {
+			t.Errorf("call: %s", got)
+		}
+		if n := l.count(); n != 1 {
+			t.Errorf("%d children after a call, want 1", n)
 		}
 		c.stop(t)
 		if err := a.Close(context.Background()); err != nil {
