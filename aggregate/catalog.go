@@ -1,0 +1,590 @@
+package aggregate
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"maps"
+	"regexp"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/mcp-bridge/mcp-bridge/jsonrpc"
+	"github.com/mcp-bridge/mcp-bridge/peer"
+	"github.com/mcp-bridge/mcp-bridge/pin"
+)
+
+// kind is one of the lists an aggregate merges.
+type kind int
+
+const (
+	kindTools kind = iota
+	kindPrompts
+	kindResources
+	kindTemplates
+)
+
+var kinds = []kind{kindTools, kindPrompts, kindResources, kindTemplates}
+
+func (k kind) method() string {
+	return [...]string{"tools/list", "prompts/list", "resources/list", "resources/templates/list"}[k]
+}
+
+func (k kind) field() string {
+	return [...]string{"tools", "prompts", "resources", "resourceTemplates"}[k]
+}
+
+// capability is the server capability that says a member has the list.
+func (k kind) capability() string {
+	return [...]string{"tools", "prompts", "resources", "resources"}[k]
+}
+
+func (k kind) notification() string {
+	return [...]string{"notifications/tools/list_changed", "notifications/prompts/list_changed",
+		"notifications/resources/list_changed", "notifications/resources/list_changed"}[k]
+}
+
+// lists are what a member's catalog child answered.
+type lists struct {
+	caps         map[string]json.RawMessage
+	instructions string
+	items        [4][]json.RawMessage // per kind, as the member wrote them
+}
+
+// member is one member of an aggregate and its catalog child.
+type member struct {
+	agg    *Aggregate
+	idx    int
+	cfg    Member
+	prefix string
+	first  chan struct{} // closed after the first load, whatever its outcome
+	once   sync.Once
+
+	mu       sync.Mutex
+	lists    *lists                     // nil while down
+	lastCaps map[string]json.RawMessage // the capabilities it had when last up
+	err      error                      // why it is down
+	conn     *peer.Conn                 // the catalog child, while it runs
+	failures int                        // loads failed in a row
+	retry    *time.Timer
+	loading  bool // a load or refresh runs
+	again    bool // a list_changed came during it
+}
+
+// load starts the catalog child and fetches its lists; on failure the
+// member is down and a retry is scheduled.
+func (m *member) load() {
+	a := m.agg
+	defer m.once.Do(func() { close(m.first) })
+	if l := listsOfLock(m.cfg.Lock); l != nil {
+		m.mu.Lock()
+		m.lists, m.lastCaps = l, l.caps
+		m.mu.Unlock()
+		a.rebuild()
+		return
+	}
+	ctx, cancel := context.WithTimeout(a.ctx, a.opts.InitializeTimeout)
+	defer cancel()
+	proc, err := m.cfg.Launcher.Launch(ctx, "aggregate-catalog-"+m.cfg.Name)
+	if err != nil {
+		m.fail(nil, err)
+		return
+	}
+	po := a.opts.Peer
+	po.Intercept = m.cfg.CatalogIntercept
+	po.Logger = a.logger.With("member", m.cfg.Name, "child", "catalog")
+	conn := peer.New(proc, catalogRouter{m}, &po)
+	m.mu.Lock()
+	m.conn = conn
+	m.mu.Unlock()
+	init, err := conn.Initialize(ctx, map[string]any{
+		"protocolVersion": ProtocolVersion,
+		"capabilities":    map[string]any{},
+		"clientInfo":      map[string]any{"name": a.opts.Name + "-catalog", "version": "1"},
+	})
+	if err != nil {
+		m.fail(conn, err)
+		return
+	}
+	var res struct {
+		Capabilities map[string]json.RawMessage `json:"capabilities"`
+		Instructions string                     `json:"instructions"`
+	}
+	if err := json.Unmarshal(init, &res); err != nil {
+		m.fail(conn, fmt.Errorf("reading its initialize result: %w", err))
+		return
+	}
+	l := &lists{caps: res.Capabilities, instructions: res.Instructions}
+	if err := m.fetch(ctx, conn, l); err != nil {
+		m.fail(conn, err)
+		return
+	}
+	m.mu.Lock()
+	if m.conn != conn { // ended meanwhile
+		m.mu.Unlock()
+		return
+	}
+	m.lists, m.err, m.failures, m.lastCaps = l, nil, 0, l.caps
+	m.mu.Unlock()
+	a.logger.Info("aggregate member is up", "member", m.cfg.Name)
+	a.rebuild()
+}
+
+// fetch lists every kind the member has, following nextCursor.
+func (m *member) fetch(ctx context.Context, conn *peer.Conn, l *lists) error {
+	for _, k := range kinds {
+		if _, ok := l.caps[k.capability()]; !ok {
+			continue
+		}
+		l.items[k] = nil
+		cursor := ""
+		for range 1000 { // a member that never ends its pages
+			var params any
+			if cursor != "" {
+				params = map[string]string{"cursor": cursor}
+			}
+			raw, err := conn.Call(ctx, k.method(), params)
+			if err != nil {
+				return fmt.Errorf("%s: %w", k.method(), err)
+			}
+			var page map[string]json.RawMessage
+			if err := json.Unmarshal(raw, &page); err != nil {
+				return fmt.Errorf("%s: %w", k.method(), err)
+			}
+			var items []json.RawMessage
+			if p := page[k.field()]; p != nil {
+				if err := json.Unmarshal(p, &items); err != nil {
+					return fmt.Errorf("%s: %w", k.method(), err)
+				}
+			}
+			l.items[k] = append(l.items[k], items...)
+			cursor = ""
+			if c := page["nextCursor"]; c != nil {
+				_ = json.Unmarshal(c, &cursor)
+			}
+			if cursor == "" {
+				break
+			}
+		}
+	}
+	return nil
+}
+
+// fail marks the member down after a failed load, or after its catalog
+// child ended, and schedules a retry.
+func (m *member) fail(conn *peer.Conn, err error) {
+	a := m.agg
+	m.mu.Lock()
+	if conn != nil && m.conn != conn {
+		m.mu.Unlock()
+		return // an older child: a newer load owns the member
+	}
+	m.conn = nil
+	wasUp := m.lists != nil
+	m.lists, m.err = nil, err
+	m.failures++
+	delay := a.opts.RetryMin << min(m.failures-1, 20)
+	if delay > a.opts.RetryMax || delay <= 0 {
+		delay = a.opts.RetryMax
+	}
+	closing := !a.track()
+	if !closing {
+		m.retry = time.AfterFunc(delay, func() {
+			defer a.wg.Done()
+			if a.ctx.Err() == nil {
+				m.load()
+			}
+		})
+	}
+	m.mu.Unlock()
+	if conn != nil {
+		// Not here: fail may run on conn's reader (Ended), which Close
+		// waits for. Stop's steps are bounded.
+		if a.track() {
+			go func() { defer a.wg.Done(); _ = conn.Close(context.Background()) }()
+		} else {
+			go func() { _ = conn.Close(context.Background()) }() // at Close only
+		}
+	}
+	if closing {
+		return
+	}
+	a.logger.Warn("aggregate member is down: its tools, prompts and resources are left out of the lists until it starts again",
+		"member", m.cfg.Name, "err", err, "retry_in", delay)
+	if wasUp || m.failures == 1 {
+		a.rebuild()
+	}
+}
+
+// refresh lists again after a list_changed, coalescing those that come
+// meanwhile.
+func (m *member) refresh() {
+	m.mu.Lock()
+	if m.loading || m.conn == nil || m.lists == nil {
+		m.again = m.loading
+		m.mu.Unlock()
+		return
+	}
+	m.loading = true
+	conn, caps, instr := m.conn, m.lists.caps, m.lists.instructions
+	m.mu.Unlock()
+	a := m.agg
+	if !a.track() {
+		m.mu.Lock()
+		m.loading = false
+		m.mu.Unlock()
+		return
+	}
+	go func() {
+		defer a.wg.Done()
+		for {
+			ctx, cancel := context.WithTimeout(a.ctx, a.opts.InitializeTimeout)
+			l := &lists{caps: caps, instructions: instr}
+			err := m.fetch(ctx, conn, l)
+			cancel()
+			m.mu.Lock()
+			if err == nil && m.conn == conn {
+				m.lists = l
+			}
+			again := m.again && err == nil
+			m.again = false
+			if !again {
+				m.loading = false
+			}
+			m.mu.Unlock()
+			if err != nil {
+				if a.ctx.Err() == nil && !errors.Is(err, peer.ErrClosed) {
+					a.logger.Warn("aggregate member: listing again after list_changed failed", "member", m.cfg.Name, "err", err)
+				}
+				m.mu.Lock()
+				m.loading = false
+				m.mu.Unlock()
+				return
+			}
+			a.rebuild()
+			if !again {
+				return
+			}
+		}
+	}()
+}
+
+func (m *member) close(ctx context.Context) error {
+	m.mu.Lock()
+	conn := m.conn
+	m.conn = nil
+	if m.retry != nil && m.retry.Stop() {
+		m.agg.wg.Done() // the retry will not run
+	}
+	m.mu.Unlock()
+	if conn != nil {
+		return conn.Close(ctx)
+	}
+	return nil
+}
+
+// snapshot returns the member's lists, or nil and why it is down.
+func (m *member) snapshot() (*lists, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.lists == nil && m.err == nil {
+		return nil, errors.New("its catalog is still loading")
+	}
+	return m.lists, m.err
+}
+
+// catalogRouter gets what the catalog child sends on its own.
+type catalogRouter struct{ m *member }
+
+func (r catalogRouter) Route(msg *peer.Message) {
+	switch {
+	case msg.Env.Kind == jsonrpc.KindNotification && strings.HasSuffix(msg.Method, "/list_changed"):
+		r.m.refresh()
+	case msg.Env.Kind == jsonrpc.KindRequest:
+		// The catalog child declared no client capability: it may ping.
+		var reply []byte
+		if msg.Method == "ping" {
+			reply = append(append([]byte(`{"jsonrpc":"2.0","id":`), msg.Env.IDAt.In(msg.Data)...), `,"result":{}}`...)
+		} else {
+			reply = jsonrpc.ErrorResponse(msg.Env.IDAt.In(msg.Data), jsonrpc.CodeMethodNotFound, "the aggregate's catalog client has no "+msg.Method, nil)
+		}
+		if env, err := jsonrpc.Parse(reply); err == nil {
+			r.m.mu.Lock()
+			conn := r.m.conn
+			r.m.mu.Unlock()
+			if conn != nil {
+				_ = conn.Send(r.m, jsonrpc.Message{Data: reply, Env: env})
+			}
+		}
+	}
+}
+
+func (r catalogRouter) Ended(err error) {
+	r.m.mu.Lock()
+	conn := r.m.conn
+	r.m.mu.Unlock()
+	if conn != nil && r.m.agg.ctx.Err() == nil {
+		r.m.fail(conn, fmt.Errorf("its catalog child ended: %w", err))
+	}
+}
+
+// route says where an advertised name goes.
+type route struct {
+	m    *member
+	name string // the member's own name
+}
+
+// tmpl is a resource template of a member.
+type tmpl struct {
+	m  *member
+	re *regexp.Regexp
+}
+
+// view is the merged catalog: the lists' results as virtual children
+// send them, and the routes. Immutable once built.
+type view struct {
+	lists        [4][]byte // the result objects
+	tools        map[string]route
+	prompts      map[string]route
+	uris         map[string]*member
+	templates    []tmpl
+	templateURIs map[string]*member
+	caps         map[string]any
+	instructions string
+	down         []*member // members down or not loaded, in order
+	downErr      []error
+}
+
+// build merges the members' lists: the catalog's, or for a member in
+// over the lists a session's own child of it answered. Called with a.mu
+// held when over is nil (the aggregate's view).
+func (a *Aggregate) build(over map[*member]*lists) *view {
+	v := &view{tools: map[string]route{}, prompts: map[string]route{}, uris: map[string]*member{}, templateURIs: map[string]*member{}, caps: map[string]any{}}
+	var items [4][]json.RawMessage
+	var instr []string
+	subscribe, completions, logging := false, false, false
+	mergeCaps := func(caps map[string]json.RawMessage) {
+		for _, k := range kinds {
+			if _, ok := caps[k.capability()]; ok {
+				// "listChanged indicates whether the server will emit
+				// notifications when the list of available items
+				// changes" (server/tools): the aggregate does, when a
+				// member comes or goes.
+				switch k {
+				case kindResources:
+					v.caps["resources"] = map[string]any{"listChanged": true}
+				case kindTools, kindPrompts:
+					v.caps[k.capability()] = map[string]any{"listChanged": true}
+				}
+			}
+		}
+		if r, ok := caps["resources"]; ok {
+			var rc struct {
+				Subscribe bool `json:"subscribe"`
+			}
+			_ = json.Unmarshal(r, &rc)
+			subscribe = subscribe || rc.Subscribe
+		}
+		_, c := caps["completions"]
+		completions = completions || c
+		_, lg := caps["logging"]
+		logging = logging || lg
+	}
+	for _, m := range a.members {
+		l, err := m.snapshot()
+		if l != nil && over[m] != nil {
+			l = over[m]
+		}
+		if l == nil {
+			v.down = append(v.down, m)
+			v.downErr = append(v.downErr, err)
+			// Its capabilities stay declared while it is down, so that
+			// a client initialized meanwhile lists it once it is back.
+			m.mu.Lock()
+			last := m.lastCaps
+			m.mu.Unlock()
+			mergeCaps(last)
+			continue
+		}
+		if l.instructions != "" {
+			instr = append(instr, "## "+m.cfg.Name+"\n\n"+l.instructions)
+		}
+		mergeCaps(l.caps)
+		for _, k := range []kind{kindTools, kindPrompts} {
+			owner := v.tools
+			if k == kindPrompts {
+				owner = v.prompts
+			}
+			for _, it := range l.items[k] {
+				var obj map[string]json.RawMessage
+				var name string
+				if json.Unmarshal(it, &obj) != nil || json.Unmarshal(obj["name"], &name) != nil || name == "" {
+					continue
+				}
+				adv := advertise(m.prefix, a.opts.Separator, name)
+				if prev, dup := owner[adv]; dup {
+					if over != nil {
+						continue // logged once, by the aggregate's view
+					}
+					a.logger.Error("aggregate member lists two items under one advertised name: the second is left out",
+						"member", m.cfg.Name, "advertised", adv, "first", prev.name, "second", name)
+					continue
+				}
+				owner[adv] = route{m, name}
+				obj["name"] = jsonString(adv)
+				out, _ := json.Marshal(obj)
+				items[k] = append(items[k], out)
+			}
+		}
+		for _, it := range l.items[kindResources] {
+			var r struct {
+				URI string `json:"uri"`
+			}
+			if json.Unmarshal(it, &r) != nil || r.URI == "" {
+				continue
+			}
+			if prev := v.uris[r.URI]; prev != nil {
+				if over != nil {
+					continue
+				}
+				a.logger.Error("aggregate members list one resource URI: it goes to the first",
+					"uri", r.URI, "first", prev.cfg.Name, "second", m.cfg.Name)
+				continue
+			}
+			v.uris[r.URI] = m
+			items[kindResources] = append(items[kindResources], it)
+		}
+		for _, it := range l.items[kindTemplates] {
+			var r struct {
+				URITemplate string `json:"uriTemplate"`
+			}
+			if json.Unmarshal(it, &r) != nil || r.URITemplate == "" {
+				continue
+			}
+			if prev := v.templateURIs[r.URITemplate]; prev != nil {
+				if over != nil {
+					continue
+				}
+				a.logger.Error("aggregate members list one resource template: it goes to the first",
+					"uriTemplate", r.URITemplate, "first", prev.cfg.Name, "second", m.cfg.Name)
+				continue
+			}
+			v.templateURIs[r.URITemplate] = m
+			if re, err := templateRegexp(r.URITemplate); err == nil {
+				v.templates = append(v.templates, tmpl{m, re})
+			}
+			items[kindTemplates] = append(items[kindTemplates], it)
+		}
+	}
+	if subscribe {
+		v.caps["resources"] = map[string]any{"listChanged": true, "subscribe": true}
+	}
+	if completions {
+		v.caps["completions"] = map[string]any{}
+	}
+	if logging {
+		v.caps["logging"] = map[string]any{}
+	}
+	v.instructions = strings.Join(instr, "\n\n")
+	for _, k := range kinds {
+		list := items[k]
+		if list == nil {
+			list = []json.RawMessage{}
+		}
+		v.lists[k], _ = json.Marshal(map[string]any{k.field(): list})
+	}
+	return v
+}
+
+// resource finds the member that serves uri: the one listing it, else the
+// first whose template matches it, else the only member with resources.
+func (v *view) resource(a *Aggregate, uri string) *member {
+	if m := v.uris[uri]; m != nil {
+		return m
+	}
+	for _, t := range v.templates {
+		if t.re.MatchString(uri) {
+			return t.m
+		}
+	}
+	var only *member
+	for _, m := range a.members {
+		if l, _ := m.snapshot(); l != nil {
+			if _, ok := l.caps["resources"]; ok {
+				if only != nil {
+					return nil
+				}
+				only = m
+			}
+		}
+	}
+	return only
+}
+
+// templateRegexp matches the URIs an RFC 6570 template expands to, loosely:
+// a simple expression matches one path segment, a reserved one ({+x},
+// {#x}) anything, a query one ({?x}, {&x}) an optional query.
+func templateRegexp(t string) (*regexp.Regexp, error) {
+	var b strings.Builder
+	b.WriteString("^")
+	for {
+		i := strings.IndexByte(t, '{')
+		if i < 0 {
+			b.WriteString(regexp.QuoteMeta(t))
+			break
+		}
+		j := strings.IndexByte(t[i:], '}')
+		if j < 0 {
+			return nil, errors.New("an unclosed expression")
+		}
+		b.WriteString(regexp.QuoteMeta(t[:i]))
+		expr := t[i+1 : i+j]
+		switch {
+		case strings.HasPrefix(expr, "+"), strings.HasPrefix(expr, "#"):
+			b.WriteString(".*")
+		case strings.HasPrefix(expr, "?"), strings.HasPrefix(expr, "&"):
+			b.WriteString(`([?&].*)?`)
+		default:
+			b.WriteString(`[^/?#]*`)
+		}
+		t = t[i+j+1:]
+	}
+	b.WriteString("$")
+	return regexp.Compile(b.String())
+}
+
+// listsOfLock returns the lists a lock pins, or nil if it holds some
+// item's digest alone (or there is no lock).
+func listsOfLock(lock *pin.Lock) *lists {
+	if lock == nil {
+		return nil
+	}
+	l := &lists{caps: map[string]json.RawMessage{}}
+	byKind := map[string]struct {
+		names map[string]string
+		k     kind
+	}{
+		"tools": {lock.Tools, kindTools}, "prompts": {lock.Prompts, kindPrompts},
+		"resources": {lock.Resources, kindResources}, "resourceTemplates": {lock.ResourceTemplates, kindTemplates},
+	}
+	for _, pk := range pin.Kinds {
+		e, ok := byKind[pk.Array]
+		if !ok {
+			continue
+		}
+		for _, name := range slices.Sorted(maps.Keys(e.names)) {
+			item := lock.Item(pk, name)
+			if item == nil {
+				return nil
+			}
+			l.items[e.k] = append(l.items[e.k], item)
+		}
+		if len(e.names) > 0 {
+			l.caps[e.k.capability()] = json.RawMessage(`{}`)
+		}
+	}
+	return l
+}
