@@ -14,6 +14,7 @@ import (
 
 	units "github.com/docker/go-units"
 
+	"github.com/mcp-bridge/mcp-bridge/connect"
 	"github.com/mcp-bridge/mcp-bridge/pool"
 	"github.com/mcp-bridge/mcp-bridge/sandbox"
 )
@@ -41,7 +42,11 @@ func newLauncher(ctx context.Context, o *ServerOptions, sh *Shared, tel *telemet
 	if who != nil {
 		l = principalLauncher{Launcher: l, who: who}
 	}
-	l = tel.launcher(l, o.sandbox())
+	kind := o.sandbox()
+	if o.Remote != nil {
+		kind = "remote"
+	}
+	l = tel.launcher(l, kind)
 	if o.Warm <= 0 {
 		return l, closeInner, nil
 	}
@@ -72,6 +77,12 @@ func (o *ServerOptions) sandbox() Sandbox {
 // Docker image that --pull never keeps from being pulled; and it removes
 // what an earlier process left behind.
 func NewLauncher(ctx context.Context, o *ServerOptions, logger *slog.Logger) (sandbox.Launcher, func(), error) {
+	if o.Remote != nil {
+		ro := *o.Remote
+		ro.Logger = logger
+		l, err := connect.NewLauncher(&ro)
+		return l, func() {}, err
+	}
 	if o.sandbox() == SandboxDocker {
 		return newDockerLauncher(ctx, o, logger)
 	}

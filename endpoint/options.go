@@ -11,6 +11,7 @@ import (
 	"github.com/mcp-bridge/mcp-bridge/audit"
 	"github.com/mcp-bridge/mcp-bridge/auth"
 	"github.com/mcp-bridge/mcp-bridge/bridge"
+	"github.com/mcp-bridge/mcp-bridge/connect"
 	"github.com/mcp-bridge/mcp-bridge/metrics"
 	"github.com/mcp-bridge/mcp-bridge/peer"
 	"github.com/mcp-bridge/mcp-bridge/pin"
@@ -55,6 +56,10 @@ type ServerOptions struct {
 	Local sandbox.LocalOptions
 	// Unsupervised runs local children without the supervisor.
 	Unsupervised bool
+	// Remote, when set, makes the server a remote MCP server reached with
+	// connect's launcher (one forwarder per child); Sandbox, Local and
+	// Docker are then not used.
+	Remote *connect.Options
 	// Docker are the Docker launcher's options (Sandbox docker). Build
 	// sets Logger, OnEgress, ImageDigest (from Lock) and, with Egress,
 	// EgressProxyBinary (the running executable, which must handle

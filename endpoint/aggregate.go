@@ -1,0 +1,504 @@
+package endpoint
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/mcp-bridge/mcp-bridge/aggregate"
+	"github.com/mcp-bridge/mcp-bridge/bridge"
+	"github.com/mcp-bridge/mcp-bridge/peer"
+	"github.com/mcp-bridge/mcp-bridge/pin"
+	"github.com/mcp-bridge/mcp-bridge/pool"
+	"github.com/mcp-bridge/mcp-bridge/sandbox"
+	"github.com/mcp-bridge/mcp-bridge/session"
+)
+
+// GroupsPrefix starts the paths of the groups of a configuration:
+// /groups/NAME/mcp.
+const GroupsPrefix = "/groups/"
+
+// GroupPath is the MCP endpoint of the group called name.
+func GroupPath(name string) string { return GroupsPrefix + name + bridge.DefaultPath }
+
+// An AggregateMember is one server of an aggregate endpoint.
+type AggregateMember struct {
+	// Server are the member's options, as it would be served alone: its
+	// Name (required), its launcher (Sandbox, Local, Docker, or Remote;
+	// never warm spares: a member child starts when a session first needs
+	// that member), and its guards (Policy, Lock, OnPinViolation,
+	// Inspection, AuditLog), which key on the member and its own names.
+	// Its limits, pool and handler options are not used: the aggregate's
+	// are.
+	Server *ServerOptions
+	// Prefix begins its advertised names; empty means Server.Name.
+	Prefix string
+}
+
+// AggregateOptions configure an aggregate endpoint.
+type AggregateOptions struct {
+	// Front are the options of the aggregate's own endpoint: its Name
+	// labels its metrics and logs (the path: "/mcp", "/groups/NAME/mcp"),
+	// its session limits, pool bounds and handler options are the
+	// endpoint's. Its launcher and guards are not used: the members'
+	// are, and policy is on each member's chain only (a policy of the
+	// aggregate would see advertised names).
+	Front *ServerOptions
+	// Members, in order.
+	Members []AggregateMember
+	// Separator joins a prefix and a name; empty: aggregate.DefaultSeparator.
+	Separator string
+}
+
+// An Aggregate is an aggregate endpoint: the aggregate and the endpoint
+// serving it in both eras.
+type Aggregate struct {
+	*Endpoint
+	Agg *aggregate.Aggregate
+}
+
+// CheckAggregate checks what aggregate.New would refuse of the members'
+// names and prefixes (collisions), without starting anything.
+func CheckAggregate(o *AggregateOptions) error {
+	members := make([]aggregate.Member, len(o.Members))
+	for i, m := range o.Members {
+		members[i] = aggregate.Member{Name: m.Server.Name, Prefix: m.Prefix, Launcher: noLauncher{}}
+	}
+	a, err := aggregate.New(&aggregate.Options{Members: members, Separator: o.Separator, Logger: slog.New(slog.DiscardHandler),
+		// The catalog children of this check fail at once, and never again.
+		RetryMin: time.Hour, RetryMax: time.Hour})
+	if err != nil {
+		return err
+	}
+	return a.Close(context.Background())
+}
+
+type noLauncher struct{}
+
+func (noLauncher) Launch(context.Context, string) (sandbox.Process, error) {
+	return nil, errors.New("not started: a check")
+}
+
+// BuildAggregate assembles an aggregate endpoint serving at path: per
+// member, its plain launcher (NewLauncher, counted), its guards as
+// aggregate.Member.Intercept (tracing, metrics, message log, audit,
+// policy, pinning: the chain a server alone has, on (member, its own
+// name)), its pin enforcer as CatalogIntercept (what the lock refuses
+// leaves every session's lists, that member's items only) and its lock
+// as its catalog when the lock holds the items (version 3); then the
+// aggregate, and the endpoint that runs the aggregate's virtual children
+// as its children in both eras (the pool takes them for legacy children),
+// with tracing and metrics under the Front's name. The endpoint's Close
+// releases all of it.
+func BuildAggregate(ctx context.Context, sh *Shared, o *AggregateOptions, path string) (*Aggregate, error) {
+	front := o.Front
+	logger := sh.logger().With("aggregate", path)
+	var closers []func() error
+	release := func() error {
+		var err error
+		for i := len(closers) - 1; i >= 0; i-- {
+			err = errors.Join(err, closers[i]())
+		}
+		return err
+	}
+	members := make([]aggregate.Member, 0, len(o.Members))
+	for _, am := range o.Members {
+		mo := am.Server
+		mlog := logger.With("server_name", mo.Name)
+		tel := newTelemetry(sh, mo.Name, mlog)
+		g, err := newGuards(mo, sh, tel, mlog)
+		if err != nil {
+			return nil, errors.Join(fmt.Errorf("member %q: %w", mo.Name, err), release())
+		}
+		closers = append(closers, g.close)
+		l, closeL, err := NewLauncher(ctx, mo, mlog)
+		if err != nil {
+			return nil, errors.Join(fmt.Errorf("member %q: %w", mo.Name, err), release())
+		}
+		closers = append(closers, func() error { closeL(); return nil })
+		kind := mo.sandbox()
+		if mo.Remote != nil {
+			kind = "remote"
+		}
+		m := aggregate.Member{
+			Name:     mo.Name,
+			Prefix:   am.Prefix,
+			Launcher: tel.launcher(l, kind),
+			// listsOfLock takes a lock that holds its items' members
+			// (version 3) for the catalog, and leaves others to a
+			// catalog child.
+			Lock: mo.Lock,
+			Intercept: func(child string) peer.Interceptor {
+				// A member child serves one session of the aggregate; an
+				// --on-pin-violation end-session cannot end the client's
+				// session from here: the enforcer drops what it refuses.
+				i, _ := g.chain(child, nil, mlog.With("child", child), func(error) {}, nil)
+				return i
+			},
+		}
+		if g.pins != nil {
+			m.CatalogIntercept = g.pins.Interceptor(&pin.Hooks{Logger: mlog, Alert: g.alert(mo.Name + "/catalog")})
+		}
+		members = append(members, m)
+	}
+	agg, err := aggregate.New(&aggregate.Options{
+		Members:   members,
+		Separator: o.Separator,
+		Peer:      peer.Options{MaxMessageBytes: front.MaxMessageBytes},
+		Logger:    logger,
+	})
+	if err != nil {
+		return nil, errors.Join(err, release())
+	}
+	closers = append(closers, func() error {
+		ctx, cancel := context.WithTimeout(context.Background(), sandbox.StopBudget(front.StopGrace))
+		defer cancel()
+		return agg.Close(ctx)
+	})
+
+	tel := newTelemetry(sh, front.Name, logger)
+	// The aggregate's own chain: its span and counters. Policy, pinning
+	// and audit are each member's (above), on the member's own names.
+	own := &guards{tel: tel, logger: logger, logMessages: front.LogMessages}
+	launcher := agg.Launcher()
+	limits := front.Limits
+	limits.Inflight = nil
+	so := &session.Options{
+		Launcher:          session.LauncherOf(launcher),
+		IdleTimeout:       front.SessionIdleTimeout,
+		MaxSessions:       front.MaxSessions,
+		MaxMessageBytes:   front.MaxMessageBytes,
+		LogMaxEvents:      front.LogMaxEvents,
+		LogMaxBytes:       front.LogMaxBytes,
+		LogBudget:         sh.LogBudget,
+		InitializeTimeout: limits.InitializeTimeout,
+		InitializeHint:    limits.InitializeHint,
+		RequestTimeout:    limits.RequestTimeout,
+		MaxRequests:       limits.MaxRequests,
+		MaxQueuedBytes:    limits.MaxQueuedBytes,
+		Logger:            logger,
+		InterceptSession:  own.forSession,
+		Inflight:          sh.inflight(),
+		Observer:          tel.observer(),
+	}
+	if sh.Affinity != nil {
+		so.NewID = sh.Affinity.NewID
+	}
+	po := &pool.Options{
+		Launch: func(ctx context.Context, name string) (peer.Process, error) {
+			return launcher.Launch(ctx, name)
+		},
+		// A virtual child speaks revision 2025-11-25, like a stdio server.
+		Era:             pool.EraLegacy,
+		Min:             front.PoolMin,
+		Max:             front.PoolMax,
+		MaxPerPrincipal: front.PoolMaxPerPrincipal,
+		StateTTL:        front.RequestStateTTL,
+		KeepAlive:       -1,
+		OtherVersions:   bridge.SessionVersions(),
+		PrivateCache:    sh.Authenticates,
+		Peer:            peer.Options{MaxMessageBytes: front.MaxMessageBytes},
+		Limits:          so.Limits(sh.inflight()),
+		ChildIntercept:  own.forChild,
+		Logger:          logger,
+	}
+	if sh.Affinity != nil {
+		po.Secret = sh.AffinitySecret
+		po.Instance = sh.Affinity.Self()
+	}
+	ho := front.Handler
+	ho.Path = path
+	ho.SSEKeepAlive = limits.KeepAlive
+	ho.Logger = logger
+	e, err := New(&Options{Session: so, Pool: po, Handler: sh.HandlerOptions(ho), Release: release})
+	if err != nil {
+		return nil, err
+	}
+	tel.watch(e.Registry(), e.Pool())
+	if tel.server != nil {
+		if err := tel.server.WatchAggregate(agg); err != nil {
+			logger.Error("cannot export the aggregate's metrics", "err", err)
+		}
+	}
+	return &Aggregate{Endpoint: e, Agg: agg}, nil
+}
+
+// An AggregateSpec is one aggregate endpoint of a configuration, as
+// Aggregates.Apply takes it.
+type AggregateSpec struct {
+	// Path is where it serves: /mcp, or GroupPath(NAME). Its legacy
+	// HTTP+SSE endpoints are beside it (/sse, /message).
+	Path string
+	// Key is what its configuration is (its members' keys, prefixes,
+	// the separator): one whose Key changed is rebuilt, the old one
+	// drains.
+	Key   string
+	Build func(ctx context.Context) (*Aggregate, error)
+}
+
+// Aggregates serves the aggregate endpoints of a configuration (/mcp and
+// each group's), and applies a new configuration as Set does for servers:
+// one added starts, one removed or changed drains (requests in flight
+// finish within the grace; a draining endpoint still serves its own
+// sessions), then closes.
+type Aggregates struct {
+	opts   SetOptions
+	logger *slog.Logger
+
+	mu      sync.Mutex // serializes Apply and Close
+	closed  bool
+	running map[string]*runningAgg // by path
+	drains  sync.WaitGroup
+
+	rmu    sync.RWMutex
+	routes map[string]*aggRoute // by directory: "" for /mcp, "/groups/NAME"
+}
+
+type runningAgg struct {
+	key string
+	a   *Aggregate
+}
+
+type aggRoute struct {
+	cur *Aggregate
+	old []*Aggregate
+}
+
+// NewAggregates returns an empty set of aggregate endpoints; o's Grace,
+// StopBudget and Logger are used.
+func NewAggregates(o *SetOptions) *Aggregates {
+	s := &Aggregates{opts: *o, logger: o.Logger, running: map[string]*runningAgg{}, routes: map[string]*aggRoute{}}
+	if s.logger == nil {
+		s.logger = slog.Default()
+	}
+	return s
+}
+
+// Apply makes specs the aggregates served. It builds those added or
+// changed first: if one fails, those built are closed and nothing
+// changes.
+func (s *Aggregates) Apply(ctx context.Context, specs []AggregateSpec) (Changes, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var ch Changes
+	if s.closed {
+		return ch, ErrClosed
+	}
+	var build []AggregateSpec
+	seen := map[string]bool{}
+	for _, sp := range specs {
+		seen[sp.Path] = true
+		switch r := s.running[sp.Path]; {
+		case r == nil:
+			ch.Added = append(ch.Added, sp.Path)
+			build = append(build, sp)
+		case r.key != sp.Key:
+			ch.Changed = append(ch.Changed, sp.Path)
+			build = append(build, sp)
+		default:
+			ch.Unchanged = append(ch.Unchanged, sp.Path)
+		}
+	}
+	for p := range s.running {
+		if !seen[p] {
+			ch.Removed = append(ch.Removed, p)
+		}
+	}
+	built := make([]*Aggregate, 0, len(build))
+	for _, sp := range build {
+		a, err := sp.Build(ctx)
+		if err != nil {
+			for _, a := range built {
+				_ = a.Close(context.Background())
+			}
+			return Changes{}, fmt.Errorf("aggregate %s: %w", sp.Path, err)
+		}
+		built = append(built, a)
+	}
+	for i, sp := range build {
+		if old := s.running[sp.Path]; old != nil {
+			s.logger.Info("aggregate changed in the configuration: replacing it; its sessions drain, new sessions go to the new one", "path", sp.Path)
+			s.retire(sp.Path, old)
+		}
+		s.running[sp.Path] = &runningAgg{key: sp.Key, a: built[i]}
+		s.route(sp.Path, func(r *aggRoute) {
+			if r.cur != nil {
+				r.old = append(r.old, r.cur)
+			}
+			r.cur = built[i]
+		})
+	}
+	for _, p := range ch.Removed {
+		s.logger.Info("aggregate removed from the configuration: its sessions drain, new sessions get 404", "path", p)
+		s.retire(p, s.running[p])
+		delete(s.running, p)
+	}
+	return ch, nil
+}
+
+func (s *Aggregates) route(path string, f func(*aggRoute)) {
+	dir := strings.TrimSuffix(path, bridge.DefaultPath)
+	s.rmu.Lock()
+	defer s.rmu.Unlock()
+	r := s.routes[dir]
+	if r == nil {
+		r = new(aggRoute)
+		s.routes[dir] = r
+	}
+	f(r)
+	if r.cur == nil && len(r.old) == 0 {
+		delete(s.routes, dir)
+	}
+}
+
+// retire drains an aggregate in the background, as Set.retire a server.
+func (s *Aggregates) retire(path string, r *runningAgg) {
+	r.a.Retire()
+	s.route(path, func(rt *aggRoute) {
+		if rt.cur == r.a {
+			rt.cur = nil
+			rt.old = append(rt.old, r.a)
+		}
+	})
+	s.drains.Add(1)
+	go func() {
+		defer s.drains.Done()
+		ctx, cancel := context.WithTimeout(context.Background(), s.opts.Grace)
+		err := r.a.WaitIdle(ctx)
+		cancel()
+		if err != nil {
+			s.logger.Warn("ending the sessions of a removed aggregate with requests still in flight after --shutdown-grace", "path", path, "err", err)
+		}
+		stopCtx, cancelStop := context.WithTimeout(context.Background(), s.opts.StopBudget)
+		defer cancelStop()
+		if err := r.a.Close(stopCtx); err != nil {
+			s.logger.Error("some MCP servers of an aggregate did not stop", "path", path, "err", err)
+		}
+		s.route(path, func(rt *aggRoute) {
+			for i, o := range rt.old {
+				if o == r.a {
+					rt.old = append(rt.old[:i], rt.old[i+1:]...)
+					break
+				}
+			}
+		})
+		s.logger.Info("aggregate drained", "path", path)
+	}()
+}
+
+// Serves reports whether path is an aggregate's (/mcp, /sse, /message,
+// /groups/NAME/...), served or not.
+func Serves(path string) bool {
+	return path == bridge.DefaultPath || path == bridge.DefaultLegacySSEPath || path == bridge.DefaultLegacyMessagePath ||
+		strings.HasPrefix(path, GroupsPrefix)
+}
+
+// Handler returns the handler of a request to an aggregate's paths: the
+// draining aggregate whose session it names, else the current one; nil
+// when none serves it.
+func (s *Aggregates) Handler(r *http.Request) http.Handler {
+	p := r.URL.Path
+	dir := ""
+	if strings.HasPrefix(p, GroupsPrefix) {
+		name, _, _ := strings.Cut(strings.TrimPrefix(p, GroupsPrefix), "/")
+		dir = GroupsPrefix + name
+	}
+	s.rmu.RLock()
+	defer s.rmu.RUnlock()
+	rt := s.routes[dir]
+	if rt == nil {
+		return nil
+	}
+	if len(rt.old) > 0 {
+		id := r.Header.Get("Mcp-Session-Id")
+		if id == "" {
+			id = r.URL.Query().Get("sessionId") // the legacy transport's
+		}
+		if id != "" && (rt.cur == nil || !holds(rt.cur, id)) {
+			for _, o := range rt.old {
+				if holds(o, id) {
+					return o.Handler()
+				}
+			}
+		}
+	}
+	if rt.cur == nil {
+		return nil
+	}
+	return rt.cur.Handler()
+}
+
+func holds(a *Aggregate, id string) bool {
+	_, err := a.Registry().Get(id)
+	return err == nil
+}
+
+// Paths are the paths served, sorted by Apply's order of specs.
+func (s *Aggregates) Paths() []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := make([]string, 0, len(s.running))
+	for p := range s.running {
+		out = append(out, p)
+	}
+	return out
+}
+
+func (s *Aggregates) list() []*Aggregate {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := make([]*Aggregate, 0, len(s.running))
+	for _, r := range s.running {
+		out = append(out, r.a)
+	}
+	return out
+}
+
+// Drain refuses new sessions, at shutdown.
+func (s *Aggregates) Drain() {
+	for _, a := range s.list() {
+		a.Drain()
+	}
+}
+
+// WaitIdle waits until no aggregate has a request in flight, or ctx ends.
+func (s *Aggregates) WaitIdle(ctx context.Context) error {
+	for _, a := range s.list() {
+		if err := a.WaitIdle(ctx); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// Len is the number of live sessions over all aggregates.
+func (s *Aggregates) Len() int {
+	n := 0
+	for _, a := range s.list() {
+		n += a.Len()
+	}
+	return n
+}
+
+// Close closes every aggregate, waits for the draining ones, and makes
+// Apply fail.
+func (s *Aggregates) Close(ctx context.Context) error {
+	s.mu.Lock()
+	s.closed = true
+	rs := make([]*Aggregate, 0, len(s.running))
+	for _, r := range s.running {
+		rs = append(rs, r.a)
+	}
+	s.mu.Unlock()
+	var all []error
+	for _, a := range rs {
+		all = append(all, a.Close(ctx))
+	}
+	s.drains.Wait()
+	return errors.Join(all...)
+}
