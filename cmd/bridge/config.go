@@ -19,8 +19,10 @@ import (
 
 	units "github.com/docker/go-units"
 	"github.com/kelseyhightower/envconfig"
+	"github.com/mcp-bridge/mcp-bridge/aggregate"
 	"github.com/mcp-bridge/mcp-bridge/auth"
 	"github.com/mcp-bridge/mcp-bridge/bridge"
+	"github.com/mcp-bridge/mcp-bridge/connect"
 	"github.com/mcp-bridge/mcp-bridge/egress"
 	"github.com/mcp-bridge/mcp-bridge/msglog"
 	"github.com/mcp-bridge/mcp-bridge/peer"
@@ -129,8 +131,10 @@ type config struct {
 	AuditLog            string        `envconfig:"BRIDGE_AUDIT_LOG"`
 	AuditArgs           bool          `envconfig:"BRIDGE_AUDIT_ARGS"`
 
-	Config      string `envconfig:"BRIDGE_CONFIG"`
-	NoLegacySSE bool   `envconfig:"BRIDGE_NO_LEGACY_SSE"`
+	Config             string `envconfig:"BRIDGE_CONFIG"`
+	NoLegacySSE        bool   `envconfig:"BRIDGE_NO_LEGACY_SSE"`
+	AggregateSeparator string `envconfig:"BRIDGE_AGGREGATE_SEPARATOR"`
+	NoAggregate        bool   `envconfig:"BRIDGE_NO_AGGREGATE"`
 
 	AffinityAddr       string `envconfig:"BRIDGE_AFFINITY_ADDR"`
 	AffinitySecretFile string `envconfig:"BRIDGE_AFFINITY_SECRET_FILE"`
@@ -165,6 +169,8 @@ type config struct {
 	serverName string
 	serverEnv  []string // the server's "env", NAME=VALUE
 	serverDir  string   // its "cwd"
+	remote     *connect.Options // its "url", "type", "headers" and "headerFiles" (a remote server)
+	prefix     string           // its "prefix" in aggregates
 	// guardFiles is a digest of the policy and pin files the server names
 	// itself: a reload replaces the server when they changed.
 	guardFiles string
@@ -198,6 +204,7 @@ func defaultConfig() *config {
 		LogMaxTotalBytes:   session.DefaultLogMaxTotalBytes,
 		StderrLineBytes:    sandbox.DefaultStderrLineBytes,
 		Sandbox:            DefaultSandbox,
+		AggregateSeparator: aggregate.DefaultSeparator,
 		Pull:               string(sandbox.DefaultDockerPull),
 		SandboxNetwork:     sandbox.DefaultDockerNetwork,
 		SandboxMemory:      units.BytesSize(sandbox.DefaultDockerMemory),
@@ -438,6 +445,8 @@ func newFlagSet(c *config) *flag.FlagSet {
 	fs.StringVar(&c.AuditLog, "audit-log", c.AuditLog, gGuards.in("append one JSON line per request, either way, to this `file` (- for standard output)"))
 	fs.BoolVar(&c.AuditArgs, "audit-args", c.AuditArgs, gGuards.in("record the arguments of each request in the audit log, not only their SHA-256"))
 	fs.StringVar(&c.Config, "config", c.Config, gMulti.in("serve the MCP servers of this JSON `file` (the mcpServers format of desktop clients), each at /servers/NAME/mcp, instead of one COMMAND; SIGHUP reloads it"))
+	fs.StringVar(&c.AggregateSeparator, "aggregate-separator", c.AggregateSeparator, gMulti.in("with --config, what joins a server's prefix (its name, or its \"prefix\" key) and a tool's or prompt's name in the aggregates at /mcp and /groups/NAME/mcp: 1 to 4 of A-Z a-z 0-9 _ - ."))
+	fs.BoolVar(&c.NoAggregate, "no-aggregate", c.NoAggregate, gMulti.in("with --config, do not serve every server aggregated at /mcp (which runs one catalog server per member from the start, and gives every client of the bridge every server's tools at one URL); groups (/groups/NAME/mcp) are still served"))
 	fs.BoolVar(&c.NoLegacySSE, "no-legacy-sse", c.NoLegacySSE, gSessions.in("do not serve the legacy HTTP+SSE transport (revision 2024-11-05), otherwise at /sse and /message beside each MCP endpoint"))
 	return fs
 }

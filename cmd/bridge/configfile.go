@@ -67,6 +67,7 @@ type configFile struct {
 	path    string
 	global  map[string]json.RawMessage // "bridge"
 	servers []*serverSpec              // sorted by name; disabled ones left out
+	groups  []*groupSpec               // sorted by name (aggregate.go)
 }
 
 // serverSpec is one server of the file.
@@ -81,6 +82,10 @@ type serverSpec struct {
 	// canon is the server's entry in a canonical form: a reload compares
 	// it to tell an unchanged server from a changed one.
 	canon string
+	// Its keys of aggregation and remote servers (aggregate.go).
+	prefix string
+	remote *remoteSpec // nil: a local server
+	stdio  bool        // "type": "stdio"
 }
 
 // fileError names the file, the server and the key of a problem.
@@ -108,8 +113,8 @@ func readConfigFile(path string) (*configFile, error) {
 	}
 	f := &configFile{path: path}
 	for k := range top {
-		if k != "mcpServers" && k != "bridge" {
-			return nil, fileError(path, "", k, "unknown key at the top level; want mcpServers (the servers) and bridge (global options, named as the flags)")
+		if k != "mcpServers" && k != "bridge" && k != "groups" {
+			return nil, fileError(path, "", k, "unknown key at the top level; want mcpServers (the servers), groups (aggregates of some of them) and bridge (global options, named as the flags)")
 		}
 	}
 	if raw, ok := top["bridge"]; ok {
@@ -130,6 +135,7 @@ func readConfigFile(path string) (*configFile, error) {
 	if err := strictUnmarshal(raw, &servers); err != nil {
 		return nil, fileError(path, "", "mcpServers", "want an object of servers by name")
 	}
+	var disabled []string
 	for name, raw := range servers {
 		s, err := parseServer(path, name, raw)
 		if err != nil {
@@ -137,12 +143,22 @@ func readConfigFile(path string) (*configFile, error) {
 		}
 		if s != nil {
 			f.servers = append(f.servers, s)
+		} else {
+			disabled = append(disabled, name)
 		}
 	}
 	if len(f.servers) == 0 {
 		return nil, fileError(path, "", "mcpServers", "no server to serve (all are disabled, or none is listed)")
 	}
 	sort.Slice(f.servers, func(i, j int) bool { return f.servers[i].name < f.servers[j].name })
+	if raw, ok := top["groups"]; ok {
+		if f.groups, err = parseGroups(path, raw); err != nil {
+			return nil, err
+		}
+		if err := f.checkGroups(disabled); err != nil {
+			return nil, err
+		}
+	}
 	return f, nil
 }
 
@@ -188,10 +204,9 @@ func parseServer(path, name string, raw json.RawMessage) (*serverSpec, error) {
 			if json.Unmarshal(v, &s.cwd) != nil {
 				return nil, fileError(path, name, k, "want a directory, a string")
 			}
-		case k == "type":
-			var t string
-			if json.Unmarshal(v, &t) != nil || t != "stdio" {
-				return nil, fileError(path, name, k, "the bridge runs stdio servers only (want \"stdio\", or no type)")
+		case k == "type" || slices.Contains(aggregateKeys, k):
+			if err := s.aggregateKey(path, k, v); err != nil {
+				return nil, err
 			}
 		case k == "disabled":
 			var d bool
@@ -227,9 +242,12 @@ func parseServer(path, name string, raw json.RawMessage) (*serverSpec, error) {
 		case slices.Contains(serverKeys, k):
 			s.keys[k] = v
 		default:
-			return nil, fileError(path, name, k, "unknown key; a server takes %s, and the per-server options %s, allowHosts, userEnv",
-				strings.Join(desktopKeys, ", "), strings.Join(serverKeys, ", "))
+			return nil, fileError(path, name, k, "unknown key; a server takes %s, %s, and the per-server options %s, allowHosts, userEnv",
+				strings.Join(desktopKeys, ", "), strings.Join(aggregateKeys, ", "), strings.Join(serverKeys, ", "))
 		}
+	}
+	if err := s.checkRemote(path, entry); err != nil {
+		return nil, err
 	}
 	if cmd != "" {
 		s.command = append([]string{cmd}, args...)
@@ -400,7 +418,16 @@ func serverConfig(global *config, path string, s *serverSpec) (*config, error) {
 		sc.serverEnv = append(sc.serverEnv, k+"="+s.env[k])
 	}
 	bad := func(key, format string, args ...any) error { return fileError(path, s.name, key, format, args...) }
-	switch sc.Sandbox {
+	kind, headerFiles := sc.Sandbox, ""
+	if s.remote != nil {
+		kind = "remote"
+	}
+	switch kind {
+	case "remote":
+		var err error
+		if sc.remote, headerFiles, err = readRemote(path, s); err != nil {
+			return nil, err
+		}
 	case "local":
 		if len(sc.command) == 0 {
 			return nil, bad("command", "missing: a local server needs its program (or give \"sandbox\": \"docker\" and an image)")
@@ -477,6 +504,7 @@ func serverConfig(global *config, path string, s *serverSpec) (*config, error) {
 	if err := serverGuardKeys(&sc, s, bad); err != nil {
 		return nil, err
 	}
+	sc.guardFiles += headerFiles
 	return &sc, nil
 }
 
@@ -560,7 +588,7 @@ func (c *config) checkServers() error {
 			return err
 		}
 	}
-	return nil
+	return c.checkAggregates(c.file)
 }
 
 func (c *config) cwdSet() bool { return c.serverDir != "" }

@@ -223,7 +223,7 @@ func serve(ctx context.Context, cfg *config, logger *slog.Logger, ready chan<- n
 		logger.Info("OAuth resource server on", "issuer", cfg.OAuthIssuer, "resource", cfg.ResourceURL)
 		warnResourcePath(cfg, logger)
 	}
-	var fe *endpoint.Set
+	var fe frontEnd
 	var reload []func() // what SIGHUP reloads
 	if cfg.file != nil {
 		if cfg.AuditLog != "" {
@@ -250,11 +250,12 @@ func serve(ctx context.Context, cfg *config, logger *slog.Logger, ready chan<- n
 			return startError{err}
 		}
 		reload = append(reload, func() { m.reload(ctx) })
-		fe = m.Set
+		fe = m
 	} else {
-		fe = endpoint.NewSet(&endpoint.SetOptions{One: true, Grace: cfg.ShutdownGrace,
+		one := endpoint.NewSet(&endpoint.SetOptions{One: true, Grace: cfg.ShutdownGrace,
 			StopBudget: sandbox.StopBudget(cfg.StopGrace), Logger: logger})
-		if _, err := fe.Apply(ctx, []endpoint.Member{{Build: func(ctx context.Context) (*endpoint.Endpoint, error) {
+		fe = one
+		if _, err := one.Apply(ctx, []endpoint.Member{{Build: func(ctx context.Context) (*endpoint.Endpoint, error) {
 			return buildServer(ctx, sh, cfg, cfg.Path)
 		}}}); err != nil {
 			return startError{err}

@@ -40,6 +40,7 @@ func serverOptions(cfg *config) (*endpoint.ServerOptions, error) {
 			StderrRate:      rate,
 		},
 		Unsupervised: cfg.LocalUnsupervised,
+		Remote:       cfg.remote,
 		Docker: sandbox.DockerOptions{
 			Image:           cfg.Image,
 			Command:         cfg.command,
@@ -155,6 +156,7 @@ func buildServer(ctx context.Context, sh *endpoint.Shared, cfg *config, path str
 // (reload, on SIGHUP).
 type multi struct {
 	*endpoint.Set
+	aggs   *endpoint.Aggregates // /mcp and the groups (aggregate.go)
 	cfg    *config // the global configuration; cfg.file is the file read at start
 	logger *slog.Logger
 	shared *endpoint.Shared
@@ -174,6 +176,7 @@ func newMulti(cfg *config, logger *slog.Logger, sh *endpoint.Shared) *multi {
 		Forget:     sh.Forget, // its gauges go with it
 		Logger:     logger,
 	})
+	m.aggs = endpoint.NewAggregates(&endpoint.SetOptions{Grace: cfg.ShutdownGrace, StopBudget: sandbox.StopBudget(cfg.StopGrace), Logger: logger})
 	return m
 }
 
@@ -183,8 +186,15 @@ func (m *multi) start(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	aggs, err := m.aggregateSpecs(m.cfg.file)
+	if err != nil {
+		return err
+	}
 	if _, err := m.Apply(ctx, members); err != nil {
 		return fmt.Errorf("config %s: %w", m.cfg.file.path, err)
+	}
+	if _, err := m.applyAggregates(ctx, aggs); err != nil {
+		return errors.Join(err, m.Set.Close(context.Background()))
 	}
 	return nil
 }
@@ -232,7 +242,11 @@ func (m *multi) reload(ctx context.Context) {
 		m.logger.Warn("the global options (\"bridge\") of the config file changed: they take effect when the bridge restarts", "config", path)
 	}
 	members, err := m.members(f)
-	var ch endpoint.Changes
+	var aggs []endpoint.AggregateSpec
+	if err == nil {
+		aggs, err = m.aggregateSpecs(f)
+	}
+	var ch, ach endpoint.Changes
 	if err == nil {
 		ch, err = m.Apply(ctx, members)
 		if errors.Is(err, endpoint.ErrClosed) {
@@ -246,9 +260,13 @@ func (m *multi) reload(ctx context.Context) {
 		m.logger.Error("configuration not reloaded: still serving the previous one; fix the file and send SIGHUP again", "err", err)
 		return
 	}
-	m.cfg.file.servers = f.servers
+	m.cfg.file.servers, m.cfg.file.groups = f.servers, f.groups
+	if ach, err = m.applyAggregates(ctx, aggs); err != nil {
+		m.logger.Error("aggregates not reloaded: still serving the previous ones; fix the file and send SIGHUP again", "err", err)
+	}
 	m.logger.Info("configuration reloaded", "config", path,
-		"added", ch.Added, "removed", ch.Removed, "changed", ch.Changed, "unchanged", ch.Unchanged)
+		"added", ch.Added, "removed", ch.Removed, "changed", ch.Changed, "unchanged", ch.Unchanged,
+		"aggregates_added", ach.Added, "aggregates_removed", ach.Removed, "aggregates_changed", ach.Changed)
 }
 
 // canonical is a JSON object's members with their values compacted, to
