@@ -167,8 +167,8 @@ type config struct {
 
 	// Of one server of the config file (serverConfig).
 	serverName string
-	serverEnv  []string // the server's "env", NAME=VALUE
-	serverDir  string   // its "cwd"
+	serverEnv  []string         // the server's "env", NAME=VALUE
+	serverDir  string           // its "cwd"
 	remote     *connect.Options // its "url", "type", "headers" and "headerFiles" (a remote server)
 	prefix     string           // its "prefix" in aggregates
 	// guardFiles is a digest of the policy and pin files the server names

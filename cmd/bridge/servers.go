@@ -157,7 +157,7 @@ func buildServer(ctx context.Context, sh *endpoint.Shared, cfg *config, path str
 type multi struct {
 	*endpoint.Set
 	aggs   *endpoint.Aggregates // /mcp and the groups (aggregate.go)
-	cfg    *config // the global configuration; cfg.file is the file read at start
+	cfg    *config              // the global configuration; cfg.file is the file read at start
 	logger *slog.Logger
 	shared *endpoint.Shared
 
