@@ -1,0 +1,222 @@
+package endpoint_test
+
+import (
+	"context"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/mcp-bridge/mcp-bridge/endpoint"
+	"github.com/mcp-bridge/mcp-bridge/internal/childtest"
+	"github.com/mcp-bridge/mcp-bridge/policy"
+	"github.com/mcp-bridge/mcp-bridge/pool"
+	"github.com/mcp-bridge/mcp-bridge/sandbox"
+)
+
+// everyOptions are the options of a member running the Go SDK
+// everything-server.
+func everyOptions(t *testing.T, name string) *endpoint.ServerOptions {
+	return &endpoint.ServerOptions{
+		Name:         name,
+		Local:        sandbox.LocalOptions{Command: childtest.EverythingServer(t)},
+		Unsupervised: true,
+		StopGrace:    2 * time.Second,
+		AuditLog:     filepath.Join(t.TempDir(), name+"-audit.log"),
+	}
+}
+
+func frontOptions(name string) *endpoint.ServerOptions {
+	return &endpoint.ServerOptions{Name: name, PoolMax: pool.DefaultMax, RequestStateTTL: pool.DefaultStateTTL}
+}
+
+func connectVersion(t *testing.T, url, version string) *mcp.ClientSession {
+	t.Helper()
+	cs, err := mcp.NewClient(&mcp.Implementation{Name: "endpoint-test", Version: "1"}, nil).
+		Connect(context.Background(), &mcp.StreamableClientTransport{Endpoint: url}, &mcp.ClientSessionOptions{ProtocolVersion: version})
+	if err != nil {
+		t.Fatalf("connecting (%s): %v", version, err)
+	}
+	return cs
+}
+
+// An aggregate endpoint of two members, each with its own guards: a
+// member's policy refuses its own tool by its own name (not the advertised
+// one) and leaves the other member's tool of the same name alone; the
+// member's audit log names the call by the member's name; the gauges count
+// the member children sessions run, in both eras.
+func TestBuildAggregate(t *testing.T) {
+	sh := shared(t)
+	a := everyOptions(t, "a")
+	p, err := policy.Parse("a.yaml", []byte("tools:\n  deny: [test_simple_text]\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	a.Policy = p
+	b := everyOptions(t, "b")
+	agg, err := endpoint.BuildAggregate(context.Background(), sh, &endpoint.AggregateOptions{
+		Front:   frontOptions("/mcp"),
+		Members: []endpoint.AggregateMember{{Server: a}, {Server: b, Prefix: "bee"}},
+	}, "/mcp")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(agg.Handler())
+	t.Cleanup(func() {
+		srv.Close()
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		if err := agg.Close(ctx); err != nil {
+			t.Error(err)
+		}
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	for _, version := range []string{"2025-11-25", "2026-07-28"} {
+		t.Run(version, func(t *testing.T) {
+			cs := connectVersion(t, srv.URL+"/mcp", version)
+			defer cs.Close()
+			res, err := cs.ListTools(ctx, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var names []string
+			for _, tool := range res.Tools {
+				names = append(names, tool.Name)
+			}
+			if !slices.Contains(names, "a__test_simple_text") || !slices.Contains(names, "bee__test_simple_text") {
+				t.Fatalf("tools/list: %v, want a__test_simple_text and bee__test_simple_text", names)
+			}
+			got, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "bee__test_simple_text"})
+			if err != nil || got.IsError {
+				t.Fatalf("bee__test_simple_text: %v %+v", err, got)
+			}
+			got, err = cs.CallTool(ctx, &mcp.CallToolParams{Name: "a__test_simple_text"})
+			if err == nil && !got.IsError {
+				t.Fatalf("a__test_simple_text answered through member a's policy, which denies test_simple_text: %+v", got.Content)
+			}
+			if err != nil && !strings.Contains(err.Error(), "test_simple_text") {
+				t.Errorf("the denial does not name the member's own tool: %v", err)
+			}
+			// The session runs a child of each member it called (a, b).
+			if version == "2025-11-25" {
+				scrape := scrapeMetrics(t, sh)
+				for _, want := range []string{`mcp_bridge_aggregate_member_children{server="/mcp"} 2`, `mcp_bridge_aggregate_members_down{server="/mcp"} 0`} {
+					if !strings.Contains(scrape, want+"\n") {
+						t.Errorf("metrics lack %s:\n%s", want, grepLines(scrape, "aggregate"))
+					}
+				}
+			}
+		})
+	}
+	if err := agg.WaitIdle(ctx); err != nil {
+		t.Fatal(err)
+	}
+	data, err := os.ReadFile(b.AuditLog)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(data), `"test_simple_text"`) || !strings.Contains(string(data), `"b"`) {
+		t.Errorf("member b's audit log does not hold its call by its own name and server:\n%s", data)
+	}
+}
+
+// Aggregates: a changed aggregate is rebuilt (new sessions reach the new
+// one) while the old one drains; a removed one gets 404 from the caller's
+// fallback (Handler nil).
+func TestAggregatesApply(t *testing.T) {
+	sh := shared(t)
+	s := endpoint.NewAggregates(&endpoint.SetOptions{Grace: 5 * time.Second, StopBudget: 10 * time.Second, Logger: sh.Logger})
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if h := s.Handler(r); h != nil {
+			h.ServeHTTP(w, r)
+			return
+		}
+		http.NotFound(w, r)
+	}))
+	t.Cleanup(func() {
+		srv.Close()
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		if err := s.Close(ctx); err != nil {
+			t.Error(err)
+		}
+	})
+	spec := func(key string, members ...string) endpoint.AggregateSpec {
+		return endpoint.AggregateSpec{Path: endpoint.GroupPath("g"), Key: key, Build: func(ctx context.Context) (*endpoint.Aggregate, error) {
+			o := &endpoint.AggregateOptions{Front: frontOptions(endpoint.GroupPath("g"))}
+			for _, m := range members {
+				o.Members = append(o.Members, endpoint.AggregateMember{Server: everyOptions(t, m)})
+			}
+			return endpoint.BuildAggregate(ctx, sh, o, endpoint.GroupPath("g"))
+		}}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	list := func() []string {
+		cs := connectVersion(t, srv.URL+"/groups/g/mcp", "2025-11-25")
+		defer cs.Close()
+		res, err := cs.ListTools(ctx, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var out []string
+		for _, tool := range res.Tools {
+			out = append(out, strings.SplitN(tool.Name, "__", 2)[0])
+		}
+		slices.Sort(out)
+		return slices.Compact(out)
+	}
+	if _, err := s.Apply(ctx, []endpoint.AggregateSpec{spec("1", "x")}); err != nil {
+		t.Fatal(err)
+	}
+	if got := list(); !slices.Equal(got, []string{"x"}) {
+		t.Fatalf("prefixes listed: %v, want [x]", got)
+	}
+	ch, err := s.Apply(ctx, []endpoint.AggregateSpec{spec("2", "x", "y")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(ch.Changed, []string{"/groups/g/mcp"}) {
+		t.Fatalf("changes %+v, want /groups/g/mcp changed", ch)
+	}
+	if got := list(); !slices.Equal(got, []string{"x", "y"}) {
+		t.Fatalf("prefixes listed after the change: %v, want [x y]", got)
+	}
+	if _, err := s.Apply(ctx, nil); err != nil {
+		t.Fatal(err)
+	}
+	resp, err := http.Post(srv.URL+"/groups/g/mcp", "application/json", strings.NewReader(`{"jsonrpc":"2.0","id":1,"method":"ping"}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusNotFound {
+		t.Fatalf("a removed aggregate answered %d, want 404", resp.StatusCode)
+	}
+}
+
+func scrapeMetrics(t *testing.T, sh *endpoint.Shared) string {
+	t.Helper()
+	rec := httptest.NewRecorder()
+	sh.Metrics.Handler().ServeHTTP(rec, httptest.NewRequest("GET", "/metrics", nil))
+	b, _ := io.ReadAll(rec.Body)
+	return string(b)
+}
+
+func grepLines(s, sub string) string {
+	var out []string
+	for _, l := range strings.Split(s, "\n") {
+		if strings.Contains(l, sub) {
+			out = append(out, l)
+		}
+	}
+	return strings.Join(out, "\n")
+}
