@@ -3,6 +3,7 @@ package endpoint_test
 import (
 	"context"
 	"io"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -23,7 +24,7 @@ import (
 
 // everyOptions are the options of a member running the Go SDK
 // everything-server.
-func everyOptions(t *testing.T, name string) *endpoint.ServerOptions {
+func everyOptions(t testing.TB, name string) *endpoint.ServerOptions {
 	return &endpoint.ServerOptions{
 		Name:         name,
 		Local:        sandbox.LocalOptions{Command: childtest.EverythingServer(t)},
@@ -37,7 +38,7 @@ func frontOptions(name string) *endpoint.ServerOptions {
 	return &endpoint.ServerOptions{Name: name, PoolMax: pool.DefaultMax, RequestStateTTL: pool.DefaultStateTTL}
 }
 
-func connectVersion(t *testing.T, url, version string) *mcp.ClientSession {
+func connectVersion(t testing.TB, url, version string) *mcp.ClientSession {
 	t.Helper()
 	cs, err := mcp.NewClient(&mcp.Implementation{Name: "endpoint-test", Version: "1"}, nil).
 		Connect(context.Background(), &mcp.StreamableClientTransport{Endpoint: url}, &mcp.ClientSessionOptions{ProtocolVersion: version})
@@ -219,4 +220,59 @@ func grepLines(s, sub string) string {
 		}
 	}
 	return strings.Join(out, "\n")
+}
+
+// BenchmarkAggregateCall is the cost of a tools/call through an
+// aggregate (/mcp) against the member's own endpoint
+// (/servers/NAME/mcp), both on the same server (the everything-server's
+// test_simple_text), in a 2025 session and in revision 2026-07-28. The
+// two targets alternate, five rounds each (paired: compare them within
+// one run, round by round).
+func BenchmarkAggregateCall(b *testing.B) {
+	sh := &endpoint.Shared{Logger: slog.New(slog.DiscardHandler)}
+	member := everyOptions(b, "m")
+	member.AuditLog = ""
+	member.ChildEra, member.PoolMax, member.RequestStateTTL = pool.EraLegacy, pool.DefaultMax, pool.DefaultStateTTL
+	alone, err := endpoint.Build(context.Background(), sh, member, "/servers/m/mcp")
+	if err != nil {
+		b.Fatal(err)
+	}
+	agg, err := endpoint.BuildAggregate(context.Background(), sh, &endpoint.AggregateOptions{
+		Front: frontOptions("/mcp"), Members: []endpoint.AggregateMember{{Server: member}},
+	}, "/mcp")
+	if err != nil {
+		b.Fatal(err)
+	}
+	srvAlone, srvAgg := httptest.NewServer(alone.Handler()), httptest.NewServer(agg.Handler())
+	b.Cleanup(func() {
+		srvAlone.Close()
+		srvAgg.Close()
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		_ = alone.Close(ctx)
+		_ = agg.Close(ctx)
+	})
+	for range 5 {
+		for _, version := range []string{"2025-11-25", "2026-07-28"} {
+			for _, target := range []struct{ name, url, tool string }{
+				{"member", srvAlone.URL + "/servers/m/mcp", "test_simple_text"},
+				{"aggregate", srvAgg.URL + "/mcp", "m__test_simple_text"},
+			} {
+				b.Run(version+"/"+target.name, func(b *testing.B) {
+					cs := connectVersion(b, target.url, version)
+					defer cs.Close()
+					ctx := context.Background()
+					if _, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: target.tool}); err != nil {
+						b.Fatal(err)
+					}
+					b.ResetTimer()
+					for b.Loop() {
+						if _, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: target.tool}); err != nil {
+							b.Fatal(err)
+						}
+					}
+				})
+			}
+		}
+	}
 }
