@@ -123,7 +123,12 @@ func (g *guards) forConn(name string, self any, logger *slog.Logger, end func(er
 				return g.caller(origin)
 			}
 		}
-		chain = append(chain, g.policy.Interceptor(&policy.Options{Caller: caller, UpdatesPerCaller: self == nil, Logger: logger}))
+		// A child of the pool (self nil) serves revision 2026-07-28 only.
+		revision := ""
+		if self == nil {
+			revision = policy.ModernRevision
+		}
+		chain = append(chain, g.policy.Interceptor(&policy.Options{Caller: caller, UpdatesPerCaller: self == nil, Revision: revision, Logger: logger}))
 	}
 	if g.pins != nil {
 		hooks := &pin.Hooks{End: end, Logger: logger, Call: call, Alert: g.alert(name)}
