@@ -195,6 +195,12 @@ type Options struct {
 	// IdleTimeout stops children unused this long (beyond Min). Zero means
 	// DefaultIdleTimeout.
 	IdleTimeout time.Duration
+	// EvictIdle is how long a legacy child must have been idle before it
+	// is stopped to make room (at Max) for a request of another principal:
+	// meanwhile that request waits, so that principals taking turns do not
+	// start a process per turn (see churn.go). Zero means DefaultEvictIdle;
+	// negative means none.
+	EvictIdle time.Duration
 	// KeepAlive is how often a quiet subscription stream gets a comment.
 	// Zero means DefaultKeepAlive; negative means none (the bridge's front
 	// end keeps every stream of its own alive, --sse-keepalive).
@@ -633,6 +639,12 @@ const modernKey = "M"
 func (p *Pool) acquire(ctx context.Context, key string, principal any, caps json.RawMessage, legacy, exclusive bool, c *call) (*child, error) {
 	shared := !exclusive && !c.solo
 	spawnFailed := false // a child started for stalled ones failed: queue instead
+	// Waiting for room at Max (churn.go): ageIn is how long until a child
+	// of another principal may be stopped for this request, roomBy when
+	// the request gives up, ager the timer of the sooner.
+	var ageIn time.Duration
+	var roomBy time.Time
+	var ager *time.Timer
 	p.mu.Lock()
 	if p.retired && !p.closed {
 		p.mu.Unlock()
@@ -703,7 +715,7 @@ func (p *Pool) acquire(ctx context.Context, key string, principal any, caps json
 				p.takeLocked(own, false, c)
 				p.mu.Unlock()
 				return own, nil
-			case !spawnFailed && (room || p.makeRoomLocked(g, atShare)):
+			case !spawnFailed && (room || p.madeRoomLocked(g, atShare)):
 				grow = true
 			default:
 				// At Max (or no child could start): queue on the least
@@ -729,11 +741,23 @@ func (p *Pool) acquire(ctx context.Context, key string, principal any, caps json
 					return ch, nil
 				}
 			}
-			grow = room || p.makeRoomLocked(g, atShare)
+			if !room {
+				grow, ageIn = p.makeRoomLocked(g, atShare)
+			} else {
+				grow = true
+			}
 			if !grow && atShare && g.starting == 0 {
 				p.dropEmptyLocked(g)
 				p.mu.Unlock()
 				return nil, p.shareError()
+			}
+			if !grow && legacy && g.starting == 0 && roomBy.IsZero() {
+				// No room for this principal's first child: it waits for
+				// one to free or to have been idle EvictIdle, within its
+				// request timeout (churn.go).
+				if d := p.opts.Limits.RequestTimeout; d > 0 {
+					roomBy = p.clockLocked().Add(d)
+				}
 			}
 		}
 		if grow {
@@ -760,11 +784,36 @@ func (p *Pool) acquire(ctx context.Context, key string, principal any, caps json
 			p.mu.Unlock()
 			return ch, nil
 		}
+		var aged <-chan time.Time // a child will have been idle EvictIdle, or roomBy passed
+		if !roomBy.IsZero() {
+			left := roomBy.Sub(p.clockLocked())
+			if left <= 0 {
+				p.dropEmptyLocked(g)
+				p.mu.Unlock()
+				return nil, p.noRoomError()
+			}
+			if ageIn <= 0 || left < ageIn {
+				ageIn = left
+			}
+		}
+		if ageIn > 0 {
+			if ager == nil {
+				ager = time.NewTimer(ageIn)
+				defer ager.Stop()
+			} else {
+				ager.Reset(ageIn)
+			}
+			aged = ager.C
+		}
 		wait := p.changedLocked()
 		p.noteWaitingLocked(+1)
 		p.mu.Unlock()
 		select {
 		case <-wait:
+			p.mu.Lock()
+			p.noteWaitingLocked(-1)
+			p.mu.Unlock()
+		case <-aged:
 			p.mu.Lock()
 			p.noteWaitingLocked(-1)
 			p.mu.Unlock()
@@ -775,6 +824,7 @@ func (p *Pool) acquire(ctx context.Context, key string, principal any, caps json
 			p.mu.Unlock()
 			return nil, ctx.Err()
 		}
+		ageIn = 0
 	}
 }
 
@@ -898,26 +948,45 @@ func (p *Pool) answeringLocked(g *group, c *call) *child {
 }
 
 // evictLocked makes room for g by stopping the longest idle child of
-// another key (of a group that also passes from, if not nil). It reports
-// whether it did.
-func (p *Pool) evictLocked(g *group, from func(*group) bool) bool {
+// another key (of a group that also passes from, if not nil). A child of
+// another principal must have been idle Options.EvictIdle (see churn.go).
+// It reports whether it did; if not, how long until a child of another
+// principal will have been idle long enough (0: none is idle).
+func (p *Pool) evictLocked(g *group, from func(*group) bool) (bool, time.Duration) {
+	hold := p.evictIdle()
+	var now time.Time
+	if hold > 0 {
+		now = p.clockLocked()
+	}
 	var victim *child
+	var ageIn time.Duration
 	for _, og := range p.groups {
 		if og == g || from != nil && !from(og) {
 			continue
 		}
 		for _, ch := range og.children {
-			if !ch.dead && ch.inflight == 0 && !p.subs.usesLocked(ch) && (victim == nil || ch.lastUsed.Before(victim.lastUsed)) {
+			if ch.dead || ch.inflight != 0 || p.subs.usesLocked(ch) {
+				continue
+			}
+			if hold > 0 && og.principal != g.principal {
+				if left := hold - now.Sub(ch.lastUsed); left > 0 {
+					if ageIn == 0 || left < ageIn {
+						ageIn = left
+					}
+					continue
+				}
+			}
+			if victim == nil || ch.lastUsed.Before(victim.lastUsed) {
 				victim = ch
 			}
 		}
 	}
 	if victim == nil {
-		return false
+		return false, ageIn
 	}
 	p.retireLocked(victim)
 	p.churn.evicted.Add(1)
-	return true
+	return true, 0
 }
 
 // retireLocked removes a child from its group and stops it in the background.

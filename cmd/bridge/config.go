@@ -117,6 +117,7 @@ type config struct {
 	PoolMax  int    `envconfig:"BRIDGE_POOL_MAX"`
 	// PoolMaxPerPrincipal: zero means pool.Options.MaxPerPrincipal's default.
 	PoolMaxPerPrincipal int           `envconfig:"BRIDGE_POOL_MAX_PER_PRINCIPAL"`
+	PoolEvictIdle       time.Duration `envconfig:"BRIDGE_POOL_EVICT_IDLE"` // zero stops at once (poolEvictIdle)
 	RequestStateTTL     time.Duration `envconfig:"BRIDGE_REQUEST_STATE_TTL"`
 	NoMetrics           bool          `envconfig:"BRIDGE_NO_METRICS"`
 	MetricsListen       string        `envconfig:"BRIDGE_METRICS_LISTEN"`
@@ -218,6 +219,7 @@ func defaultConfig() *config {
 		ChildEra:            pool.EraAuto.String(),
 		PoolMin:             pool.DefaultMin,
 		PoolMax:             pool.DefaultMax,
+		PoolEvictIdle:       pool.DefaultEvictIdle,
 		RequestStateTTL:     pool.DefaultStateTTL,
 		OnPinViolation:      string(pin.Drop),
 		MaxDescriptionBytes: pin.DefaultMaxDescriptionBytes,
@@ -432,6 +434,7 @@ func newFlagSet(c *config) *flag.FlagSet {
 	fs.IntVar(&c.PoolMin, "pool-min", c.PoolMin, gStateless.in("servers kept running for revision 2026-07-28 clients when the server is modern (-1: none)"))
 	fs.IntVar(&c.PoolMax, "pool-max", c.PoolMax, gStateless.in("most servers running for revision 2026-07-28 clients, across all principals (separate from --max-sessions); beyond one per CPU, a pool grows only while its servers have stopped answering"))
 	fs.IntVar(&c.PoolMaxPerPrincipal, "pool-max-per-principal", c.PoolMaxPerPrincipal, gStateless.in("most of the --pool-max servers one authenticated principal may have (its legacy servers, and the modern ones its requests with a log level hold alone or its slow calls occupy); beyond it a request needing one more gets 429 (or waits behind its own); 0: half of --pool-max with authentication, all of it without (every client is then one principal)"))
+	fs.DurationVar(&c.PoolEvictIdle, "pool-evict-idle", c.PoolEvictIdle, gStateless.in("at --pool-max, a legacy server of another principal is stopped to make room only once idle this long; meanwhile the request waits (503 if none comes free within --request-timeout), so principals taking turns start at most --pool-max servers per this time (0: stop at once)"))
 	fs.DurationVar(&c.RequestStateTTL, "request-state-ttl", c.RequestStateTTL, gStateless.in("how long a call that asked the client something (elicitation, sampling, roots) waits for the client's retry before it is cancelled"))
 	fs.StringVar(&c.Policy, "policy", c.Policy, gGuards.in("policy `file` (YAML): which tools, prompts and resources callers see and may use, and the scopes each needs"))
 	fs.StringVar(&c.PinFile, "pin-file", c.PinFile, gGuards.in("lock `file` written by bridge pin: a tool, prompt or resource template that is new or changed since is hidden and refused"))
@@ -684,6 +687,9 @@ func (c *config) finish() error {
 	if _, err := pool.ParseEra(c.ChildEra); err != nil {
 		return fmt.Errorf("--child-era: %w", err)
 	}
+	if c.PoolEvictIdle < 0 {
+		return fmt.Errorf("--pool-evict-idle %s: want a duration, 0 to stop at once", c.PoolEvictIdle)
+	}
 	if c.PoolMaxPerPrincipal < 0 {
 		return fmt.Errorf("--pool-max-per-principal %d: want 0 (the default) or a number of servers", c.PoolMaxPerPrincipal)
 	}
@@ -904,6 +910,15 @@ func (c *config) finishGuards() error {
 
 // authenticates reports whether the HTTP edge authenticates requests:
 // only then do messages carry a principal.
+// poolEvictIdle is pool.Options.EvictIdle: 0 (stop at once) is negative
+// there.
+func (c *config) poolEvictIdle() time.Duration {
+	if c.PoolEvictIdle == 0 {
+		return -1
+	}
+	return c.PoolEvictIdle
+}
+
 func (c *config) authenticates() bool {
 	return (&auth.Options{StaticTokens: c.tokens, Issuer: c.OAuthIssuer}).Enabled()
 }

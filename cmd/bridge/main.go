@@ -378,6 +378,7 @@ func poolOptions(cfg *config, launcher sandbox.Launcher, router *affinity.Instan
 		Min:             cfg.PoolMin,
 		Max:             cfg.PoolMax,
 		MaxPerPrincipal: cfg.PoolMaxPerPrincipal,
+		EvictIdle:       cfg.poolEvictIdle(),
 		StateTTL:        cfg.RequestStateTTL,
 		// The front end keeps every stateless stream alive, listens
 		// included, at --sse-keepalive.
