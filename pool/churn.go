@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"sync/atomic"
 	"time"
 
@@ -79,9 +80,39 @@ func (e *noRoom) Unwrap() error        { return ErrNoRoom }
 func (e *noRoom) Is(target error) bool { return target == peer.ErrBusy }
 
 // churn counts the children a pool starts, and those it stops to make
-// room for another key (Stats, and the bridge's metrics).
+// room for another key (Stats, and the bridge's metrics); and holds the
+// requests waiting for room at Max, in order.
 type churn struct {
 	started, evicted atomic.Int64
+	// turns (under Pool.mu) are the legacy requests that found no room,
+	// oldest first: only the first may stop another principal's child,
+	// so that a request arriving as a child ages does not take the room
+	// one waiting longer is owed, and no principal starves.
+	turns []*call
+}
+
+// roomTurnLocked queues c for room, if it is not queued yet, and reports
+// whether its turn has come.
+func (p *Pool) roomTurnLocked(c *call) bool {
+	if !slices.Contains(p.churn.turns, c) {
+		p.churn.turns = append(p.churn.turns, c)
+	}
+	return p.churn.turns[0] == c
+}
+
+// leaveRoomTurnLocked takes c out of the queue for room, once it has a
+// child or gave up; the next one's turn comes.
+func (p *Pool) leaveRoomTurnLocked(c *call) {
+	i := slices.Index(p.churn.turns, c)
+	if i < 0 {
+		return
+	}
+	p.churn.turns = slices.Delete(p.churn.turns, i, i+1)
+	if len(p.churn.turns) == 0 {
+		p.churn.turns = nil
+	} else if i == 0 {
+		p.signalLocked()
+	}
 }
 
 // legacyCapabilities keeps of a client's capabilities (decoded) those a

@@ -222,3 +222,41 @@ func TestChurnWaitBoundedByRequestTimeout(t *testing.T) {
 		}
 	})
 }
+
+// Requests waiting for room take it in turn: one arriving later, as a
+// child is about to age, does not take the room an earlier one is owed.
+func TestChurnRoomInTurn(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		p := churnPool(t, 1)
+		call := func(principal string, id int) error {
+			r := toolCall(t, id, "echo", fmt.Sprintf(`{"text":%q}`, principal))
+			r.Principal = principal
+			ans, err := p.Serve(t.Context(), r, noEmit)
+			return answered(ans, err, principal)
+		}
+		start := time.Now()
+		if err := call("alice", 1); err != nil {
+			t.Fatal(err)
+		}
+		done := make(chan string, 2)
+		go func() {
+			if err := call("bob", 2); err != nil {
+				t.Error(err)
+			}
+			done <- "bob"
+		}()
+		time.Sleep(DefaultEvictIdle / 2) // fake time: bob waits for alice's child to age
+		go func() {
+			if err := call("carol", 3); err != nil {
+				t.Error(err)
+			}
+			done <- "carol"
+		}()
+		if first := <-done; first != "bob" || time.Since(start) != DefaultEvictIdle {
+			t.Fatalf("%s served first, at %v; want bob, once alice's child had been idle %v", first, time.Since(start), DefaultEvictIdle)
+		}
+		if <-done; time.Since(start) != 2*DefaultEvictIdle {
+			t.Fatalf("carol served at %v, want once bob's child had been idle %v", time.Since(start), DefaultEvictIdle)
+		}
+	})
+}

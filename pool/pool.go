@@ -655,6 +655,7 @@ func (p *Pool) acquire(ctx context.Context, key string, principal any, caps json
 	defer func() {
 		p.mu.Lock()
 		p.acquiring--
+		p.leaveRoomTurnLocked(c)
 		p.noteWaitingLocked(0) // wakes WaitIdle
 		p.mu.Unlock()
 	}()
@@ -741,10 +742,14 @@ func (p *Pool) acquire(ctx context.Context, key string, principal any, caps json
 					return ch, nil
 				}
 			}
-			if !room {
-				grow, ageIn = p.makeRoomLocked(g, atShare)
-			} else {
+			switch {
+			case room:
 				grow = true
+			case legacy && !atShare && !p.roomTurnLocked(c):
+				// Requests waiting for another principal's child to
+				// be stopped take it in turn (churn.go).
+			default:
+				grow, ageIn = p.makeRoomLocked(g, atShare)
 			}
 			if !grow && atShare && g.starting == 0 {
 				p.dropEmptyLocked(g)
