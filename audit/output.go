@@ -77,8 +77,9 @@ type output struct {
 	queued  uint64    // lines taken so far (written directly or queued)
 	done    uint64    // lines taken written or lost so far, in order
 	// busy: a write is under way, started at started: a request's own
-	// (then the queue was empty), or, while running, the goroutine's.
-	// The one busy owns w, tail and the raw fields.
+	// (then the queue was empty; started is zero until a request waits),
+	// or, while running, the goroutine's. The one busy owns w, tail and
+	// the raw fields.
 	busy    bool
 	running bool // the writer goroutine runs
 	started time.Time
@@ -146,7 +147,10 @@ func (o *output) put(line []byte) {
 		// No write under way, so the queue is empty: this request writes.
 		o.queued++
 		mine := o.queued
-		o.busy, o.started = true, time.Now()
+		// Its start is read only if a request comes to wait for it (no
+		// clock read per line): a write is then timed from that request's
+		// arrival, which bounds that request's wait all the same.
+		o.busy, o.started = true, time.Time{}
 		o.mu.Unlock()
 		written, failed, rest, err := o.direct(line)
 		o.mu.Lock()
@@ -202,6 +206,9 @@ func (o *output) waitLocked(mine uint64) {
 // armLocked sets watch to check for a stall when the write under way will
 // have taken writeTimeout.
 func (o *output) armLocked() {
+	if o.started.IsZero() {
+		o.started = time.Now() // a request's own write (see put)
+	}
 	d := o.writeTimeout - time.Since(o.started)
 	o.armed = true
 	if o.watch == nil {
