@@ -70,9 +70,9 @@ func sleepForever() {
 	}
 }
 
-// check runs bridge check in this process and returns its exit status and
+// checkCmd runs bridge check in this process and returns its exit status and
 // output.
-func check(t *testing.T, args ...string) (int, string) {
+func checkCmd(t *testing.T, args ...string) (int, string) {
 	t.Helper()
 	var out, errOut bytes.Buffer
 	code := run(context.Background(), append([]string{"check"}, args...), &out, &errOut)
@@ -126,7 +126,7 @@ func TestCheck(t *testing.T) {
 	} {
 		t.Run(tc.mode, func(t *testing.T) {
 			t.Parallel()
-			code, out := check(t, "--initialize-timeout", tc.timeout, "--env", e2eChildEnv+"="+tc.mode, "--", exe)
+			code, out := checkCmd(t, "--initialize-timeout", tc.timeout, "--env", e2eChildEnv+"="+tc.mode, "--", exe)
 			if code != tc.code {
 				t.Errorf("exit %d, want %d; output:\n%s", code, tc.code, out)
 			}
@@ -150,62 +150,14 @@ func TestCheckPython(t *testing.T) {
 	if err := os.WriteFile(script, []byte(pythonServer), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	code, out := check(t, "--initialize-timeout", "3s", "--", python, script)
+	code, out := checkCmd(t, "--initialize-timeout", "3s", "--", python, script)
 	if want := "a Python server's stdout is block-buffered on a pipe, so its answers may wait unsent: run it unbuffered, with python -u or --env PYTHONUNBUFFERED=1"; code != 1 || !strings.Contains(out, want) {
 		t.Errorf("buffered: exit %d, output:\n%s\nwant exit 1 and %q", code, out, want)
 	}
-	code, out = check(t, "--env", "PYTHONUNBUFFERED=1", "--", python, script)
+	code, out = checkCmd(t, "--env", "PYTHONUNBUFFERED=1", "--", python, script)
 	if code != 0 || !strings.Contains(out, "bridge check: no problem found") {
 		t.Errorf("unbuffered: exit %d, output:\n%s", code, out)
 	}
-}
-
-// The stdout watch classifies lines as a whole-input split would, however
-// the input is cut into reads.
-func FuzzStdoutWatch(f *testing.F) {
-	f.Add([]byte("Usage: x\n{\"jsonrpc\":\"2.0\"}\n  \nbanner"), uint8(3))
-	f.Add([]byte("[1]\n\t{\n"+strings.Repeat("x", 300)+"\n"), uint8(1))
-	f.Fuzz(func(t *testing.T, data []byte, chunk uint8) {
-		w := &stdoutWatch{r: &chunkReader{data: data, n: int(chunk) + 1}, start: time.Now().Add(-time.Second)}
-		if _, err := io.Copy(io.Discard, w); err != nil {
-			t.Fatal(err)
-		}
-		wantJunk, wantJSON, lastJunk := 0, false, false
-		lines := bytes.Split(data, []byte("\n"))
-		for i, l := range lines {
-			t := bytes.TrimSpace(l)
-			if len(t) == 0 {
-				continue
-			}
-			switch {
-			case t[0] == '{' || t[0] == '[':
-				wantJSON = true
-			case i < len(lines)-1:
-				wantJunk++
-			default:
-				lastJunk = true // a last line without its newline may not be over yet
-			}
-		}
-		junk, samples := w.junk()
-		if (junk != wantJunk && !(lastJunk && junk == wantJunk+1)) || (w.firstJSON() != 0) != wantJSON || len(samples) > checkShownLines {
-			t.Fatalf("%q: %d junk lines, JSON %v; want %d, %v", data, junk, w.firstJSON() != 0, wantJunk, wantJSON)
-		}
-	})
-}
-
-// chunkReader reads data n bytes at a time.
-type chunkReader struct {
-	data []byte
-	n    int
-}
-
-func (r *chunkReader) Read(p []byte) (int, error) {
-	if len(r.data) == 0 {
-		return 0, io.EOF
-	}
-	n := copy(p[:min(len(p), r.n)], r.data)
-	r.data = r.data[n:]
-	return n, nil
 }
 
 // bridge check runs the server in the sandbox the flags describe: here a
