@@ -31,7 +31,9 @@ func TestSettingsOptions(t *testing.T) {
 			func(o *Options) bool { return o.Token == "tok-1" && o.TokenSource == "--token-file "+tokenFile }},
 		{"token and token file", Settings{URL: remote, Token: "t", TokenFile: tokenFile}, "both BRIDGE_CONNECT_TOKEN and --token-file give a token: keep one", nil},
 		{"Authorization from the variable", Settings{URL: remote, Headers: "Authorization: Bearer x\n x-a : b \n"}, "",
-			func(o *Options) bool { return o.Header.Get("Authorization") == "Bearer x" && o.Header.Get("X-A") == "b" }},
+			func(o *Options) bool {
+				return o.Header.Get("Authorization") == "Bearer x" && o.Header.Get("X-A") == "b"
+			}},
 		{"Authorization from the variable and a token", Settings{URL: remote, Token: "t", Headers: "Authorization: Bearer x"}, "--header Authorization: put a bearer token in", nil},
 		{"Authorization from the flag", Settings{URL: remote, HeaderFlags: []string{"authorization: Bearer x"}}, "--header Authorization: put a bearer token in", nil},
 		{"header name", Settings{URL: remote, HeaderFlags: []string{"X A: b"}}, `--header "X A: b": want 'Name: value'`, nil},
