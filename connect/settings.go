@@ -21,8 +21,8 @@ import (
 type Settings struct {
 	// URL is the remote MCP endpoint: http:// or https:// and a host.
 	URL string
-	// Transport is TransportAuto, TransportStreamable or TransportSSE.
-	// Empty: DefaultTransport.
+	// Transport is TransportAuto, TransportStreamable or TransportSSE
+	// (required: the command gives DefaultTransport when not told).
 	Transport string
 	// Token is a bearer token given directly (BRIDGE_CONNECT_TOKEN);
 	// TokenFile a file holding one (--token-file: its first line that is
@@ -67,7 +67,7 @@ func (c *Settings) Options() (*Options, error) {
 		return nil, fmt.Errorf("remote URL %q: want http:// or https:// and a host, as in https://example.com/mcp", c.URL)
 	}
 	switch c.Transport {
-	case "", TransportAuto, TransportStreamable, TransportSSE:
+	case TransportAuto, TransportStreamable, TransportSSE:
 	default:
 		return nil, fmt.Errorf("--transport %q: want auto, streamable or sse", c.Transport)
 	}

@@ -26,7 +26,11 @@ func TestSettingsOptions(t *testing.T) {
 		want string // an error containing it; "" means accepted
 		ok   func(*Options) bool
 	}{
-		{"empty transport is the default", Settings{URL: remote}, "", func(o *Options) bool { return o.Transport == "" && o.OAuth == nil && o.HTTPClient == nil }},
+		{"nothing but the remote", Settings{URL: remote}, "", func(o *Options) bool {
+			return o.Transport == DefaultTransport && o.Token == "" && len(o.Header) == 0 && o.OAuth == nil && o.HTTPClient == nil
+		}},
+		{"transport", Settings{URL: remote, Transport: "ws"}, `--transport "ws": want auto, streamable or sse`, nil},
+		{"remote", Settings{URL: "remote.example/mcp"}, `remote URL "remote.example/mcp": want http:// or https:// and a host`, nil},
 		{"token file's first line", Settings{URL: remote, TokenFile: tokenFile}, "",
 			func(o *Options) bool { return o.Token == "tok-1" && o.TokenSource == "--token-file "+tokenFile }},
 		{"token and token file", Settings{URL: remote, Token: "t", TokenFile: tokenFile}, "both BRIDGE_CONNECT_TOKEN and --token-file give a token: keep one", nil},
@@ -52,6 +56,9 @@ func TestSettingsOptions(t *testing.T) {
 		{"CA file", Settings{URL: remote, TLSCA: tokenFile}, "--tls-ca " + tokenFile + " holds no PEM certificate", nil},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
+			if tc.s.Transport == "" {
+				tc.s.Transport = DefaultTransport
+			}
 			o, err := tc.s.Options()
 			switch {
 			case tc.want == "" && err != nil:
