@@ -22,7 +22,9 @@
 // Forwarder sends a request to the bridge instance that owns its session
 // or its parked call, when several instances share a load balancer
 // (forward.go). The listener's limits (connections, header and body
-// deadlines) are LimitOptions (limit.go).
+// deadlines) are LimitOptions (limit.go), its connection limit leaves
+// descriptors to the servers (ConnectionLimit, fdlimit.go), and its TLS
+// certificate is reloaded in place (NewTLSConfig, tls.go).
 //
 // It owns methods and status codes, the Accept, Content-Type, Origin,
 // Host, Authorization, Mcp-Session-Id, MCP-Protocol-Version and
