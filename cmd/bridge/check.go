@@ -63,12 +63,12 @@ func runCheck(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		return usageErr(envError(err).Error())
 	}
 	fs := newFlagSet(cfg)
-	if err := fs.Parse(args); err != nil {
+	if err := parseFlags(fs, args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			subcommandHelp(stdout, checkUsage, fs, []string{"initialize-timeout", "max-description-bytes", "allow-hidden-unicode"}, gProcs, gDocker)
 			return 0
 		}
-		return usageErr(flagError(fs, err).Error())
+		return usageErr(err.Error())
 	}
 	cfg.command = fs.Args()
 	if len(cfg.command) == 0 && !(cfg.Sandbox == "docker" && cfg.Image != "") {
@@ -80,7 +80,7 @@ func runCheck(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	if err := cfg.finish(); err != nil {
 		return usageErr(err.Error())
 	}
-	initTimeout := cfg.InitializeTimeout
+	initTimeout := time.Duration(cfg.InitializeTimeout)
 	if initTimeout <= 0 {
 		initTimeout = session.DefaultInitializeTimeout
 	}
@@ -154,7 +154,7 @@ func checkServer(ctx context.Context, cfg *config, initTimeout time.Duration, lo
 			return next(m)
 		}
 	}
-	conn := peer.New(checkProcess{proc, out}, router, &peer.Options{MaxMessageBytes: cfg.MaxMessageBytes, Intercept: answered, Logger: slog.New(slog.DiscardHandler)})
+	conn := peer.New(checkProcess{proc, out}, router, &peer.Options{MaxMessageBytes: int(cfg.MaxMessageBytes), Intercept: answered, Logger: slog.New(slog.DiscardHandler)})
 	// The initialize timeout ends the check early only when initialize is
 	// unanswered by then; the lists have the rest of ctx.
 	captureCtx, cancelCapture := context.WithCancel(ctx)

@@ -35,11 +35,8 @@ import (
 	"strconv"
 	"strings"
 
-	units "github.com/docker/go-units"
-
 	"github.com/mcp-bridge/mcp-bridge/pin"
 	"github.com/mcp-bridge/mcp-bridge/policy"
-	"github.com/mcp-bridge/mcp-bridge/pool"
 	"github.com/mcp-bridge/mcp-bridge/sandbox"
 )
 
@@ -294,7 +291,7 @@ func applyKeys(fs *flag.FlagSet, path, server string, keys map[string]json.RawMe
 		}
 		for _, v := range vals {
 			if err := fs.Set(k, v); err != nil {
-				return fileError(path, server, k, "%q: %s", v, wantFor(f))
+				return fileError(path, server, k, "%q: %s", v, valueProblem(f.Value, v, err))
 			}
 		}
 	}
@@ -302,7 +299,7 @@ func applyKeys(fs *flag.FlagSet, path, server string, keys map[string]json.RawMe
 }
 
 func isList(f *flag.Flag) bool {
-	_, ok := f.Value.(*listFlag)
+	_, ok := unwrap(f.Value).(*listFlag)
 	return ok
 }
 
@@ -339,21 +336,6 @@ func keyValues(raw json.RawMessage, list bool) ([]string, error) {
 		return out, nil
 	}
 	return nil, errors.New("want a string, a number, true or false")
-}
-
-// wantFor says what a flag's value should look like.
-func wantFor(f *flag.Flag) string {
-	switch fmt.Sprintf("%T", f.Value) {
-	case "*flag.durationValue":
-		return "want a duration such as 30s, 5m or 1h"
-	case "*flag.intValue", "*flag.int64Value":
-		return "want a whole number"
-	case "*flag.float64Value":
-		return "want a number"
-	case "*flag.boolValue":
-		return "want true or false"
-	}
-	return "invalid value"
 }
 
 // readFile reads --config and sets its global options ("bridge") that
@@ -438,16 +420,10 @@ func serverConfig(global *config, path string, s *serverSpec) (*config, error) {
 	default:
 		return nil, bad("sandbox", "%q: want local or docker", sc.Sandbox)
 	}
-	switch sc.Pull {
-	case "never", "missing", "always":
-	default:
-		return nil, bad("pull", "%q: want never, missing or always", sc.Pull)
+	if sc.SandboxMemory <= 0 {
+		return nil, bad("sandbox-memory", "%s: want a positive size such as 512m or 1g", sc.SandboxMemory)
 	}
-	mem, err := units.RAMInBytes(sc.SandboxMemory)
-	if err != nil || mem <= 0 {
-		return nil, bad("sandbox-memory", "%q: want a size such as 512m or 1g", sc.SandboxMemory)
-	}
-	sc.memory = mem
+	sc.memory = int64(sc.SandboxMemory)
 	for _, p := range []struct {
 		key string
 		v   int64
@@ -457,9 +433,9 @@ func serverConfig(global *config, path string, s *serverSpec) (*config, error) {
 		{"max-sessions", int64(sc.MaxSessions), 1},
 		{"max-message-bytes", int64(sc.MaxMessageBytes), 1},
 		{"log-max-events", int64(sc.LogMaxEvents), 1},
-		{"log-max-bytes", sc.LogMaxBytes, 1},
+		{"log-max-bytes", int64(sc.LogMaxBytes), 1},
 		{"max-requests-per-session", int64(sc.MaxRequestsPerSession), 0},
-		{"max-queued-bytes", sc.MaxQueuedBytes, 0},
+		{"max-queued-bytes", int64(sc.MaxQueuedBytes), 0},
 	} {
 		if p.v < p.min {
 			return nil, bad(p.key, "%d: want %d or more", p.v, p.min)
@@ -484,14 +460,6 @@ func serverConfig(global *config, path string, s *serverSpec) (*config, error) {
 // stateless pool, and reads the policy and pin files it names itself (the
 // global ones were read with the global options).
 func serverGuardKeys(sc *config, s *serverSpec, bad func(key, format string, args ...any) error) error {
-	switch pin.Action(sc.OnPinViolation) {
-	case pin.Drop, pin.EndSession:
-	default:
-		return bad("on-pin-violation", "%q: want drop or end-session", sc.OnPinViolation)
-	}
-	if _, err := pool.ParseEra(sc.ChildEra); err != nil {
-		return bad("child-era", "%v", err)
-	}
 	if sc.PoolMax < 1 {
 		return bad("pool-max", "%d: want 1 or more", sc.PoolMax)
 	}

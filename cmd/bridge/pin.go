@@ -55,12 +55,12 @@ func runPin(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	var check bool
 	fs.StringVar(&output, "output", "", "write the lock to this `file`")
 	fs.BoolVar(&check, "check", false, "compare the server with --pin-file instead: list what was added, removed or changed, exit 1 if anything was")
-	if err := fs.Parse(args); err != nil {
+	if err := parseFlags(fs, args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			subcommandHelp(stdout, pinUsage, fs, []string{"output", "check", "pin-file", "max-description-bytes", "allow-hidden-unicode"}, gProcs, gDocker)
 			return 0
 		}
-		return usageErr(flagError(fs, err).Error())
+		return usageErr(err.Error())
 	}
 	cfg.command = fs.Args()
 	switch {
@@ -93,7 +93,7 @@ func runPin(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "bridge pin: starting the MCP server: %v\n", err)
 		return 1
 	}
-	conn := peer.New(proc, pinRouter{}, &peer.Options{MaxMessageBytes: cfg.MaxMessageBytes, Logger: logger})
+	conn := peer.New(proc, pinRouter{}, &peer.Options{MaxMessageBytes: int(cfg.MaxMessageBytes), Logger: logger})
 	lock, problems, err := pin.Capture(ctx, conn, cfg.inspection())
 	if err == nil {
 		// The image of a Docker-sandboxed server is pinned too.

@@ -1,6 +1,8 @@
 // Package units holds the typed values of options that are written as text
 // on a command line, in an environment variable or in a configuration file:
-// a size in bytes (Bytes) and a duration that may be "never" (Duration).
+// a size in bytes (Bytes), and durations that may be "never": Duration,
+// whose never is negative (its zero is left to the option, often "the
+// default"), and Interval, whose zero is never.
 // Each implements encoding.TextUnmarshaler, so that flag.TextVar, envconfig
 // and encoding/json decode it the same way, and encoding.TextMarshaler, so
 // that --help shows a default as a user would write it. A value is checked
@@ -154,5 +156,46 @@ func (d *Duration) UnmarshalText(text []byte) error {
 		v = time.Duration(Never)
 	}
 	*d = Duration(v)
+	return nil
+}
+
+// Interval is a time.Duration for an option whose zero means never, such as
+// how often to do something: "never" and "0" read as zero, which is written
+// "never". A negative duration is refused (ErrNegative).
+type Interval time.Duration
+
+// ErrNegative is what Interval.UnmarshalText returns for a negative
+// duration.
+var ErrNegative = errors.New("want 0 (never) or more")
+
+// IsNever reports whether i is never (zero).
+func (i Interval) IsNever() bool { return i == 0 }
+
+func (i Interval) String() string {
+	if i.IsNever() {
+		return "never"
+	}
+	return time.Duration(i).String()
+}
+
+// MarshalText writes the interval as String does.
+func (i Interval) MarshalText() ([]byte, error) { return []byte(i.String()), nil }
+
+// UnmarshalText reads "never" or a duration of 0 (both zero) or more; a
+// negative duration is refused with ErrNegative, a bare number with
+// ErrNeedsUnit, other text with ErrDuration.
+func (i *Interval) UnmarshalText(text []byte) error {
+	if strings.TrimSpace(string(text)) == "never" {
+		*i = 0
+		return nil
+	}
+	var d Duration
+	if err := d.UnmarshalText(text); err != nil {
+		return err
+	}
+	if d.IsNever() {
+		return ErrNegative
+	}
+	*i = Interval(d)
 	return nil
 }

@@ -75,6 +75,30 @@ func TestDuration(t *testing.T) {
 	}
 }
 
+func TestInterval(t *testing.T) {
+	for _, c := range []struct {
+		in   string
+		want Interval
+		err  error
+	}{
+		{"30s", Interval(30 * time.Second), nil},
+		{"0", 0, nil},
+		{"never", 0, nil},
+		{"-1s", 0, ErrNegative},
+		{"5", 0, ErrNeedsUnit},
+		{"soon", 0, ErrDuration},
+	} {
+		var i Interval
+		err := i.UnmarshalText([]byte(c.in))
+		if !errors.Is(err, c.err) || (err == nil && i != c.want) {
+			t.Errorf("%q: %v, %v; want %v, %v", c.in, i, err, c.want, c.err)
+		}
+	}
+	if s := Interval(0).String(); s != "never" {
+		t.Errorf("Interval(0).String() = %q", s)
+	}
+}
+
 // FuzzParseBytes: no input panics, and every size read is written back as
 // text that reads as the same size.
 func FuzzParseBytes(f *testing.F) {
