@@ -680,6 +680,70 @@ func valueProblem(v flag.Value, value string, err error) string {
 	return err.Error()
 }
 
+// A limitError is a value of a flag a server may also set for itself in the
+// config file, outside what it allows. Its rule is written once
+// (checkLimits) and said in the words of each place: on the command line
+// (--max-sessions 0: want 1 or more) and after the file's key (key
+// "max-sessions": 0: want 1 or more).
+type limitError struct {
+	key  string // the flag, and the file's key, of the value at fault
+	flag string // the message on the command line
+	file string // the message after the file's key
+}
+
+func (e *limitError) Error() string { return e.flag }
+
+// checkLimits checks the values of the flags a server may also set for
+// itself (serverKeys): those of the command line (finish), then those of
+// each server of the config file (serverConfig). Each package applies its
+// default for a zero or negative value; these flags have their defaults
+// filled in already (defaultConfig), so such a value is a mistake here.
+func (c *config) checkLimits() error {
+	for _, p := range []struct {
+		key    string
+		v, min int64
+	}{
+		{"warm", int64(c.Warm), 0},
+		{"max-sessions", int64(c.MaxSessions), 1},
+		{"max-message-bytes", int64(c.MaxMessageBytes), 1},
+		{"log-max-events", int64(c.LogMaxEvents), 1},
+		{"log-max-bytes", int64(c.LogMaxBytes), 1},
+		{"max-requests-per-session", int64(c.MaxRequestsPerSession), 0},
+		{"max-queued-bytes", int64(c.MaxQueuedBytes), 0},
+		{"pool-max", int64(c.PoolMax), 1},
+	} {
+		if p.v < p.min {
+			msg := fmt.Sprintf("%d: want %d or more", p.v, p.min)
+			return &limitError{p.key, "--" + p.key + " " + msg, msg}
+		}
+	}
+	if c.LogMaxTotalBytes <= 0 {
+		return &limitError{"log-max-total-bytes", fmt.Sprintf("--log-max-total-bytes %d: want a positive number of bytes", c.LogMaxTotalBytes), ""}
+	}
+	if c.SandboxMemory <= 0 {
+		msg := fmt.Sprintf("%s: want a positive size such as 512m or 1g", c.SandboxMemory)
+		return &limitError{"sandbox-memory", "--sandbox-memory " + msg, msg}
+	}
+	if c.PoolMaxPerPrincipal < 0 {
+		msg := fmt.Sprintf("%d: want 0 (the default) or a number of servers", c.PoolMaxPerPrincipal)
+		return &limitError{"pool-max-per-principal", "--pool-max-per-principal " + msg, msg}
+	}
+	if c.PoolMin > c.PoolMax {
+		return &limitError{"pool-min",
+			fmt.Sprintf("--pool-min %d is above --pool-max %d", c.PoolMin, c.PoolMax),
+			fmt.Sprintf("pool-min %d is above pool-max %d", c.PoolMin, c.PoolMax)}
+	}
+	if c.RequestStateTTL <= 0 {
+		msg := fmt.Sprintf("%s: want a positive duration", c.RequestStateTTL)
+		return &limitError{"request-state-ttl", "--request-state-ttl " + msg, msg}
+	}
+	if c.AuditArgs && c.AuditLog == "" {
+		return &limitError{"audit-log", "--audit-args needs --audit-log",
+			"empty, but audit-args is on: give the server an audit log, or turn audit-args off"}
+	}
+	return nil
+}
+
 // checkSandboxOnly refuses options of the Docker sandbox with --sandbox
 // local: they would be silently ignored, and a user who asked for a
 // network-less server would get one with the host's network.
@@ -801,17 +865,11 @@ func (c *config) finish() error {
 	if !strings.HasPrefix(c.Path, "/") {
 		return fmt.Errorf("--path %q must start with /", c.Path)
 	}
-	if c.PoolMaxPerPrincipal < 0 {
-		return fmt.Errorf("--pool-max-per-principal %d: want 0 (the default) or a number of servers", c.PoolMaxPerPrincipal)
-	}
-	if c.PoolMax < 1 || c.PoolMin > c.PoolMax || c.RequestStateTTL <= 0 {
-		return errors.New("--pool-max must be positive and at least --pool-min, --request-state-ttl positive")
+	if err := c.checkLimits(); err != nil {
+		return err
 	}
 	if err := c.finishGuards(); err != nil {
 		return err
-	}
-	if c.Warm < 0 {
-		return fmt.Errorf("--warm %d: want 0 or more", c.Warm)
 	}
 	if c.MaxBodyBytesInFlight >= 0 && c.MaxBodyBytesInFlight < c.MaxMessageBytes {
 		return fmt.Errorf("--max-body-bytes-in-flight %d is below --max-message-bytes %d: a message that large could never be read", c.MaxBodyBytesInFlight, c.MaxMessageBytes)
@@ -822,27 +880,8 @@ func (c *config) finish() error {
 	if c.BodyReadTimeout == 0 || c.WriteTimeout == 0 || c.HTTPIdleTimeout == 0 {
 		return errors.New("--body-read-timeout, --write-timeout and --http-idle-timeout must not be 0 (negative: no limit)")
 	}
-	for _, p := range []struct {
-		flag string
-		v    int64
-	}{
-		{"max-sessions", int64(c.MaxSessions)},
-		{"max-message-bytes", int64(c.MaxMessageBytes)},
-		{"log-max-events", int64(c.LogMaxEvents)},
-		{"log-max-bytes", int64(c.LogMaxBytes)},
-	} {
-		if p.v <= 0 {
-			return fmt.Errorf("--%s %d: want 1 or more", p.flag, p.v)
-		}
-	}
 	if c.LogMaxTotalBytes <= 0 {
 		return fmt.Errorf("--log-max-total-bytes %d: want a positive number of bytes", c.LogMaxTotalBytes)
-	}
-	if c.MaxRequestsPerSession < 0 || c.MaxQueuedBytes < 0 {
-		return errors.New("--max-requests-per-session and --max-queued-bytes must be positive (or 0 for the default)")
-	}
-	if c.SandboxMemory <= 0 {
-		return fmt.Errorf("--sandbox-memory %s: want a positive size such as 512m or 1g", c.SandboxMemory)
 	}
 	c.memory = int64(c.SandboxMemory)
 	var err error
@@ -994,9 +1033,6 @@ func isLoopback(addr string) bool {
 // finishGuards checks the flags of the interception point and reads the
 // policy and pin files: a bad one stops the bridge before it serves.
 func (c *config) finishGuards() error {
-	if c.AuditArgs && c.AuditLog == "" {
-		return errors.New("--audit-args needs --audit-log")
-	}
 	if c.Policy != "" {
 		p, err := policy.Load(c.Policy)
 		if err != nil {

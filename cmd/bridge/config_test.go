@@ -151,6 +151,14 @@ func TestConfigErrors(t *testing.T) {
 		{[]string{"--sandbox-memory", "lots", "--", "srv"}, "--sandbox-memory"},
 		{[]string{"--max-sessions", "0", "--", "srv"}, "--max-sessions 0: want 1 or more"},
 		{[]string{"--log-max-bytes", "-1", "--", "srv"}, "--log-max-bytes -1: want 1 or more"},
+		{[]string{"--pool-min", "5", "--pool-max", "2", "--", "srv"}, "--pool-min 5 is above --pool-max 2"},
+		{[]string{"--max-requests-per-session", "-1", "--", "srv"}, "--max-requests-per-session -1: want 0 or more"},
+		{[]string{"--request-state-ttl", "0s", "--", "srv"}, "--request-state-ttl 0s: want a positive duration"},
+		{[]string{"--max-message-bytes", "lots", "--", "srv"}, "--max-message-bytes lots: want a size such as 512k, 16MiB, 1g or a number of bytes"},
+		{[]string{"--child-era", "old", "--", "srv"}, `--child-era "old": want auto, legacy or modern`},
+		{[]string{"--pull", "sometimes", "--sandbox", "docker", "--image", "x"}, `--pull "sometimes": want never, missing or always`},
+		{[]string{"--max-sessions", "--", "srv"}, "--max-sessions --: want a whole number"},
+		{[]string{"--request-timeout"}, "--request-timeout needs a value"},
 		{[]string{"--listen", "0.0.0.0:8080", "--oauth-issuer", "https://auth.example.com", "--", "srv"}, ""},
 		{[]string{"--oauth-client-secret-file", "/nonexistent/secret", "--", "srv"}, "--oauth-client-secret-file"},
 		{[]string{"--accept-session-id", "--", "srv"}, ""},
@@ -358,5 +366,29 @@ func TestConfigFileGlobalsAndServerKeys(t *testing.T) {
 	}
 	if time.Duration(b.RequestTimeout) != 2*time.Minute || len(b.SandboxMounts) != 0 || len(b.serverEnv) != 0 {
 		t.Fatalf("server b took a's keys: %+v", b)
+	}
+}
+
+// A typed value reads the same from a flag, a variable and the config
+// file: sizes with units, durations that may be never.
+func TestTypedValues(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "servers.json")
+	os.WriteFile(path, []byte(`{"bridge": {"log-max-bytes": "2MiB"},
+		"mcpServers": {"a": {"command": "sh", "max-message-bytes": "1m", "request-timeout": "never", "pull": "always", "sandbox": "docker", "image": "x"}}}`), 0o600)
+	t.Setenv("BRIDGE_MAX_QUEUED_BYTES", "512k")
+	c, err := parseConfig([]string{"--config", path, "--max-message-bytes", "16MiB", "--sse-keepalive", "never", "--session-idle-timeout", "never", "--on-pin-violation", "end-session", "--child-era", "legacy"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.MaxMessageBytes != 16<<20 || c.MaxQueuedBytes != 512<<10 || c.LogMaxBytes != 2<<20 || c.SSEKeepAlive != 0 || !c.SessionIdleTimeout.IsNever() ||
+		c.OnPinViolation != pin.EndSession || c.ChildEra != pool.EraLegacy {
+		t.Fatalf("read %+v", c)
+	}
+	a, err := serverConfig(c, path, c.file.servers[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a.MaxMessageBytes != 1<<20 || !a.RequestTimeout.IsNever() || a.Pull != sandbox.PullAlways {
+		t.Fatalf("server a: max-message-bytes %v, request-timeout %v, pull %v", a.MaxMessageBytes, a.RequestTimeout, a.Pull)
 	}
 }

@@ -420,35 +420,23 @@ func serverConfig(global *config, path string, s *serverSpec) (*config, error) {
 	default:
 		return nil, bad("sandbox", "%q: want local or docker", sc.Sandbox)
 	}
-	if sc.SandboxMemory <= 0 {
-		return nil, bad("sandbox-memory", "%s: want a positive size such as 512m or 1g", sc.SandboxMemory)
+	if err := sc.checkLimits(); err != nil {
+		var le *limitError
+		if errors.As(err, &le) && le.file != "" {
+			key := le.key
+			if _, own := s.keys[key]; !own && key == "pool-min" {
+				key = "pool-max" // the server's own pool-max is below the global pool-min
+			}
+			return nil, bad(key, "%s", le.file)
+		}
+		return nil, err
 	}
 	sc.memory = int64(sc.SandboxMemory)
-	for _, p := range []struct {
-		key string
-		v   int64
-		min int64
-	}{
-		{"warm", int64(sc.Warm), 0},
-		{"max-sessions", int64(sc.MaxSessions), 1},
-		{"max-message-bytes", int64(sc.MaxMessageBytes), 1},
-		{"log-max-events", int64(sc.LogMaxEvents), 1},
-		{"log-max-bytes", int64(sc.LogMaxBytes), 1},
-		{"max-requests-per-session", int64(sc.MaxRequestsPerSession), 0},
-		{"max-queued-bytes", int64(sc.MaxQueuedBytes), 0},
-	} {
-		if p.v < p.min {
-			return nil, bad(p.key, "%d: want %d or more", p.v, p.min)
-		}
-	}
 	if err := sc.checkUserEnv(); err != nil {
 		return nil, bad("userEnv", "%v", err)
 	}
 	if err := sc.userEnvEra(); err != nil {
 		return nil, bad("userEnv", "%v", err)
-	}
-	if sc.SSEPollAfter < 0 {
-		return nil, bad("sse-poll-after", "%s: want 0 (never) or more", sc.SSEPollAfter)
 	}
 	if err := serverGuardKeys(&sc, s, bad); err != nil {
 		return nil, err
@@ -460,25 +448,6 @@ func serverConfig(global *config, path string, s *serverSpec) (*config, error) {
 // stateless pool, and reads the policy and pin files it names itself (the
 // global ones were read with the global options).
 func serverGuardKeys(sc *config, s *serverSpec, bad func(key, format string, args ...any) error) error {
-	if sc.PoolMax < 1 {
-		return bad("pool-max", "%d: want 1 or more", sc.PoolMax)
-	}
-	if sc.PoolMaxPerPrincipal < 0 {
-		return bad("pool-max-per-principal", "%d: want 0 (the default) or a number of servers", sc.PoolMaxPerPrincipal)
-	}
-	if sc.PoolMin > sc.PoolMax {
-		key := "pool-min"
-		if _, own := s.keys[key]; !own {
-			key = "pool-max"
-		}
-		return bad(key, "pool-min %d is above pool-max %d", sc.PoolMin, sc.PoolMax)
-	}
-	if sc.RequestStateTTL <= 0 {
-		return bad("request-state-ttl", "%s: want a positive duration", sc.RequestStateTTL)
-	}
-	if sc.AuditArgs && sc.AuditLog == "" {
-		return bad("audit-log", "empty, but audit-args is on: give the server an audit log, or turn audit-args off")
-	}
 	digest := sha256.New()
 	if _, own := s.keys["policy"]; own {
 		sc.policy = nil
