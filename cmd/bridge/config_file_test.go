@@ -6,6 +6,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"net"
@@ -16,6 +17,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -538,4 +540,47 @@ func TestConfigFileStatelessAffinity(t *testing.T) {
 	if n := retries.Load(); n < 3 {
 		t.Fatalf("%d retries went through the proxy, want one per call at least", n)
 	}
+}
+
+// serverOptions is a typed part of config: each of its fields is the field
+// of config of the same name and type, and its key is the flag of that
+// field, with a value of the same type.
+func TestServerOptionsAreConfigFields(t *testing.T) {
+	var c config
+	global := newFlagSet(&c)
+	var o serverOptions
+	server := o.flagSet()
+	typ := reflect.TypeFor[serverOptions]()
+	n := 0
+	for i := range typ.NumField() {
+		f := typ.Field(i)
+		key := f.Tag.Get("key")
+		if key == "" {
+			continue
+		}
+		n++
+		cf, ok := reflect.TypeFor[config]().FieldByName(f.Name)
+		if !ok || cf.Type != f.Type {
+			t.Errorf("serverOptions.%s (%s) is not a field of config of that type", f.Name, f.Type)
+			continue
+		}
+		gf, sf := global.Lookup(key), server.Lookup(key)
+		if gf == nil || sf == nil {
+			t.Errorf("key %s of serverOptions.%s is not a flag", key, f.Name)
+			continue
+		}
+		if g, s := fmt.Sprintf("%T", getValue(gf)), fmt.Sprintf("%T", getValue(sf)); g != s {
+			t.Errorf("--%s holds a %s, the key %s", key, g, s)
+		}
+	}
+	if n != len(serverKeys) || n < 30 {
+		t.Fatalf("%d keys, serverKeys %d", n, len(serverKeys))
+	}
+}
+
+func getValue(f *flag.Flag) any {
+	if g, ok := f.Value.(flag.Getter); ok {
+		return g.Get()
+	}
+	return f.Value
 }
