@@ -356,7 +356,7 @@ func newFlagSet(c *config) *flag.FlagSet {
 	fs.Usage = func() {}
 	fs.StringVar(&c.Listen, "listen", c.Listen, gEdge.in("`address` to listen on; a non-loopback address requires auth tokens, --oauth-issuer, --tls-client-ca or --insecure-no-auth"))
 	fs.StringVar(&c.Path, "path", c.Path, gEdge.in("HTTP `path` of the MCP endpoint"))
-	fs.TextVar(&c.SessionIdleTimeout, "session-idle-timeout", c.SessionIdleTimeout, gSessions.in("end a session after this long without a client message, whatever streams are open (never, or negative: never)"))
+	fs.TextVar(&c.SessionIdleTimeout, "session-idle-timeout", c.SessionIdleTimeout, gSessions.in("end a session after this long without a client message, whatever streams are open (never or negative: never)"))
 	fs.IntVar(&c.MaxSessions, "max-sessions", c.MaxSessions, gSessions.in("most sessions alive at once; beyond it initialize gets 503"))
 	fs.TextVar(&c.MaxMessageBytes, "max-message-bytes", c.MaxMessageBytes, gEdge.in("largest message in `bytes`, either way: a larger POST gets 413, a larger answer from the server fails its request with a JSON-RPC error (the session and server go on)"))
 	fs.Var(&listFlag{dst: &c.AllowedOrigins}, "allowed-origins", gEdge.in("browser `origins` allowed besides loopback ones (comma-separated or repeated; * allows any); a request without Origin is not from a browser and is allowed"))
@@ -385,16 +385,16 @@ func newFlagSet(c *config) *flag.FlagSet {
 	fs.Var(&repeatFlag{dst: &c.Env}, "env", gProcs.in("set `NAME=VALUE` for local servers, or NAME alone to pass the bridge's value (repeatable; the variable is comma-separated); besides these they get only "+sandbox.DefaultEnvAllow+" of the bridge's environment, never a BRIDGE_* variable"))
 	fs.BoolVar(&c.EnvInherit, "env-inherit", c.EnvInherit, gProcs.in("give local servers the bridge's whole environment but its "+sandbox.ReservedEnvPrefix+"* variables and any variable holding one of its secrets, as other bridges do: API keys, cloud credentials and tokens of the bridge's environment then reach every server (logged as a WARN); --env NAME passes one variable instead"))
 	fs.BoolVar(&c.LocalUnsupervised, "local-unsupervised", c.LocalUnsupervised, gProcs.in("run local servers without the supervisor (this binary, started once and shared by every session, which ends everything a server started when it exits, is stopped, or the bridge dies): saves that one process, but what a server starts may then outlive it or a killed bridge"))
-	fs.TextVar(&c.BodyReadTimeout, "body-read-timeout", c.BodyReadTimeout, gEdge.in("a POST body must arrive within this long after its headers, else 408 (never, or negative: no limit)"))
-	fs.TextVar(&c.WriteTimeout, "write-timeout", c.WriteTimeout, gEdge.in("each SSE event or JSON answer must reach the client within this long, else the connection closes; time between events does not count (never, or negative: no limit)"))
-	fs.TextVar(&c.HTTPIdleTimeout, "http-idle-timeout", c.HTTPIdleTimeout, gEdge.in("close a keep-alive connection after this long without a request (never, or negative: never); keep it above the idle timeout of a proxy in front"))
+	fs.TextVar(&c.BodyReadTimeout, "body-read-timeout", c.BodyReadTimeout, gEdge.in("a POST body must arrive within this long after its headers, else 408 (never or negative: no limit)"))
+	fs.TextVar(&c.WriteTimeout, "write-timeout", c.WriteTimeout, gEdge.in("each SSE event or JSON answer must reach the client within this long, else the connection closes; time between events does not count (never or negative: no limit)"))
+	fs.TextVar(&c.HTTPIdleTimeout, "http-idle-timeout", c.HTTPIdleTimeout, gEdge.in("close a keep-alive connection after this long without a request (never or negative: never); keep it above the idle timeout of a proxy in front"))
 	fs.IntVar(&c.MaxConnections, "max-connections", c.MaxConnections, gEdge.in("most connections open at once, lowered to what the open-file limit leaves after --max-sessions servers; beyond it a connection gets 503 (negative: only the open-file limit)"))
 	fs.IntVar(&c.MaxConnectionsPerClient, "max-connections-per-client", c.MaxConnectionsPerClient, gEdge.in("most connections open at once from one client IP address (a proxy in front is one address); beyond it 503 (negative: no limit)"))
 	fs.TextVar(&c.MaxBodyBytesInFlight, "max-body-bytes-in-flight", c.MaxBodyBytesInFlight, gEdge.in("most `bytes` held by POST bodies being read, all clients together; beyond it 503 (negative: no limit; else at least --max-message-bytes)"))
 	fs.TextVar(&c.InitializeTimeout, "initialize-timeout", c.InitializeTimeout,
-		gSessions.in(fmt.Sprintf("end a session whose server has not answered initialize after this long, with an error and its last stderr lines; bounds too the initialize the bridge sends a legacy child of the 2026-07-28 pool (0: %s; never, or negative: never)", session.DefaultInitializeTimeout)))
+		gSessions.in(fmt.Sprintf("end a session whose server has not answered initialize after this long, with an error and its last stderr lines; bounds too the initialize the bridge sends a legacy child of the 2026-07-28 pool (0: %s; never or negative: never)", session.DefaultInitializeTimeout)))
 	fs.TextVar(&c.RequestTimeout, "request-timeout", c.RequestTimeout,
-		gSessions.in(fmt.Sprintf("answer a request the server has not answered after this long with error -32001, and cancel it at the server; a progress notification restarts it; both eras (0: %s; never, or negative: never)", session.DefaultRequestTimeout)))
+		gSessions.in(fmt.Sprintf("answer a request the server has not answered after this long with error -32001, and cancel it at the server; a progress notification restarts it; both eras (0: %s; never or negative: never)", session.DefaultRequestTimeout)))
 	fs.IntVar(&c.MaxRequestsPerSession, "max-requests-per-session", c.MaxRequestsPerSession,
 		gSessions.in(fmt.Sprintf("most requests in flight in one session; beyond it a POST gets 429; a server's 2026-07-28 pool admits this many for each child it may run (--pool-max) (0: %d)", session.DefaultMaxRequests)))
 	fs.TextVar(&c.MaxQueuedBytes, "max-queued-bytes", c.MaxQueuedBytes,
