@@ -6,6 +6,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"hash"
 	"io"
 	"log/slog"
 	"net"
@@ -689,9 +690,11 @@ type limitError struct {
 	key  string // the flag, and the file's key, of the value at fault
 	flag string // the message on the command line
 	file string // the message after the file's key
+	err  error  // what it wraps, if anything
 }
 
 func (e *limitError) Error() string { return e.flag }
+func (e *limitError) Unwrap() error { return e.err }
 
 // checkLimits checks the values of the flags a server may also set for
 // itself (serverKeys): those of the command line (finish), then those of
@@ -714,32 +717,32 @@ func (c *config) checkLimits() error {
 	} {
 		if p.v < p.min {
 			msg := fmt.Sprintf("%d: want %d or more", p.v, p.min)
-			return &limitError{p.key, "--" + p.key + " " + msg, msg}
+			return &limitError{key: p.key, flag: "--" + p.key + " " + msg, file: msg}
 		}
 	}
 	if c.LogMaxTotalBytes <= 0 {
-		return &limitError{"log-max-total-bytes", fmt.Sprintf("--log-max-total-bytes %d: want a positive number of bytes", c.LogMaxTotalBytes), ""}
+		return &limitError{key: "log-max-total-bytes", flag: fmt.Sprintf("--log-max-total-bytes %d: want a positive number of bytes", c.LogMaxTotalBytes)}
 	}
 	if c.SandboxMemory <= 0 {
 		msg := fmt.Sprintf("%s: want a positive size such as 512m or 1g", c.SandboxMemory)
-		return &limitError{"sandbox-memory", "--sandbox-memory " + msg, msg}
+		return &limitError{key: "sandbox-memory", flag: "--sandbox-memory " + msg, file: msg}
 	}
 	if c.PoolMaxPerPrincipal < 0 {
 		msg := fmt.Sprintf("%d: want 0 (the default) or a number of servers", c.PoolMaxPerPrincipal)
-		return &limitError{"pool-max-per-principal", "--pool-max-per-principal " + msg, msg}
+		return &limitError{key: "pool-max-per-principal", flag: "--pool-max-per-principal " + msg, file: msg}
 	}
 	if c.PoolMin > c.PoolMax {
-		return &limitError{"pool-min",
-			fmt.Sprintf("--pool-min %d is above --pool-max %d", c.PoolMin, c.PoolMax),
-			fmt.Sprintf("pool-min %d is above pool-max %d", c.PoolMin, c.PoolMax)}
+		return &limitError{key: "pool-min",
+			flag: fmt.Sprintf("--pool-min %d is above --pool-max %d", c.PoolMin, c.PoolMax),
+			file: fmt.Sprintf("pool-min %d is above pool-max %d", c.PoolMin, c.PoolMax)}
 	}
 	if c.RequestStateTTL <= 0 {
 		msg := fmt.Sprintf("%s: want a positive duration", c.RequestStateTTL)
-		return &limitError{"request-state-ttl", "--request-state-ttl " + msg, msg}
+		return &limitError{key: "request-state-ttl", flag: "--request-state-ttl " + msg, file: msg}
 	}
 	if c.AuditArgs && c.AuditLog == "" {
-		return &limitError{"audit-log", "--audit-args needs --audit-log",
-			"empty, but audit-args is on: give the server an audit log, or turn audit-args off"}
+		return &limitError{key: "audit-log", flag: "--audit-args needs --audit-log",
+			file: "empty, but audit-args is on: give the server an audit log, or turn audit-args off"}
 	}
 	return nil
 }
@@ -1033,19 +1036,43 @@ func isLoopback(addr string) bool {
 // finishGuards checks the flags of the interception point and reads the
 // policy and pin files: a bad one stops the bridge before it serves.
 func (c *config) finishGuards() error {
-	if c.Policy != "" {
-		p, err := policy.Load(c.Policy)
-		if err != nil {
-			return fmt.Errorf("--policy: %w", err)
-		}
-		c.policy = p
+	return c.readGuardFiles(func(string) bool { return true }, nil)
+}
+
+// readGuardFiles reads the policy and pin files of c that own says to read
+// (the global ones all; a server of the config file those it names
+// itself) into c.policy and c.lock, and adds the name and content of each
+// to digest, if set. Its errors are limitErrors, said on the command line
+// (--policy: ...) or after the file's key.
+func (c *config) readGuardFiles(own func(key string) bool, digest hash.Hash) error {
+	fail := func(key string, err error) error {
+		return &limitError{key: key, flag: "--" + key + ": " + err.Error(), file: err.Error(), err: err}
 	}
-	if c.PinFile != "" {
-		l, err := pin.ReadLock(c.PinFile)
-		if err != nil {
-			return fmt.Errorf("--pin-file: %w", err)
+	if own("policy") {
+		c.policy = nil
+		if c.Policy != "" {
+			p, err := policy.Load(c.Policy)
+			if err != nil {
+				return fail("policy", err)
+			}
+			c.policy = p
+			if digest != nil {
+				fileDigest(digest, c.Policy)
+			}
 		}
-		c.lock = l
+	}
+	if own("pin-file") {
+		c.lock = nil
+		if c.PinFile != "" {
+			l, err := pin.ReadLock(c.PinFile)
+			if err != nil {
+				return fail("pin-file", err)
+			}
+			c.lock = l
+			if digest != nil {
+				fileDigest(digest, c.PinFile)
+			}
+		}
 	}
 	return nil
 }

@@ -41,7 +41,6 @@ import (
 
 	"github.com/mcp-bridge/mcp-bridge/internal/units"
 	"github.com/mcp-bridge/mcp-bridge/pin"
-	"github.com/mcp-bridge/mcp-bridge/policy"
 	"github.com/mcp-bridge/mcp-bridge/pool"
 	"github.com/mcp-bridge/mcp-bridge/sandbox"
 )
@@ -581,27 +580,12 @@ func serverConfig(global *config, path string, s *serverSpec) (*config, error) {
 // global ones were read with the global options).
 func serverGuardKeys(sc *config, s *serverSpec, bad func(key, format string, args ...any) error) error {
 	digest := sha256.New()
-	if s.opts.has("policy") {
-		sc.policy = nil
-		if sc.Policy != "" {
-			p, err := policy.Load(sc.Policy)
-			if err != nil {
-				return bad("policy", "%v", err)
-			}
-			sc.policy = p
-			fileDigest(digest, sc.Policy)
+	if err := sc.readGuardFiles(s.opts.has, digest); err != nil {
+		var le *limitError
+		if errors.As(err, &le) {
+			return bad(le.key, "%s", le.file)
 		}
-	}
-	if s.opts.has("pin-file") {
-		sc.lock = nil
-		if sc.PinFile != "" {
-			l, err := pin.ReadLock(sc.PinFile)
-			if err != nil {
-				return bad("pin-file", "%v", err)
-			}
-			sc.lock = l
-			fileDigest(digest, sc.PinFile)
-		}
+		return err
 	}
 	sc.guardFiles = hex.EncodeToString(digest.Sum(nil))
 	return nil
