@@ -28,6 +28,24 @@ const (
 	EndSession Action = "end-session"
 )
 
+// ErrAction is what Action.UnmarshalText returns for text that is not an
+// action.
+var ErrAction = errors.New("want drop or end-session")
+
+// MarshalText writes the action as it is read.
+func (a Action) MarshalText() ([]byte, error) { return []byte(a), nil }
+
+// UnmarshalText reads drop or end-session; other text is refused with
+// ErrAction (the caller names the option and the text).
+func (a *Action) UnmarshalText(text []byte) error {
+	switch v := Action(text); v {
+	case Drop, EndSession:
+		*a = v
+		return nil
+	}
+	return ErrAction
+}
+
 // Options configure an Enforcer. Every zero value means the documented
 // default.
 type Options struct {

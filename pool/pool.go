@@ -149,17 +149,35 @@ func (e Era) String() string {
 	return "auto"
 }
 
-// ParseEra parses the value of --child-era.
+// ErrEra is what Era.UnmarshalText returns for text that is not an era.
+var ErrEra = errors.New("want auto, legacy or modern")
+
+// ParseEra parses the name of an era: auto (or empty), legacy or modern.
 func ParseEra(s string) (Era, error) {
-	switch s {
-	case "", "auto":
-		return EraAuto, nil
-	case "legacy":
-		return EraLegacy, nil
-	case "modern":
-		return EraModern, nil
+	var e Era
+	if err := e.UnmarshalText([]byte(s)); err != nil {
+		return EraAuto, fmt.Errorf("unknown child era %q: %w", s, err)
 	}
-	return EraAuto, fmt.Errorf("unknown child era %q: want auto, legacy or modern", s)
+	return e, nil
+}
+
+// MarshalText writes the era as String does.
+func (e Era) MarshalText() ([]byte, error) { return []byte(e.String()), nil }
+
+// UnmarshalText reads auto (or nothing), legacy or modern; other text is
+// refused with ErrEra (the caller names the option and the text).
+func (e *Era) UnmarshalText(text []byte) error {
+	switch string(text) {
+	case "", "auto":
+		*e = EraAuto
+	case "legacy":
+		*e = EraLegacy
+	case "modern":
+		*e = EraModern
+	default:
+		return ErrEra
+	}
+	return nil
 }
 
 // Options configure a Pool. Every zero value means the documented default.

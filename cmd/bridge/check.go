@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"time"
 
 	"github.com/kelseyhightower/envconfig"
 
@@ -42,12 +43,12 @@ func runCheck(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		return usageErr(envError(err).Error())
 	}
 	fs := newFlagSet(cfg)
-	if err := fs.Parse(args); err != nil {
+	if err := parseFlags(fs, args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			subcommandHelp(stdout, checkUsage, fs, []string{"initialize-timeout", "max-description-bytes", "allow-hidden-unicode"}, gProcs, gDocker)
 			return 0
 		}
-		return usageErr(flagError(fs, err).Error())
+		return usageErr(err.Error())
 	}
 	cfg.command = fs.Args()
 	if len(cfg.command) == 0 && !(cfg.Sandbox == "docker" && cfg.Image != "") {
@@ -63,8 +64,8 @@ func runCheck(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		NewLauncher: func(ctx context.Context, logger *slog.Logger) (sandbox.Launcher, func(), error) {
 			return newInnerLauncher(ctx, cfg, logger)
 		},
-		InitializeTimeout: cfg.InitializeTimeout,
-		MaxMessageBytes:   cfg.MaxMessageBytes,
+		InitializeTimeout: time.Duration(cfg.InitializeTimeout),
+		MaxMessageBytes:   int(cfg.MaxMessageBytes),
 		Inspection:        cfg.inspection(),
 		StopGrace:         cfg.StopGrace,
 		BufferingHint:     pythonHint(cfg),

@@ -38,7 +38,7 @@ type guards struct {
 // inspection is what --max-description-bytes and --allow-hidden-unicode
 // ask of every item a server lists.
 func (c *config) inspection() pin.Inspection {
-	return pin.Inspection{MaxDescriptionBytes: c.MaxDescriptionBytes, AllowHiddenUnicode: c.AllowHiddenUnicode}
+	return pin.Inspection{MaxDescriptionBytes: int(c.MaxDescriptionBytes), AllowHiddenUnicode: c.AllowHiddenUnicode}
 }
 
 // newGuards builds the guards the configuration asks for and opens the

@@ -127,13 +127,13 @@ func parseSubcommand[F any](args []string, verb, noun, what, usage string, stdou
 	f = new(F)
 	fs := newFlags(io.Discard, f)
 	fs.Usage = func() {} // the error line is enough; the usage is one --help away
-	if err := fs.Parse(args[1:]); err != nil {
+	if err := parseFlags(fs, args[1:]); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			help(stdout)
 			return nil, nil, 0, false
 		}
 		// One line naming the flag as the help does (--name).
-		fmt.Fprintf(stderr, "%s %s: %v\nRun '%s %s --help' for usage.\n", noun, verb, flagError(fs, err), noun, verb)
+		fmt.Fprintf(stderr, "%s %s: %v\nRun '%s %s --help' for usage.\n", noun, verb, err, noun, verb)
 		return nil, nil, 2, false
 	}
 	command, err := trailingCommand(fs, args[1:])

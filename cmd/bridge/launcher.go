@@ -26,7 +26,7 @@ func newLauncher(ctx context.Context, cfg *config, logger *slog.Logger, tel *tel
 	}
 	if len(cfg.userVars) > 0 {
 		l = &userEnvLauncher{Launcher: l, vars: cfg.userVars, dir: cfg.SecretsDir, authn: cfg.authenticates(),
-			legacy: cfg.ChildEra == pool.EraLegacy.String(), logger: logger}
+			legacy: cfg.ChildEra == pool.EraLegacy, logger: logger}
 		if cfg.SecretsDir != "" {
 			for i, t := range cfg.tokens {
 				sum := sha256.Sum256([]byte(t))
@@ -86,7 +86,7 @@ func newInnerLauncher(ctx context.Context, cfg *config, logger *slog.Logger) (sa
 		Dir:             cfg.serverDir,
 		Supervisor:      supervisor,
 		StopGrace:       cfg.StopGrace,
-		StderrLineBytes: cfg.StderrLineBytes,
+		StderrLineBytes: int(cfg.StderrLineBytes),
 		StderrRate:      stderrRate(cfg),
 		Logger:          logger,
 	})
@@ -110,7 +110,7 @@ func newDockerLauncher(ctx context.Context, cfg *config, logger *slog.Logger) (s
 	d, err := sandbox.NewDocker(ctx, &sandbox.DockerOptions{
 		Image:       cfg.Image,
 		Command:     cfg.command,
-		Pull:        sandbox.PullPolicy(cfg.Pull),
+		Pull:        cfg.Pull,
 		Network:     cfg.SandboxNetwork,
 		Mounts:      cfg.SandboxMounts,
 		Env:         append(slices.Clip(cfg.SandboxEnv), cfg.serverEnv...),
@@ -125,7 +125,7 @@ func newDockerLauncher(ctx context.Context, cfg *config, logger *slog.Logger) (s
 		Runtime:     cfg.SandboxRuntime,
 		ImageDigest: digest,
 
-		StderrLineBytes: cfg.StderrLineBytes,
+		StderrLineBytes: int(cfg.StderrLineBytes),
 
 		Egress:            cfg.SandboxEgress,
 		EgressProxyBinary: proxyBinary,
@@ -134,7 +134,7 @@ func newDockerLauncher(ctx context.Context, cfg *config, logger *slog.Logger) (s
 	if err != nil {
 		return nil, nil, fmt.Errorf("--sandbox docker: %w", err)
 	}
-	if cfg.Pull == string(sandbox.PullNever) {
+	if cfg.Pull == sandbox.PullNever {
 		// Known now, not at the first session's 502.
 		if err := d.CheckImage(ctx); err != nil {
 			d.Close(ctx)

@@ -229,7 +229,7 @@ func serve(ctx context.Context, cfg *config, logger *slog.Logger, ready chan<- n
 		session: func(o *session.Options, tel *telemetry, g *guards) {
 			o.Intercept, o.Observer = tel.intercept(), tel.observer()
 			o.InterceptSession = g.forSession
-			o.LogMaxTotalBytes = cfg.LogMaxTotalBytes
+			o.LogMaxTotalBytes = int64(cfg.LogMaxTotalBytes)
 			if router != nil {
 				o.NewID = router.NewID
 			}
@@ -258,7 +258,7 @@ func serve(ctx context.Context, cfg *config, logger *slog.Logger, ready chan<- n
 		set := endpoint.NewSet(&endpoint.SetOptions{One: true, Grace: cfg.ShutdownGrace,
 			StopBudget: sandbox.StopBudget(cfg.StopGrace), Logger: logger})
 		if _, err := set.Apply(ctx, []endpoint.Member{{Build: func(ctx context.Context) (*endpoint.Endpoint, error) {
-			return hooks.endpoint(ctx, cfg, cfg.Path, tel, g, session.NewLogBudget(cfg.LogMaxTotalBytes), nil, nil, logger)
+			return hooks.endpoint(ctx, cfg, cfg.Path, tel, g, session.NewLogBudget(int64(cfg.LogMaxTotalBytes)), nil, nil, logger)
 		}}}); err != nil {
 			return startError{err}
 		}
@@ -305,7 +305,7 @@ func serve(ctx context.Context, cfg *config, logger *slog.Logger, ready chan<- n
 		// No ReadTimeout or WriteTimeout: they would cut long-lived SSE
 		// streams. The handler bounds each body read and each event write
 		// instead (--body-read-timeout, --write-timeout).
-		IdleTimeout: cfg.HTTPIdleTimeout,
+		IdleTimeout: time.Duration(cfg.HTTPIdleTimeout),
 		ErrorLog:    slog.NewLogLogger(logger.Handler(), slog.LevelWarn),
 	}
 	served := make(chan error, 1)
@@ -366,10 +366,7 @@ func serve(ctx context.Context, cfg *config, logger *slog.Logger, ready chan<- n
 // name this instance, so that any instance can verify a retry and forward
 // it to the one holding the parked call.
 func poolOptions(cfg *config, launcher sandbox.Launcher, router *affinity.Instance, so *session.Options, g *guards, logger *slog.Logger, inflight func(int)) (*pool.Options, error) {
-	era, err := pool.ParseEra(cfg.ChildEra)
-	if err != nil {
-		return nil, err
-	}
+	era := cfg.ChildEra
 	opts := &pool.Options{
 		Launch: func(ctx context.Context, name string) (peer.Process, error) {
 			return launcher.Launch(statelessLaunch(ctx), name)
@@ -388,7 +385,7 @@ func poolOptions(cfg *config, launcher sandbox.Launcher, router *affinity.Instan
 		// tokens or OAuth): results may differ per principal, and each
 		// has its share of the pool.
 		PrivateCache: cfg.authenticates(),
-		Peer:         peer.Options{MaxMessageBytes: cfg.MaxMessageBytes, Intercept: so.Intercept},
+		Peer:         peer.Options{MaxMessageBytes: int(cfg.MaxMessageBytes), Intercept: so.Intercept},
 		Limits:       so.Limits(inflight), // the sessions' limits hold for stateless calls too
 		// The guards hold for revision 2026-07-28 clients too: each child
 		// of the pool gets the chain a session's server gets.

@@ -48,12 +48,12 @@ func runPin(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	var check bool
 	fs.StringVar(&output, "output", "", "write the lock to this `file`")
 	fs.BoolVar(&check, "check", false, "compare the server with --pin-file instead: list what was added, removed or changed, exit 1 if anything was")
-	if err := fs.Parse(args); err != nil {
+	if err := parseFlags(fs, args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			subcommandHelp(stdout, pinUsage, fs, []string{"output", "check", "pin-file", "max-description-bytes", "allow-hidden-unicode"}, gProcs, gDocker)
 			return 0
 		}
-		return usageErr(flagError(fs, err).Error())
+		return usageErr(err.Error())
 	}
 	cfg.command = fs.Args()
 	switch {
@@ -76,7 +76,7 @@ func runPin(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		NewLauncher: func(ctx context.Context) (sandbox.Launcher, func(), error) {
 			return newInnerLauncher(ctx, cfg, logger)
 		},
-		MaxMessageBytes: cfg.MaxMessageBytes,
+		MaxMessageBytes: int(cfg.MaxMessageBytes),
 		Inspection:      cfg.inspection(),
 		StopGrace:       cfg.StopGrace,
 		Logger:          logger,

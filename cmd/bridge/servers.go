@@ -45,20 +45,20 @@ func (s single) Shutdown(ctx context.Context) error { return s.Close(ctx) }
 func sessionOptions(cfg *config, launcher session.Launcher, logger *slog.Logger) *session.Options {
 	return &session.Options{
 		Launcher:        launcher,
-		IdleTimeout:     cfg.SessionIdleTimeout,
+		IdleTimeout:     time.Duration(cfg.SessionIdleTimeout),
 		MaxSessions:     cfg.MaxSessions,
-		MaxMessageBytes: cfg.MaxMessageBytes,
+		MaxMessageBytes: int(cfg.MaxMessageBytes),
 		LogMaxEvents:    cfg.LogMaxEvents,
-		LogMaxBytes:     cfg.LogMaxBytes,
+		LogMaxBytes:     int64(cfg.LogMaxBytes),
 		Logger:          logger,
 
-		LogMaxTotalBytes: cfg.LogMaxTotalBytes,
+		LogMaxTotalBytes: int64(cfg.LogMaxTotalBytes),
 
-		InitializeTimeout: cfg.InitializeTimeout,
+		InitializeTimeout: time.Duration(cfg.InitializeTimeout),
 		InitializeHint:    initializeHint(cfg),
-		RequestTimeout:    cfg.RequestTimeout,
+		RequestTimeout:    time.Duration(cfg.RequestTimeout),
 		MaxRequests:       cfg.MaxRequestsPerSession,
-		MaxQueuedBytes:    cfg.MaxQueuedBytes,
+		MaxQueuedBytes:    int64(cfg.MaxQueuedBytes),
 	}
 }
 
@@ -70,12 +70,12 @@ func handlerOptions(cfg *config, path string, logger *slog.Logger) *bridge.Optio
 		AllowedHosts:         cfg.AllowedHosts,
 		AuthTokens:           cfg.tokens,
 		JSONResponse:         cfg.JSONResponse,
-		SSEPollAfter:         cfg.SSEPollAfter,
+		SSEPollAfter:         time.Duration(cfg.SSEPollAfter),
 		SSERetry:             cfg.SSERetry,
-		SSEKeepAlive:         keepAlive(cfg.SSEKeepAlive),
-		BodyReadTimeout:      cfg.BodyReadTimeout,
-		WriteTimeout:         cfg.WriteTimeout,
-		MaxBodyBytesInFlight: cfg.MaxBodyBytesInFlight,
+		SSEKeepAlive:         keepAlive(time.Duration(cfg.SSEKeepAlive)),
+		BodyReadTimeout:      time.Duration(cfg.BodyReadTimeout),
+		WriteTimeout:         time.Duration(cfg.WriteTimeout),
+		MaxBodyBytesInFlight: int64(cfg.MaxBodyBytesInFlight),
 		NoLegacySSE:          cfg.NoLegacySSE,
 		Logger:               logger,
 	}
@@ -131,7 +131,7 @@ func newMulti(cfg *config, logger *slog.Logger, hooks frontendHooks) *multi {
 	hooks.handler(edge) // the checks, /metrics and the OAuth metadata
 	m := &multi{
 		cfg: cfg, logger: logger, hooks: hooks,
-		budget: session.NewLogBudget(cfg.LogMaxTotalBytes),
+		budget: session.NewLogBudget(int64(cfg.LogMaxTotalBytes)),
 	}
 	m.Set = endpoint.NewSet(&endpoint.SetOptions{
 		Edge:       edge,
