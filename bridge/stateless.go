@@ -185,7 +185,7 @@ func (h *Handler) serveStateless(w http.ResponseWriter, r *http.Request, owner a
 	// streams; the last renewal covers the end of the response.
 	defer dl.extend()
 	streaming := false
-	keeper := newStreamKeeper(w, &dl, h.opts.SSEKeepAlive)
+	keeper := newStreamKeeper(w, &dl, h.keepAlives)
 	write := func(data []byte) error {
 		dl.extend()
 		if !streaming {
