@@ -4,6 +4,7 @@ import (
 	"io"
 	"net/http"
 	"sync"
+	"time"
 
 	"github.com/mcp-bridge/mcp-bridge/peer"
 )
@@ -25,9 +26,14 @@ type streamKeeper struct {
 	quiet peer.Timeout // expires (Expire) after SSEKeepAlive of quiet
 	ts    *peer.Timeouts
 
-	mu        sync.Mutex // serializes the writes to w
-	w         http.ResponseWriter
-	dl        *writeDeadline
+	mu sync.Mutex // serializes the writes to w
+	w  http.ResponseWriter
+	// The keeper's own renewal of the write deadline (its rc is rc): the
+	// handler renews it too, each one a deadline no earlier than its own
+	// last, so the later one holds; and the response's writeDeadline
+	// stays on the handler's stack, not on the heap once per request.
+	dl        writeDeadline
+	rc        http.ResponseController
 	streaming bool  // the SSE headers were sent
 	done      bool  // the handler took the response back: write nothing
 	err       error // a failed keep-alive write: the next emit returns it
@@ -38,12 +44,14 @@ var keepers = sync.Pool{New: func() any { return new(streamKeeper) }}
 
 // newStreamKeeper returns a keeper for one response; ts nil: no
 // keep-alives (nil: emit writes directly).
-func newStreamKeeper(w http.ResponseWriter, dl *writeDeadline, ts *peer.Timeouts) *streamKeeper {
+func newStreamKeeper(w http.ResponseWriter, writeTimeout time.Duration, ts *peer.Timeouts) *streamKeeper {
 	if ts == nil {
 		return nil
 	}
 	k := keepers.Get().(*streamKeeper)
-	k.ts, k.w, k.dl = ts, w, dl
+	k.ts, k.w = ts, w
+	k.rc = *http.NewResponseController(w)
+	k.dl = writeDeadline{rc: &k.rc, timeout: writeTimeout}
 	ts.Start(&k.quiet, k)
 	return k
 }
@@ -100,7 +108,7 @@ func (k *streamKeeper) finish() (streaming bool) {
 	k.done = true
 	stopped := k.ts.Stop(&k.quiet)
 	streaming = k.streaming
-	k.w, k.dl = nil, nil
+	k.w, k.dl, k.rc = nil, writeDeadline{}, http.ResponseController{}
 	k.mu.Unlock()
 	if stopped {
 		// No fire is pending or running (it would hold or wait for the
