@@ -356,6 +356,9 @@ func (c *call) stopTimer() {
 func (c *call) wait(ctx context.Context, rawID, buf []byte, emit func([]byte) error) ([]byte, error) {
 	p := c.pool
 	if p.timeouts != nil {
+		// A new round (an MRTR retry) starts its own timeout. (An Expire
+		// of the round before that ran as it was parked would have run
+		// within nanoseconds of the park, a client's round trip ago.)
 		c.late.Store(false)
 		p.timeouts.Start(&c.deadline, c)
 		defer p.timeouts.Stop(&c.deadline)
