@@ -59,6 +59,7 @@ import (
 
 	"github.com/mcp-bridge/mcp-bridge/auth"
 	"github.com/mcp-bridge/mcp-bridge/jsonrpc"
+	"github.com/mcp-bridge/mcp-bridge/peer"
 	"github.com/mcp-bridge/mcp-bridge/pool"
 	"github.com/mcp-bridge/mcp-bridge/session"
 )
@@ -201,6 +202,9 @@ type Handler struct {
 
 	draining  atomic.Bool
 	bodyBytes atomic.Int64 // capacity of the buffers of bodies being read
+	// keepAlives is the one timer of the stateless responses' keep-alives
+	// (streamKeeper; nil: SSEKeepAlive negative).
+	keepAlives *peer.Timeouts
 }
 
 // NewHandler returns the HTTP handler of the MCP endpoint, /healthz and /readyz.
@@ -233,6 +237,9 @@ func NewHandler(reg *session.Registry, opts *Options) *Handler {
 	}
 	h.logger = o.Logger
 	h.refusals = newRefusalLog()
+	if o.SSEKeepAlive > 0 {
+		h.keepAlives = peer.NewTimeouts(o.SSEKeepAlive)
+	}
 	// Trimmed once here rather than on every request (hostAllowed).
 	for _, a := range o.AllowedHosts {
 		h.allowedNames = append(h.allowedNames, strings.Trim(a, "[]"))

@@ -305,6 +305,8 @@ type Pool struct {
 	names  atomic.Int64
 	// inflight counts the requests in flight (admit, in limits.go).
 	inflight atomic.Int64
+	// timeouts holds the request timeout of every call (nil: none).
+	timeouts *peer.Timeouts
 
 	probeMu sync.Mutex // one probe at a time
 
@@ -405,6 +407,7 @@ func New(opts *Options) (*Pool, error) {
 		now:     time.Now,
 	}
 	p.eraKnown.Store(uint32(o.Era))
+	p.timeouts = newTimeouts(o.Limits)
 	p.subs = newSubscriptions(p)
 	p.ctx, p.cancel = context.WithCancel(context.Background())
 	p.wg.Add(1)
@@ -507,6 +510,9 @@ func (p *Pool) Close(ctx context.Context) error {
 	}
 	p.parked = map[string]*call{}
 	p.mu.Unlock()
+	if p.timeouts != nil {
+		p.timeouts.Close()
+	}
 	p.cancel()
 	p.subs.closeAll()
 	var errs []error
