@@ -1,17 +1,27 @@
-// Package endpoint holds the type that owns one configured MCP server in
-// both eras: the session registry of revision 2025 clients, the stateless
-// pool of revision 2026-07-28 clients, the handler that serves both at
-// one path, and what they run on (the launcher and its warm spares, the
-// guards and telemetry the caller built for the server, released at
-// Close). Its life: New, Handler, then at a reload that removes or
-// replaces it Retire, WaitIdle within the grace, Close; at shutdown
-// WaitIdle within the grace, Close.
+// Package endpoint holds what one configured MCP server is, in both eras,
+// and the set of them a configuration makes.
 //
-// Built today: the Endpoint and its drain (Retire, WaitIdle, Close), used
-// by both forms of cmd/bridge (the one-command form and each server of a
-// --config file). Planned (issue 28): the guard chain, telemetry per
-// server and the launcher assembled here from typed options, and a Set
-// that applies a configuration.
+// Build assembles a server's whole stack from its typed options
+// (ServerOptions: command, sandbox, limits, pool bounds, guards, per-user
+// variables, egress) and what the process shares (Shared: authenticator,
+// affinity and forwarder, metrics, tracer, log budget, governor hook,
+// shared audit log, logger): the launcher (the sandbox's, per-user
+// credentials, the record of each launch's principal for the egress
+// reporter, counters, warm spares), the interception point of every
+// connection (written whole in one function, guards.chain: tracing,
+// metrics, message log, audit, policy, pinning), the session registry of
+// revision 2025 clients and the stateless pool of revision 2026-07-28
+// clients under one peer.Limits, and the handler that serves both at one
+// path. The Endpoint it returns owns all of it: Handler, then at a reload
+// that removes or replaces it Retire, WaitIdle within the grace, Close; at
+// shutdown Drain, WaitIdle within the grace, Close, which releases the
+// launcher, its spares and the audit log.
+//
+// A Set serves the endpoints of a configuration at /servers/NAME/mcp, or
+// one at its own path (the one-command form), and applies a new
+// configuration as a reload does (Apply: add, keep, replace, drain).
+// cmd/bridge maps flags, environment and the config file into
+// ServerOptions and Shared, and runs the process around a Set.
 package endpoint
 
 import (

@@ -161,9 +161,6 @@ type config struct {
 	file           *configFile // --config, read
 
 	userVars []userVar // UserEnv, parsed
-	// onEgress reports the egress proxy's decisions (egressReporter).
-	onEgress  func(session string, e egress.Event)
-	egressWho *launchPrincipals // the principal of each launch, for onEgress
 
 	// Of one server of the config file (serverConfig).
 	serverName string
@@ -730,6 +727,10 @@ func (c *config) checkLimits() error {
 		msg := fmt.Sprintf("%s: want a positive size such as 512m or 1g", c.SandboxMemory)
 		return &limitError{key: "sandbox-memory", flag: "--sandbox-memory " + msg, file: msg}
 	}
+	if c.PoolEvictIdle < 0 {
+		msg := fmt.Sprintf("%s: want a duration, 0 to stop at once", c.PoolEvictIdle)
+		return &limitError{key: "pool-evict-idle", flag: "--pool-evict-idle " + msg, file: msg}
+	}
 	if c.PoolMaxPerPrincipal < 0 {
 		msg := fmt.Sprintf("%d: want 0 (the default) or a number of servers", c.PoolMaxPerPrincipal)
 		return &limitError{key: "pool-max-per-principal", flag: "--pool-max-per-principal " + msg, file: msg}
@@ -870,9 +871,6 @@ func (c *config) finish() error {
 	}
 	if !strings.HasPrefix(c.Path, "/") {
 		return fmt.Errorf("--path %q must start with /", c.Path)
-	}
-	if c.PoolEvictIdle < 0 {
-		return fmt.Errorf("--pool-evict-idle %s: want a duration, 0 to stop at once", c.PoolEvictIdle)
 	}
 	if err := c.checkLimits(); err != nil {
 		return err
@@ -1083,8 +1081,6 @@ func (c *config) readGuardFiles(own func(key string) bool, digest hash.Hash) err
 	return nil
 }
 
-// authenticates reports whether the HTTP edge authenticates requests:
-// only then do messages carry a principal.
 // poolEvictIdle is pool.Options.EvictIdle: 0 (stop at once) is negative
 // there.
 func (c *config) poolEvictIdle() time.Duration {
@@ -1094,6 +1090,8 @@ func (c *config) poolEvictIdle() time.Duration {
 	return c.PoolEvictIdle
 }
 
+// authenticates reports whether the HTTP edge authenticates requests:
+// only then do messages carry a principal.
 func (c *config) authenticates() bool {
 	return (&auth.Options{StaticTokens: c.tokens, Issuer: c.OAuthIssuer}).Enabled()
 }

@@ -88,6 +88,7 @@ type serverOptions struct {
 	PoolMin               int                `key:"pool-min"`
 	PoolMax               int                `key:"pool-max"`
 	PoolMaxPerPrincipal   int                `key:"pool-max-per-principal"`
+	PoolEvictIdle         time.Duration      `key:"pool-evict-idle"`
 	RequestStateTTL       time.Duration      `key:"request-state-ttl"`
 
 	given map[string]bool // the keys the server set

@@ -32,14 +32,13 @@ import (
 	"time"
 
 	"github.com/mcp-bridge/mcp-bridge/affinity"
+	"github.com/mcp-bridge/mcp-bridge/audit"
 	"github.com/mcp-bridge/mcp-bridge/auth"
 	"github.com/mcp-bridge/mcp-bridge/bridge"
 	"github.com/mcp-bridge/mcp-bridge/egress"
 	"github.com/mcp-bridge/mcp-bridge/endpoint"
 	"github.com/mcp-bridge/mcp-bridge/internal/gcfloor"
 	"github.com/mcp-bridge/mcp-bridge/internal/procs"
-	"github.com/mcp-bridge/mcp-bridge/peer"
-	"github.com/mcp-bridge/mcp-bridge/pool"
 	"github.com/mcp-bridge/mcp-bridge/sandbox"
 	"github.com/mcp-bridge/mcp-bridge/session"
 )
@@ -159,11 +158,6 @@ func serve(ctx context.Context, cfg *config, logger *slog.Logger, ready chan<- n
 	defer signal.Stop(hup)
 	defer gcfloor.Start()()
 
-	g, err := newGuards(cfg, logger)
-	if err != nil {
-		return startError{err}
-	}
-	defer g.close()
 	tel, err := newTelemetry(ctx, cfg, logger)
 	if err != nil {
 		return startError{err}
@@ -174,32 +168,37 @@ func serve(ctx context.Context, cfg *config, logger *slog.Logger, ready chan<- n
 		return startError{err}
 	}
 	defer stopMetrics()
-	var router *affinity.Instance
 	var fwd *bridge.Forwarder
+	sh := &endpoint.Shared{
+		Authenticates:  cfg.authenticates(),
+		StaticTokens:   cfg.tokens,
+		Metrics:        tel.metrics,
+		MetricsHandler: tel.handler(cfg),
+		Tracer:         tel.tp,
+		LogBudget:      session.NewLogBudget(int64(cfg.LogMaxTotalBytes)),
+		Logger:         logger,
+	}
 	if len(cfg.affinitySecret) > 0 {
 		self, err := affinity.ResolveSelf(ctx, cfg.AffinityAddr, cfg.Listen, nil)
 		if err != nil {
 			return startError{fmt.Errorf("--affinity-addr: %w", err)}
 		}
-		if router, err = affinity.New(&affinity.Options{Self: self, Secret: cfg.affinitySecret}); err != nil {
+		if sh.Affinity, err = affinity.New(&affinity.Options{Self: self, Secret: cfg.affinitySecret}); err != nil {
 			return startError{fmt.Errorf("session affinity: %w", err)}
 		}
-		fwd = bridge.NewForwarder(router, &bridge.ForwarderOptions{Tokens: cfg.tokens, Logger: logger})
+		sh.AffinitySecret = cfg.affinitySecret
+		fwd = bridge.NewForwarder(sh.Affinity, &bridge.ForwarderOptions{Tokens: cfg.tokens, Logger: logger})
 		defer fwd.Close()
+		sh.Forward = fwd.Forward
 		logger.Info("session affinity on: session IDs name this instance", "self", self)
-	}
-	var inflight func(int)
-	if router == nil {
+	} else {
 		// With affinity, requests forwarded to their owner are not in
 		// flight here: the governor would not see them, so it stays off.
-		var stopGovernor func()
-		inflight, stopGovernor = procs.Start(logger)
+		inflight, stopGovernor := procs.Start(logger)
 		defer stopGovernor()
+		// Every registry's and pool's requests in flight count alike.
+		sh.Inflight = procs.Sources(inflight)
 	}
-	// Sessions (of every server: see startServer) and each stateless pool
-	// count alike.
-	sources := procs.Sources(inflight)
-	sessionsInflight := sources()
 	authn, err := auth.New(ctx, &auth.Options{
 		StaticTokens:     cfg.tokens,
 		Issuer:           cfg.OAuthIssuer,
@@ -214,6 +213,7 @@ func serve(ctx context.Context, cfg *config, logger *slog.Logger, ready chan<- n
 	if err != nil {
 		return startError{explain(err)}
 	}
+	sh.Auth, sh.Scopes = authn, authn.AdvertiseScopes
 	if cfg.policy != nil {
 		// The protected resource metadata lists what the policy asks for,
 		// so that clients can request those scopes up front.
@@ -223,51 +223,47 @@ func serve(ctx context.Context, cfg *config, logger *slog.Logger, ready chan<- n
 		logger.Info("OAuth resource server on", "issuer", cfg.OAuthIssuer, "resource", cfg.ResourceURL)
 		warnResourcePath(cfg, logger)
 	}
-	// What every registry and handler gets, in both forms.
-	g.counts = tel.counts()
-	hooks := frontendHooks{
-		session: func(o *session.Options, tel *telemetry, g *guards) {
-			o.Intercept, o.Observer = tel.intercept(), tel.observer()
-			o.InterceptSession = g.forSession
-			o.LogMaxTotalBytes = int64(cfg.LogMaxTotalBytes)
-			if router != nil {
-				o.NewID = router.NewID
-			}
-			o.Inflight = sessionsInflight
-		},
-		handler: func(o *bridge.Options) {
-			o.Auth, o.Forward = authn, forwarder(fwd)
-			o.Metrics, o.TraceContext = tel.handler(cfg), tel.traceContext()
-		},
-		tel:      tel,
-		guards:   g,
-		router:   router,
-		scopes:   authn.AdvertiseScopes,
-		inflight: sources,
-	}
-	var fe frontend
+	var fe *endpoint.Set
 	var reload []func() // what SIGHUP reloads
 	if cfg.file != nil {
-		m := newMulti(cfg, logger, hooks)
+		if cfg.AuditLog != "" {
+			// The global audit log, opened once: the servers that share
+			// it write their names in its lines.
+			o := &audit.Options{Args: cfg.AuditArgs, Logger: logger}
+			if cfg.authenticates() {
+				o.Principal = func(origin any) (string, string) {
+					if p := auth.CallerOf(origin); p != nil {
+						return p.Subject, p.ClientID
+					}
+					return "", ""
+				}
+			}
+			al, err := audit.Open(cfg.AuditLog, o)
+			if err != nil {
+				return startError{fmt.Errorf("--audit-log: %w", err)}
+			}
+			defer al.Close()
+			sh.Audit, sh.AuditPath = al, cfg.AuditLog
+		}
+		m := newMulti(cfg, logger, sh)
 		if err := m.start(ctx); err != nil {
 			return startError{err}
 		}
 		reload = append(reload, func() { m.reload(ctx) })
-		fe = m
+		fe = m.Set
 	} else {
-		set := endpoint.NewSet(&endpoint.SetOptions{One: true, Grace: cfg.ShutdownGrace,
+		fe = endpoint.NewSet(&endpoint.SetOptions{One: true, Grace: cfg.ShutdownGrace,
 			StopBudget: sandbox.StopBudget(cfg.StopGrace), Logger: logger})
-		if _, err := set.Apply(ctx, []endpoint.Member{{Build: func(ctx context.Context) (*endpoint.Endpoint, error) {
-			return hooks.endpoint(ctx, cfg, cfg.Path, tel, g, session.NewLogBudget(int64(cfg.LogMaxTotalBytes)), nil, nil, logger)
+		if _, err := fe.Apply(ctx, []endpoint.Member{{Build: func(ctx context.Context) (*endpoint.Endpoint, error) {
+			return buildServer(ctx, sh, cfg, cfg.Path)
 		}}}); err != nil {
 			return startError{err}
 		}
-		fe = single{set}
 	}
 
 	tlsConf, reloadTLS, err := newTLSConfig(cfg, logger)
 	if err != nil {
-		_ = fe.Shutdown(context.Background())
+		_ = fe.Close(context.Background())
 		return startError{err}
 	}
 	if reloadTLS != nil {
@@ -279,7 +275,7 @@ func serve(ctx context.Context, cfg *config, logger *slog.Logger, ready chan<- n
 	defer onSIGHUP(logger, hup, reload...)()
 	ln, err := net.Listen("tcp", cfg.Listen)
 	if err != nil {
-		_ = fe.Shutdown(context.Background())
+		_ = fe.Close(context.Background())
 		hint := "choose another address with --listen"
 		if errors.Is(err, syscall.EADDRINUSE) {
 			hint = "another process is using the port; " + hint
@@ -312,9 +308,9 @@ func serve(ctx context.Context, cfg *config, logger *slog.Logger, ready chan<- n
 	go func() { served <- srv.Serve(ln) }()
 	logServerEnv(cfg, logger)
 	base := scheme + listenURLHost(cfg.Listen, ln.Addr())
-	if m, ok := fe.(*multi); ok {
+	if cfg.file != nil {
 		logger.Info("bridge listening", "url", base, "config", cfg.Config,
-			"servers", m.Names(), "paths", bridge.ServerPath("NAME"), "auth", authMode(cfg))
+			"servers", fe.Names(), "paths", bridge.ServerPath("NAME"), "auth", authMode(cfg))
 	} else {
 		logger.Info("bridge listening", "url", base+cfg.Path,
 			"command", strings.Join(cfg.command, " "), "sandbox", cfg.Sandbox, "auth", authMode(cfg))
@@ -325,7 +321,7 @@ func serve(ctx context.Context, cfg *config, logger *slog.Logger, ready chan<- n
 
 	select {
 	case err := <-served:
-		_ = fe.Shutdown(context.Background())
+		_ = fe.Close(context.Background())
 		return fmt.Errorf("serving HTTP: %w", err)
 	case <-ctx.Done():
 	}
@@ -345,7 +341,7 @@ func serve(ctx context.Context, cfg *config, logger *slog.Logger, ready chan<- n
 	}
 	stopCtx, cancelStop := context.WithTimeout(context.Background(), sandbox.StopBudget(cfg.StopGrace))
 	defer cancelStop()
-	if err := fe.Shutdown(stopCtx); err != nil {
+	if err := fe.Close(stopCtx); err != nil {
 		logger.Error("some MCP servers did not stop", "err", err)
 	}
 	// Every stream has ended; give handlers a moment to write their last
@@ -358,57 +354,6 @@ func serve(ctx context.Context, cfg *config, logger *slog.Logger, ready chan<- n
 	}
 	logger.Info("bridge stopped")
 	return nil
-}
-
-// poolOptions are the options of the pool of servers for revision
-// 2026-07-28 clients. With
-// session affinity, requestStates are signed with the affinity secret and
-// name this instance, so that any instance can verify a retry and forward
-// it to the one holding the parked call.
-func poolOptions(cfg *config, launcher sandbox.Launcher, router *affinity.Instance, so *session.Options, g *guards, logger *slog.Logger, inflight func(int)) (*pool.Options, error) {
-	era := cfg.ChildEra
-	opts := &pool.Options{
-		Launch: func(ctx context.Context, name string) (peer.Process, error) {
-			return launcher.Launch(statelessLaunch(ctx), name)
-		},
-		Era:             era,
-		Min:             cfg.PoolMin,
-		Max:             cfg.PoolMax,
-		MaxPerPrincipal: cfg.PoolMaxPerPrincipal,
-		EvictIdle:       cfg.poolEvictIdle(),
-		StateTTL:        cfg.RequestStateTTL,
-		// The front end keeps every stateless stream alive, listens
-		// included, at --sse-keepalive.
-		KeepAlive:     -1,
-		OtherVersions: bridge.SessionVersions(),
-		// Principals differ whenever requests are authenticated (static
-		// tokens or OAuth): results may differ per principal, and each
-		// has its share of the pool.
-		PrivateCache: cfg.authenticates(),
-		Peer:         peer.Options{MaxMessageBytes: int(cfg.MaxMessageBytes), Intercept: so.Intercept},
-		Limits:       so.Limits(inflight), // the sessions' limits hold for stateless calls too
-		// The guards hold for revision 2026-07-28 clients too: each child
-		// of the pool gets the chain a session's server gets.
-		ChildIntercept: g.forChild,
-		// A child's resource updates go to several callers: the pool asks
-		// the policy for each subscription's.
-		Readable: g.readable,
-		Logger:   logger,
-	}
-	if router != nil {
-		opts.Secret = cfg.affinitySecret
-		opts.Instance = router.Self()
-	}
-	return opts, nil
-}
-
-// forwarder is how the stateless front end reaches the instance holding a
-// parked call: through the affinity forwarder, when there is one.
-func forwarder(fwd *bridge.Forwarder) func(http.ResponseWriter, *http.Request, string) {
-	if fwd == nil {
-		return nil
-	}
-	return fwd.Forward
 }
 
 // warnResourcePath warns when --resource-url names another path than the

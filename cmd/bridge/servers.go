@@ -7,65 +7,98 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"net/http"
 	"os"
 	"reflect"
+	"slices"
 	"sync"
-	"sync/atomic"
 	"time"
 
-	"github.com/mcp-bridge/mcp-bridge/affinity"
 	"github.com/mcp-bridge/mcp-bridge/bridge"
 	"github.com/mcp-bridge/mcp-bridge/endpoint"
+	"github.com/mcp-bridge/mcp-bridge/peer"
+	"github.com/mcp-bridge/mcp-bridge/pin"
 	"github.com/mcp-bridge/mcp-bridge/sandbox"
-	"github.com/mcp-bridge/mcp-bridge/session"
 )
 
-// frontend is what serve runs behind its listener: one server (the
-// one-command form) or the servers of a --config file.
-type frontend interface {
-	http.Handler
-	// Drain refuses new sessions and fails /readyz, at shutdown.
-	Drain()
-	// WaitIdle waits until no client request is in flight, or ctx is done.
-	WaitIdle(ctx context.Context) error
-	// Shutdown ends every session and stops every MCP server.
-	Shutdown(ctx context.Context) error
-	// Len is the number of live sessions.
-	Len() int
-}
+// endpointOptions are the options of the configuration's server (the
+// one-command form's, or a server of the file: its configuration with its
+// keys, serverConfig), as endpoint.Build takes them.
+func endpointOptions(cfg *config) (*endpoint.ServerOptions, error) {
+	rate := sandbox.StderrRate{LinesPerSecond: cfg.StderrLinesPerSecond, Burst: cfg.StderrBurst}
+	o := &endpoint.ServerOptions{
+		Name:    cfg.serverName,
+		Sandbox: endpoint.Sandbox(cfg.Sandbox),
+		Local: sandbox.LocalOptions{
+			Env:             append(slices.Clip(cfg.env), cfg.serverEnv...), // with the config file's "env" of the server
+			Dir:             cfg.serverDir,
+			StderrLineBytes: int(cfg.StderrLineBytes),
+			StderrRate:      rate,
+		},
+		Unsupervised: cfg.LocalUnsupervised,
+		Docker: sandbox.DockerOptions{
+			Image:           cfg.Image,
+			Command:         cfg.command,
+			Pull:            cfg.Pull,
+			Network:         cfg.SandboxNetwork,
+			Mounts:          cfg.SandboxMounts,
+			Env:             append(slices.Clip(cfg.SandboxEnv), cfg.serverEnv...),
+			Memory:          cfg.memory,
+			CPUs:            cfg.SandboxCPUs,
+			Pids:            cfg.SandboxPids,
+			User:            cfg.SandboxUser,
+			Instance:        cfg.Instance,
+			StderrRate:      rate,
+			Runtime:         cfg.SandboxRuntime,
+			StderrLineBytes: int(cfg.StderrLineBytes),
+			Egress:          cfg.SandboxEgress,
+		},
+		Warm:       cfg.Warm,
+		StopGrace:  cfg.StopGrace,
+		UserEnv:    cfg.userVars,
+		SecretsDir: cfg.SecretsDir,
 
-// single is the one-command form: a set of one at --path (/mcp).
-type single struct{ *endpoint.Set }
+		SessionIdleTimeout: time.Duration(cfg.SessionIdleTimeout),
+		MaxSessions:        cfg.MaxSessions,
+		MaxMessageBytes:    int(cfg.MaxMessageBytes),
+		LogMaxEvents:       cfg.LogMaxEvents,
+		LogMaxBytes:        int64(cfg.LogMaxBytes),
+		Limits: peer.Limits{
+			RequestTimeout:    time.Duration(cfg.RequestTimeout),
+			InitializeTimeout: time.Duration(cfg.InitializeTimeout),
+			InitializeHint:    initializeHint(cfg),
+			MaxRequests:       cfg.MaxRequestsPerSession,
+			MaxQueuedBytes:    int64(cfg.MaxQueuedBytes),
+			KeepAlive:         keepAlive(time.Duration(cfg.SSEKeepAlive)),
+		},
 
-func (s single) Shutdown(ctx context.Context) error { return s.Close(ctx) }
+		ChildEra:            cfg.ChildEra,
+		PoolMin:             cfg.PoolMin,
+		PoolMax:             cfg.PoolMax,
+		PoolMaxPerPrincipal: cfg.PoolMaxPerPrincipal,
+		PoolEvictIdle:       cfg.poolEvictIdle(),
+		RequestStateTTL:     cfg.RequestStateTTL,
 
-// sessionOptions are a registry's options for a configuration (the global
-// one, or one server's).
-func sessionOptions(cfg *config, launcher session.Launcher, logger *slog.Logger) *session.Options {
-	return &session.Options{
-		Launcher:        launcher,
-		IdleTimeout:     time.Duration(cfg.SessionIdleTimeout),
-		MaxSessions:     cfg.MaxSessions,
-		MaxMessageBytes: int(cfg.MaxMessageBytes),
-		LogMaxEvents:    cfg.LogMaxEvents,
-		LogMaxBytes:     int64(cfg.LogMaxBytes),
-		Logger:          logger,
+		Handler: handlerOptions(cfg),
 
-		LogMaxTotalBytes: int64(cfg.LogMaxTotalBytes),
-
-		InitializeTimeout: time.Duration(cfg.InitializeTimeout),
-		InitializeHint:    initializeHint(cfg),
-		RequestTimeout:    time.Duration(cfg.RequestTimeout),
-		MaxRequests:       cfg.MaxRequestsPerSession,
-		MaxQueuedBytes:    int64(cfg.MaxQueuedBytes),
+		Policy:         cfg.policy,
+		Lock:           cfg.lock,
+		LockFile:       cfg.PinFile,
+		OnPinViolation: cfg.OnPinViolation,
+		Inspection:     cfg.inspection(),
+		AuditLog:       cfg.AuditLog,
+		AuditArgs:      cfg.AuditArgs,
+		LogMessages:    cfg.LogMessages,
 	}
+	if len(cfg.command) > 0 {
+		o.Local.Command, o.Local.Args = cfg.command[0], cfg.command[1:]
+	}
+	return o, nil
 }
 
-// handlerOptions are a handler's options for a configuration, at path.
-func handlerOptions(cfg *config, path string, logger *slog.Logger) *bridge.Options {
-	return &bridge.Options{
-		Path:                 path,
+// handlerOptions are a handler's options for a configuration (its path,
+// and what the process shares, are endpoint's to set).
+func handlerOptions(cfg *config) bridge.Options {
+	return bridge.Options{
 		AllowedOrigins:       cfg.AllowedOrigins,
 		AllowedHosts:         cfg.AllowedHosts,
 		AuthTokens:           cfg.tokens,
@@ -77,8 +110,14 @@ func handlerOptions(cfg *config, path string, logger *slog.Logger) *bridge.Optio
 		WriteTimeout:         time.Duration(cfg.WriteTimeout),
 		MaxBodyBytesInFlight: int64(cfg.MaxBodyBytesInFlight),
 		NoLegacySSE:          cfg.NoLegacySSE,
-		Logger:               logger,
+		AcceptSessionID:      cfg.AcceptSessionID,
 	}
+}
+
+// inspection is what --max-description-bytes and --allow-hidden-unicode
+// ask of every item a server lists.
+func (c *config) inspection() pin.Inspection {
+	return pin.Inspection{MaxDescriptionBytes: int(c.MaxDescriptionBytes), AllowHiddenUnicode: c.AllowHiddenUnicode}
 }
 
 // keepAlive is bridge.Options.SSEKeepAlive for --sse-keepalive, whose 0
@@ -90,20 +129,21 @@ func keepAlive(d time.Duration) time.Duration {
 	return d
 }
 
-// frontendHooks set what every registry and handler gets from serve, in
-// both forms: the interception point (telemetry, policy), session IDs, the
-// governor, authentication, metrics and tracing.
-type frontendHooks struct {
-	// session sets a registry's options, with the telemetry and guards of
-	// its server.
-	session func(o *session.Options, tel *telemetry, g *guards)
-	handler func(*bridge.Options)
-	tel     *telemetry // the global telemetry; a server's is tel.forServer
-	guards  *guards    // the global guards; a server's are serverGuards
-	router  *affinity.Instance
-	scopes  func(...string) // advertises the scopes of a server's policy
-	// inflight makes a source of the governor's count (procs.Sources).
-	inflight func() func(int)
+// buildServer builds the endpoint of the configuration's server at path,
+// naming the flag or the file's key of an option it refuses.
+func buildServer(ctx context.Context, sh *endpoint.Shared, cfg *config, path string) (*endpoint.Endpoint, error) {
+	o, err := endpointOptions(cfg)
+	if err != nil {
+		return nil, err
+	}
+	e, err := endpoint.Build(ctx, sh, o, path)
+	if oe := (*endpoint.OptionError)(nil); errors.As(err, &oe) && oe.Field == "AuditLog" {
+		if cfg.serverName != "" {
+			return nil, fmt.Errorf("key \"audit-log\": %w", oe.Err)
+		}
+		return nil, fmt.Errorf("--audit-log: %w", oe.Err)
+	}
+	return e, explain(err)
 }
 
 // multi serves the servers of a --config file, each at /servers/NAME/mcp
@@ -113,37 +153,22 @@ type multi struct {
 	*endpoint.Set
 	cfg    *config // the global configuration; cfg.file is the file read at start
 	logger *slog.Logger
-	hooks  frontendHooks
-	budget *session.LogBudget // --log-max-total-bytes, shared by all servers
-	total  atomic.Int64       // requests in flight over all servers
+	shared *endpoint.Shared
 
 	mu sync.Mutex // serializes reloads
 }
 
-// running is one server of the file, serving.
-type running struct {
-	*endpoint.Endpoint
-	inflight atomic.Int64
-}
-
-func newMulti(cfg *config, logger *slog.Logger, hooks frontendHooks) *multi {
-	edge := handlerOptions(cfg, bridge.DefaultPath, logger)
-	hooks.handler(edge) // the checks, /metrics and the OAuth metadata
-	m := &multi{
-		cfg: cfg, logger: logger, hooks: hooks,
-		budget: session.NewLogBudget(int64(cfg.LogMaxTotalBytes)),
-	}
+func newMulti(cfg *config, logger *slog.Logger, sh *endpoint.Shared) *multi {
+	m := &multi{cfg: cfg, logger: logger, shared: sh}
+	edge := handlerOptions(cfg)
+	edge.Path = bridge.DefaultPath
 	m.Set = endpoint.NewSet(&endpoint.SetOptions{
-		Edge:       edge,
+		// The checks, /metrics and the OAuth metadata.
+		Edge:       sh.HandlerOptions(edge),
 		Grace:      cfg.ShutdownGrace,
 		StopBudget: sandbox.StopBudget(cfg.StopGrace),
-		Forget: func(name string) {
-			// Its gauges go with it.
-			if hooks.tel.metrics != nil {
-				hooks.tel.metrics.Server(name).Drop()
-			}
-		},
-		Logger: logger,
+		Forget:     sh.Forget, // its gauges go with it
+		Logger:     logger,
 	})
 	return m
 }
@@ -173,112 +198,14 @@ func (m *multi) members(f *configFile) ([]endpoint.Member, error) {
 			Name: s.name,
 			// A changed entry, or a changed policy or pin file it names,
 			// replaces the server.
-			Key:   s.canon + "\x00" + sc.guardFiles,
-			Build: func(ctx context.Context) (*endpoint.Endpoint, error) { return m.startServer(ctx, s, sc) },
+			Key: s.canon + "\x00" + sc.guardFiles,
+			Build: func(ctx context.Context) (*endpoint.Endpoint, error) {
+				warnLoosenings(sc, m.logger.With("server_name", s.name))
+				return buildServer(ctx, m.shared, sc, bridge.ServerPath(s.name))
+			},
 		}
 	}
 	return members, nil
-}
-
-func (m *multi) startServer(ctx context.Context, s *serverSpec, sc *config) (*endpoint.Endpoint, error) {
-	logger := m.logger.With("server_name", s.name)
-	warnLoosenings(sc, logger)
-	// Its metrics and spans carry its name; its guards are its own.
-	tel := m.hooks.tel.forServer(s.name)
-	g, err := serverGuards(m.hooks.guards, m.cfg, sc, logger, tel)
-	if err != nil {
-		return nil, err
-	}
-	r := &running{}
-	tune := func(so *session.Options) {
-		if gov := so.Inflight; gov != nil {
-			// The governor wants the requests in flight of all servers.
-			so.Inflight = func(n int) {
-				old := r.inflight.Swap(int64(n))
-				gov(int(m.total.Add(int64(n) - old)))
-			}
-		}
-	}
-	r.Endpoint, err = m.hooks.endpoint(ctx, sc, bridge.ServerPath(s.name), tel, g, m.budget, tune, g.close, logger)
-	return r.Endpoint, err
-}
-
-// endpoint builds the endpoint of one server, in both forms (the
-// one-command form's at --path, each of a --config file's at
-// /servers/NAME/mcp): its launcher and warm spares, its registry with
-// the telemetry and guards given, its stateless pool, its handler. tune,
-// if not nil, adjusts the registry's options; closeGuards, if not nil,
-// closes the guards when the endpoint closes (the one-command form's are
-// serve's to close).
-func (h frontendHooks) endpoint(ctx context.Context, sc *config, path string, tel *telemetry, g *guards, budget *session.LogBudget, tune func(*session.Options), closeGuards func() error, logger *slog.Logger) (*endpoint.Endpoint, error) {
-	sc.onEgress = egressReporter(sc, g, tel, logger)
-	release := func() error {
-		if closeGuards == nil {
-			return nil
-		}
-		if err := closeGuards(); err != nil {
-			return fmt.Errorf("closing the audit log: %w", err)
-		}
-		return nil
-	}
-	launcher, closeLauncher, err := newLauncher(ctx, sc, logger, tel)
-	if err != nil {
-		_ = release()
-		return nil, explain(err)
-	}
-	releaseGuards := release
-	release = func() error { closeLauncher(); return releaseGuards() }
-	so := sessionOptions(sc, session.LauncherOf(launcher), logger)
-	h.session(so, tel, g)
-	so.LogBudget = budget
-	if tune != nil {
-		tune(so)
-	}
-	// Its own pool for revision 2026-07-28 clients, on its launcher and
-	// guards, which answers server/discover for it.
-	var poolInflight func(int)
-	if h.inflight != nil {
-		poolInflight = h.inflight()
-	}
-	po, err := poolOptions(sc, launcher, h.router, so, g, logger, poolInflight)
-	if err != nil {
-		_ = release()
-		return nil, err
-	}
-	ho := handlerOptions(sc, path, logger)
-	h.handler(ho)
-	ho.AcceptSessionID = sc.AcceptSessionID
-	e, err := endpoint.New(&endpoint.Options{Session: so, Pool: po, Handler: ho, Release: release})
-	if err != nil {
-		return nil, err
-	}
-	tel.watchRegistry(e.Registry())
-	tel.watchStateless(e.Pool())
-	if sc.policy != nil && h.scopes != nil {
-		h.scopes(sc.policy.Scopes()...)
-	}
-	return e, nil
-}
-
-// serverGuards are the guards of a server of the file: its own policy,
-// pin file and audit log when its keys name them, else the global ones.
-// The global audit log is opened once: a server that shares it writes its
-// name in each of its lines (a server's own file has it too).
-func serverGuards(global *guards, gcfg, sc *config, logger *slog.Logger, tel *telemetry) (*guards, error) {
-	c := *sc
-	shared := global.audit != nil && c.AuditLog == gcfg.AuditLog
-	if shared {
-		c.AuditLog = ""
-	}
-	g, err := newGuards(&c, logger)
-	if err != nil {
-		return nil, fmt.Errorf("key \"audit-log\": %w", errors.Unwrap(err))
-	}
-	if shared {
-		g.audit = global.audit.ForServer(sc.serverName, g.principal)
-	}
-	g.counts = tel.counts()
-	return g, nil
 }
 
 // reload reads the file again: servers it adds start, servers it removes
@@ -334,10 +261,6 @@ func canonical(v map[string]json.RawMessage) map[string]string {
 	}
 	return out
 }
-
-// Shutdown ends every server's sessions, waits for the draining ones, and
-// releases the launchers.
-func (m *multi) Shutdown(ctx context.Context) error { return m.Close(ctx) }
 
 // onSIGHUP runs each of fns, in order, whenever SIGHUP arrives on hup
 // (which the caller has passed to signal.Notify), until stop is called

@@ -7,6 +7,8 @@ import (
 	"net/http"
 	"strings"
 	"testing"
+
+	"github.com/mcp-bridge/mcp-bridge/metrics"
 )
 
 // With --metrics-listen, /metrics is served there, without authentication,
@@ -23,6 +25,7 @@ func TestMetricsListen(t *testing.T) {
 	if tel.handler(cfg) != nil {
 		t.Error("/metrics is also served on the main listener")
 	}
+	tel.metrics.Server(metrics.DefaultServer) // what serve's endpoint.Build registers
 	addr, stop, err := tel.serveMetrics(cfg)
 	if err != nil {
 		t.Fatal(err)
@@ -39,8 +42,8 @@ func TestMetricsListen(t *testing.T) {
 	}
 }
 
-// --no-metrics: no collectors, no interceptor, no observer; no OTLP
-// endpoint: no tracing. A message then passes no interceptor at all.
+// --no-metrics: no collectors; no OTLP endpoint: no tracing (what each
+// server then installs: endpoint's TestTelemetryOff).
 func TestTelemetryOff(t *testing.T) {
 	t.Setenv("OTEL_EXPORTER_OTLP_ENDPOINT", "")
 	t.Setenv("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", "")
@@ -52,8 +55,8 @@ func TestTelemetryOff(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if tel.intercept() != nil || tel.observer() != nil || tel.handler(cfg) != nil || tel.traceContext() != nil {
-		t.Fatal("telemetry off still installs hooks")
+	if tel.metrics != nil || tel.tp != nil || tel.handler(cfg) != nil {
+		t.Fatal("telemetry off still collects")
 	}
 }
 

@@ -1,37 +1,16 @@
 package main
 
-// Per-user credentials: a server declares which of its
-// environment variables hold a credential of the user its session acts for
-// (--user-env NAME=SECRET, a server's "userEnv" key), and each session's
-// child gets exactly its principal's values, read when it is launched:
-//
-//   - with authentication, from --secrets-dir: the file DIR/PRINCIPAL/SECRET,
-//     refused unless it is a regular file of mode 0600 owned by the bridge's
-//     user; PRINCIPAL is the token's sub, or for a static token
-//     "static-" and the hex digest of its tag (logged at start);
-//   - without authentication (one user), from the bridge's environment
-//     variable BRIDGE_SECRET_<SECRET> (upper case, other characters as _);
-//     a BRIDGE_* variable never reaches a server by itself.
-//
-// A principal without a value gets a JSON-RPC error at initialize (2025),
-// or at its first call (2026-07-28: the pool runs the server's children
-// as legacy ones, keyed by principal; see userEnvEra). The values are
-// never logged, audited or put in an error.
+// Per-user credentials (--user-env NAME=SECRET, a server's "userEnv" key,
+// --secrets-dir): checked here, given to each child by endpoint (see
+// endpoint.ServerOptions.UserEnv).
 
 import (
-	"context"
 	"errors"
 	"fmt"
-	"io"
-	"io/fs"
-	"log/slog"
-	"os"
-	"path/filepath"
 	"regexp"
 	"strings"
-	"syscall"
 
-	"github.com/mcp-bridge/mcp-bridge/auth"
+	"github.com/mcp-bridge/mcp-bridge/endpoint"
 	"github.com/mcp-bridge/mcp-bridge/pool"
 	"github.com/mcp-bridge/mcp-bridge/sandbox"
 )
@@ -39,11 +18,8 @@ import (
 // secretName is what a secret may be called: it is a file name.
 var secretName = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$`)
 
-// maxSecretBytes bounds one secret file.
-const maxSecretBytes = 64 << 10
-
 // userVar is one per-user variable: the child's NAME, filled from SECRET.
-type userVar struct{ name, secret string }
+type userVar = endpoint.UserVar
 
 // userEnvEra makes the 2026-07-28 pool of a server with per-user
 // variables run legacy children, which it keys by principal, when the edge
@@ -72,153 +48,7 @@ func parseUserEnv(list []string) ([]userVar, error) {
 		if _, err := sandbox.ParseEnv([]string{name + "=x"}, nil); err != nil {
 			return nil, fmt.Errorf("--user-env %q: %v", e, errors.Unwrap(err))
 		}
-		out = append(out, userVar{name, secret})
+		out = append(out, userVar{Name: name, Secret: secret})
 	}
 	return out, nil
-}
-
-// secretEnvName is the variable of a secret in the single-user case.
-func secretEnvName(secret string) string {
-	return envPrefix + "_SECRET_" + strings.Map(func(r rune) rune {
-		if r >= 'a' && r <= 'z' {
-			return r - 'a' + 'A'
-		}
-		if r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' {
-			return r
-		}
-		return '_'
-	}, secret)
-}
-
-// principalDir is the directory name of a principal under --secrets-dir.
-func principalDir(p *auth.Principal) (string, error) {
-	name := p.Subject
-	if name == "" {
-		name = strings.ReplaceAll(p.Tag, ":", "-")
-	}
-	if name == "" || name == "." || name == ".." || strings.ContainsAny(name, "/\x00") {
-		return "", fmt.Errorf("principal %q cannot name a directory", name)
-	}
-	return name, nil
-}
-
-// errNoSecret: the principal has no value for a secret.
-var errNoSecret = errors.New("no such secret")
-
-// readSecret reads DIR/PRINCIPAL/SECRET, refusing a file that others could
-// read or write.
-func readSecret(path string) (string, error) {
-	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NOFOLLOW|syscall.O_NONBLOCK, 0)
-	if errors.Is(err, fs.ErrNotExist) {
-		return "", errNoSecret
-	}
-	if err != nil {
-		return "", fmt.Errorf("opening %s: %w", path, err)
-	}
-	defer f.Close()
-	st, err := f.Stat()
-	if err != nil {
-		return "", fmt.Errorf("%s: %w", path, err)
-	}
-	sys, _ := st.Sys().(*syscall.Stat_t)
-	switch {
-	case !st.Mode().IsRegular():
-		return "", fmt.Errorf("%s is not a regular file", path)
-	case st.Mode().Perm() != 0o600:
-		return "", fmt.Errorf("%s has mode %04o: refused, want 0600 (chmod 600 it)", path, st.Mode().Perm())
-	case sys == nil || sys.Uid != uint32(os.Getuid()):
-		return "", fmt.Errorf("%s is not owned by the bridge's user (uid %d): refused", path, os.Getuid())
-	}
-	b, err := io.ReadAll(io.LimitReader(f, maxSecretBytes+1))
-	if err != nil {
-		return "", fmt.Errorf("reading %s: %w", path, err)
-	}
-	if len(b) > maxSecretBytes {
-		return "", fmt.Errorf("%s is larger than %d bytes", path, maxSecretBytes)
-	}
-	return strings.TrimRight(string(b), "\r\n"), nil
-}
-
-// userEnvLauncher gives each child its principal's values (sandbox.WithLaunchEnv).
-type userEnvLauncher struct {
-	sandbox.Launcher
-	vars  []userVar
-	dir   string // --secrets-dir
-	authn bool   // the edge authenticates: values are per principal
-	// legacy: the 2026-07-28 pool runs this server's children as legacy
-	// ones, which it keys by principal (userEnvEra); a modern child would
-	// be shared by every principal.
-	legacy bool
-	logger *slog.Logger
-}
-
-func (l *userEnvLauncher) Launch(ctx context.Context, sessionID string) (sandbox.Process, error) {
-	env, err := l.values(ctx, sessionID)
-	if err != nil {
-		return nil, err
-	}
-	return l.Launcher.Launch(sandbox.WithLaunchEnv(ctx, env), sessionID)
-}
-
-// values are the child's variables for the principal of ctx. Its errors
-// reach the client: they name the variable and the secret, never a path.
-func (l *userEnvLauncher) values(ctx context.Context, sessionID string) ([]string, error) {
-	env := make([]string, 0, len(l.vars))
-	if !l.authn {
-		for _, v := range l.vars {
-			val, ok := os.LookupEnv(secretEnvName(v.secret))
-			if !ok {
-				l.logger.Error("no value for a per-user variable", "session", sessionID, "variable", v.name, "secret", v.secret,
-					"hint", "set "+secretEnvName(v.secret)+" in the bridge's environment")
-				return nil, fmt.Errorf("%w for session %s: the server needs %s, and the bridge has no value for it (secret %q); ask its operator",
-					sandbox.ErrLaunch, sessionID, v.name, v.secret)
-			}
-			env = append(env, v.name+"="+val)
-		}
-		return env, nil
-	}
-	p := auth.FromContext(ctx)
-	if p == nil || (ctx.Value(statelessKey{}) != nil && !l.legacy) {
-		// The 2026-07-28 pool shares a modern child among principals, and
-		// starts some children apart from any request (spares, the era
-		// probe): no such child may hold one user's credentials. A legacy
-		// child it starts for a request is that request's principal's
-		// alone.
-		return nil, fmt.Errorf("%w for session %s: this server takes per-user credentials (%s), which the bridge gives to sessions of the 2025 revisions only; connect with protocol version 2025-11-25",
-			sandbox.ErrLaunch, sessionID, l.names())
-	}
-	who, err := principalDir(p)
-	if err != nil {
-		return nil, fmt.Errorf("%w for session %s: %v", sandbox.ErrLaunch, sessionID, err)
-	}
-	for _, v := range l.vars {
-		var val string
-		err := errNoSecret
-		if l.dir != "" {
-			val, err = readSecret(filepath.Join(l.dir, who, v.secret))
-		}
-		if err != nil {
-			l.logger.Error("no usable value for a per-user variable", "session", sessionID, "principal", who, "variable", v.name, "secret", v.secret,
-				"err", err, "hint", "put it in --secrets-dir/PRINCIPAL/SECRET, mode 0600, owned by the bridge's user")
-			return nil, fmt.Errorf("%w for session %s: the server needs %s, and no credential %q is set up for you (principal %s); ask the bridge's operator",
-				sandbox.ErrLaunch, sessionID, v.name, v.secret, who)
-		}
-		env = append(env, v.name+"="+val)
-	}
-	return env, nil
-}
-
-func (l *userEnvLauncher) names() string {
-	var n []string
-	for _, v := range l.vars {
-		n = append(n, v.name)
-	}
-	return strings.Join(n, ", ")
-}
-
-type statelessKey struct{}
-
-// statelessLaunch marks the context of a launch by the 2026-07-28 pool.
-func statelessLaunch(ctx context.Context) context.Context {
-	return context.WithValue(ctx, statelessKey{}, true)
 }

@@ -1,4 +1,4 @@
-package main
+package endpoint
 
 import (
 	"errors"
@@ -16,20 +16,39 @@ import (
 	"github.com/mcp-bridge/mcp-bridge/policy"
 )
 
-// guardsFor builds the guards of a configuration given as flags.
-func guardsFor(tb testing.TB, args ...string) *guards {
+// guardsFor builds the guards of a server's options, without telemetry;
+// authn: the edge authenticates.
+func guardsFor(tb testing.TB, o *ServerOptions, authn bool) *guards {
 	tb.Helper()
-	cfg, err := parseConfig(append(args, "--", "srv"))
-	if err != nil {
-		tb.Fatal(err)
-	}
-	g, err := newGuards(cfg, slog.New(slog.DiscardHandler))
+	logger := slog.New(slog.DiscardHandler)
+	g, err := newGuards(o, &Shared{Authenticates: authn}, newTelemetry(&Shared{}, o.Name, logger), logger)
 	if err != nil {
 		tb.Fatal(err)
 	}
 	tb.Cleanup(func() { g.close() })
 	return g
 }
+
+func loadPolicy(tb testing.TB, path string) *policy.Policy {
+	tb.Helper()
+	p, err := policy.Load(path)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return p
+}
+
+func readLock(tb testing.TB, path string) *pin.Lock {
+	tb.Helper()
+	l, err := pin.ReadLock(path)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return l
+}
+
+// noInspection turns off what pin inspects by default.
+var noInspection = pin.Inspection{AllowHiddenUnicode: true, MaxDescriptionBytes: -1}
 
 func message(tb testing.TB, dir peer.Direction, method, data string) *peer.Message {
 	env, err := jsonrpc.Parse([]byte(data))
@@ -70,16 +89,16 @@ func BenchmarkGuards(b *testing.B) {
 	list := `{"jsonrpc":"2.0","id":8,"result":{"tools":[` + strings.Join(tools, ",") + `]}}`
 	for _, c := range []struct {
 		name string
-		args []string
+		o    *ServerOptions
 	}{
-		{"none", []string{"--allow-hidden-unicode", "--max-description-bytes", "-1"}},
-		{"policy", []string{"--allow-hidden-unicode", "--max-description-bytes", "-1", "--policy", policyFile}},
-		{"pin", []string{"--pin-file", lockFile}},
-		{"audit", []string{"--allow-hidden-unicode", "--max-description-bytes", "-1", "--audit-log", filepath.Join(dir, "audit.log")}},
-		{"all", []string{"--policy", policyFile, "--pin-file", lockFile, "--audit-log", filepath.Join(dir, "audit-all.log")}},
+		{"none", &ServerOptions{Inspection: noInspection}},
+		{"policy", &ServerOptions{Inspection: noInspection, Policy: loadPolicy(b, policyFile)}},
+		{"pin", &ServerOptions{Lock: readLock(b, lockFile), LockFile: lockFile}},
+		{"audit", &ServerOptions{Inspection: noInspection, AuditLog: filepath.Join(dir, "audit.log")}},
+		{"all", &ServerOptions{Policy: loadPolicy(b, policyFile), Lock: readLock(b, lockFile), LockFile: lockFile, AuditLog: filepath.Join(dir, "audit-all.log")}},
 	} {
-		g := guardsFor(b, c.args...)
-		intercept, _ := g.forConn("bench", nil, slog.New(slog.DiscardHandler), nil, nil)
+		g := guardsFor(b, c.o, false)
+		intercept, _ := g.chain("bench", nil, slog.New(slog.DiscardHandler), nil, nil)
 		end := func(*peer.Message) error { return nil }
 		h := end
 		if intercept != nil {
@@ -124,8 +143,8 @@ func TestGuardsChain(t *testing.T) {
 		t.Fatal(err)
 	}
 	auditFile := filepath.Join(dir, "audit.log")
-	g := guardsFor(t, "--policy", policyFile, "--pin-file", lockFile, "--audit-log", auditFile)
-	intercept, ended := g.forConn("s1", nil, slog.New(slog.DiscardHandler), nil, nil)
+	g := guardsFor(t, &ServerOptions{Policy: loadPolicy(t, policyFile), Lock: readLock(t, lockFile), LockFile: lockFile, AuditLog: auditFile}, false)
+	intercept, ended := g.chain("s1", nil, slog.New(slog.DiscardHandler), nil, nil)
 	h := intercept(func(*peer.Message) error { return nil })
 	for _, c := range []struct{ tool, want string }{
 		{"delete_all", "policy: tools.deny delete_*"},
@@ -168,7 +187,7 @@ func TestGuardsCallers(t *testing.T) {
 		t.Fatal(err)
 	}
 	// Messages carry principals only when the edge authenticates.
-	g := guardsFor(t, "--policy", policyFile, "--auth-token-file", tokenFile(t))
+	g := guardsFor(t, &ServerOptions{Policy: loadPolicy(t, policyFile)}, true)
 	with := principalOf{&auth.Principal{Subject: "alice", Scopes: []string{"mail:send", "watch"}}}
 	without := principalOf{&auth.Principal{Subject: "bob"}}
 	const update = `{"jsonrpc":"2.0","method":"notifications/resources/updated","params":{"uri":"test://watched-resource"}}`
@@ -182,7 +201,7 @@ func TestGuardsCallers(t *testing.T) {
 		{"a session without", without, false},
 		{"a pool's child", nil, true},
 	} {
-		intercept, _ := g.forConn("c", c.self, slog.New(slog.DiscardHandler), nil, nil)
+		intercept, _ := g.chain("c", c.self, slog.New(slog.DiscardHandler), nil, nil)
 		forwarded := false
 		h := intercept(func(m *peer.Message) error {
 			forwarded = forwarded || m.Method == "notifications/resources/updated"
@@ -228,29 +247,19 @@ func TestGuardsCallers(t *testing.T) {
 // for none; with tokens they do.
 func TestGuardsAskCallersOnlyWithAuth(t *testing.T) {
 	audit := filepath.Join(t.TempDir(), "audit.log")
-	if g := guardsFor(t, "--audit-log", audit); g.caller != nil {
+	if g := guardsFor(t, &ServerOptions{AuditLog: audit}, false); g.caller != nil {
 		t.Error("a caller without authentication")
 	}
-	if g := guardsFor(t, "--audit-log", audit, "--auth-token-file", tokenFile(t)); g.caller == nil {
+	if g := guardsFor(t, &ServerOptions{AuditLog: audit}, true); g.caller == nil {
 		t.Error("no caller with tokens")
 	}
-}
-
-// tokenFile is an --auth-token-file holding one token.
-func tokenFile(t *testing.T) string {
-	t.Helper()
-	tokens := filepath.Join(t.TempDir(), "tokens")
-	if err := os.WriteFile(tokens, []byte("a-token\n"), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	return tokens
 }
 
 // Asking who the caller of a message is allocates nothing: the policy
 // and the audit log read the principal the edge established, typed
 // (auth.Origin), not a copy made per message.
 func TestGuardsCallerAllocatesNothing(t *testing.T) {
-	g := guardsFor(t, "--auth-token-file", tokenFile(t))
+	g := guardsFor(t, &ServerOptions{}, true)
 	p := &auth.Principal{Subject: "alice", ClientID: "app", Scopes: []string{"mail:send"}}
 	var origin any = principalOf{p}
 	if allocs := testing.AllocsPerRun(100, func() { callerSink = g.caller(origin) }); allocs != 0 {

@@ -1,4 +1,4 @@
-package main
+package endpoint
 
 import (
 	"context"
@@ -22,18 +22,11 @@ const maxRefusalsRemembered = 10000
 // audit line per connection (with --audit-log), a metric per
 // server and outcome, and a WARN per refused host and port per session
 // naming what would allow it.
-func egressReporter(cfg *config, g *guards, tel *telemetry, logger *slog.Logger) func(string, egress.Event) {
-	if len(cfg.SandboxEgress) == 0 {
-		return nil
-	}
-	who := &launchPrincipals{m: map[string]*auth.Principal{}}
-	cfg.egressWho = who
-	var al *audit.Log
-	if g != nil {
-		al = g.audit
-	}
+// server is the server's name (empty in the one-command form); who holds
+// the principal of each launch; al and tel may be nil.
+func egressReporter(server string, al *audit.Log, tel *telemetry, who *launchPrincipals, logger *slog.Logger) func(string, egress.Event) {
 	allowWith := "--sandbox-egress"
-	if cfg.serverName != "" {
+	if server != "" {
 		allowWith = "the server's allowHosts"
 	}
 	var mu sync.Mutex
@@ -87,6 +80,10 @@ func egressReporter(cfg *config, g *guards, tel *telemetry, logger *slog.Logger)
 type launchPrincipals struct {
 	mu sync.Mutex
 	m  map[string]*auth.Principal
+}
+
+func newLaunchPrincipals() *launchPrincipals {
+	return &launchPrincipals{m: map[string]*auth.Principal{}}
 }
 
 func (w *launchPrincipals) get(session string) *auth.Principal {
