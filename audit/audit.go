@@ -11,12 +11,14 @@
 // lines being written, and several bridges may append to one file without
 // their lines mixing (POSIX makes each append of a regular file atomic
 // with respect to other appends; Linux does for writes of any size to a
-// local file). The writes happen on a goroutine of the log's, and a
-// request waits at most WriteTimeout for its line: a blocked writer (a
-// FIFO or pipe whose reader stalled, a hung network file system) stalls no
-// session; lines then queue, up to QueueBytes, and beyond it are lost and
-// counted (Lost). A line a failed write cut part-way (a full disk) is
-// completed before any other, so two records never share a line.
+// local file). A request writes its own line when no write is under way;
+// behind a write under way, lines queue for a goroutine of the log's, and
+// their requests wait at most WriteTimeout: a blocked writer (a FIFO or
+// pipe whose reader stalled, a hung network file system) stalls no
+// session but, on a regular file, the request whose own write blocked
+// (see output); lines then queue, up to QueueBytes, and beyond it are
+// lost and counted (Lost). A line a failed write cut part-way (a full
+// disk) is completed before any other, so two records never share a line.
 //
 // The log holds no token: the interception point never sees HTTP headers.
 // It holds arguments only as their SHA-256 unless Options.Args is set, as
@@ -152,8 +154,8 @@ func Open(path string, opts *Options) (*Log, error) {
 	return l, nil
 }
 
-// New writes the log to w, one Write per line, on a goroutine of its own
-// while lines wait (see output).
+// New writes the log to w, one Write per line: a request's own, or, behind
+// a write under way, a goroutine's (see output).
 func New(w io.Writer, opts *Options) *Log {
 	l := &Log{}
 	if opts != nil {

@@ -6,9 +6,12 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"slices"
+	"strings"
 	"sync"
 	"syscall"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/mcp-bridge/mcp-bridge/audit"
@@ -157,4 +160,111 @@ func TestFullDiskNeverMergesRecords(t *testing.T) {
 	if lost := l.Lost(); lost != 3 {
 		t.Fatalf("%d records counted lost, want 3 (t2, t3, t4)", lost)
 	}
+}
+
+// gate is a writer whose writes each wait until the test lets them
+// through (a hung network file system, while gated).
+type gate struct {
+	mu      sync.Mutex
+	buf     bytes.Buffer
+	entered chan struct{} // a write has begun
+	open    chan struct{} // closed: writes go through
+}
+
+func (g *gate) Write(p []byte) (int, error) {
+	g.entered <- struct{}{}
+	<-g.open
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.buf.Write(p)
+}
+
+func (g *gate) String() string {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.buf.String()
+}
+
+// A request writes its own line when no write is under way (no goroutine
+// of the log's), and its line is written when it returns. While that
+// write blocks, later requests queue behind the log's goroutine and wait
+// at most WriteTimeout; every line arrives, in order, once the write
+// completes.
+func TestBlockedDirectWriteStallsOnlyItsRequest(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		g := &gate{entered: make(chan struct{}, 100), open: make(chan struct{})}
+		l := audit.New(g, &audit.Options{Logger: quiet, WriteTimeout: time.Second})
+		first := make(chan struct{})
+		go func() {
+			defer close(first)
+			l.Alert("session", nil, "tool", "t0", "p")
+		}()
+		<-g.entered // t0's request writes, and blocks
+		start := time.Now()
+		for i := 1; i < 5; i++ {
+			l.Alert("session", nil, "tool", "t"+itoa(i), "p")
+		}
+		// The first of them waited for the write under way to take
+		// WriteTimeout; the log was then stalled, and the others did not
+		// wait.
+		if waited := time.Since(start); waited != time.Second {
+			t.Errorf("requests behind a blocked write waited %v in all, want the write timeout, 1s", waited)
+		}
+		select {
+		case <-first:
+			t.Fatal("the request whose write is blocked returned before its line was written")
+		default:
+		}
+		close(g.open)
+		<-first
+		if err := l.Close(); err != nil {
+			t.Fatal(err)
+		}
+		var tools []string
+		for line := range strings.Lines(g.String()) {
+			var r audit.Record
+			if err := json.Unmarshal([]byte(line), &r); err != nil {
+				t.Fatalf("a line that is not one record: %q: %v", line, err)
+			}
+			tools = append(tools, r.Tool)
+		}
+		if want := []string{"t0", "t1", "t2", "t3", "t4"}; !slices.Equal(tools, want) {
+			t.Fatalf("records %v, want %v", tools, want)
+		}
+		if lost := l.Lost(); lost != 0 {
+			t.Fatalf("%d records lost", lost)
+		}
+	})
+}
+
+// A request returns once its line is written (the crash promise), whether
+// it wrote the line itself or its line queued behind another request's
+// write.
+func TestRequestReturnsOnceItsLineIsWritten(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		g := &gate{entered: make(chan struct{}, 100), open: make(chan struct{})}
+		l := audit.New(g, &audit.Options{Logger: quiet})
+		var wg sync.WaitGroup
+		returned := make(chan string, 4)
+		for i := range 4 {
+			wg.Go(func() {
+				tool := "t" + itoa(i)
+				l.Alert("session", nil, "tool", tool, "p")
+				returned <- tool
+			})
+		}
+		synctest.Wait() // one write under way, three lines queued
+		close(g.open)
+		wg.Wait()
+		close(returned)
+		got := g.String()
+		for tool := range returned {
+			if !strings.Contains(got, `"tool":"`+tool+`"`) {
+				t.Errorf("the request of %s returned before its line was written", tool)
+			}
+		}
+		if err := l.Close(); err != nil {
+			t.Fatal(err)
+		}
+	})
 }

@@ -7,8 +7,8 @@ import (
 	"github.com/mcp-bridge/mcp-bridge/audit"
 )
 
-// BenchmarkWriteLine: one record written and waited for, as a request's
-// line is (on the log's goroutine, not the request's).
+// BenchmarkWriteLine: one record written, as a request's line is when no
+// other write is under way (by the request itself).
 func BenchmarkWriteLine(b *testing.B) {
 	l := audit.New(io.Discard, &audit.Options{Logger: quiet})
 	defer l.Close()

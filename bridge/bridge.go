@@ -22,7 +22,9 @@
 // Forwarder sends a request to the bridge instance that owns its session
 // or its parked call, when several instances share a load balancer
 // (forward.go). The listener's limits (connections, header and body
-// deadlines) are LimitOptions (limit.go).
+// deadlines) are LimitOptions (limit.go), its connection limit leaves
+// descriptors to the servers (ConnectionLimit, fdlimit.go), and its TLS
+// certificate is reloaded in place (NewTLSConfig, tls.go).
 //
 // It owns methods and status codes, the Accept, Content-Type, Origin,
 // Host, Authorization, Mcp-Session-Id, MCP-Protocol-Version and
@@ -57,6 +59,7 @@ import (
 
 	"github.com/mcp-bridge/mcp-bridge/auth"
 	"github.com/mcp-bridge/mcp-bridge/jsonrpc"
+	"github.com/mcp-bridge/mcp-bridge/peer"
 	"github.com/mcp-bridge/mcp-bridge/pool"
 	"github.com/mcp-bridge/mcp-bridge/session"
 )
@@ -199,6 +202,9 @@ type Handler struct {
 
 	draining  atomic.Bool
 	bodyBytes atomic.Int64 // capacity of the buffers of bodies being read
+	// keepAlives is the one timer of the stateless responses' keep-alives
+	// (streamKeeper; nil: SSEKeepAlive negative).
+	keepAlives *peer.Timeouts
 }
 
 // NewHandler returns the HTTP handler of the MCP endpoint, /healthz and /readyz.
@@ -231,6 +237,9 @@ func NewHandler(reg *session.Registry, opts *Options) *Handler {
 	}
 	h.logger = o.Logger
 	h.refusals = newRefusalLog()
+	if o.SSEKeepAlive > 0 {
+		h.keepAlives = peer.NewTimeouts(o.SSEKeepAlive)
+	}
 	// Trimmed once here rather than on every request (hostAllowed).
 	for _, a := range o.AllowedHosts {
 		h.allowedNames = append(h.allowedNames, strings.Trim(a, "[]"))

@@ -16,6 +16,7 @@ import (
 	"testing"
 
 	"github.com/mcp-bridge/mcp-bridge/bridge"
+	"github.com/mcp-bridge/mcp-bridge/pool"
 )
 
 func BenchmarkCall(b *testing.B) {
@@ -45,6 +46,42 @@ func BenchmarkCall(b *testing.B) {
 				if err != nil || resp.StatusCode != http.StatusOK || resp.Header.Get("Content-Type") != tc.ctype ||
 					!strings.Contains(string(body), `"text":"hello"`) {
 					b.Fatalf("tools/call: %s %s %v: %s", resp.Status, resp.Header.Get("Content-Type"), err, body)
+				}
+			}
+		})
+	}
+}
+
+// BenchmarkStatelessCall is BenchmarkCall for revision 2026-07-28 clients:
+// one tools/call per POST, no session, on a pool of each era.
+//
+//	go test -run '^$' -bench 'StatelessCall' -benchmem ./bridge/
+func BenchmarkStatelessCall(b *testing.B) {
+	for _, era := range []pool.Era{pool.EraModern, pool.EraLegacy} {
+		b.Run(era.String(), func(b *testing.B) {
+			br, _ := startStateless(b, pool.Options{Era: era}, bridge.Options{})
+			ctx := ctxT(b)
+			hc := &http.Client{}
+			id := 0
+			b.ReportAllocs()
+			for b.Loop() {
+				id++
+				body := `{"jsonrpc":"2.0","id":` + strconv.Itoa(id) +
+					`,"method":"tools/call","params":{"name":"echo","arguments":{"text":"hello"},` + modernMeta + `}}`
+				req, _ := http.NewRequestWithContext(ctx, http.MethodPost, br.URL, strings.NewReader(body))
+				req.Header.Set("Content-Type", "application/json")
+				req.Header.Set("Accept", "application/json, text/event-stream")
+				for k, v := range statelessHeaders("tools/call", "echo") {
+					req.Header.Set(k, v)
+				}
+				resp, err := hc.Do(req)
+				if err != nil {
+					b.Fatal(err)
+				}
+				answer, err := io.ReadAll(resp.Body)
+				resp.Body.Close()
+				if err != nil || resp.StatusCode != http.StatusOK || !strings.Contains(string(answer), `"text":"hello"`) {
+					b.Fatalf("tools/call: %s %v: %s", resp.Status, err, answer)
 				}
 			}
 		})

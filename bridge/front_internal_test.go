@@ -5,7 +5,6 @@ import (
 	"net/http"
 	"testing"
 
-	"github.com/mcp-bridge/mcp-bridge/jsonrpc"
 	"github.com/mcp-bridge/mcp-bridge/pool"
 )
 
@@ -16,13 +15,8 @@ import (
 // pool.Front costs no allocation.
 func TestParamHeadersFront(t *testing.T) {
 	annotated := []pool.ParamHeader{{Path: []string{"region"}, Name: "Region"}, {Path: []string{"count"}, Name: "Count"}}
-	req := func(args string) *pool.Request {
-		data := []byte(`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"q","arguments":` + args + `}}`)
-		env, err := jsonrpc.Parse(data)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return &pool.Request{Msg: jsonrpc.Message{Data: data, Env: env}}
+	req := func(args string) []byte {
+		return []byte(`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"q","arguments":` + args + `}}`)
 	}
 	hd := http.Header{"Mcp-Param-Region": {"us-west1"}, "Mcp-Param-Count": {"7"}}
 	if err := paramHeaders(hd).CheckParamHeaders(req(`{"region":"us-west1","count":7}`), annotated); err != nil {

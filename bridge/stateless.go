@@ -185,7 +185,7 @@ func (h *Handler) serveStateless(w http.ResponseWriter, r *http.Request, owner a
 	// streams; the last renewal covers the end of the response.
 	defer dl.extend()
 	streaming := false
-	keeper := newStreamKeeper(w, &dl, h.opts.SSEKeepAlive)
+	keeper := newStreamKeeper(w, h.opts.WriteTimeout, h.keepAlives)
 	write := func(data []byte) error {
 		dl.extend()
 		if !streaming {
@@ -285,8 +285,7 @@ func (h *Handler) serveStateless(w http.ResponseWriter, r *http.Request, owner a
 type paramHeaders http.Header
 
 // CheckParamHeaders implements pool.Front.
-func (hd paramHeaders) CheckParamHeaders(req *pool.Request, annotated []pool.ParamHeader) error {
-	body := req.Msg.Data
+func (hd paramHeaders) CheckParamHeaders(body []byte, annotated []pool.ParamHeader) error {
 	if msg := ambiguousParamPath(body, annotated); msg != "" {
 		return &ambiguousParamError{msg}
 	}

@@ -16,6 +16,11 @@
 // (tokenstore.go) and refreshed. What the remote sends is bounded as it
 // arrives, and only JSON-RPC in UTF-8 reaches stdout.
 //
+// Settings (settings.go) are the command's settings as a user gives them
+// (files to read, header lines, OAuth choices); Settings.Options checks
+// them and builds Options, so that cmd/bridge only maps its flags and
+// BRIDGE_CONNECT_* variables.
+//
 // Streamable HTTP is spoken by a small client of this package rather than
 // the Go SDK's StreamableClientTransport: used without the SDK's mcp.Client
 // (which pass-through cannot use, since it would answer and rewrite

@@ -168,6 +168,19 @@ func (r *oauthRun) close() error {
 	return <-r.done
 }
 
+// startEcho starts a bridge connect, calls echo through it and ends it:
+// one start of a client that works.
+func startEcho(t *testing.T, remote string, o connect.OAuthOptions) *oauthRun {
+	t.Helper()
+	r, err := startOAuthRun(t, remote, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.echo(t)
+	r.close()
+	return r
+}
+
 func (r *oauthRun) echo(t *testing.T) {
 	t.Helper()
 	res, err := r.cs.CallTool(context.Background(), &mcp.CallToolParams{Name: "echo", Arguments: textArgs{"hi"}})
@@ -239,12 +252,7 @@ func TestConnectOAuthCode(t *testing.T) {
 	}
 	noTokens(t, store, r.prompt.String(), r.logs.String())
 
-	r2, err := startOAuthRun(t, rs.url, o)
-	if err != nil {
-		t.Fatal(err)
-	}
-	r2.echo(t)
-	r2.close()
+	startEcho(t, rs.url, o)
 	if n := rs.as.Grants("authorization_code"); n != 1 {
 		t.Errorf("%d logins, want 1 (the second start uses the stored token)", n)
 	}
@@ -313,16 +321,22 @@ func (u *deviceUser) Write(p []byte) (int, error) {
 	return len(p), nil
 }
 
-// expireSoon makes the stored tokens expire within the refresh margin.
-func expireSoon(t *testing.T, dir string) {
+// editTokens rewrites each token file of dir after edit.
+func editTokens(t *testing.T, dir string, edit func(map[string]any)) {
 	t.Helper()
 	for p, m := range storedTokens(t, dir) {
-		m["expiry"] = time.Now().Add(10 * time.Second).Format(time.RFC3339Nano)
+		edit(m)
 		b, _ := json.Marshal(m)
 		if err := os.WriteFile(p, b, 0o600); err != nil {
 			t.Fatal(err)
 		}
 	}
+}
+
+// expireSoon makes the stored tokens expire within the refresh margin.
+func expireSoon(t *testing.T, dir string) {
+	t.Helper()
+	editTokens(t, dir, func(m map[string]any) { m["expiry"] = time.Now().Add(10 * time.Second).Format(time.RFC3339Nano) })
 }
 
 // TestConnectOAuthRefresh: a stored token about to expire is refreshed
@@ -332,22 +346,12 @@ func TestConnectOAuthRefresh(t *testing.T) {
 	rs := startOAuthRS(t, "mcp:tools")
 	store := t.TempDir()
 	o := connect.OAuthOptions{TokenStore: store, ClientID: oauthtest.PublicClient, Browser: browser(nil)}
-	r, err := startOAuthRun(t, rs.url, o)
-	if err != nil {
-		t.Fatal(err)
-	}
-	r.echo(t)
-	r.close()
+	startEcho(t, rs.url, o)
 	refusedAtLogin := rs.refused.Load()
 
 	t.Run("before expiry", func(t *testing.T) {
 		expireSoon(t, store)
-		r, err := startOAuthRun(t, rs.url, o)
-		if err != nil {
-			t.Fatal(err)
-		}
-		r.echo(t)
-		r.close()
+		r := startEcho(t, rs.url, o)
 		if n := rs.as.Grants("refresh_token"); n != 1 {
 			t.Errorf("%d refresh grants, want 1", n)
 		}
@@ -358,19 +362,8 @@ func TestConnectOAuthRefresh(t *testing.T) {
 	})
 	t.Run("after a 401", func(t *testing.T) {
 		// The access token is revoked: the bridge no longer takes it.
-		for p, m := range storedTokens(t, store) {
-			m["access_token"] = "revoked"
-			b, _ := json.Marshal(m)
-			if err := os.WriteFile(p, b, 0o600); err != nil {
-				t.Fatal(err)
-			}
-		}
-		r, err := startOAuthRun(t, rs.url, o)
-		if err != nil {
-			t.Fatal(err)
-		}
-		r.echo(t)
-		r.close()
+		editTokens(t, store, func(m map[string]any) { m["access_token"] = "revoked" })
+		startEcho(t, rs.url, o)
 		if n := rs.as.Grants("refresh_token"); n != 2 {
 			t.Errorf("%d refresh grants, want 2", n)
 		}
@@ -384,19 +377,8 @@ func TestConnectOAuthRefresh(t *testing.T) {
 	t.Run("refresh refused", func(t *testing.T) {
 		// Both tokens revoked: the refresh fails, and a new login
 		// follows, with one line saying why.
-		for p, m := range storedTokens(t, store) {
-			m["access_token"], m["refresh_token"] = "revoked", "revoked-too"
-			b, _ := json.Marshal(m)
-			if err := os.WriteFile(p, b, 0o600); err != nil {
-				t.Fatal(err)
-			}
-		}
-		r, err := startOAuthRun(t, rs.url, o)
-		if err != nil {
-			t.Fatal(err)
-		}
-		r.echo(t)
-		r.close()
+		editTokens(t, store, func(m map[string]any) { m["access_token"], m["refresh_token"] = "revoked", "revoked-too" })
+		r := startEcho(t, rs.url, o)
 		if n := rs.as.Grants("authorization_code"); n != 2 {
 			t.Errorf("%d logins, want 2", n)
 		}

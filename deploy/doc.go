@@ -5,6 +5,10 @@
 // aws CLI, or with TargetAgentCore a Bedrock AgentCore Runtime (protocol
 // MCP) running that image.
 //
+// It is the logic of two commands, whose flags cmd/bridge maps to it:
+// `bridge image build` is BuildImage (ImageOptions, RunHint), and `bridge
+// deploy aws` is a Deployer over an AWSConfig.
+//
 // Nothing here holds a secret beyond one call: the ECR password goes from
 // `aws ecr get-login-password` to the engine's X-Registry-Auth header and
 // nowhere else, and the bridge's bearer tokens never leave Secrets Manager

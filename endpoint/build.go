@@ -83,6 +83,7 @@ func Build(ctx context.Context, sh *Shared, o *ServerOptions, path string) (*End
 		Min:             o.PoolMin,
 		Max:             o.PoolMax,
 		MaxPerPrincipal: o.PoolMaxPerPrincipal,
+		EvictIdle:       o.PoolEvictIdle,
 		StateTTL:        o.RequestStateTTL,
 		// The front end keeps every stateless stream alive, listens
 		// included, at the handler's keep-alive.

@@ -121,6 +121,12 @@ func (g *guards) chain(name string, self any, logger *slog.Logger, end func(erro
 		i, ended = g.audit.Interceptor(name)
 		chain = append(chain, i)
 	}
+	// A child of the pool (self nil) serves revision 2026-07-28 only,
+	// where a hidden or refused resource gets -32602, not -32002.
+	revision := ""
+	if self == nil {
+		revision = policy.ModernRevision
+	}
 	if g.policy != nil {
 		if g.tel.server != nil {
 			chain = append(chain, countDenials(g.tel.server))
@@ -134,10 +140,10 @@ func (g *guards) chain(name string, self any, logger *slog.Logger, end func(erro
 				return g.caller(origin)
 			}
 		}
-		chain = append(chain, g.policy.Interceptor(&policy.Options{Caller: caller, UpdatesPerCaller: self == nil, Logger: logger}))
+		chain = append(chain, g.policy.Interceptor(&policy.Options{Caller: caller, UpdatesPerCaller: self == nil, Revision: revision, Logger: logger}))
 	}
 	if g.pins != nil {
-		hooks := &pin.Hooks{End: end, Logger: logger, Call: call, Alert: g.alert(name)}
+		hooks := &pin.Hooks{End: end, Logger: logger, Call: call, Alert: g.alert(name), Revision: revision}
 		chain = append(chain, g.pins.Interceptor(hooks))
 	}
 	if len(chain) == 0 {

@@ -99,6 +99,7 @@ type ServerOptions struct {
 	ChildEra            pool.Era
 	PoolMin, PoolMax    int
 	PoolMaxPerPrincipal int
+	PoolEvictIdle       time.Duration // pool.Options.EvictIdle: negative stops at once
 	RequestStateTTL     time.Duration
 
 	// Handler are the HTTP handler's options. Build sets Path, Auth,

@@ -302,7 +302,20 @@ func (m *members) metaMembers(s *scanner, names []string, values [][]byte) bool 
 			}
 			seenToken = 1
 		}
-		if !isToken || len(names) > 0 {
+		// Unescaped ASCII, the usual kind, folds to a name of its own
+		// length; when it is exactly one of names, it equals no other
+		// name under folding (ParseMeta's names are distinct under
+		// folding, and none a variant of progressToken): no folding to
+		// compare then.
+		plain := !escaped && isASCII(key)
+		if exact := plainMember(key, plain, isToken, names); exact >= 0 {
+			if exact < 64 {
+				if seenNames&(1<<exact) != 0 {
+					m.paramsAmbiguous = true
+				}
+				seenNames |= 1 << exact
+			}
+		} else if (!isToken || len(names) > 0) && (!plain || foldsLike(len(key), names)) {
 			var buf [maxFolded]byte
 			if n, foldable := foldKey(&buf, key, escaped); foldable &&
 				(!isToken && guardFolded(buf[:n], key, escaped, progressTokenOnly, &seenToken) || guardFolded(buf[:n], key, escaped, names, &seenNames)) {
@@ -325,6 +338,34 @@ func (m *members) metaMembers(s *scanner, names []string, values [][]byte) bool 
 		}
 	}
 	return ok
+}
+
+// plainMember is the index of the name a plain (unescaped ASCII) key of
+// _meta is, or -1 (also for the progressToken, and for keys not plain).
+func plainMember(key []byte, plain, isToken bool, names []string) int {
+	if !plain || isToken {
+		return -1
+	}
+	for i, n := range names {
+		if string(key) == n {
+			return i
+		}
+	}
+	return -1
+}
+
+// foldsLike reports whether a plain key n bytes long may equal
+// progressToken or one of names under folding: it has their length.
+func foldsLike(n int, names []string) bool {
+	if n == len("progressToken") {
+		return true
+	}
+	for _, name := range names {
+		if n == len(name) {
+			return true
+		}
+	}
+	return false
 }
 
 // valueInto scans a value into *dst, reporting whether it was valid.
@@ -486,7 +527,8 @@ func Parse(data []byte) (Envelope, error) {
 // LookupEach of the Envelope's MetaAt would set it, or nil (always, when
 // the Envelope has no MetaAt, or on error). values must be as long as
 // names. A request's _meta is otherwise read twice, by Parse and by
-// LookupEach.
+// LookupEach. names must be distinct under case folding, and none a case
+// variant of progressToken.
 func ParseMeta(data []byte, names []string, values [][]byte) (Envelope, error) {
 	values = values[:len(names)]
 	clear(values)

@@ -28,6 +28,24 @@ const (
 	EndSession Action = "end-session"
 )
 
+// ErrAction is what Action.UnmarshalText returns for text that is not an
+// action.
+var ErrAction = errors.New("want drop or end-session")
+
+// MarshalText writes the action as it is read.
+func (a Action) MarshalText() ([]byte, error) { return []byte(a), nil }
+
+// UnmarshalText reads drop or end-session; other text is refused with
+// ErrAction (the caller names the option and the text).
+func (a *Action) UnmarshalText(text []byte) error {
+	switch v := Action(text); v {
+	case Drop, EndSession:
+		*a = v
+		return nil
+	}
+	return ErrAction
+}
+
 // Options configure an Enforcer. Every zero value means the documented
 // default.
 type Options struct {
@@ -164,13 +182,27 @@ type Hooks struct {
 	// the latest when the connection ends). Nil: only clients' lists are
 	// checked.
 	Call CallFunc
+	// Revision is the protocol revision the connection's clients speak
+	// when it serves one revision only: ModernRevision (or later) for the
+	// stateless pool's children, whose refused resources then get -32602.
+	// Empty: a 2025 revision, -32002.
+	Revision string
 }
+
+// ModernRevision is the first revision in which a resource that does not
+// exist is answered with -32602, never -32002: "Implementations of this
+// protocol version MUST NOT emit these codes: -32002 — resource not found
+// (2025-11-25 and earlier; replaced by -32602)" (2026-07-28, basic/index,
+// Error Codes).
+const ModernRevision = "2026-07-28"
 
 // A Refusal is the error a request for a refused item is refused with.
 // errors.As finds the *jsonrpc.Error its client gets (-32602, as for an
 // unknown tool or prompt); DeniedBy says why, for the audit log.
 type Refusal struct {
 	Violation
+	// modern: the client speaks ModernRevision or later (Hooks.Revision).
+	modern bool
 }
 
 func (r *Refusal) Error() string {
@@ -181,11 +213,11 @@ func (r *Refusal) Error() string {
 func (r *Refusal) DeniedBy() string { return "pin: " + r.Problem }
 
 // Unwrap returns the JSON-RPC error the client is answered with: for a
-// resource, MCP's "Resource not found" (-32002), as for one that does not
-// exist.
+// resource, what one that does not exist gets: MCP's "Resource not found"
+// (-32002) in the 2025 revisions, -32602 from ModernRevision on.
 func (r *Refusal) Unwrap() error {
 	code := jsonrpc.CodeInvalidParams
-	if r.Kind == kindResource.Name {
+	if r.Kind == kindResource.Name && !r.modern {
 		code = codeResourceNotFound
 	}
 	return &jsonrpc.Error{Code: code,
@@ -277,7 +309,7 @@ func (e *Enforcer) Interceptor(h *Hooks) peer.Interceptor {
 func (c *conn) checkRead(m *peer.Message) error {
 	if v := c.unreadable(uriOf(m.Data)); v != nil {
 		c.violation(m.Origin, *v, false)
-		return &Refusal{*v}
+		return &Refusal{Violation: *v, modern: c.h.Revision >= ModernRevision}
 	}
 	return nil
 }
@@ -309,7 +341,7 @@ func (c *conn) checkCall(m *peer.Message, k *Kind) error {
 	if name := m.Env.Name(m.Data); name != "" {
 		if v := c.refused(k, name); v != nil {
 			c.violation(m.Origin, *v, false)
-			return &Refusal{*v}
+			return &Refusal{Violation: *v, modern: c.h.Revision >= ModernRevision}
 		}
 	}
 	return nil

@@ -328,6 +328,17 @@ func TestReadsAgainstTheLock(t *testing.T) {
 		}
 	}
 
+	// Revision 2026-07-28 retired -32002: a stateless pool's child
+	// (Hooks.Revision) answers the same refusals with -32602.
+	modern := newAlerts().hooks()
+	modern.Revision = pin.ModernRevision
+	mc := childtest.Start(t, pin.New(&pin.Options{Lock: lock, LockFile: "l.json"}).Interceptor(modern), server)
+	for _, method := range []string{"resources/read", "resources/subscribe"} {
+		if rpcErr := read(mc, method, "test://elsewhere"); rpcErr == nil || rpcErr.Code != jsonrpc.CodeInvalidParams || !strings.Contains(rpcErr.Message, "matches no resource") {
+			t.Errorf("revision %s, %s of an unpinned URI: %v, want code -32602", pin.ModernRevision, method, rpcErr)
+		}
+	}
+
 	// The template and a resource changed since they were pinned: lists
 	// drop them, and their URIs are refused from then on.
 	changed := *lock

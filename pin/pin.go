@@ -47,6 +47,10 @@
 // invisible or direction-changing Unicode, or a description longer than a
 // limit, is how a poisoned description hides instructions from the human
 // who reviews it; such an item is refused by default.
+//
+// Command is `bridge pin` (command.go): it starts a server once, in the
+// sandbox its launcher runs, and writes what it offers to a lock file or
+// compares it with one; cmd/bridge only reads the flags into it.
 package pin
 
 import (

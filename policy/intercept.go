@@ -39,10 +39,21 @@ import (
 const CodeInsufficientScope = -31403
 
 // CodeResourceNotFound is MCP's code for a resource that does not exist
-// ("Resource not found: -32002", server/resources#error-handling): a
-// resource the policy hides gets it, as a tool or prompt it hides gets
-// -32602 as an unknown one would.
+// in the 2025 revisions ("Resource not found: -32002",
+// server/resources#error-handling): a resource the policy hides gets it
+// there, as a tool or prompt it hides gets -32602 as an unknown one would.
+// Revision 2026-07-28 retired it: a hidden resource gets -32602 there
+// (see ModernRevision).
 const CodeResourceNotFound = -32002
+
+// ModernRevision is the first protocol revision in which a resource that
+// does not exist is answered with -32602, not CodeResourceNotFound:
+// "Implementations of this protocol version MUST NOT emit these codes:
+// -32002 — resource not found (2025-11-25 and earlier; replaced by
+// -32602)" (2026-07-28, basic/index, Error Codes); "If the requested
+// resource does not exist, servers MUST return a JSON-RPC error with code
+// -32602 (Invalid Params)" (server/resources, Error Handling).
+const ModernRevision = "2026-07-28"
 
 // A Denial is why the policy refuses a request. It is the error the
 // interceptor refuses with: errors.As finds the *jsonrpc.Error the client
@@ -58,6 +69,10 @@ type Denial struct {
 	Missing []string
 
 	rpc *jsonrpc.Error
+	// modern: the caller speaks ModernRevision or later, where a hidden
+	// resource gets -32602 (set by the interceptor, from
+	// Options.Revision).
+	modern bool
 }
 
 func (d *Denial) Error() string {
@@ -89,7 +104,7 @@ func (d *Denial) RPCError() *jsonrpc.Error {
 				what, strings.Join(d.Missing, " and ")),
 			Data: map[string]any{"error": "insufficient_scope", "scope": strings.Join(d.Missing, " "), "missingScopes": d.Missing},
 		}
-	case d.Kind == "resources":
+	case d.Kind == "resources" && !d.modern:
 		d.rpc = &jsonrpc.Error{Code: CodeResourceNotFound, Message: what + " is not available: the bridge's policy denies it"}
 	default:
 		d.rpc = &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: what + " is not available: the bridge's policy denies it"}
@@ -204,6 +219,12 @@ type Options struct {
 	// Logger gets the denials (at warn) and what the lists hid (at debug).
 	// Nil means slog.Default().
 	Logger *slog.Logger
+	// Revision is the protocol revision the connection's clients speak
+	// when the connection serves one revision only: ModernRevision (or a
+	// later one) for the stateless pool's children, whose hidden
+	// resources then get -32602 (see ModernRevision). Empty: a 2025
+	// revision, -32002.
+	Revision string
 }
 
 // list is a list result the policy filters: the array member of the
@@ -311,6 +332,8 @@ func (in *interceptor) check(m *peer.Message) error {
 	if d == nil {
 		return nil
 	}
+	// Revisions are dates: their order is that of their strings.
+	d.modern = in.o.Revision >= ModernRevision
 	args := []any{"kind", singular(d.Kind), "name", d.Name, "rule", d.Rule}
 	if len(d.Missing) > 0 {
 		args = append(args, "missing_scopes", strings.Join(d.Missing, " "))

@@ -124,6 +124,39 @@ func TestRequestsRefused(t *testing.T) {
 	}
 }
 
+// A hidden resource is answered as one that does not exist is in the
+// caller's revision: -32002 in the 2025 revisions, -32602 in 2026-07-28,
+// which says "Implementations of this protocol version MUST NOT emit these
+// codes: -32002" (basic/index). It got -32002 in both.
+func TestHiddenResourceCodeByRevision(t *testing.T) {
+	p, err := policy.Parse("test.yaml", []byte(testPolicy))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range []struct {
+		revision string
+		code     int
+	}{
+		{"", policy.CodeResourceNotFound},
+		{"2025-11-25", policy.CodeResourceNotFound},
+		{policy.ModernRevision, jsonrpc.CodeInvalidParams},
+	} {
+		c := childtest.Start(t, p.Interceptor(&policy.Options{Caller: callers, Revision: r.revision, Logger: slog.New(slog.DiscardHandler)}), childtest.EverythingServer(t))
+		for _, method := range []string{"resources/read", "resources/subscribe"} {
+			answer := c.Call(t, "bob", method, map[string]any{"uri": "test://static-binary"})
+			rpcErr := childtest.Error(t, answer)
+			if rpcErr == nil || rpcErr.Code != r.code || !strings.Contains(rpcErr.Message, `resource "test://static-binary" is not available`) {
+				t.Errorf("revision %q, %s of a hidden resource: got %s, want code %d", r.revision, method, answer, r.code)
+			}
+		}
+		// A missing scope is still told as such, in every revision.
+		answer := c.Call(t, "bob", "resources/read", map[string]any{"uri": "test://template/7/data"})
+		if rpcErr := childtest.Error(t, answer); rpcErr == nil || rpcErr.Code != policy.CodeInsufficientScope {
+			t.Errorf("revision %q, a resource needing a scope: got %s, want code %d", r.revision, answer, policy.CodeInsufficientScope)
+		}
+	}
+}
+
 // A name written with escapes is the name the server reads: the policy
 // decodes it as the server does. A message giving params twice, or a name
 // twice (servers differ on which one wins, and some match names

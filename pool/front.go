@@ -40,11 +40,14 @@ func (e *HeaderMismatchError) Error() string { return e.Reason }
 // A Front is the front end's side of one request in Call: the rules of its
 // transport that need what only the pool knows.
 type Front interface {
-	// CheckParamHeaders validates a tools/call (req) against its tool's
-	// x-mcp-header annotations (none: annotated is empty). It returns
-	// nil, a *HeaderMismatchError, or an error of the front end's own,
-	// which Call returns as is.
-	CheckParamHeaders(req *Request, annotated []ParamHeader) error
+	// CheckParamHeaders validates a tools/call (body: the request as
+	// received, Request.Msg.Data) against its tool's x-mcp-header
+	// annotations (none: annotated is empty). It returns nil, a
+	// *HeaderMismatchError, or an error of the front end's own, which Call
+	// returns as is. (The body, not the *Request: a pointer passed to an
+	// interface's method escapes, and the front end's Request would be an
+	// allocation per request.)
+	CheckParamHeaders(body []byte, annotated []ParamHeader) error
 }
 
 // Call answers one request of the front end, as Serve does, after the
@@ -82,7 +85,7 @@ func (p *Pool) Call(ctx context.Context, req *Request, front Front, emit func([]
 		if err != nil {
 			return nil, err
 		}
-		if err := front.CheckParamHeaders(req, annotated); err != nil {
+		if err := front.CheckParamHeaders(req.Msg.Data, annotated); err != nil {
 			return nil, err
 		}
 	}

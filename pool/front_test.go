@@ -13,10 +13,10 @@ import (
 )
 
 // frontFunc is a Front of a test.
-type frontFunc func(req *Request, annotated []ParamHeader) error
+type frontFunc func(body []byte, annotated []ParamHeader) error
 
-func (f frontFunc) CheckParamHeaders(req *Request, annotated []ParamHeader) error {
-	return f(req, annotated)
+func (f frontFunc) CheckParamHeaders(body []byte, annotated []ParamHeader) error {
+	return f(body, annotated)
 }
 
 // Call refuses, typed, a method the children cannot be asked, before any
@@ -59,8 +59,12 @@ func TestCallHeaderMismatch(t *testing.T) {
 	defer cancel()
 	refusal := &HeaderMismatchError{Header: "Mcp-Param-Region", Reason: "Mcp-Param-Region header value 'a' does not match body value params.arguments.region \"b\""}
 	var got string
-	refuse := frontFunc(func(req *Request, annotated []ParamHeader) error {
-		got = req.Name
+	refuse := frontFunc(func(body []byte, annotated []ParamHeader) error {
+		env, err := jsonrpc.Parse(body)
+		if err != nil {
+			t.Errorf("the Front got a body that does not parse: %v", err)
+		}
+		got = env.Name(body)
 		if len(annotated) != 0 {
 			t.Errorf("echo has no x-mcp-header annotations, got %v", annotated)
 		}
@@ -75,7 +79,7 @@ func TestCallHeaderMismatch(t *testing.T) {
 	if got != "echo" {
 		t.Fatalf("the Front saw the tool %q, want echo", got)
 	}
-	accept := frontFunc(func(*Request, []ParamHeader) error { return nil })
+	accept := frontFunc(func([]byte, []ParamHeader) error { return nil })
 	ans, err = p.Call(ctx, toolCall(t, 8, "echo", `{"text":"served"}`), accept, noEmit)
 	if err := answered(ans, err, "served"); err != nil {
 		t.Fatal(err)

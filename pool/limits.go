@@ -75,13 +75,24 @@ func (p *Pool) sendFailed(err error) error {
 	return fmt.Errorf("%w: %w", ErrLaunch, err)
 }
 
-// requestTimer is the request timeout of one round of a call: nil without
-// one (Limits.RequestTimeout negative).
-func (p *Pool) requestTimer() *time.Timer {
-	if d := p.opts.Limits.RequestTimeout; d > 0 {
-		return time.NewTimer(d)
+// newTimeouts returns the one timer of the request timeouts of a pool's
+// calls (nil: Limits.RequestTimeout negative). A timer per call cost an
+// allocation and two updates of the runtime's timer heap per request.
+func newTimeouts(l peer.Limits) *peer.Timeouts {
+	if l.RequestTimeout > 0 {
+		return peer.NewTimeouts(l.RequestTimeout)
 	}
 	return nil
+}
+
+// Expire implements peer.Expirer: the request timeout of the round being
+// served passed. The call's wait answers it (timedOut).
+func (c *call) Expire() {
+	c.late.Store(true)
+	select {
+	case c.signal <- struct{}{}:
+	default:
+	}
 }
 
 // timedOut ends a call its child did not answer in time: "the receiver

@@ -149,17 +149,35 @@ func (e Era) String() string {
 	return "auto"
 }
 
-// ParseEra parses the value of --child-era.
+// ErrEra is what Era.UnmarshalText returns for text that is not an era.
+var ErrEra = errors.New("want auto, legacy or modern")
+
+// ParseEra parses the name of an era: auto (or empty), legacy or modern.
 func ParseEra(s string) (Era, error) {
-	switch s {
-	case "", "auto":
-		return EraAuto, nil
-	case "legacy":
-		return EraLegacy, nil
-	case "modern":
-		return EraModern, nil
+	var e Era
+	if err := e.UnmarshalText([]byte(s)); err != nil {
+		return EraAuto, fmt.Errorf("unknown child era %q: %w", s, err)
 	}
-	return EraAuto, fmt.Errorf("unknown child era %q: want auto, legacy or modern", s)
+	return e, nil
+}
+
+// MarshalText writes the era as String does.
+func (e Era) MarshalText() ([]byte, error) { return []byte(e.String()), nil }
+
+// UnmarshalText reads auto (or nothing), legacy or modern; other text is
+// refused with ErrEra (the caller names the option and the text).
+func (e *Era) UnmarshalText(text []byte) error {
+	switch string(text) {
+	case "", "auto":
+		*e = EraAuto
+	case "legacy":
+		*e = EraLegacy
+	case "modern":
+		*e = EraModern
+	default:
+		return ErrEra
+	}
+	return nil
 }
 
 // Options configure a Pool. Every zero value means the documented default.
@@ -195,6 +213,12 @@ type Options struct {
 	// IdleTimeout stops children unused this long (beyond Min). Zero means
 	// DefaultIdleTimeout.
 	IdleTimeout time.Duration
+	// EvictIdle is how long a legacy child must have been idle before it
+	// is stopped to make room (at Max) for a request of another principal:
+	// meanwhile that request waits, so that principals taking turns do not
+	// start a process per turn (see churn.go). Zero means DefaultEvictIdle;
+	// negative means none.
+	EvictIdle time.Duration
 	// KeepAlive is how often a quiet subscription stream gets a comment.
 	// Zero means DefaultKeepAlive; negative means none (the bridge's front
 	// end keeps every stream of its own alive, --sse-keepalive).
@@ -281,6 +305,8 @@ type Pool struct {
 	names  atomic.Int64
 	// inflight counts the requests in flight (admit, in limits.go).
 	inflight atomic.Int64
+	// timeouts holds the request timeout of every call (nil: none).
+	timeouts *peer.Timeouts
 
 	probeMu sync.Mutex // one probe at a time
 
@@ -381,6 +407,7 @@ func New(opts *Options) (*Pool, error) {
 		now:     time.Now,
 	}
 	p.eraKnown.Store(uint32(o.Era))
+	p.timeouts = newTimeouts(o.Limits)
 	p.subs = newSubscriptions(p)
 	p.ctx, p.cancel = context.WithCancel(context.Background())
 	p.wg.Add(1)
@@ -483,6 +510,9 @@ func (p *Pool) Close(ctx context.Context) error {
 	}
 	p.parked = map[string]*call{}
 	p.mu.Unlock()
+	if p.timeouts != nil {
+		p.timeouts.Close()
+	}
 	p.cancel()
 	p.subs.closeAll()
 	var errs []error
@@ -633,6 +663,12 @@ const modernKey = "M"
 func (p *Pool) acquire(ctx context.Context, key string, principal any, caps json.RawMessage, legacy, exclusive bool, c *call) (*child, error) {
 	shared := !exclusive && !c.solo
 	spawnFailed := false // a child started for stalled ones failed: queue instead
+	// Waiting for room at Max (churn.go): ageIn is how long until a child
+	// of another principal may be stopped for this request, roomBy when
+	// the request gives up, ager the timer of the sooner.
+	var ageIn time.Duration
+	var roomBy time.Time
+	var ager *time.Timer
 	p.mu.Lock()
 	if p.retired && !p.closed {
 		p.mu.Unlock()
@@ -643,6 +679,7 @@ func (p *Pool) acquire(ctx context.Context, key string, principal any, caps json
 	defer func() {
 		p.mu.Lock()
 		p.acquiring--
+		p.leaveRoomTurnLocked(c)
 		p.noteWaitingLocked(0) // wakes WaitIdle
 		p.mu.Unlock()
 	}()
@@ -703,7 +740,7 @@ func (p *Pool) acquire(ctx context.Context, key string, principal any, caps json
 				p.takeLocked(own, false, c)
 				p.mu.Unlock()
 				return own, nil
-			case !spawnFailed && (room || p.makeRoomLocked(g, atShare)):
+			case !spawnFailed && (room || p.madeRoomLocked(g, atShare)):
 				grow = true
 			default:
 				// At Max (or no child could start): queue on the least
@@ -729,11 +766,27 @@ func (p *Pool) acquire(ctx context.Context, key string, principal any, caps json
 					return ch, nil
 				}
 			}
-			grow = room || p.makeRoomLocked(g, atShare)
+			switch {
+			case room:
+				grow = true
+			case legacy && !atShare && !p.roomTurnLocked(c):
+				// Requests waiting for another principal's child to
+				// be stopped take it in turn (churn.go).
+			default:
+				grow, ageIn = p.makeRoomLocked(g, atShare)
+			}
 			if !grow && atShare && g.starting == 0 {
 				p.dropEmptyLocked(g)
 				p.mu.Unlock()
 				return nil, p.shareError()
+			}
+			if !grow && legacy && g.starting == 0 && roomBy.IsZero() {
+				// No room for this principal's first child: it waits for
+				// one to free or to have been idle EvictIdle, within its
+				// request timeout (churn.go).
+				if d := p.opts.Limits.RequestTimeout; d > 0 {
+					roomBy = p.clockLocked().Add(d)
+				}
 			}
 		}
 		if grow {
@@ -760,11 +813,36 @@ func (p *Pool) acquire(ctx context.Context, key string, principal any, caps json
 			p.mu.Unlock()
 			return ch, nil
 		}
+		var aged <-chan time.Time // a child will have been idle EvictIdle, or roomBy passed
+		if !roomBy.IsZero() {
+			left := roomBy.Sub(p.clockLocked())
+			if left <= 0 {
+				p.dropEmptyLocked(g)
+				p.mu.Unlock()
+				return nil, p.noRoomError()
+			}
+			if ageIn <= 0 || left < ageIn {
+				ageIn = left
+			}
+		}
+		if ageIn > 0 {
+			if ager == nil {
+				ager = time.NewTimer(ageIn)
+				defer ager.Stop()
+			} else {
+				ager.Reset(ageIn)
+			}
+			aged = ager.C
+		}
 		wait := p.changedLocked()
 		p.noteWaitingLocked(+1)
 		p.mu.Unlock()
 		select {
 		case <-wait:
+			p.mu.Lock()
+			p.noteWaitingLocked(-1)
+			p.mu.Unlock()
+		case <-aged:
 			p.mu.Lock()
 			p.noteWaitingLocked(-1)
 			p.mu.Unlock()
@@ -775,6 +853,7 @@ func (p *Pool) acquire(ctx context.Context, key string, principal any, caps json
 			p.mu.Unlock()
 			return nil, ctx.Err()
 		}
+		ageIn = 0
 	}
 }
 
@@ -898,26 +977,45 @@ func (p *Pool) answeringLocked(g *group, c *call) *child {
 }
 
 // evictLocked makes room for g by stopping the longest idle child of
-// another key (of a group that also passes from, if not nil). It reports
-// whether it did.
-func (p *Pool) evictLocked(g *group, from func(*group) bool) bool {
+// another key (of a group that also passes from, if not nil). A child of
+// another principal must have been idle Options.EvictIdle (see churn.go).
+// It reports whether it did; if not, how long until a child of another
+// principal will have been idle long enough (0: none is idle).
+func (p *Pool) evictLocked(g *group, from func(*group) bool) (bool, time.Duration) {
+	hold := p.evictIdle()
+	var now time.Time
+	if hold > 0 {
+		now = p.clockLocked()
+	}
 	var victim *child
+	var ageIn time.Duration
 	for _, og := range p.groups {
 		if og == g || from != nil && !from(og) {
 			continue
 		}
 		for _, ch := range og.children {
-			if !ch.dead && ch.inflight == 0 && !p.subs.usesLocked(ch) && (victim == nil || ch.lastUsed.Before(victim.lastUsed)) {
+			if ch.dead || ch.inflight != 0 || p.subs.usesLocked(ch) {
+				continue
+			}
+			if hold > 0 && og.principal != g.principal {
+				if left := hold - now.Sub(ch.lastUsed); left > 0 {
+					if ageIn == 0 || left < ageIn {
+						ageIn = left
+					}
+					continue
+				}
+			}
+			if victim == nil || ch.lastUsed.Before(victim.lastUsed) {
 				victim = ch
 			}
 		}
 	}
 	if victim == nil {
-		return false
+		return false, ageIn
 	}
 	p.retireLocked(victim)
 	p.churn.evicted.Add(1)
-	return true
+	return true, 0
 }
 
 // retireLocked removes a child from its group and stops it in the background.

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/mcp-bridge/mcp-bridge/auth"
@@ -243,6 +244,9 @@ type call struct {
 	mayAsk    bool   // tools/call, prompts/get, resources/read
 	digest    string // params digest, for the requestState (computed when parked)
 
+	deadline peer.Timeout // the request timeout of the round served (Pool.timeouts)
+	late     atomic.Bool  // it passed: wait answers with a timeout error
+
 	mu     sync.Mutex
 	caller *auth.Principal // the Caller of the request being served: the first, then each retry's
 	// retried: a retry serves the call now; token is its
@@ -304,8 +308,8 @@ func (c *call) push(it item) {
 }
 
 // next returns the next item, waiting until there is one, ctx ends or
-// expired fires (nil: never).
-func (c *call) next(ctx context.Context, expired <-chan time.Time) (item, bool) {
+// the request timeout passes (Expire).
+func (c *call) next(ctx context.Context) (item, bool) {
 	for {
 		c.mu.Lock()
 		if len(c.queue) > 0 {
@@ -316,11 +320,12 @@ func (c *call) next(ctx context.Context, expired <-chan time.Time) (item, bool) 
 			return it, true
 		}
 		c.mu.Unlock()
+		if c.late.Load() {
+			return item{}, false
+		}
 		select {
 		case <-c.signal:
 		case <-ctx.Done():
-			return item{}, false
-		case <-expired:
 			return item{}, false
 		}
 	}
@@ -350,14 +355,16 @@ func (c *call) stopTimer() {
 // request's Answer).
 func (c *call) wait(ctx context.Context, rawID, buf []byte, emit func([]byte) error) ([]byte, error) {
 	p := c.pool
-	t := p.requestTimer()
-	var expired <-chan time.Time
-	if t != nil {
-		defer t.Stop()
-		expired = t.C
+	if p.timeouts != nil {
+		// A new round (an MRTR retry) starts its own timeout. (An Expire
+		// of the round before that ran as it was parked would have run
+		// within nanoseconds of the park, a client's round trip ago.)
+		c.late.Store(false)
+		p.timeouts.Start(&c.deadline, c)
+		defer p.timeouts.Stop(&c.deadline)
 	}
 	for {
-		it, ok := c.next(ctx, expired)
+		it, ok := c.next(ctx)
 		if !ok {
 			if ctx.Err() == nil {
 				return p.timedOut(c, rawID), nil
@@ -369,10 +376,10 @@ func (c *call) wait(ctx context.Context, rawID, buf []byte, emit func([]byte) er
 		case itemNotify:
 			data := it.msg.Data
 			if it.msg.Env.Method == "notifications/progress" {
-				if t != nil {
+				if p.timeouts != nil {
 					// A progress notification restarts the timeout, as
 					// it does a session's (session.Options.RequestTimeout).
-					t.Reset(p.opts.Limits.RequestTimeout)
+					p.timeouts.Restart(&c.deadline)
 				}
 				var ok bool
 				if data, ok = c.progress(data); !ok {

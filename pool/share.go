@@ -3,6 +3,7 @@ package pool
 import (
 	"errors"
 	"fmt"
+	"time"
 )
 
 // A principal's share of the pool. Options.Max is
@@ -124,13 +125,21 @@ func occupiedBy(ch *child, principal any) bool {
 
 // makeRoomLocked stops an idle child to make room for g: of another key,
 // or, when g's principal has its share, of the principal's own other keys.
-func (p *Pool) makeRoomLocked(g *group, atShare bool) bool {
+// If it did not, it says how long until a child of another principal may
+// be stopped (see evictLocked).
+func (p *Pool) makeRoomLocked(g *group, atShare bool) (bool, time.Duration) {
 	if !atShare {
 		return p.evictLocked(g, nil)
 	}
 	return p.evictLocked(g, func(og *group) bool {
 		return og.key != modernKey && og.principal == g.principal
 	})
+}
+
+// madeRoomLocked is makeRoomLocked's first answer.
+func (p *Pool) madeRoomLocked(g *group, atShare bool) bool {
+	ok, _ := p.makeRoomLocked(g, atShare)
+	return ok
 }
 
 // shareError is the error of a request refused for its principal's share.

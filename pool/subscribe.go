@@ -454,7 +454,7 @@ func (s *subscriptions) listen(ctx context.Context, req *Request, emit func([]by
 		}
 	}()
 	for {
-		it, ok := c.next(ctx, nil)
+		it, ok := c.next(ctx)
 		if !ok {
 			if !sub.legacy {
 				_ = sub.ch.conn.Send(c, peer.CancelledNotification([]byte(sub.childID), "the client closed its subscription stream"))

@@ -5,6 +5,7 @@ package sandbox
 import (
 	"crypto/rand"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"log/slog"
 	"math"
@@ -30,6 +31,24 @@ const (
 	// the launch, even if an older copy is present.
 	PullAlways PullPolicy = "always"
 )
+
+// ErrPullPolicy is what PullPolicy.UnmarshalText returns for text that is
+// not a pull policy.
+var ErrPullPolicy = errors.New("want never, missing or always")
+
+// MarshalText writes the policy as it is read.
+func (p PullPolicy) MarshalText() ([]byte, error) { return []byte(p), nil }
+
+// UnmarshalText reads never, missing or always; other text is refused with
+// ErrPullPolicy (the caller names the option and the text).
+func (p *PullPolicy) UnmarshalText(text []byte) error {
+	switch v := PullPolicy(text); v {
+	case PullNever, PullMissing, PullAlways:
+		*p = v
+		return nil
+	}
+	return ErrPullPolicy
+}
 
 // An OptionError is an error that one field of DockerOptions causes or can
 // fix: a value NewDocker refuses, or a launch that the pull policy keeps

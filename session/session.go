@@ -265,9 +265,11 @@ type Registry struct {
 	// goroutines they start; Shutdown waits for them.
 	wg sync.WaitGroup
 
-	// inflight counts client requests in flight across sessions; idle is
-	// closed (and replaced) whenever it drops to zero. Both under mu.
-	inflight int
+	// inflight counts client requests in flight across sessions (an
+	// atomic: every request changes it twice, and the registry's lock is
+	// every session's); idle, under mu, is closed (and replaced) whenever
+	// it drops to zero.
+	inflight atomic.Int64
 	idle     chan struct{}
 }
 
@@ -632,7 +634,7 @@ func (r *Registry) Shutdown(ctx context.Context) error {
 func (r *Registry) WaitIdle(ctx context.Context) error {
 	for {
 		r.mu.Lock()
-		if r.inflight == 0 {
+		if r.inflight.Load() == 0 {
 			r.mu.Unlock()
 			return nil
 		}
@@ -650,17 +652,22 @@ func (r *Registry) WaitIdle(ctx context.Context) error {
 }
 
 // addInflight adjusts the count of requests in flight.
+// Only a count that reaches zero takes the registry's lock, to wake
+// WaitIdle: a WaitIdle that saw more under the lock made its channel
+// before this one looks for it, and one that comes after sees zero (or a
+// later request, whose end wakes it).
 func (r *Registry) addInflight(n int) {
-	r.mu.Lock()
-	r.inflight += n
-	now := r.inflight
-	if r.inflight == 0 && r.idle != nil {
-		close(r.idle)
-		r.idle = nil
+	now := r.inflight.Add(int64(n))
+	if now == 0 {
+		r.mu.Lock()
+		if r.inflight.Load() == 0 && r.idle != nil {
+			close(r.idle)
+			r.idle = nil
+		}
+		r.mu.Unlock()
 	}
-	r.mu.Unlock()
 	if r.opts.Inflight != nil {
-		r.opts.Inflight(now)
+		r.opts.Inflight(int(now))
 	}
 }
 

@@ -8,6 +8,7 @@ import (
 	"io"
 	"net/http"
 	"os/exec"
+	"path/filepath"
 	"regexp"
 	"slices"
 	"strconv"
@@ -111,7 +112,7 @@ func instrRows(ctx context.Context, c *config, add func(what, result, target, me
 		case !ic.guards && !ic.stateless:
 			plain[ic.clients] = n
 		}
-		if c.baseline != "" && !ic.guards && !ic.stateless {
+		if c.baseline != "" && !ic.guards {
 			if b, err := perCall(ctx, c, c.baseline, ic, ic.extra); err != nil {
 				fail("instructions per call, baseline, "+ic.what, err)
 			} else {
@@ -179,13 +180,27 @@ func leastOf(count func(calls int) (int64, error), calls int) (int64, error) {
 	return least, nil
 }
 
+// instrOut, if set (-instr-out), is the directory that keeps each
+// count's cachegrind file, for cg_annotate and cg_diff (what a change
+// added, function by function); instrRun numbers them.
+var (
+	instrOut string
+	instrRun int
+)
+
 var instrRefs = regexp.MustCompile(`I\s+refs:\s+([\d,]+)`)
 
 // countRun runs bin under cachegrind, makes calls per client, stops it and
 // returns the instructions it executed. A floor prints its URL on stdout;
 // a bridge logs it.
 func countRun(ctx context.Context, bin string, args []string, ic instrCase, calls int, floor bool) (int64, error) {
-	vargs := append([]string{"--tool=cachegrind", "--cache-sim=no", "--cachegrind-out-file=/dev/null", "--trace-children=no", bin}, args...)
+	out := "/dev/null"
+	if instrOut != "" {
+		instrRun++
+		out = filepath.Join(instrOut, fmt.Sprintf("%s-%dx%d-%d.cg", filepath.Base(bin), ic.clients, calls, instrRun))
+		logf("instructions: %s", out)
+	}
+	vargs := append([]string{"--tool=cachegrind", "--cache-sim=no", "--cachegrind-out-file=" + out, "--trace-children=no", bin}, args...)
 	urls := make(chan string, 1)
 	var mu sync.Mutex
 	refs := ""

@@ -100,6 +100,7 @@ func main() {
 	flag.StringVar(&c.profileDir, "profile", "", "build the bridge with a pprof hook and write CPU and heap profiles to `dir`")
 	flag.StringVar(&c.only, "only", "", "comma-separated phases to run: floor,hop,poolhop,bridge,json,stateless,guards,sg,start,burst,idle,big,replay, and instr (instructions per call under valgrind: only when named) (default: all but instr)")
 	flag.StringVar(&c.instrCases, "instr-cases", "", "with -only instr: count only the cases whose description contains one of these comma-separated `words` (1 session, 50 sessions, 2025, stateless, --policy)")
+	flag.StringVar(&instrOut, "instr-out", "", "with -only instr: keep each count's cachegrind file in `dir` (for cg_annotate, cg_diff)")
 	flag.DurationVar(&c.timeout, "timeout", 20*time.Minute, "stop the whole run after this long")
 	flag.Parse()
 

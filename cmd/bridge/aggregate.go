@@ -360,14 +360,14 @@ func (m *multi) aggregateSpecs(f *configFile) ([]endpoint.AggregateSpec, error) 
 			if err != nil {
 				return nil, err
 			}
-			o, err := serverOptions(sc)
+			o, err := endpointOptions(sc)
 			if err != nil {
 				return nil, err
 			}
 			members = append(members, endpoint.AggregateMember{Server: o, Prefix: s.prefix})
 			fmt.Fprintf(&key, "%s\x00%s\x00%s\x00", s.name, s.canon, sc.guardFiles)
 		}
-		front, err := serverOptions(m.cfg)
+		front, err := endpointOptions(m.cfg)
 		if err != nil {
 			return nil, err
 		}

@@ -6,24 +6,24 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"hash"
 	"io"
 	"log/slog"
 	"net"
 	"net/url"
 	"os"
-	"regexp"
 	"slices"
 	"strconv"
 	"strings"
 	"time"
 
-	units "github.com/docker/go-units"
 	"github.com/kelseyhightower/envconfig"
 	"github.com/mcp-bridge/mcp-bridge/aggregate"
 	"github.com/mcp-bridge/mcp-bridge/auth"
 	"github.com/mcp-bridge/mcp-bridge/bridge"
 	"github.com/mcp-bridge/mcp-bridge/connect"
 	"github.com/mcp-bridge/mcp-bridge/egress"
+	"github.com/mcp-bridge/mcp-bridge/internal/units"
 	"github.com/mcp-bridge/mcp-bridge/msglog"
 	"github.com/mcp-bridge/mcp-bridge/peer"
 	"github.com/mcp-bridge/mcp-bridge/pin"
@@ -46,39 +46,39 @@ import (
 // its --help group, help.go: gEdge.in("...")), and a line in defaultConfig
 // if its zero value is not its default.
 type config struct {
-	Listen             string        `envconfig:"BRIDGE_LISTEN"`
-	Path               string        `envconfig:"BRIDGE_PATH"`
-	SessionIdleTimeout time.Duration `envconfig:"BRIDGE_SESSION_IDLE_TIMEOUT"`
-	MaxSessions        int           `envconfig:"BRIDGE_MAX_SESSIONS"`
-	MaxMessageBytes    int           `envconfig:"BRIDGE_MAX_MESSAGE_BYTES"`
-	AllowedOrigins     []string      `envconfig:"BRIDGE_ALLOWED_ORIGINS"`
-	AllowedHosts       []string      `envconfig:"BRIDGE_ALLOWED_HOSTS"`
-	AuthTokenFile      string        `envconfig:"BRIDGE_AUTH_TOKEN_FILE"`
+	Listen             string         `envconfig:"BRIDGE_LISTEN"`
+	Path               string         `envconfig:"BRIDGE_PATH"`
+	SessionIdleTimeout units.Duration `envconfig:"BRIDGE_SESSION_IDLE_TIMEOUT"`
+	MaxSessions        int            `envconfig:"BRIDGE_MAX_SESSIONS"`
+	MaxMessageBytes    units.Bytes    `envconfig:"BRIDGE_MAX_MESSAGE_BYTES"`
+	AllowedOrigins     []string       `envconfig:"BRIDGE_ALLOWED_ORIGINS"`
+	AllowedHosts       []string       `envconfig:"BRIDGE_ALLOWED_HOSTS"`
+	AuthTokenFile      string         `envconfig:"BRIDGE_AUTH_TOKEN_FILE"`
 	// AuthTokens has no flag on purpose: a token on the command line is
 	// visible to every user of the host in the process list.
-	AuthTokens      []string      `envconfig:"BRIDGE_AUTH_TOKENS"`
-	InsecureNoAuth  bool          `envconfig:"BRIDGE_INSECURE_NO_AUTH"`
-	AcceptSessionID bool          `envconfig:"BRIDGE_ACCEPT_SESSION_ID"`
-	TLSCert         string        `envconfig:"BRIDGE_TLS_CERT"`
-	TLSKey          string        `envconfig:"BRIDGE_TLS_KEY"`
-	TLSClientCA     string        `envconfig:"BRIDGE_TLS_CLIENT_CA"`
-	LogFormat       string        `envconfig:"BRIDGE_LOG_FORMAT"`
-	LogLevel        string        `envconfig:"BRIDGE_LOG_LEVEL"`
-	LogMessages     bool          `envconfig:"BRIDGE_LOG_MESSAGES"`
-	StopGrace       time.Duration `envconfig:"BRIDGE_STOP_GRACE"`
-	ShutdownGrace   time.Duration `envconfig:"BRIDGE_SHUTDOWN_GRACE"`
-	JSONResponse    bool          `envconfig:"BRIDGE_JSON_RESPONSE"`
-	SSEPollAfter    time.Duration `envconfig:"BRIDGE_SSE_POLL_AFTER"`
-	SSERetry        time.Duration `envconfig:"BRIDGE_SSE_RETRY"`
-	SSEKeepAlive    time.Duration `envconfig:"BRIDGE_SSE_KEEPALIVE"`
-	LogMaxEvents    int           `envconfig:"BRIDGE_LOG_MAX_EVENTS"`
-	LogMaxBytes     int64         `envconfig:"BRIDGE_LOG_MAX_BYTES"`
-	StderrLineBytes int           `envconfig:"BRIDGE_STDERR_LINE_BYTES"`
+	AuthTokens      []string       `envconfig:"BRIDGE_AUTH_TOKENS"`
+	InsecureNoAuth  bool           `envconfig:"BRIDGE_INSECURE_NO_AUTH"`
+	AcceptSessionID bool           `envconfig:"BRIDGE_ACCEPT_SESSION_ID"`
+	TLSCert         string         `envconfig:"BRIDGE_TLS_CERT"`
+	TLSKey          string         `envconfig:"BRIDGE_TLS_KEY"`
+	TLSClientCA     string         `envconfig:"BRIDGE_TLS_CLIENT_CA"`
+	LogFormat       string         `envconfig:"BRIDGE_LOG_FORMAT"`
+	LogLevel        string         `envconfig:"BRIDGE_LOG_LEVEL"`
+	LogMessages     bool           `envconfig:"BRIDGE_LOG_MESSAGES"`
+	StopGrace       time.Duration  `envconfig:"BRIDGE_STOP_GRACE"`
+	ShutdownGrace   time.Duration  `envconfig:"BRIDGE_SHUTDOWN_GRACE"`
+	JSONResponse    bool           `envconfig:"BRIDGE_JSON_RESPONSE"`
+	SSEPollAfter    units.Interval `envconfig:"BRIDGE_SSE_POLL_AFTER"`
+	SSERetry        time.Duration  `envconfig:"BRIDGE_SSE_RETRY"`
+	SSEKeepAlive    units.Interval `envconfig:"BRIDGE_SSE_KEEPALIVE"`
+	LogMaxEvents    int            `envconfig:"BRIDGE_LOG_MAX_EVENTS"`
+	LogMaxBytes     units.Bytes    `envconfig:"BRIDGE_LOG_MAX_BYTES"`
+	StderrLineBytes units.Bytes    `envconfig:"BRIDGE_STDERR_LINE_BYTES"`
 	// Zero means the session package's default, named in --help.
-	InitializeTimeout     time.Duration `envconfig:"BRIDGE_INITIALIZE_TIMEOUT"`
-	RequestTimeout        time.Duration `envconfig:"BRIDGE_REQUEST_TIMEOUT"`
-	MaxRequestsPerSession int           `envconfig:"BRIDGE_MAX_REQUESTS_PER_SESSION"`
-	MaxQueuedBytes        int64         `envconfig:"BRIDGE_MAX_QUEUED_BYTES"`
+	InitializeTimeout     units.Duration `envconfig:"BRIDGE_INITIALIZE_TIMEOUT"`
+	RequestTimeout        units.Duration `envconfig:"BRIDGE_REQUEST_TIMEOUT"`
+	MaxRequestsPerSession int            `envconfig:"BRIDGE_MAX_REQUESTS_PER_SESSION"`
+	MaxQueuedBytes        units.Bytes    `envconfig:"BRIDGE_MAX_QUEUED_BYTES"`
 	// Zero: the sandbox package's defaults.
 	StderrLinesPerSecond float64  `envconfig:"BRIDGE_STDERR_LINES_PER_SECOND"`
 	StderrBurst          int      `envconfig:"BRIDGE_STDERR_BURST"`
@@ -86,47 +86,48 @@ type config struct {
 	EnvInherit           bool     `envconfig:"BRIDGE_ENV_INHERIT"`
 	LocalUnsupervised    bool     `envconfig:"BRIDGE_LOCAL_UNSUPERVISED"`
 
-	BodyReadTimeout         time.Duration `envconfig:"BRIDGE_BODY_READ_TIMEOUT"`
-	WriteTimeout            time.Duration `envconfig:"BRIDGE_WRITE_TIMEOUT"`
-	HTTPIdleTimeout         time.Duration `envconfig:"BRIDGE_HTTP_IDLE_TIMEOUT"`
-	MaxConnections          int           `envconfig:"BRIDGE_MAX_CONNECTIONS"`
-	MaxConnectionsPerClient int           `envconfig:"BRIDGE_MAX_CONNECTIONS_PER_CLIENT"`
-	MaxBodyBytesInFlight    int64         `envconfig:"BRIDGE_MAX_BODY_BYTES_IN_FLIGHT"`
+	BodyReadTimeout         units.Duration `envconfig:"BRIDGE_BODY_READ_TIMEOUT"`
+	WriteTimeout            units.Duration `envconfig:"BRIDGE_WRITE_TIMEOUT"`
+	HTTPIdleTimeout         units.Duration `envconfig:"BRIDGE_HTTP_IDLE_TIMEOUT"`
+	MaxConnections          int            `envconfig:"BRIDGE_MAX_CONNECTIONS"`
+	MaxConnectionsPerClient int            `envconfig:"BRIDGE_MAX_CONNECTIONS_PER_CLIENT"`
+	MaxBodyBytesInFlight    units.Bytes    `envconfig:"BRIDGE_MAX_BODY_BYTES_IN_FLIGHT"`
 
 	// Zero means session.DefaultLogMaxTotalBytes (defaultConfig).
-	LogMaxTotalBytes int64 `envconfig:"BRIDGE_LOG_MAX_TOTAL_BYTES"`
+	LogMaxTotalBytes units.Bytes `envconfig:"BRIDGE_LOG_MAX_TOTAL_BYTES"`
 
-	Sandbox        string   `envconfig:"BRIDGE_SANDBOX"`
-	Image          string   `envconfig:"BRIDGE_IMAGE"`
-	Pull           string   `envconfig:"BRIDGE_PULL"`
-	SandboxNetwork string   `envconfig:"BRIDGE_SANDBOX_NETWORK"`
-	SandboxMounts  []string `envconfig:"BRIDGE_SANDBOX_MOUNT"`
-	SandboxEnv     []string `envconfig:"BRIDGE_SANDBOX_ENV"`
-	SandboxMemory  string   `envconfig:"BRIDGE_SANDBOX_MEMORY"`
-	SandboxCPUs    float64  `envconfig:"BRIDGE_SANDBOX_CPUS"`
-	SandboxPids    int64    `envconfig:"BRIDGE_SANDBOX_PIDS"`
-	SandboxUser    string   `envconfig:"BRIDGE_SANDBOX_USER"`
-	SandboxEgress  []string `envconfig:"BRIDGE_SANDBOX_EGRESS"`
-	SandboxRuntime string   `envconfig:"BRIDGE_SANDBOX_RUNTIME"`
-	UserEnv        []string `envconfig:"BRIDGE_USER_ENV"`
-	SecretsDir     string   `envconfig:"BRIDGE_SECRETS_DIR"`
-	Instance       string   `envconfig:"BRIDGE_INSTANCE"`
+	Sandbox        string             `envconfig:"BRIDGE_SANDBOX"`
+	Image          string             `envconfig:"BRIDGE_IMAGE"`
+	Pull           sandbox.PullPolicy `envconfig:"BRIDGE_PULL"`
+	SandboxNetwork string             `envconfig:"BRIDGE_SANDBOX_NETWORK"`
+	SandboxMounts  []string           `envconfig:"BRIDGE_SANDBOX_MOUNT"`
+	SandboxEnv     []string           `envconfig:"BRIDGE_SANDBOX_ENV"`
+	SandboxMemory  units.Bytes        `envconfig:"BRIDGE_SANDBOX_MEMORY"`
+	SandboxCPUs    float64            `envconfig:"BRIDGE_SANDBOX_CPUS"`
+	SandboxPids    int64              `envconfig:"BRIDGE_SANDBOX_PIDS"`
+	SandboxUser    string             `envconfig:"BRIDGE_SANDBOX_USER"`
+	SandboxEgress  []string           `envconfig:"BRIDGE_SANDBOX_EGRESS"`
+	SandboxRuntime string             `envconfig:"BRIDGE_SANDBOX_RUNTIME"`
+	UserEnv        []string           `envconfig:"BRIDGE_USER_ENV"`
+	SecretsDir     string             `envconfig:"BRIDGE_SECRETS_DIR"`
+	Instance       string             `envconfig:"BRIDGE_INSTANCE"`
 
 	Warm int `envconfig:"BRIDGE_WARM"`
 
-	ChildEra string `envconfig:"BRIDGE_CHILD_ERA"`
-	PoolMin  int    `envconfig:"BRIDGE_POOL_MIN"`
-	PoolMax  int    `envconfig:"BRIDGE_POOL_MAX"`
+	ChildEra pool.Era `envconfig:"BRIDGE_CHILD_ERA"`
+	PoolMin  int      `envconfig:"BRIDGE_POOL_MIN"`
+	PoolMax  int      `envconfig:"BRIDGE_POOL_MAX"`
 	// PoolMaxPerPrincipal: zero means pool.Options.MaxPerPrincipal's default.
 	PoolMaxPerPrincipal int           `envconfig:"BRIDGE_POOL_MAX_PER_PRINCIPAL"`
+	PoolEvictIdle       time.Duration `envconfig:"BRIDGE_POOL_EVICT_IDLE"` // zero stops at once (poolEvictIdle)
 	RequestStateTTL     time.Duration `envconfig:"BRIDGE_REQUEST_STATE_TTL"`
 	NoMetrics           bool          `envconfig:"BRIDGE_NO_METRICS"`
 	MetricsListen       string        `envconfig:"BRIDGE_METRICS_LISTEN"`
 	OTLPEndpoint        string        `envconfig:"BRIDGE_OTLP_ENDPOINT"`
 	Policy              string        `envconfig:"BRIDGE_POLICY"`
 	PinFile             string        `envconfig:"BRIDGE_PIN_FILE"`
-	OnPinViolation      string        `envconfig:"BRIDGE_ON_PIN_VIOLATION"`
-	MaxDescriptionBytes int           `envconfig:"BRIDGE_MAX_DESCRIPTION_BYTES"`
+	OnPinViolation      pin.Action    `envconfig:"BRIDGE_ON_PIN_VIOLATION"`
+	MaxDescriptionBytes units.Bytes   `envconfig:"BRIDGE_MAX_DESCRIPTION_BYTES"`
 	AllowHiddenUnicode  bool          `envconfig:"BRIDGE_ALLOW_HIDDEN_UNICODE"`
 	AuditLog            string        `envconfig:"BRIDGE_AUDIT_LOG"`
 	AuditArgs           bool          `envconfig:"BRIDGE_AUDIT_ARGS"`
@@ -190,7 +191,7 @@ func defaultConfig() *config {
 	return &config{
 		Listen:             DefaultListen,
 		Path:               bridge.DefaultPath,
-		SessionIdleTimeout: session.DefaultIdleTimeout,
+		SessionIdleTimeout: units.Duration(session.DefaultIdleTimeout),
 		MaxSessions:        session.DefaultMaxSessions,
 		MaxMessageBytes:    peer.DefaultMaxMessageBytes,
 		LogFormat:          DefaultLogFormat,
@@ -198,32 +199,33 @@ func defaultConfig() *config {
 		StopGrace:          sandbox.DefaultStopGrace,
 		ShutdownGrace:      DefaultShutdownGrace,
 		SSERetry:           bridge.DefaultSSERetry,
-		SSEKeepAlive:       bridge.DefaultSSEKeepAlive,
+		SSEKeepAlive:       units.Interval(bridge.DefaultSSEKeepAlive),
 		LogMaxEvents:       session.DefaultLogMaxEvents,
 		LogMaxBytes:        session.DefaultLogMaxBytes,
 		LogMaxTotalBytes:   session.DefaultLogMaxTotalBytes,
 		StderrLineBytes:    sandbox.DefaultStderrLineBytes,
 		Sandbox:            DefaultSandbox,
 		AggregateSeparator: aggregate.DefaultSeparator,
-		Pull:               string(sandbox.DefaultDockerPull),
+		Pull:               sandbox.DefaultDockerPull,
 		SandboxNetwork:     sandbox.DefaultDockerNetwork,
-		SandboxMemory:      units.BytesSize(sandbox.DefaultDockerMemory),
+		SandboxMemory:      sandbox.DefaultDockerMemory,
 		SandboxCPUs:        sandbox.DefaultDockerCPUs,
 		SandboxPids:        sandbox.DefaultDockerPids,
 		SandboxUser:        sandbox.DefaultDockerUser,
 
-		BodyReadTimeout:         bridge.DefaultBodyReadTimeout,
-		WriteTimeout:            bridge.DefaultWriteTimeout,
-		HTTPIdleTimeout:         bridge.DefaultIdleTimeout,
+		BodyReadTimeout:         units.Duration(bridge.DefaultBodyReadTimeout),
+		WriteTimeout:            units.Duration(bridge.DefaultWriteTimeout),
+		HTTPIdleTimeout:         units.Duration(bridge.DefaultIdleTimeout),
 		MaxConnections:          bridge.DefaultMaxConnections,
 		MaxConnectionsPerClient: bridge.DefaultMaxConnectionsPerClient,
-		MaxBodyBytesInFlight:    int64(bridge.DefaultMaxBodyBytesInFlight),
+		MaxBodyBytesInFlight:    units.Bytes(bridge.DefaultMaxBodyBytesInFlight),
 
-		ChildEra:            pool.EraAuto.String(),
+		ChildEra:            pool.EraAuto,
 		PoolMin:             pool.DefaultMin,
 		PoolMax:             pool.DefaultMax,
+		PoolEvictIdle:       pool.DefaultEvictIdle,
 		RequestStateTTL:     pool.DefaultStateTTL,
-		OnPinViolation:      string(pin.Drop),
+		OnPinViolation:      pin.Drop,
 		MaxDescriptionBytes: pin.DefaultMaxDescriptionBytes,
 	}
 }
@@ -361,9 +363,9 @@ func newFlagSet(c *config) *flag.FlagSet {
 	fs.Usage = func() {}
 	fs.StringVar(&c.Listen, "listen", c.Listen, gEdge.in("`address` to listen on; a non-loopback address requires auth tokens, --oauth-issuer, --tls-client-ca or --insecure-no-auth"))
 	fs.StringVar(&c.Path, "path", c.Path, gEdge.in("HTTP `path` of the MCP endpoint"))
-	fs.DurationVar(&c.SessionIdleTimeout, "session-idle-timeout", c.SessionIdleTimeout, gSessions.in("end a session after this long without a client message, whatever streams are open (negative: never)"))
+	fs.TextVar(&c.SessionIdleTimeout, "session-idle-timeout", c.SessionIdleTimeout, gSessions.in("end a session after this long without a client message, whatever streams are open (never or negative: never)"))
 	fs.IntVar(&c.MaxSessions, "max-sessions", c.MaxSessions, gSessions.in("most sessions alive at once; beyond it initialize gets 503"))
-	fs.IntVar(&c.MaxMessageBytes, "max-message-bytes", c.MaxMessageBytes, gEdge.in("largest message in `bytes`, either way: a larger POST gets 413, a larger answer from the server fails its request with a JSON-RPC error (the session and server go on)"))
+	fs.TextVar(&c.MaxMessageBytes, "max-message-bytes", c.MaxMessageBytes, gEdge.in("largest message in `bytes`, either way: a larger POST gets 413, a larger answer from the server fails its request with a JSON-RPC error (the session and server go on)"))
 	fs.Var(&listFlag{dst: &c.AllowedOrigins}, "allowed-origins", gEdge.in("browser `origins` allowed besides loopback ones (comma-separated or repeated; * allows any); a request without Origin is not from a browser and is allowed"))
 	fs.Var(&listFlag{dst: &c.AllowedHosts}, "allowed-hosts", gEdge.in("Host header `names` accepted (comma-separated or repeated; * allows any); default: the loopback names when --listen is loopback, else any"))
 	fs.StringVar(&c.AuthTokenFile, "auth-token-file", c.AuthTokenFile, gAuth.in("`file` of accepted bearer tokens, one per line (BRIDGE_AUTH_TOKENS also takes them, comma-separated)"))
@@ -378,39 +380,39 @@ func newFlagSet(c *config) *flag.FlagSet {
 	fs.DurationVar(&c.StopGrace, "stop-grace", c.StopGrace, gProcs.in("when stopping a server: wait this long after closing stdin before SIGTERM, and again before SIGKILL"))
 	fs.DurationVar(&c.ShutdownGrace, "shutdown-grace", c.ShutdownGrace, gEdge.in("at SIGINT/SIGTERM: how long requests in flight may still finish"))
 	fs.BoolVar(&c.JSONResponse, "json-response", c.JSONResponse, gSessions.in("answer requests with one application/json body instead of an SSE stream (not resumable)"))
-	fs.DurationVar(&c.SSEPollAfter, "sse-poll-after", c.SSEPollAfter, gSessions.in("close SSE connections after this long (sending retry:); clients resume with Last-Event-ID (0: never; 2025-11-25 clients only)"))
+	fs.TextVar(&c.SSEPollAfter, "sse-poll-after", c.SSEPollAfter, gSessions.in("close SSE connections after this long (sending retry:); clients resume with Last-Event-ID (0 or never: never; 2025-11-25 clients only)"))
 	fs.DurationVar(&c.SSERetry, "sse-retry", c.SSERetry, gSessions.in("reconnection delay announced in the SSE retry field with --sse-poll-after"))
-	fs.DurationVar(&c.SSEKeepAlive, "sse-keepalive", c.SSEKeepAlive, gSessions.in("write an SSE comment on a stream quiet for this long, so that proxies with an idle timeout keep it open (0: never)"))
+	fs.TextVar(&c.SSEKeepAlive, "sse-keepalive", c.SSEKeepAlive, gSessions.in("write an SSE comment on a stream quiet for this long, so that proxies with an idle timeout keep it open (0 or never: never)"))
 	fs.IntVar(&c.LogMaxEvents, "log-max-events", c.LogMaxEvents, gLog.in("most events each session's resumption log holds"))
-	fs.Int64Var(&c.LogMaxBytes, "log-max-bytes", c.LogMaxBytes, gLog.in("most `bytes` each session's resumption log holds"))
-	fs.Int64Var(&c.LogMaxTotalBytes, "log-max-total-bytes", c.LogMaxTotalBytes, gLog.in("most `bytes` all sessions' resumption logs hold together; beyond it the largest logs lose their oldest already-delivered events, and when events no client read exceed it alone, the sessions holding the most of them are ended (their clients get 404; metric mcp_bridge_sessions_ended_total{reason=\"log_budget\"})"))
-	fs.IntVar(&c.StderrLineBytes, "stderr-line-bytes", c.StderrLineBytes, gProcs.in("longest server stderr line logged, in `bytes`; longer lines are cut"))
+	fs.TextVar(&c.LogMaxBytes, "log-max-bytes", c.LogMaxBytes, gLog.in("most `bytes` each session's resumption log holds"))
+	fs.TextVar(&c.LogMaxTotalBytes, "log-max-total-bytes", c.LogMaxTotalBytes, gLog.in("most `bytes` all sessions' resumption logs hold together; beyond it the largest logs lose their oldest already-delivered events, and when events no client read exceed it alone, the sessions holding the most of them are ended (their clients get 404; metric mcp_bridge_sessions_ended_total{reason=\"log_budget\"})"))
+	fs.TextVar(&c.StderrLineBytes, "stderr-line-bytes", c.StderrLineBytes, gProcs.in("longest server stderr line logged, in `bytes`; longer lines are cut"))
 	fs.Float64Var(&c.StderrLinesPerSecond, "stderr-lines-per-second", c.StderrLinesPerSecond, gProcs.in(fmt.Sprintf("server stderr lines logged per second and session, on average; more are dropped (counted in the log) (0: %d; negative: no limit)", sandbox.DefaultStderrLinesPerSecond)))
 	fs.IntVar(&c.StderrBurst, "stderr-burst", c.StderrBurst, gProcs.in(fmt.Sprintf("server stderr lines a session may log at once above --stderr-lines-per-second (0: %d)", sandbox.DefaultStderrBurst)))
 	fs.Var(&repeatFlag{dst: &c.Env}, "env", gProcs.in("set `NAME=VALUE` for local servers, or NAME alone to pass the bridge's value (repeatable; the variable is comma-separated); besides these they get only "+sandbox.DefaultEnvAllow+" of the bridge's environment, never a BRIDGE_* variable"))
 	fs.BoolVar(&c.EnvInherit, "env-inherit", c.EnvInherit, gProcs.in("give local servers the bridge's whole environment but its "+sandbox.ReservedEnvPrefix+"* variables and any variable holding one of its secrets, as other bridges do: API keys, cloud credentials and tokens of the bridge's environment then reach every server (logged as a WARN); --env NAME passes one variable instead"))
 	fs.BoolVar(&c.LocalUnsupervised, "local-unsupervised", c.LocalUnsupervised, gProcs.in("run local servers without the supervisor (this binary, started once and shared by every session, which ends everything a server started when it exits, is stopped, or the bridge dies): saves that one process, but what a server starts may then outlive it or a killed bridge"))
-	fs.DurationVar(&c.BodyReadTimeout, "body-read-timeout", c.BodyReadTimeout, gEdge.in("a POST body must arrive within this long after its headers, else 408 (negative: no limit)"))
-	fs.DurationVar(&c.WriteTimeout, "write-timeout", c.WriteTimeout, gEdge.in("each SSE event or JSON answer must reach the client within this long, else the connection closes; time between events does not count (negative: no limit)"))
-	fs.DurationVar(&c.HTTPIdleTimeout, "http-idle-timeout", c.HTTPIdleTimeout, gEdge.in("close a keep-alive connection after this long without a request (negative: never); keep it above the idle timeout of a proxy in front"))
+	fs.TextVar(&c.BodyReadTimeout, "body-read-timeout", c.BodyReadTimeout, gEdge.in("a POST body must arrive within this long after its headers, else 408 (never or negative: no limit)"))
+	fs.TextVar(&c.WriteTimeout, "write-timeout", c.WriteTimeout, gEdge.in("each SSE event or JSON answer must reach the client within this long, else the connection closes; time between events does not count (never or negative: no limit)"))
+	fs.TextVar(&c.HTTPIdleTimeout, "http-idle-timeout", c.HTTPIdleTimeout, gEdge.in("close a keep-alive connection after this long without a request (never or negative: never); keep it above the idle timeout of a proxy in front"))
 	fs.IntVar(&c.MaxConnections, "max-connections", c.MaxConnections, gEdge.in("most connections open at once, lowered to what the open-file limit leaves after --max-sessions servers; beyond it a connection gets 503 (negative: only the open-file limit)"))
 	fs.IntVar(&c.MaxConnectionsPerClient, "max-connections-per-client", c.MaxConnectionsPerClient, gEdge.in("most connections open at once from one client IP address (a proxy in front is one address); beyond it 503 (negative: no limit)"))
-	fs.Int64Var(&c.MaxBodyBytesInFlight, "max-body-bytes-in-flight", c.MaxBodyBytesInFlight, gEdge.in("most `bytes` held by POST bodies being read, all clients together; beyond it 503 (negative: no limit; else at least --max-message-bytes)"))
-	fs.DurationVar(&c.InitializeTimeout, "initialize-timeout", c.InitializeTimeout,
-		gSessions.in(fmt.Sprintf("end a session whose server has not answered initialize after this long, with an error and its last stderr lines; bounds too the initialize the bridge sends a legacy child of the 2026-07-28 pool (0: %s; negative: never)", session.DefaultInitializeTimeout)))
-	fs.DurationVar(&c.RequestTimeout, "request-timeout", c.RequestTimeout,
-		gSessions.in(fmt.Sprintf("answer a request the server has not answered after this long with error -32001, and cancel it at the server; a progress notification restarts it; both eras (0: %s; negative: never)", session.DefaultRequestTimeout)))
+	fs.TextVar(&c.MaxBodyBytesInFlight, "max-body-bytes-in-flight", c.MaxBodyBytesInFlight, gEdge.in("most `bytes` held by POST bodies being read, all clients together; beyond it 503 (negative: no limit; else at least --max-message-bytes)"))
+	fs.TextVar(&c.InitializeTimeout, "initialize-timeout", c.InitializeTimeout,
+		gSessions.in(fmt.Sprintf("end a session whose server has not answered initialize after this long, with an error and its last stderr lines; bounds too the initialize the bridge sends a legacy child of the 2026-07-28 pool (0: %s; never or negative: never)", session.DefaultInitializeTimeout)))
+	fs.TextVar(&c.RequestTimeout, "request-timeout", c.RequestTimeout,
+		gSessions.in(fmt.Sprintf("answer a request the server has not answered after this long with error -32001, and cancel it at the server; a progress notification restarts it; both eras (0: %s; never or negative: never)", session.DefaultRequestTimeout)))
 	fs.IntVar(&c.MaxRequestsPerSession, "max-requests-per-session", c.MaxRequestsPerSession,
 		gSessions.in(fmt.Sprintf("most requests in flight in one session; beyond it a POST gets 429; a server's 2026-07-28 pool admits this many for each child it may run (--pool-max) (0: %d)", session.DefaultMaxRequests)))
-	fs.Int64Var(&c.MaxQueuedBytes, "max-queued-bytes", c.MaxQueuedBytes,
+	fs.TextVar(&c.MaxQueuedBytes, "max-queued-bytes", c.MaxQueuedBytes,
 		gSessions.in(fmt.Sprintf("most `bytes` of one session, or of one child of the 2026-07-28 pool, waiting to be written to its stdin; beyond it a POST gets 503 (0: %d)", session.DefaultMaxQueuedBytes)))
 	fs.StringVar(&c.Sandbox, "sandbox", c.Sandbox, gProcs.in("where servers run: local (a process per session) or docker (a container per session)"))
 	fs.StringVar(&c.Image, "image", c.Image, gDocker.in("Docker `image` of the server (--sandbox docker); without COMMAND its entrypoint runs"))
-	fs.StringVar(&c.Pull, "pull", c.Pull, gDocker.in("when to pull --image: never, missing or always"))
+	fs.TextVar(&c.Pull, "pull", c.Pull, gDocker.in("when to pull --image: never, missing or always"))
 	fs.StringVar(&c.SandboxNetwork, "sandbox-network", c.SandboxNetwork, gDocker.in("Docker network of server containers; anything but none lets an untrusted server reach the network"))
 	fs.Var(&listFlag{dst: &c.SandboxMounts}, "sandbox-mount", gDocker.in("bind mount `SRC:DST[:rw]` into server containers, read-only unless :rw (repeatable); exposes host files to the server"))
 	fs.Var(&listFlag{dst: &c.SandboxEnv}, "sandbox-env", gDocker.in("`NAME=VALUE` set in server containers (repeatable); the server can read it"))
-	fs.StringVar(&c.SandboxMemory, "sandbox-memory", c.SandboxMemory, gDocker.in("memory limit of each server container (swap equals it), e.g. 512m, 1g"))
+	fs.TextVar(&c.SandboxMemory, "sandbox-memory", c.SandboxMemory, gDocker.in("memory limit of each server container (swap equals it), e.g. 512m, 1g"))
 	fs.Float64Var(&c.SandboxCPUs, "sandbox-cpus", c.SandboxCPUs, gDocker.in("CPU limit of each server container"))
 	fs.Int64Var(&c.SandboxPids, "sandbox-pids", c.SandboxPids, gDocker.in("process limit of each server container"))
 	fs.Var(&listFlag{dst: &c.SandboxEgress}, "sandbox-egress", gDocker.in("let server containers reach `host[:port]` through the bridge's filtering proxy, and nothing else (comma-separated or repeated; port 443 unless given): an exact name, *.example.com for its subdomains (not example.com itself: list it too), or a literal IP, the only way to allow a private, loopback or link-local address; without it a container has no network (--sandbox-network); the local sandbox cannot filter egress"))
@@ -432,15 +434,16 @@ func newFlagSet(c *config) *flag.FlagSet {
 	fs.StringVar(&c.OAuthIntrospectionURL, "oauth-introspection-url", c.OAuthIntrospectionURL, gAuth.in("RFC 7662 introspection endpoint `URL` for opaque (non-JWT) tokens; needs --oauth-client-id and a client secret"))
 	fs.StringVar(&c.OAuthClientID, "oauth-client-id", c.OAuthClientID, gAuth.in("the bridge's client `ID` at the introspection endpoint"))
 	fs.StringVar(&c.OAuthClientSecretFile, "oauth-client-secret-file", c.OAuthClientSecretFile, gAuth.in("`file` holding the bridge's client secret at the introspection endpoint (BRIDGE_OAUTH_CLIENT_SECRET also takes it)"))
-	fs.StringVar(&c.ChildEra, "child-era", c.ChildEra, gStateless.in("era of the server for revision 2026-07-28 clients: auto (ask a throwaway process with server/discover once), legacy (needs initialize; the bridge translates) or modern"))
+	fs.TextVar(&c.ChildEra, "child-era", c.ChildEra, gStateless.in("era of the server for revision 2026-07-28 clients: auto (ask a throwaway process with server/discover once), legacy (needs initialize; the bridge translates) or modern"))
 	fs.IntVar(&c.PoolMin, "pool-min", c.PoolMin, gStateless.in("servers kept running for revision 2026-07-28 clients when the server is modern (-1: none)"))
 	fs.IntVar(&c.PoolMax, "pool-max", c.PoolMax, gStateless.in("most servers running for revision 2026-07-28 clients, across all principals (separate from --max-sessions); beyond one per CPU, a pool grows only while its servers have stopped answering"))
 	fs.IntVar(&c.PoolMaxPerPrincipal, "pool-max-per-principal", c.PoolMaxPerPrincipal, gStateless.in("most of the --pool-max servers one authenticated principal may have (its legacy servers, and the modern ones its requests with a log level hold alone or its slow calls occupy); beyond it a request needing one more gets 429 (or waits behind its own); 0: half of --pool-max with authentication, all of it without (every client is then one principal)"))
+	fs.DurationVar(&c.PoolEvictIdle, "pool-evict-idle", c.PoolEvictIdle, gStateless.in("at --pool-max, a legacy server of another principal is stopped to make room only once idle this long; meanwhile the request waits (503 if none comes free within --request-timeout), so principals taking turns start at most --pool-max servers per this time (0: stop at once)"))
 	fs.DurationVar(&c.RequestStateTTL, "request-state-ttl", c.RequestStateTTL, gStateless.in("how long a call that asked the client something (elicitation, sampling, roots) waits for the client's retry before it is cancelled"))
 	fs.StringVar(&c.Policy, "policy", c.Policy, gGuards.in("policy `file` (YAML): which tools, prompts and resources callers see and may use, and the scopes each needs"))
 	fs.StringVar(&c.PinFile, "pin-file", c.PinFile, gGuards.in("lock `file` written by bridge pin: a tool, prompt or resource template that is new or changed since is hidden and refused"))
-	fs.StringVar(&c.OnPinViolation, "on-pin-violation", c.OnPinViolation, gGuards.in("what a server offering what --pin-file refuses does besides the refusal: drop, or end-session"))
-	fs.IntVar(&c.MaxDescriptionBytes, "max-description-bytes", c.MaxDescriptionBytes, gGuards.in("a tool, prompt or resource template with a longer description is hidden and refused (negative: no limit)"))
+	fs.TextVar(&c.OnPinViolation, "on-pin-violation", c.OnPinViolation, gGuards.in("what a server offering what --pin-file refuses does besides the refusal: drop, or end-session"))
+	fs.TextVar(&c.MaxDescriptionBytes, "max-description-bytes", c.MaxDescriptionBytes, gGuards.in("a tool, prompt or resource template with a longer description is hidden and refused (negative: no limit)"))
 	fs.BoolVar(&c.AllowHiddenUnicode, "allow-hidden-unicode", c.AllowHiddenUnicode, gGuards.in("accept descriptions and schemas holding invisible or direction-changing Unicode (tag characters, zero-width, bidi controls), which can hide instructions from reviewers"))
 	fs.StringVar(&c.AuditLog, "audit-log", c.AuditLog, gGuards.in("append one JSON line per request, either way, to this `file` (- for standard output)"))
 	fs.BoolVar(&c.AuditArgs, "audit-args", c.AuditArgs, gGuards.in("record the arguments of each request in the audit log, not only their SHA-256"))
@@ -468,8 +471,8 @@ func loadConfig(args []string) (*config, error) {
 		return nil, envError(err)
 	}
 	fs := newFlagSet(c)
-	if err := fs.Parse(args); err != nil {
-		return nil, flagError(fs, err)
+	if err := parseFlags(fs, args); err != nil {
+		return nil, err
 	}
 	if fs.NArg() > 0 {
 		c.command = fs.Args()
@@ -497,62 +500,264 @@ func helpConfig() *config {
 }
 
 // envError says which variable envconfig could not read, and why, as
-// flagError does for flags.
+// parseFlags does for flags.
 func envError(err error) error {
 	var pe *envconfig.ParseError
 	if errors.As(err, &pe) {
-		return fmt.Errorf("%s=%s: %s", pe.KeyName, pe.Value, valueProblem(pe.TypeName, pe.Value, pe.Err))
+		name := strings.ToLower(strings.ReplaceAll(strings.TrimPrefix(pe.KeyName, envPrefix+"_"), "_", "-"))
+		if f := newFlagSet(defaultConfig()).Lookup(name); f != nil {
+			return fmt.Errorf("%s=%s: %s", pe.KeyName, pe.Value, valueProblem(f.Value, pe.Value, pe.Err))
+		}
+		return fmt.Errorf("%s=%s: %v", pe.KeyName, pe.Value, pe.Err)
 	}
 	return fmt.Errorf("reading %s_* environment variables: %w", envPrefix, err)
 }
 
-// The flag package's error texts (flag/flag.go), rewritten by flagError.
-var (
-	reFlagValue   = regexp.MustCompile(`^invalid (?:boolean )?value "(.*)" for (?:flag )?-([^:]+): (.*)$`)
-	reFlagUnknown = regexp.MustCompile(`^flag provided but not defined: -(.*)$`)
-	reFlagNoValue = regexp.MustCompile(`^flag needs an argument: -(.*)$`)
-)
-
-// flagError turns an error of fs.Parse into one line that names the flag as
-// the documentation does (--max-sessions) and says what was wrong.
-func flagError(fs *flag.FlagSet, err error) error {
-	if errors.Is(err, flag.ErrHelp) {
-		return err
-	}
-	msg := err.Error()
-	if m := reFlagValue.FindStringSubmatch(msg); m != nil {
-		typ := ""
-		if f := fs.Lookup(m[2]); f != nil {
-			typ = fmt.Sprintf("%T", f.Value)
-		}
-		return fmt.Errorf("--%s %s: %s", m[2], m[1], valueProblem(typ, m[1], errors.New(m[3])))
-	}
-	if m := reFlagUnknown.FindStringSubmatch(msg); m != nil {
-		return unknownFlag(strings.TrimPrefix(m[1], "-"))
-	}
-	if m := reFlagNoValue.FindStringSubmatch(msg); m != nil {
-		return fmt.Errorf("--%s needs a value", m[1])
-	}
-	return err
+// A valueError is a value a flag (or a key of the config file) refused.
+type valueError struct {
+	flag  *flag.Flag
+	value string
+	err   error // the Value's own
 }
 
-// valueProblem says what a value of a flag or variable of type typ (a
-// flag.Value's or envconfig's type name) should have been.
-func valueProblem(typ, value string, err error) string {
-	switch {
-	case strings.Contains(typ, "uration"):
-		if _, perr := strconv.ParseFloat(value, 64); perr == nil {
-			return "a duration needs a unit, e.g. " + value + "s"
+// Error names the flag as the documentation does (--max-sessions), its
+// value, and what was wrong with it.
+func (e *valueError) Error() string {
+	v := e.value
+	if !numeric(e.flag.Value) {
+		v = strconv.Quote(v) // a word: show where it starts and ends
+	}
+	return fmt.Sprintf("--%s %s: %s", e.flag.Name, v, e.problem())
+}
+
+func (e *valueError) Unwrap() error { return e.err }
+
+func (e *valueError) problem() string { return valueProblem(e.flag.Value, e.value, e.err) }
+
+// namedValue is a flag's Value whose Set errors are valueErrors: parseFlags
+// reads them there, never in the text of flag's own message.
+type namedValue struct {
+	flag.Value
+	f    *flag.Flag
+	last **valueError // where the latest refusal is kept (parseFlags)
+}
+
+func (v *namedValue) Set(s string) error {
+	if err := v.Value.Set(s); err != nil {
+		e := &valueError{flag: &flag.Flag{Name: v.f.Name, Value: v.Value}, value: s, err: err}
+		if v.last != nil {
+			*v.last = e
 		}
-		return "want a duration such as 30s, 5m or 1h"
-	case strings.Contains(typ, "int"):
-		return "want a whole number"
-	case strings.Contains(typ, "float"):
-		return "want a number"
-	case strings.Contains(typ, "bool"):
-		return "want true or false"
+		return e
+	}
+	return nil
+}
+
+// Get is the wrapped Value's.
+func (v *namedValue) Get() any {
+	if g, ok := v.Value.(flag.Getter); ok {
+		return g.Get()
+	}
+	return nil
+}
+
+// namedBool is a namedValue of a boolean flag, which takes no argument.
+type namedBool struct{ namedValue }
+
+func (v *namedBool) IsBoolFlag() bool { return true }
+
+// isBool reports whether a flag takes no argument (--json-response).
+func isBool(v flag.Value) bool {
+	b, ok := v.(interface{ IsBoolFlag() bool })
+	return ok && b.IsBoolFlag()
+}
+
+// unwrap is the Value that namedValue wraps, or v.
+func unwrap(v flag.Value) flag.Value {
+	switch n := v.(type) {
+	case *namedValue:
+		return n.Value
+	case *namedBool:
+		return n.Value
+	}
+	return v
+}
+
+// nameValues wraps each Value of fs (once) so that its Set errors name the
+// flag; a refusal is also kept in *last.
+func nameValues(fs *flag.FlagSet, last **valueError) {
+	fs.VisitAll(func(f *flag.Flag) {
+		nv := namedValue{Value: unwrap(f.Value), f: f, last: last}
+		if isBool(f.Value) {
+			f.Value = &namedBool{nv}
+		} else {
+			f.Value = &nv
+		}
+	})
+}
+
+// parseFlags parses args with fs and returns one line that names the flag
+// as the documentation does (--max-sessions) and says what was wrong, or
+// flag.ErrHelp for -h and --help. It reads no text of the flag package's:
+// an unknown flag and a missing value are found by looking the names up
+// first, as Parse will, and a refused value by the Value's own error.
+func parseFlags(fs *flag.FlagSet, args []string) error {
+	if err := checkArgs(fs, args); err != nil {
+		return err
+	}
+	var last *valueError
+	nameValues(fs, &last)
+	err := fs.Parse(args)
+	switch {
+	case err == nil, errors.Is(err, flag.ErrHelp):
+		return err
+	case last != nil:
+		return last
+	}
+	return err // the syntax of an argument, such as ---x, in flag's words
+}
+
+// checkArgs reports the first unknown flag of args, or one without its
+// value, reading them as flag.FlagSet.Parse does: flags end at the first
+// argument that is not one, or after --.
+func checkArgs(fs *flag.FlagSet, args []string) error {
+	for i := 0; i < len(args); i++ {
+		a := args[i]
+		if len(a) < 2 || a[0] != '-' || a == "--" {
+			return nil
+		}
+		name := strings.TrimPrefix(a[1:], "-")
+		if name == "" || name[0] == '-' || name[0] == '=' {
+			return nil // bad syntax: Parse says so
+		}
+		name, _, hasValue := strings.Cut(name, "=")
+		f := fs.Lookup(name)
+		switch {
+		case f == nil && (name == "h" || name == "help"):
+			return nil // Parse returns flag.ErrHelp
+		case f == nil:
+			return unknownFlag(name)
+		case hasValue || isBool(f.Value):
+		case i+1 == len(args):
+			return fmt.Errorf("--%s needs a value", name)
+		default:
+			i++ // its value
+		}
+	}
+	return nil
+}
+
+// numeric reports whether a flag's value is a number, a duration or a
+// boolean: shown bare in messages, where a word is quoted.
+func numeric(v flag.Value) bool {
+	g, ok := unwrap(v).(flag.Getter)
+	if !ok {
+		return false
+	}
+	switch g.Get().(type) {
+	case bool, int, int64, uint, uint64, float64, time.Duration, *units.Duration, *units.Interval, *units.Bytes:
+		return true
+	}
+	return false
+}
+
+// valueProblem says what a value of a flag (or of its variable, or of its
+// key in the config file) should have been, from the type of the flag's
+// Value and the error it returned.
+func valueProblem(v flag.Value, value string, err error) string {
+	var ve *valueError
+	if errors.As(err, &ve) {
+		err = ve.err
+	}
+	if g, ok := unwrap(v).(flag.Getter); ok {
+		switch g.Get().(type) {
+		case time.Duration:
+			if _, perr := strconv.ParseFloat(value, 64); perr == nil {
+				return "a duration needs a unit, e.g. " + value + "s"
+			}
+			return "want a duration such as 30s, 5m or 1h"
+		case bool:
+			return "want true or false"
+		case int, int64, uint, uint64:
+			return "want a whole number"
+		case float64:
+			return "want a number"
+		}
+	}
+	if errors.Is(err, units.ErrNeedsUnit) {
+		return "a duration needs a unit, e.g. " + value + "s"
 	}
 	return err.Error()
+}
+
+// A limitError is a value of a flag a server may also set for itself in the
+// config file, outside what it allows. Its rule is written once
+// (checkLimits) and said in the words of each place: on the command line
+// (--max-sessions 0: want 1 or more) and after the file's key (key
+// "max-sessions": 0: want 1 or more).
+type limitError struct {
+	key  string // the flag, and the file's key, of the value at fault
+	flag string // the message on the command line
+	file string // the message after the file's key
+	err  error  // what it wraps, if anything
+}
+
+func (e *limitError) Error() string { return e.flag }
+func (e *limitError) Unwrap() error { return e.err }
+
+// checkLimits checks the values of the flags a server may also set for
+// itself (serverKeys): those of the command line (finish), then those of
+// each server of the config file (serverConfig). Each package applies its
+// default for a zero or negative value; these flags have their defaults
+// filled in already (defaultConfig), so such a value is a mistake here.
+func (c *config) checkLimits() error {
+	for _, p := range []struct {
+		key    string
+		v, min int64
+	}{
+		{"warm", int64(c.Warm), 0},
+		{"max-sessions", int64(c.MaxSessions), 1},
+		{"max-message-bytes", int64(c.MaxMessageBytes), 1},
+		{"log-max-events", int64(c.LogMaxEvents), 1},
+		{"log-max-bytes", int64(c.LogMaxBytes), 1},
+		{"max-requests-per-session", int64(c.MaxRequestsPerSession), 0},
+		{"max-queued-bytes", int64(c.MaxQueuedBytes), 0},
+		{"pool-max", int64(c.PoolMax), 1},
+	} {
+		if p.v < p.min {
+			msg := fmt.Sprintf("%d: want %d or more", p.v, p.min)
+			return &limitError{key: p.key, flag: "--" + p.key + " " + msg, file: msg}
+		}
+	}
+	if c.LogMaxTotalBytes <= 0 {
+		return &limitError{key: "log-max-total-bytes", flag: fmt.Sprintf("--log-max-total-bytes %d: want a positive number of bytes", c.LogMaxTotalBytes)}
+	}
+	if c.SandboxMemory <= 0 {
+		msg := fmt.Sprintf("%s: want a positive size such as 512m or 1g", c.SandboxMemory)
+		return &limitError{key: "sandbox-memory", flag: "--sandbox-memory " + msg, file: msg}
+	}
+	if c.PoolEvictIdle < 0 {
+		msg := fmt.Sprintf("%s: want a duration, 0 to stop at once", c.PoolEvictIdle)
+		return &limitError{key: "pool-evict-idle", flag: "--pool-evict-idle " + msg, file: msg}
+	}
+	if c.PoolMaxPerPrincipal < 0 {
+		msg := fmt.Sprintf("%d: want 0 (the default) or a number of servers", c.PoolMaxPerPrincipal)
+		return &limitError{key: "pool-max-per-principal", flag: "--pool-max-per-principal " + msg, file: msg}
+	}
+	if c.PoolMin > c.PoolMax {
+		return &limitError{key: "pool-min",
+			flag: fmt.Sprintf("--pool-min %d is above --pool-max %d", c.PoolMin, c.PoolMax),
+			file: fmt.Sprintf("pool-min %d is above pool-max %d", c.PoolMin, c.PoolMax)}
+	}
+	if c.RequestStateTTL <= 0 {
+		msg := fmt.Sprintf("%s: want a positive duration", c.RequestStateTTL)
+		return &limitError{key: "request-state-ttl", flag: "--request-state-ttl " + msg, file: msg}
+	}
+	if c.AuditArgs && c.AuditLog == "" {
+		return &limitError{key: "audit-log", flag: "--audit-args needs --audit-log",
+			file: "empty, but audit-args is on: give the server an audit log, or turn audit-args off"}
+	}
+	return nil
 }
 
 // checkSandboxOnly refuses options of the Docker sandbox with --sandbox
@@ -654,14 +859,8 @@ func (c *config) finish() error {
 	if err := checkListen(c.Listen); err != nil {
 		return err
 	}
-	if c.SSEPollAfter < 0 {
-		return fmt.Errorf("--sse-poll-after %s: want 0 (never) or more", c.SSEPollAfter)
-	}
 	if c.SSERetry < 0 {
 		return fmt.Errorf("--sse-retry %s: want 0 or more", c.SSERetry)
-	}
-	if c.SSEKeepAlive < 0 {
-		return fmt.Errorf("--sse-keepalive %s: want 0 (never) or more", c.SSEKeepAlive)
 	}
 	for _, o := range c.AllowedOrigins {
 		if err := checkOrigin(o); err != nil {
@@ -670,11 +869,6 @@ func (c *config) finish() error {
 	}
 	if c.Sandbox == "docker" && c.Image == "" && c.Config == "" {
 		return errors.New("--sandbox docker needs --image")
-	}
-	switch c.Pull {
-	case "never", "missing", "always":
-	default:
-		return fmt.Errorf("--pull %q: want never, missing or always", c.Pull)
 	}
 	switch c.LogFormat {
 	case "text", "json":
@@ -687,22 +881,13 @@ func (c *config) finish() error {
 	if !strings.HasPrefix(c.Path, "/") {
 		return fmt.Errorf("--path %q must start with /", c.Path)
 	}
-	if _, err := pool.ParseEra(c.ChildEra); err != nil {
-		return fmt.Errorf("--child-era: %w", err)
-	}
-	if c.PoolMaxPerPrincipal < 0 {
-		return fmt.Errorf("--pool-max-per-principal %d: want 0 (the default) or a number of servers", c.PoolMaxPerPrincipal)
-	}
-	if c.PoolMax < 1 || c.PoolMin > c.PoolMax || c.RequestStateTTL <= 0 {
-		return errors.New("--pool-max must be positive and at least --pool-min, --request-state-ttl positive")
+	if err := c.checkLimits(); err != nil {
+		return err
 	}
 	if err := c.finishGuards(); err != nil {
 		return err
 	}
-	if c.Warm < 0 {
-		return fmt.Errorf("--warm %d: want 0 or more", c.Warm)
-	}
-	if c.MaxBodyBytesInFlight >= 0 && c.MaxBodyBytesInFlight < int64(c.MaxMessageBytes) {
+	if c.MaxBodyBytesInFlight >= 0 && c.MaxBodyBytesInFlight < c.MaxMessageBytes {
 		return fmt.Errorf("--max-body-bytes-in-flight %d is below --max-message-bytes %d: a message that large could never be read", c.MaxBodyBytesInFlight, c.MaxMessageBytes)
 	}
 	if c.MaxConnections == 0 || c.MaxConnectionsPerClient == 0 {
@@ -711,30 +896,11 @@ func (c *config) finish() error {
 	if c.BodyReadTimeout == 0 || c.WriteTimeout == 0 || c.HTTPIdleTimeout == 0 {
 		return errors.New("--body-read-timeout, --write-timeout and --http-idle-timeout must not be 0 (negative: no limit)")
 	}
-	for _, p := range []struct {
-		flag string
-		v    int64
-	}{
-		{"max-sessions", int64(c.MaxSessions)},
-		{"max-message-bytes", int64(c.MaxMessageBytes)},
-		{"log-max-events", int64(c.LogMaxEvents)},
-		{"log-max-bytes", c.LogMaxBytes},
-	} {
-		if p.v <= 0 {
-			return fmt.Errorf("--%s %d: want 1 or more", p.flag, p.v)
-		}
-	}
 	if c.LogMaxTotalBytes <= 0 {
 		return fmt.Errorf("--log-max-total-bytes %d: want a positive number of bytes", c.LogMaxTotalBytes)
 	}
-	if c.MaxRequestsPerSession < 0 || c.MaxQueuedBytes < 0 {
-		return errors.New("--max-requests-per-session and --max-queued-bytes must be positive (or 0 for the default)")
-	}
-	mem, err := units.RAMInBytes(c.SandboxMemory)
-	if err != nil || mem <= 0 {
-		return fmt.Errorf("--sandbox-memory %q: want a size such as 512m or 1g", c.SandboxMemory)
-	}
-	c.memory = mem
+	c.memory = int64(c.SandboxMemory)
+	var err error
 	if c.env, err = sandbox.ParseEnv(c.Env, nil); err != nil {
 		return err
 	}
@@ -883,29 +1049,54 @@ func isLoopback(addr string) bool {
 // finishGuards checks the flags of the interception point and reads the
 // policy and pin files: a bad one stops the bridge before it serves.
 func (c *config) finishGuards() error {
-	switch pin.Action(c.OnPinViolation) {
-	case pin.Drop, pin.EndSession:
-	default:
-		return fmt.Errorf("--on-pin-violation %q: want drop or end-session", c.OnPinViolation)
+	return c.readGuardFiles(func(string) bool { return true }, nil)
+}
+
+// readGuardFiles reads the policy and pin files of c that own says to read
+// (the global ones all; a server of the config file those it names
+// itself) into c.policy and c.lock, and adds the name and content of each
+// to digest, if set. Its errors are limitErrors, said on the command line
+// (--policy: ...) or after the file's key.
+func (c *config) readGuardFiles(own func(key string) bool, digest hash.Hash) error {
+	fail := func(key string, err error) error {
+		return &limitError{key: key, flag: "--" + key + ": " + err.Error(), file: err.Error(), err: err}
 	}
-	if c.AuditArgs && c.AuditLog == "" {
-		return errors.New("--audit-args needs --audit-log")
-	}
-	if c.Policy != "" {
-		p, err := policy.Load(c.Policy)
-		if err != nil {
-			return fmt.Errorf("--policy: %w", err)
+	if own("policy") {
+		c.policy = nil
+		if c.Policy != "" {
+			p, err := policy.Load(c.Policy)
+			if err != nil {
+				return fail("policy", err)
+			}
+			c.policy = p
+			if digest != nil {
+				fileDigest(digest, c.Policy)
+			}
 		}
-		c.policy = p
 	}
-	if c.PinFile != "" {
-		l, err := pin.ReadLock(c.PinFile)
-		if err != nil {
-			return fmt.Errorf("--pin-file: %w", err)
+	if own("pin-file") {
+		c.lock = nil
+		if c.PinFile != "" {
+			l, err := pin.ReadLock(c.PinFile)
+			if err != nil {
+				return fail("pin-file", err)
+			}
+			c.lock = l
+			if digest != nil {
+				fileDigest(digest, c.PinFile)
+			}
 		}
-		c.lock = l
 	}
 	return nil
+}
+
+// poolEvictIdle is pool.Options.EvictIdle: 0 (stop at once) is negative
+// there.
+func (c *config) poolEvictIdle() time.Duration {
+	if c.PoolEvictIdle == 0 {
+		return -1
+	}
+	return c.PoolEvictIdle
 }
 
 // authenticates reports whether the HTTP edge authenticates requests:

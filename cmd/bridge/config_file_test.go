@@ -6,6 +6,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"net"
@@ -16,6 +17,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -45,7 +47,7 @@ func TestConfigFileErrors(t *testing.T) {
 		{"unknown server key", `{"mcpServers": {"a": {"command": "x", "sandbox-netwrk": "bridge"}}}`,
 			`config F: server "a": key "sandbox-netwrk": unknown key; a server takes command, args, env, cwd, type, disabled, prefix, url, headers, headerFiles, and the per-server options `},
 		{"bad duration", `{"mcpServers": {"a": {"command": "x", "request-timeout": "10"}}}`,
-			`config F: server "a": key "request-timeout": "10": want a duration such as 30s, 5m or 1h`},
+			`config F: server "a": key "request-timeout": "10": a duration needs a unit, e.g. 10s`},
 		{"bad type", `{"mcpServers": {"a": {"command": "x", "max-sessions": "many"}}}`,
 			`config F: server "a": key "max-sessions": "many": want a whole number`},
 		{"bad sandbox", `{"mcpServers": {"a": {"command": "x", "sandbox": "vm"}}}`,
@@ -78,7 +80,7 @@ func TestConfigFileErrors(t *testing.T) {
 		{"bad pin action", `{"mcpServers": {"a": {"command": "HELLO", "on-pin-violation": "kill"}}}`,
 			`config F: server "a": key "on-pin-violation": "kill": want drop or end-session`},
 		{"bad child era", `{"mcpServers": {"a": {"command": "HELLO", "child-era": "old"}}}`,
-			`config F: server "a": key "child-era": unknown child era "old": want auto, legacy or modern`},
+			`config F: server "a": key "child-era": "old": want auto, legacy or modern`},
 		{"pool-min above pool-max", `{"mcpServers": {"a": {"command": "HELLO", "pool-min": 5, "pool-max": 2}}}`,
 			`config F: server "a": key "pool-min": pool-min 5 is above pool-max 2`},
 		{"bad pool-max", `{"mcpServers": {"a": {"command": "HELLO", "pool-max": 0}}}`,
@@ -538,4 +540,47 @@ func TestConfigFileStatelessAffinity(t *testing.T) {
 	if n := retries.Load(); n < 3 {
 		t.Fatalf("%d retries went through the proxy, want one per call at least", n)
 	}
+}
+
+// serverOptions is a typed part of config: each of its fields is the field
+// of config of the same name and type, and its key is the flag of that
+// field, with a value of the same type.
+func TestServerOptionsAreConfigFields(t *testing.T) {
+	var c config
+	global := newFlagSet(&c)
+	var o serverOptions
+	server := o.flagSet()
+	typ := reflect.TypeFor[serverOptions]()
+	n := 0
+	for i := range typ.NumField() {
+		f := typ.Field(i)
+		key := f.Tag.Get("key")
+		if key == "" {
+			continue
+		}
+		n++
+		cf, ok := reflect.TypeFor[config]().FieldByName(f.Name)
+		if !ok || cf.Type != f.Type {
+			t.Errorf("serverOptions.%s (%s) is not a field of config of that type", f.Name, f.Type)
+			continue
+		}
+		gf, sf := global.Lookup(key), server.Lookup(key)
+		if gf == nil || sf == nil {
+			t.Errorf("key %s of serverOptions.%s is not a flag", key, f.Name)
+			continue
+		}
+		if g, s := fmt.Sprintf("%T", getValue(gf)), fmt.Sprintf("%T", getValue(sf)); g != s {
+			t.Errorf("--%s holds a %s, the key %s", key, g, s)
+		}
+	}
+	if n != len(serverKeys) || n < 30 {
+		t.Fatalf("%d keys, serverKeys %d", n, len(serverKeys))
+	}
+}
+
+func getValue(f *flag.Flag) any {
+	if g, ok := f.Value.(flag.Getter); ok {
+		return g.Get()
+	}
+	return f.Value
 }

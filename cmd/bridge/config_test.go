@@ -15,6 +15,9 @@ import (
 
 	"github.com/mcp-bridge/mcp-bridge/bridge"
 	"github.com/mcp-bridge/mcp-bridge/cloudformation"
+	"github.com/mcp-bridge/mcp-bridge/internal/units"
+	"github.com/mcp-bridge/mcp-bridge/pin"
+	"github.com/mcp-bridge/mcp-bridge/pool"
 	"github.com/mcp-bridge/mcp-bridge/sandbox"
 	"github.com/mcp-bridge/mcp-bridge/session"
 )
@@ -41,6 +44,21 @@ func TestEveryFlagHasAnEnvironmentVariable(t *testing.T) {
 			v = "a,b"
 		case "*main.repeatFlag":
 			v = "A=1"
+		case "flag.textValue": // a typed value: one other than its default
+			switch f.Value.(flag.Getter).Get().(type) {
+			case *units.Duration, *units.Interval:
+				v = "7s"
+			case *units.Bytes:
+				v = "7KiB"
+			case *sandbox.PullPolicy:
+				v = "always"
+			case *pin.Action:
+				v = "end-session"
+			case *pool.Era:
+				v = "modern"
+			default:
+				t.Fatalf("flag --%s has an unhandled type %T", f.Name, f.Value.(flag.Getter).Get())
+			}
 		default:
 			t.Fatalf("flag --%s has an unhandled type %s", f.Name, typ)
 		}
@@ -86,7 +104,7 @@ func TestFlagsWinOverEnvironment(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if c.Listen != "127.0.0.1:2222" || c.SessionIdleTimeout != time.Minute ||
+	if c.Listen != "127.0.0.1:2222" || time.Duration(c.SessionIdleTimeout) != time.Minute ||
 		strings.Join(c.AllowedOrigins, " ") != "https://c.example" || strings.Join(c.command, " ") != "srv -x" {
 		t.Fatalf("%+v", c)
 	}
@@ -133,6 +151,14 @@ func TestConfigErrors(t *testing.T) {
 		{[]string{"--sandbox-memory", "lots", "--", "srv"}, "--sandbox-memory"},
 		{[]string{"--max-sessions", "0", "--", "srv"}, "--max-sessions 0: want 1 or more"},
 		{[]string{"--log-max-bytes", "-1", "--", "srv"}, "--log-max-bytes -1: want 1 or more"},
+		{[]string{"--pool-min", "5", "--pool-max", "2", "--", "srv"}, "--pool-min 5 is above --pool-max 2"},
+		{[]string{"--max-requests-per-session", "-1", "--", "srv"}, "--max-requests-per-session -1: want 0 or more"},
+		{[]string{"--request-state-ttl", "0s", "--", "srv"}, "--request-state-ttl 0s: want a positive duration"},
+		{[]string{"--max-message-bytes", "lots", "--", "srv"}, "--max-message-bytes lots: want a size such as 512k, 16MiB, 1g or a number of bytes"},
+		{[]string{"--child-era", "old", "--", "srv"}, `--child-era "old": want auto, legacy or modern`},
+		{[]string{"--pull", "sometimes", "--sandbox", "docker", "--image", "x"}, `--pull "sometimes": want never, missing or always`},
+		{[]string{"--max-sessions", "--", "srv"}, "--max-sessions --: want a whole number"},
+		{[]string{"--request-timeout"}, "--request-timeout needs a value"},
 		{[]string{"--listen", "0.0.0.0:8080", "--oauth-issuer", "https://auth.example.com", "--", "srv"}, ""},
 		{[]string{"--oauth-client-secret-file", "/nonexistent/secret", "--", "srv"}, "--oauth-client-secret-file"},
 		{[]string{"--accept-session-id", "--", "srv"}, ""},
@@ -207,12 +233,12 @@ func TestHTTPEdgeDefaults(t *testing.T) {
 		flag      string
 		got, want any
 	}{
-		{"body-read-timeout", c.BodyReadTimeout, bridge.DefaultBodyReadTimeout},
-		{"write-timeout", c.WriteTimeout, bridge.DefaultWriteTimeout},
-		{"http-idle-timeout", c.HTTPIdleTimeout, bridge.DefaultIdleTimeout},
+		{"body-read-timeout", time.Duration(c.BodyReadTimeout), bridge.DefaultBodyReadTimeout},
+		{"write-timeout", time.Duration(c.WriteTimeout), bridge.DefaultWriteTimeout},
+		{"http-idle-timeout", time.Duration(c.HTTPIdleTimeout), bridge.DefaultIdleTimeout},
 		{"max-connections", c.MaxConnections, bridge.DefaultMaxConnections},
 		{"max-connections-per-client", c.MaxConnectionsPerClient, bridge.DefaultMaxConnectionsPerClient},
-		{"max-body-bytes-in-flight", c.MaxBodyBytesInFlight, int64(bridge.DefaultMaxBodyBytesInFlight)},
+		{"max-body-bytes-in-flight", int64(c.MaxBodyBytesInFlight), int64(bridge.DefaultMaxBodyBytesInFlight)},
 	} {
 		if d.got != d.want {
 			t.Errorf("--%s defaults to %v, the bridge package to %v", d.flag, d.got, d.want)
@@ -323,14 +349,14 @@ func TestConfigFileGlobalsAndServerKeys(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if c.MaxSessions != 7 || c.LogLevel != "warn" || c.RequestTimeout != 2*time.Minute || strings.Join(c.AllowedOrigins, ",") != "https://a.example" {
+	if c.MaxSessions != 7 || c.LogLevel != "warn" || time.Duration(c.RequestTimeout) != 2*time.Minute || strings.Join(c.AllowedOrigins, ",") != "https://a.example" {
 		t.Fatalf("globals: max-sessions %d, log-level %s, request-timeout %s, allowed-origins %v", c.MaxSessions, c.LogLevel, c.RequestTimeout, c.AllowedOrigins)
 	}
 	a, err := serverConfig(c, path, c.file.servers[0])
 	if err != nil {
 		t.Fatal(err)
 	}
-	if a.RequestTimeout != 3*time.Minute || a.MaxSessions != 7 || strings.Join(a.command, " ") != "sh -x" ||
+	if time.Duration(a.RequestTimeout) != 3*time.Minute || a.MaxSessions != 7 || strings.Join(a.command, " ") != "sh -x" ||
 		strings.Join(a.SandboxMounts, ",") != "/x:/y" || strings.Join(a.serverEnv, ",") != "A=1,B=2" {
 		t.Fatalf("server a: %+v", a)
 	}
@@ -338,7 +364,31 @@ func TestConfigFileGlobalsAndServerKeys(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if b.RequestTimeout != 2*time.Minute || len(b.SandboxMounts) != 0 || len(b.serverEnv) != 0 {
+	if time.Duration(b.RequestTimeout) != 2*time.Minute || len(b.SandboxMounts) != 0 || len(b.serverEnv) != 0 {
 		t.Fatalf("server b took a's keys: %+v", b)
+	}
+}
+
+// A typed value reads the same from a flag, a variable and the config
+// file: sizes with units, durations that may be never.
+func TestTypedValues(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "servers.json")
+	os.WriteFile(path, []byte(`{"bridge": {"log-max-bytes": "2MiB"},
+		"mcpServers": {"a": {"command": "sh", "max-message-bytes": "1m", "request-timeout": "never", "pull": "always", "sandbox": "docker", "image": "x"}}}`), 0o600)
+	t.Setenv("BRIDGE_MAX_QUEUED_BYTES", "512k")
+	c, err := parseConfig([]string{"--config", path, "--max-message-bytes", "16MiB", "--sse-keepalive", "never", "--session-idle-timeout", "never", "--on-pin-violation", "end-session", "--child-era", "legacy"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.MaxMessageBytes != 16<<20 || c.MaxQueuedBytes != 512<<10 || c.LogMaxBytes != 2<<20 || c.SSEKeepAlive != 0 || !c.SessionIdleTimeout.IsNever() ||
+		c.OnPinViolation != pin.EndSession || c.ChildEra != pool.EraLegacy {
+		t.Fatalf("read %+v", c)
+	}
+	a, err := serverConfig(c, path, c.file.servers[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a.MaxMessageBytes != 1<<20 || !a.RequestTimeout.IsNever() || a.Pull != sandbox.PullAlways {
+		t.Fatalf("server a: max-message-bytes %v, request-timeout %v, pull %v", a.MaxMessageBytes, a.RequestTimeout, a.Pull)
 	}
 }

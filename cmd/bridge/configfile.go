@@ -15,45 +15,165 @@ package main
 //
 // The keys of "bridge" are the names of the flags; flags and BRIDGE_*
 // variables win over them. A server's own keys are the names of the flags
-// that can differ between servers (serverKeys); they win over the global
+// that can differ between servers (serverOptions); they win over the global
 // options. Unknown keys are errors: a typo must not silently drop a limit.
 
 import (
 	"bytes"
 	"crypto/sha256"
+	"encoding"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
 	"hash"
+	"maps"
 	"os"
 	"os/exec"
+	"reflect"
 	"regexp"
 	"slices"
 	"sort"
 	"strconv"
 	"strings"
+	"time"
 
-	units "github.com/docker/go-units"
-
+	"github.com/mcp-bridge/mcp-bridge/internal/units"
 	"github.com/mcp-bridge/mcp-bridge/pin"
-	"github.com/mcp-bridge/mcp-bridge/policy"
 	"github.com/mcp-bridge/mcp-bridge/pool"
 	"github.com/mcp-bridge/mcp-bridge/sandbox"
 )
 
-// serverKeys are the flags a server of the config file may set for itself.
-// Adding a flag here makes it a per-server key.
-var serverKeys = []string{
-	"sandbox", "image", "pull",
-	"sandbox-network", "sandbox-egress", "sandbox-runtime", "user-env", "sandbox-mount", "sandbox-env", "sandbox-memory", "sandbox-cpus", "sandbox-pids", "sandbox-user",
-	"warm", "stop-grace", "stderr-line-bytes",
-	"session-idle-timeout", "initialize-timeout", "request-timeout",
-	"max-sessions", "max-requests-per-session", "max-queued-bytes", "max-message-bytes",
-	"log-max-events", "log-max-bytes", "json-response", "sse-poll-after", "sse-retry",
-	"policy", "pin-file", "on-pin-violation", "audit-log",
-	"child-era", "pool-min", "pool-max", "pool-max-per-principal", "request-state-ttl",
+// serverOptions is what a server of the config file may set for itself,
+// beside the desktop clients' keys (desktopKeys): each field is the field of
+// config of the same name, and its key (the tag) the flag that sets it for
+// every server. Adding a field here makes its flag a per-server key. The
+// rest of config is global: flags, BRIDGE_* variables and the file's
+// "bridge" object set it for all servers.
+type serverOptions struct {
+	Sandbox               string             `key:"sandbox"`
+	Image                 string             `key:"image"`
+	Pull                  sandbox.PullPolicy `key:"pull"`
+	SandboxNetwork        string             `key:"sandbox-network"`
+	SandboxEgress         []string           `key:"sandbox-egress"`
+	SandboxRuntime        string             `key:"sandbox-runtime"`
+	UserEnv               []string           `key:"user-env"`
+	SandboxMounts         []string           `key:"sandbox-mount"`
+	SandboxEnv            []string           `key:"sandbox-env"`
+	SandboxMemory         units.Bytes        `key:"sandbox-memory"`
+	SandboxCPUs           float64            `key:"sandbox-cpus"`
+	SandboxPids           int64              `key:"sandbox-pids"`
+	SandboxUser           string             `key:"sandbox-user"`
+	Warm                  int                `key:"warm"`
+	StopGrace             time.Duration      `key:"stop-grace"`
+	StderrLineBytes       units.Bytes        `key:"stderr-line-bytes"`
+	SessionIdleTimeout    units.Duration     `key:"session-idle-timeout"`
+	InitializeTimeout     units.Duration     `key:"initialize-timeout"`
+	RequestTimeout        units.Duration     `key:"request-timeout"`
+	MaxSessions           int                `key:"max-sessions"`
+	MaxRequestsPerSession int                `key:"max-requests-per-session"`
+	MaxQueuedBytes        units.Bytes        `key:"max-queued-bytes"`
+	MaxMessageBytes       units.Bytes        `key:"max-message-bytes"`
+	LogMaxEvents          int                `key:"log-max-events"`
+	LogMaxBytes           units.Bytes        `key:"log-max-bytes"`
+	JSONResponse          bool               `key:"json-response"`
+	SSEPollAfter          units.Interval     `key:"sse-poll-after"`
+	SSERetry              time.Duration      `key:"sse-retry"`
+	Policy                string             `key:"policy"`
+	PinFile               string             `key:"pin-file"`
+	OnPinViolation        pin.Action         `key:"on-pin-violation"`
+	AuditLog              string             `key:"audit-log"`
+	ChildEra              pool.Era           `key:"child-era"`
+	PoolMin               int                `key:"pool-min"`
+	PoolMax               int                `key:"pool-max"`
+	PoolMaxPerPrincipal   int                `key:"pool-max-per-principal"`
+	PoolEvictIdle         time.Duration      `key:"pool-evict-idle"`
+	RequestStateTTL       time.Duration      `key:"request-state-ttl"`
+
+	given map[string]bool // the keys the server set
+}
+
+// serverKeys are the keys of serverOptions, in its order.
+var serverKeys = func() []string {
+	t := reflect.TypeFor[serverOptions]()
+	var keys []string
+	for i := range t.NumField() {
+		if k := t.Field(i).Tag.Get("key"); k != "" {
+			keys = append(keys, k)
+		}
+	}
+	return keys
+}()
+
+// flagSet binds a flag to each field of o, named by its key, of the type of
+// the flag of the same name (the same parser, the same messages).
+func (o *serverOptions) flagSet() *flag.FlagSet {
+	fs := flag.NewFlagSet("server", flag.ContinueOnError)
+	v := reflect.ValueOf(o).Elem()
+	for i := range v.NumField() {
+		f := v.Type().Field(i)
+		key := f.Tag.Get("key")
+		if key == "" {
+			continue
+		}
+		switch p := v.Field(i).Addr().Interface().(type) {
+		case *string:
+			fs.StringVar(p, key, *p, "")
+		case *int:
+			fs.IntVar(p, key, *p, "")
+		case *int64:
+			fs.Int64Var(p, key, *p, "")
+		case *float64:
+			fs.Float64Var(p, key, *p, "")
+		case *bool:
+			fs.BoolVar(p, key, *p, "")
+		case *time.Duration:
+			fs.DurationVar(p, key, *p, "")
+		case *[]string:
+			fs.Var(&listFlag{dst: p}, key, "")
+		case encoding.TextUnmarshaler:
+			fs.TextVar(p, key, v.Field(i).Interface().(encoding.TextMarshaler), "")
+		default:
+			panic("serverOptions." + f.Name + ": no flag for its type")
+		}
+	}
+	return fs
+}
+
+// set decodes the value of one key (a string, a number, true or false, or
+// for a list an array of strings) into its field.
+func (o *serverOptions) set(fs *flag.FlagSet, key string, raw json.RawMessage) error {
+	f := fs.Lookup(key)
+	vals, err := keyValues(raw, isList(f))
+	if err != nil {
+		return err
+	}
+	for _, v := range vals {
+		if err := f.Value.Set(v); err != nil {
+			return fmt.Errorf("%q: %s", v, valueProblem(f.Value, v, err))
+		}
+	}
+	if o.given == nil {
+		o.given = map[string]bool{}
+	}
+	o.given[key] = true
+	return nil
+}
+
+// has reports whether the server set key itself.
+func (o *serverOptions) has(key string) bool { return o.given[key] }
+
+// apply sets the fields of c that the server set.
+func (o *serverOptions) apply(c *config) {
+	src := reflect.ValueOf(o).Elem()
+	dst := reflect.ValueOf(c).Elem()
+	for i := range src.NumField() {
+		f := src.Type().Field(i)
+		if k := f.Tag.Get("key"); k != "" && o.given[k] {
+			dst.FieldByName(f.Name).Set(src.Field(i))
+		}
+	}
 }
 
 // desktopKeys are the keys of a server in the desktop clients' format.
@@ -76,7 +196,7 @@ type serverSpec struct {
 	command []string
 	env     map[string]string
 	cwd     string
-	keys    map[string]json.RawMessage // its flag keys
+	opts    serverOptions // its own options
 	// allowHosts: its sandbox-egress came from the key allowHosts.
 	allowHosts bool
 	// canon is the server's entry in a canonical form: a reload compares
@@ -100,8 +220,9 @@ func fileError(path, server, key, format string, args ...any) error {
 	return fmt.Errorf("%s: %s", where, fmt.Sprintf(format, args...))
 }
 
-// readConfigFile reads and checks the shape of a config file. Values of
-// flag keys are checked when they are applied (applyKeys).
+// readConfigFile reads and checks the shape of a config file, and decodes
+// each server's options (serverOptions). The global options ("bridge") are
+// applied to the flags later (readFile, applyKeys).
 func readConfigFile(path string) (*configFile, error) {
 	data, err := os.ReadFile(path)
 	if err != nil {
@@ -170,7 +291,8 @@ func parseServer(path, name string, raw json.RawMessage) (*serverSpec, error) {
 	if err := strictUnmarshal(raw, &entry); err != nil {
 		return nil, fileError(path, name, "", "want an object with command, args and env")
 	}
-	s := &serverSpec{name: name, keys: make(map[string]json.RawMessage)}
+	s := &serverSpec{name: name}
+	own := map[string]json.RawMessage{} // its options, by key
 	var cmd string
 	var args []string
 	for k, v := range entry {
@@ -231,16 +353,16 @@ func parseServer(path, name string, raw json.RawMessage) (*serverSpec, error) {
 				return nil, fileError(path, name, k, "%v", strings.TrimPrefix(err.Error(), "--user-env "))
 			}
 			raw, _ := json.Marshal(list)
-			s.keys["user-env"] = raw
+			own["user-env"] = raw
 		case k == "allowHosts":
 			// The hosts the server may reach: its sandbox-egress.
 			if _, both := entry["sandbox-egress"]; both {
 				return nil, fileError(path, name, k, "and sandbox-egress say the same: keep one")
 			}
-			s.keys["sandbox-egress"] = v
+			own["sandbox-egress"] = v
 			s.allowHosts = true
 		case slices.Contains(serverKeys, k):
-			s.keys[k] = v
+			own[k] = v
 		default:
 			return nil, fileError(path, name, k, "unknown key; a server takes %s, %s, and the per-server options %s, allowHosts, userEnv",
 				strings.Join(desktopKeys, ", "), strings.Join(aggregateKeys, ", "), strings.Join(serverKeys, ", "))
@@ -248,6 +370,16 @@ func parseServer(path, name string, raw json.RawMessage) (*serverSpec, error) {
 	}
 	if err := s.checkRemote(path, entry); err != nil {
 		return nil, err
+	}
+	fs := s.opts.flagSet()
+	for _, k := range slices.Sorted(maps.Keys(own)) {
+		if err := s.opts.set(fs, k, own[k]); err != nil {
+			key := k
+			if k == "sandbox-egress" && s.allowHosts {
+				key = "allowHosts"
+			}
+			return nil, fileError(path, name, key, "%v", err)
+		}
 	}
 	if cmd != "" {
 		s.command = append([]string{cmd}, args...)
@@ -312,7 +444,7 @@ func applyKeys(fs *flag.FlagSet, path, server string, keys map[string]json.RawMe
 		}
 		for _, v := range vals {
 			if err := fs.Set(k, v); err != nil {
-				return fileError(path, server, k, "%q: %s", v, wantFor(f))
+				return fileError(path, server, k, "%q: %s", v, valueProblem(f.Value, v, err))
 			}
 		}
 	}
@@ -320,7 +452,7 @@ func applyKeys(fs *flag.FlagSet, path, server string, keys map[string]json.RawMe
 }
 
 func isList(f *flag.Flag) bool {
-	_, ok := f.Value.(*listFlag)
+	_, ok := unwrap(f.Value).(*listFlag)
 	return ok
 }
 
@@ -359,21 +491,6 @@ func keyValues(raw json.RawMessage, list bool) ([]string, error) {
 	return nil, errors.New("want a string, a number, true or false")
 }
 
-// wantFor says what a flag's value should look like.
-func wantFor(f *flag.Flag) string {
-	switch fmt.Sprintf("%T", f.Value) {
-	case "*flag.durationValue":
-		return "want a duration such as 30s, 5m or 1h"
-	case "*flag.intValue", "*flag.int64Value":
-		return "want a whole number"
-	case "*flag.float64Value":
-		return "want a number"
-	case "*flag.boolValue":
-		return "want true or false"
-	}
-	return "invalid value"
-}
-
 // readFile reads --config and sets its global options ("bridge") that
 // neither a flag nor a BRIDGE_* variable gave.
 // fs is the flag set that parsed the command line.
@@ -402,10 +519,7 @@ func (c *config) readFile(fs *flag.FlagSet) error {
 func serverConfig(global *config, path string, s *serverSpec) (*config, error) {
 	sc := *global
 	sc.serverName = s.name
-	fs := newFlagSet(&sc)
-	if err := applyKeys(fs, path, s.name, s.keys, nil); err != nil {
-		return nil, err
-	}
+	s.opts.apply(&sc)
 	sc.command = s.command
 	sc.serverDir = s.cwd
 	envKeys := make([]string, 0, len(s.env))
@@ -432,7 +546,7 @@ func serverConfig(global *config, path string, s *serverSpec) (*config, error) {
 		if len(sc.command) == 0 {
 			return nil, bad("command", "missing: a local server needs its program (or give \"sandbox\": \"docker\" and an image)")
 		}
-		if _, own := s.keys["sandbox-egress"]; own && len(sc.SandboxEgress) > 0 {
+		if s.opts.has("sandbox-egress") && len(sc.SandboxEgress) > 0 {
 			key := "sandbox-egress"
 			if s.allowHosts {
 				key = "allowHosts"
@@ -465,41 +579,23 @@ func serverConfig(global *config, path string, s *serverSpec) (*config, error) {
 	default:
 		return nil, bad("sandbox", "%q: want local or docker", sc.Sandbox)
 	}
-	switch sc.Pull {
-	case "never", "missing", "always":
-	default:
-		return nil, bad("pull", "%q: want never, missing or always", sc.Pull)
-	}
-	mem, err := units.RAMInBytes(sc.SandboxMemory)
-	if err != nil || mem <= 0 {
-		return nil, bad("sandbox-memory", "%q: want a size such as 512m or 1g", sc.SandboxMemory)
-	}
-	sc.memory = mem
-	for _, p := range []struct {
-		key string
-		v   int64
-		min int64
-	}{
-		{"warm", int64(sc.Warm), 0},
-		{"max-sessions", int64(sc.MaxSessions), 1},
-		{"max-message-bytes", int64(sc.MaxMessageBytes), 1},
-		{"log-max-events", int64(sc.LogMaxEvents), 1},
-		{"log-max-bytes", sc.LogMaxBytes, 1},
-		{"max-requests-per-session", int64(sc.MaxRequestsPerSession), 0},
-		{"max-queued-bytes", sc.MaxQueuedBytes, 0},
-	} {
-		if p.v < p.min {
-			return nil, bad(p.key, "%d: want %d or more", p.v, p.min)
+	if err := sc.checkLimits(); err != nil {
+		var le *limitError
+		if errors.As(err, &le) && le.file != "" {
+			key := le.key
+			if !s.opts.has(key) && key == "pool-min" {
+				key = "pool-max" // the server's own pool-max is below the global pool-min
+			}
+			return nil, bad(key, "%s", le.file)
 		}
+		return nil, err
 	}
+	sc.memory = int64(sc.SandboxMemory)
 	if err := sc.checkUserEnv(); err != nil {
 		return nil, bad("userEnv", "%v", err)
 	}
 	if err := sc.userEnvEra(); err != nil {
 		return nil, bad("userEnv", "%v", err)
-	}
-	if sc.SSEPollAfter < 0 {
-		return nil, bad("sse-poll-after", "%s: want 0 (never) or more", sc.SSEPollAfter)
 	}
 	if err := serverGuardKeys(&sc, s, bad); err != nil {
 		return nil, err
@@ -512,55 +608,13 @@ func serverConfig(global *config, path string, s *serverSpec) (*config, error) {
 // stateless pool, and reads the policy and pin files it names itself (the
 // global ones were read with the global options).
 func serverGuardKeys(sc *config, s *serverSpec, bad func(key, format string, args ...any) error) error {
-	switch pin.Action(sc.OnPinViolation) {
-	case pin.Drop, pin.EndSession:
-	default:
-		return bad("on-pin-violation", "%q: want drop or end-session", sc.OnPinViolation)
-	}
-	if _, err := pool.ParseEra(sc.ChildEra); err != nil {
-		return bad("child-era", "%v", err)
-	}
-	if sc.PoolMax < 1 {
-		return bad("pool-max", "%d: want 1 or more", sc.PoolMax)
-	}
-	if sc.PoolMaxPerPrincipal < 0 {
-		return bad("pool-max-per-principal", "%d: want 0 (the default) or a number of servers", sc.PoolMaxPerPrincipal)
-	}
-	if sc.PoolMin > sc.PoolMax {
-		key := "pool-min"
-		if _, own := s.keys[key]; !own {
-			key = "pool-max"
-		}
-		return bad(key, "pool-min %d is above pool-max %d", sc.PoolMin, sc.PoolMax)
-	}
-	if sc.RequestStateTTL <= 0 {
-		return bad("request-state-ttl", "%s: want a positive duration", sc.RequestStateTTL)
-	}
-	if sc.AuditArgs && sc.AuditLog == "" {
-		return bad("audit-log", "empty, but audit-args is on: give the server an audit log, or turn audit-args off")
-	}
 	digest := sha256.New()
-	if _, own := s.keys["policy"]; own {
-		sc.policy = nil
-		if sc.Policy != "" {
-			p, err := policy.Load(sc.Policy)
-			if err != nil {
-				return bad("policy", "%v", err)
-			}
-			sc.policy = p
-			fileDigest(digest, sc.Policy)
+	if err := sc.readGuardFiles(s.opts.has, digest); err != nil {
+		var le *limitError
+		if errors.As(err, &le) {
+			return bad(le.key, "%s", le.file)
 		}
-	}
-	if _, own := s.keys["pin-file"]; own {
-		sc.lock = nil
-		if sc.PinFile != "" {
-			l, err := pin.ReadLock(sc.PinFile)
-			if err != nil {
-				return bad("pin-file", "%v", err)
-			}
-			sc.lock = l
-			fileDigest(digest, sc.PinFile)
-		}
+		return err
 	}
 	sc.guardFiles = hex.EncodeToString(digest.Sum(nil))
 	return nil

@@ -67,6 +67,7 @@ func TestConnectConfigErrors(t *testing.T) {
 		{[]string{"example.com/mcp"}, nil, `remote URL "example.com/mcp": want http:// or https:// and a host`},
 		{[]string{"https://a/mcp", "https://b/mcp"}, nil, `one URL only: got "https://a/mcp" and "https://b/mcp"`},
 		{[]string{"https://a/mcp", "--transport", "ws"}, nil, `--transport "ws": want auto, streamable or sse`},
+		{[]string{"https://a/mcp"}, []string{"BRIDGE_CONNECT_TRANSPORT="}, `--transport "": want auto, streamable or sse`},
 		{[]string{"https://a/mcp", "--header", "Authorization: Bearer x"}, nil,
 			"--header Authorization: put a bearer token in BRIDGE_CONNECT_TOKEN or a --token-file instead (a command line is visible to every local user)"},
 		{[]string{"https://a/mcp", "--header", "no colon"}, nil, `--header "no colon": want 'Name: value'`},

@@ -190,31 +190,8 @@ func (f *deployFlags) config(command []string) (*deploy.AWSConfig, error) {
 			return nil, err
 		}
 		c.Spec = spec
-		if !f.dryRun {
-			p, err := bridgeBinaryPath(f.bridgeBinary)
-			if err != nil {
-				return nil, err
-			}
-			c.BridgeBinary = p
-		} else if f.bridgeBinary != "" {
-			// A dry run calls nothing, but it checks the binary it was
-			// given to ship (a static Linux amd64 or arm64 executable),
-			// which a real run would refuse only after its first steps.
-			if err := c.CheckBinary(f.bridgeBinary); err != nil {
-				return nil, err
-			}
-			c.BridgeBinary = f.bridgeBinary
-		} else {
-			// No binary named: the dry run shows the plan whatever this
-			// executable is (an AgentCore dry run on an amd64
-			// machine was refused, though it builds nothing), and notes
-			// what the real run would refuse.
-			c.BridgeBinary = "<this executable>"
-			if p, err := bridgeBinaryPath(""); err != nil {
-				f.dryRunNote = err.Error()
-			} else if err := c.CheckBinary(p); err != nil {
-				f.dryRunNote = "the real run would refuse this executable: " + err.Error()
-			}
+		if f.dryRunNote, err = c.SetBridgeBinary(f.bridgeBinary, f.dryRun); err != nil {
+			return nil, err
 		}
 	}
 	if len(f.params) > 0 {

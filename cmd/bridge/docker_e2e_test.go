@@ -279,7 +279,7 @@ func TestDockerStartupChecksAndWarnings(t *testing.T) {
 		"--sandbox-mount DIR:/data:rw: loosened: the server reads and writes those host files",
 		"--sandbox-env API_KEY: loosened: the server can read every value given",
 		"--sandbox-user 0:0: loosened: the server runs as root: an escape from the container lands as root",
-		"--sandbox-memory 1g: loosened: a server can take 1GiB of host memory",
+		"--sandbox-memory 1GiB: loosened: a server can take 1GiB of host memory",
 		"--sandbox-cpus 1.5: loosened: a server can take that much CPU time",
 		"--sandbox-pids 512: loosened: more processes on the host",
 	}

@@ -31,6 +31,11 @@ func TestMain(m *testing.M) {
 	if len(os.Args) > 1 && os.Args[1] == sandbox.SuperviseArg {
 		sandbox.Supervise(os.Args[2:])
 	}
+	// It also plays a bridge that logs many lines and exits
+	// (TestBridgeBinaryLogKeepsLastLines).
+	if os.Getenv(fakeLoggerEnv) != "" {
+		runFakeLogger()
+	}
 	// The test binary also plays servers (local_e2e_test.go).
 	if mode := os.Getenv(e2eChildEnv); mode != "" {
 		runE2EChild(mode)
@@ -132,14 +137,29 @@ func startBridgeBinary(t testing.TB, bin string, args ...string) *bridgeProc {
 	t.Helper()
 	args = append([]string{"--listen", "127.0.0.1:0", "--log-format", "json"}, args...)
 	cmd := exec.Command(bin, args...)
-	stderr, err := cmd.StderrPipe()
+	// An os.Pipe, not StderrPipe: Wait closes StderrPipe's read end, which
+	// may still hold the last lines when a test reads done after Wait.
+	// This read end is the reader's: it gets end of file once the bridge
+	// and every descendant holding the write end have exited (the test
+	// closes its copy once the process has it), so done holds every line.
+	stderr, w, err := os.Pipe()
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := cmd.Start(); err != nil {
+	cmd.Stderr = w
+	err = cmd.Start()
+	w.Close()
+	if err != nil {
+		stderr.Close()
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+	t.Cleanup(func() {
+		cmd.Process.Kill()
+		cmd.Wait()
+		// A descendant may still hold the write end: the reader stops
+		// here, at the end of the test, rather than leak.
+		stderr.Close()
+	})
 	urls := make(chan string, 1)
 	p := &bridgeProc{cmd: cmd, started: make(chan int, 1024), stderr: make(chan string, 1024), done: make(chan []string, 1)}
 	go func() {
@@ -181,6 +201,44 @@ func startBridgeBinary(t testing.TB, bin string, args ...string) *bridgeProc {
 		t.Fatal("the bridge never said it was listening")
 	}
 	return p
+}
+
+// fakeLoggerEnv makes the test binary play a bridge that logs that it
+// listens, then fakeLoggerLines lines, and exits.
+const (
+	fakeLoggerEnv   = "MCP_BRIDGE_E2E_FAKE_LOGGER"
+	fakeLoggerLines = 20000
+)
+
+func runFakeLogger() {
+	w := bufio.NewWriter(os.Stderr)
+	fmt.Fprintln(w, `{"msg":"bridge listening","url":"http://127.0.0.1:1/mcp"}`)
+	w.Flush()
+	for i := range fakeLoggerLines {
+		fmt.Fprintf(w, `{"msg":"line","n":%d}`+"\n", i)
+	}
+	fmt.Fprintln(w, `{"msg":"bridge stopped"}`)
+	w.Flush()
+	os.Exit(0)
+}
+
+// Tests read a bridge's log lines (done) after Wait, which closed the
+// stderr pipe before they were all read: the last lines were lost under
+// load ("bridge stopped" once in CI). done holds every line.
+func TestBridgeBinaryLogKeepsLastLines(t *testing.T) {
+	t.Setenv(fakeLoggerEnv, "1")
+	p := startBridgeBinary(t, os.Args[0])
+	if err := p.cmd.Wait(); err != nil {
+		t.Fatal(err)
+	}
+	lines := <-p.done
+	if len(lines) != fakeLoggerLines+2 || lines[len(lines)-1] != `{"msg":"bridge stopped"}` {
+		last := ""
+		if len(lines) > 0 {
+			last = lines[len(lines)-1]
+		}
+		t.Fatalf("%d log lines read after Wait, want %d; the last: %s", len(lines), fakeLoggerLines+2, last)
+	}
 }
 
 // TestShutdownOnSIGTERM runs the real binary: SIGTERM lets a call in flight

@@ -485,7 +485,7 @@ func TestUserEnvConfig(t *testing.T) {
 		}
 	}
 	c, err := parseConfig([]string{"--user-env", "GITHUB_TOKEN=github", "--auth-token-file", tokens, "--", "sh"})
-	if err != nil || c.ChildEra != "legacy" {
+	if err != nil || c.ChildEra.String() != "legacy" {
 		t.Errorf("with authentication, the 2026-07-28 pool's era is %q (%v), want legacy", c.ChildEra, err)
 	}
 	path := filepath.Join(t.TempDir(), "servers.json")

@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/mcp-bridge/mcp-bridge/bridge"
 	"github.com/mcp-bridge/mcp-bridge/sandbox"
 )
 
@@ -64,7 +65,7 @@ func pidfdOf(fd string) int {
 	return 0
 }
 
-// The connection limit keeps fdPerSession descriptors for each session's
+// The connection limit keeps bridge.FDPerSession descriptors for each session's
 // server: at least what a local server holds in the bridge, under the
 // shared supervisor and without it (5.14 on average were held once, 4
 // were kept, and sessions 133 to 150 of 150 got 503 below the connection
@@ -109,9 +110,9 @@ func TestDescriptorsPerSession(t *testing.T) {
 			most = max(most, sessionFDs(t, pid))
 		}
 		stop()
-		t.Logf("supervised %t: a local session holds %d descriptors in the bridge; fdPerSession is %d", supervisor != nil, most, fdPerSession)
-		if most > fdPerSession {
-			t.Fatalf("supervised %t: a local session holds %d descriptors in the bridge, more than the %d fdPerSession keeps for it", supervisor != nil, most, fdPerSession)
+		t.Logf("supervised %t: a local session holds %d descriptors in the bridge; bridge.FDPerSession is %d", supervisor != nil, most, bridge.FDPerSession)
+		if most > bridge.FDPerSession {
+			t.Fatalf("supervised %t: a local session holds %d descriptors in the bridge, more than the %d bridge.FDPerSession keeps for it", supervisor != nil, most, bridge.FDPerSession)
 		}
 	}
 }

@@ -1,11 +1,14 @@
 package main
 
 import (
+	"encoding"
 	"flag"
 	"fmt"
 	"io"
 	"slices"
 	"strings"
+
+	"github.com/mcp-bridge/mcp-bridge/internal/units"
 )
 
 // bridge --help is grouped (75 flags in one alphabetical list).
@@ -101,7 +104,9 @@ Start with these:
 Each session gets its own server: COMMAND runs once per session.
 
 Flags, by group. Each is also read from the environment variable shown; flags
-win. * marks a key a server of a --config file may set for itself.
+win. * marks a key a server of a --config file may set for itself. A size is
+a number of bytes or has a unit (512k, 16MiB, 1g: powers of 1024); a duration
+has a unit (30s, 5m, 1h), and may be never where its flag says so.
 `
 
 func usage(fs *flag.FlagSet, out io.Writer) {
@@ -151,7 +156,10 @@ Go runtime:
 // has no variable.
 func printFlag(out io.Writer, f *flag.Flag) {
 	g, text := flagUsage(f)
-	name, text := flag.UnquoteUsage(&flag.Flag{Name: f.Name, Usage: text, Value: f.Value, DefValue: f.DefValue})
+	name, text := flag.UnquoteUsage(&flag.Flag{Name: f.Name, Usage: text, Value: unwrap(f.Value), DefValue: f.DefValue})
+	if name == "value" {
+		name = placeholder(f.Value)
+	}
 	star := ""
 	if g != nil && slices.Contains(serverKeys, f.Name) {
 		star = " *"
@@ -194,11 +202,29 @@ func subcommandHelp(out io.Writer, intro string, fs *flag.FlagSet, names []strin
 // the bridge: --name, never -name.
 func printFlagDefaults(out io.Writer, fs *flag.FlagSet) {
 	fs.VisitAll(func(f *flag.Flag) {
-		name, text := flag.UnquoteUsage(f)
+		name, text := flag.UnquoteUsage(&flag.Flag{Name: f.Name, Usage: f.Usage, Value: unwrap(f.Value), DefValue: f.DefValue})
 		fmt.Fprintf(out, "  --%s %s\n        %s", f.Name, name, text)
 		if f.DefValue != "" && f.DefValue != "false" && f.DefValue != "0" && f.DefValue != "[]" {
 			fmt.Fprintf(out, " (default %s)", f.DefValue)
 		}
 		fmt.Fprintln(out)
 	})
+}
+
+// placeholder names the value of a flag of a typed value (flag.TextVar),
+// for which flag.UnquoteUsage says only "value".
+func placeholder(v flag.Value) string {
+	g, ok := unwrap(v).(flag.Getter)
+	if !ok {
+		return "value"
+	}
+	switch g.Get().(type) {
+	case *units.Duration, *units.Interval:
+		return "duration"
+	case *units.Bytes:
+		return "size"
+	case encoding.TextUnmarshaler:
+		return "string"
+	}
+	return "value"
 }

@@ -8,8 +8,6 @@ import (
 	"io"
 	"os"
 	"os/signal"
-	"regexp"
-	"slices"
 	"strings"
 	"syscall"
 
@@ -63,31 +61,16 @@ func runImage(args []string, stdout, stderr io.Writer) int {
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	id, tag, err := buildImage(ctx, spec, df, f, stderr)
+	id, tag, err := deploy.BuildImage(ctx, &deploy.ImageOptions{
+		Spec: spec, Dockerfile: df, Tag: f.tag, BridgeBinary: f.bridgeBinary, BuildArgs: f.buildArgs, Progress: stderr,
+	})
 	if err != nil {
 		fmt.Fprintf(stderr, "bridge image build: %v\n", err)
 		return 1
 	}
 	fmt.Fprintf(stdout, "%s %s\n", tag, id)
-	fmt.Fprint(stderr, runHint(tag, spec != nil || len(command) > 0))
+	fmt.Fprint(stderr, deploy.RunHint(tag, spec != nil || len(command) > 0))
 	return 0
-}
-
-// runHint is how to run an image that `bridge image build` made. The bridge
-// refuses to listen on all interfaces without tokens, hence the variable. An
-// image of the bridge alone holds no server: the hint brings one.
-func runHint(tag string, hasServer bool) string {
-	if hasServer {
-		return fmt.Sprintf("\nRun it (the bridge refuses to listen on all interfaces without tokens):\n  docker run --rm -p 8080:8080 -e BRIDGE_AUTH_TOKENS=\"$TOKEN\" %s\n", tag)
-	}
-	return fmt.Sprintf(`
-This image holds the bridge alone (its entrypoint) and no MCP server. Run it
-with a server mounted into it, e.g. a static Linux executable ./server (the
-bridge refuses to listen on all interfaces without tokens):
-  docker run --rm -p 8080:8080 -e BRIDGE_AUTH_TOKENS="$TOKEN" -v "$PWD/server:/server:ro" %s -- /server
-or build FROM it (COPY server /server, CMD ["--", "/server"]), or bundle a
-package with: bridge image build --from SPEC
-`, tag)
 }
 
 type imageFlags struct {
@@ -117,125 +100,6 @@ func newImageFlags(out io.Writer, f *imageFlags) *flag.FlagSet {
 	return fs
 }
 
-// buildImage builds df with the bridge binary and returns the image ID and
-// its tag. Build output goes to progress.
-func buildImage(ctx context.Context, spec *deploy.Spec, df []byte, f *imageFlags, progress io.Writer) (id, tag string, err error) {
-	path, err := bridgeBinaryPath(f.bridgeBinary)
-	if err != nil {
-		return "", "", err
-	}
-	bin, err := deploy.ReadBinary(path)
-	if err != nil {
-		return "", "", err
-	}
-	bctx, err := deploy.BuildContext(df, bin.Data)
-	if err != nil {
-		return "", "", err
-	}
-	tag = f.tag
-	if tag == "" {
-		if spec != nil {
-			tag = "mcp-bridge-" + spec.Name() + ":" + spec.ImageTag()
-		} else {
-			tag = "mcp-bridge:" + deploy.ContentTag(bctx)
-		}
-	}
-	args, err := buildArgs(df, f.buildArgs)
-	if err != nil {
-		return "", "", err
-	}
-	eng, err := deploy.NewEngine(ctx)
-	if err != nil {
-		return "", "", err
-	}
-	defer eng.Close()
-	eng.BuildArgs = args
-	id, err = eng.Build(ctx, bctx, []string{tag}, bin.Arch, progress)
-	if err != nil {
-		// The usual failure without a registry: a base image that is not
-		// here and cannot be pulled. Name it and say how to bring it.
-		var missing []string
-		for _, img := range baseImages(df, args) {
-			if _, ierr := eng.Client().ImageInspect(ctx, img); ierr != nil {
-				missing = append(missing, img)
-			}
-		}
-		if len(missing) > 0 {
-			return "", "", fmt.Errorf("%w\nbase images not on the Docker host, which the build could not pull: %s; bring them there (docker save IMAGE where it is, then docker load -i FILE here), or name others with --build-arg (this Dockerfile's ARGs: %s)",
-				err, strings.Join(missing, ", "), strings.Join(dockerfileArgs(df), ", "))
-		}
-	}
-	return id, tag, err
-}
-
-var (
-	reArg  = regexp.MustCompile(`(?m)^ARG ([A-Za-z_][A-Za-z0-9_]*)(?:=(\S*))?\s*$`)
-	reFrom = regexp.MustCompile(`(?m)^FROM (\S+)`)
-)
-
-// dockerfileArgs are the ARG names a Dockerfile declares.
-func dockerfileArgs(df []byte) []string {
-	var names []string
-	for _, m := range reArg.FindAllSubmatch(df, -1) {
-		names = append(names, string(m[1]))
-	}
-	return names
-}
-
-// buildArgs checks --build-arg values against the ARGs of df.
-func buildArgs(df []byte, given []string) (map[string]*string, error) {
-	if len(given) == 0 {
-		return nil, nil
-	}
-	declared := dockerfileArgs(df)
-	args := map[string]*string{}
-	for _, kv := range given {
-		k, v, _ := strings.Cut(kv, "=")
-		if !slices.Contains(declared, k) {
-			if len(declared) == 0 {
-				return nil, fmt.Errorf("--build-arg %s: this Dockerfile has no ARG", k)
-			}
-			return nil, fmt.Errorf("--build-arg %s: the Dockerfile has no such ARG (it has %s)", k, strings.Join(declared, ", "))
-		}
-		args[k] = &v
-	}
-	return args, nil
-}
-
-// baseImages are the images df's FROM lines name, with ${ARG}s replaced by
-// their values (given, else the default), build stages and scratch left out.
-func baseImages(df []byte, given map[string]*string) []string {
-	vals := map[string]string{}
-	for _, m := range reArg.FindAllSubmatch(df, -1) {
-		vals[string(m[1])] = string(m[2])
-	}
-	for k, v := range given {
-		vals[k] = *v
-	}
-	var out []string
-	for _, m := range reFrom.FindAllSubmatch(df, -1) {
-		img := os.Expand(string(m[1]), func(k string) string { return vals[k] })
-		if img != "scratch" && !slices.Contains(out, img) {
-			out = append(out, img)
-		}
-	}
-	return out
-}
-
-// bridgeBinaryPath is the flag's value, or this executable.
-func bridgeBinaryPath(flagValue string) (string, error) {
-	if flagValue != "" {
-		return flagValue, nil
-	}
-	p, err := os.Executable()
-	if err != nil {
-		return "", fmt.Errorf("cannot find this executable to put in the image (%v); pass --bridge-binary", err)
-	}
-	return p, nil
-}
-
-// trailingCommand returns what follows "--" in args, and refuses stray
-// positional arguments before it.
 // parseSubcommand parses "bridge NOUN VERB [flags] [-- COMMAND ARGS...]"
 // (args follow NOUN). When there is nothing to run (usage, help, a bad
 // flag) it returns ok=false and the exit status.
@@ -263,13 +127,13 @@ func parseSubcommand[F any](args []string, verb, noun, what, usage string, stdou
 	f = new(F)
 	fs := newFlags(io.Discard, f)
 	fs.Usage = func() {} // the error line is enough; the usage is one --help away
-	if err := fs.Parse(args[1:]); err != nil {
+	if err := parseFlags(fs, args[1:]); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			help(stdout)
 			return nil, nil, 0, false
 		}
 		// One line naming the flag as the help does (--name).
-		fmt.Fprintf(stderr, "%s %s: %v\nRun '%s %s --help' for usage.\n", noun, verb, flagError(fs, err), noun, verb)
+		fmt.Fprintf(stderr, "%s %s: %v\nRun '%s %s --help' for usage.\n", noun, verb, err, noun, verb)
 		return nil, nil, 2, false
 	}
 	command, err := trailingCommand(fs, args[1:])
@@ -280,6 +144,8 @@ func parseSubcommand[F any](args []string, verb, noun, what, usage string, stdou
 	return f, command, 0, true
 }
 
+// trailingCommand returns what follows "--" in args, and refuses stray
+// positional arguments before it.
 func trailingCommand(fs *flag.FlagSet, args []string) ([]string, error) {
 	rest := fs.Args()
 	// flag stops at "--" and drops it, or at the first non-flag argument.

@@ -85,14 +85,14 @@ func TestImageBuildRunsBridge(t *testing.T) {
 	t.Cleanup(func() {
 		cli.ImageRemove(context.Background(), tag, client.ImageRemoveOptions{Force: true, PruneChildren: true})
 	})
-	if !strings.HasSuffix(errb.String(), runHint(tag, false)) || !strings.Contains(runHint(tag, false), "-v \"$PWD/server:/server:ro\" "+tag+" -- /server\n") {
+	if !strings.HasSuffix(errb.String(), deploy.RunHint(tag, false)) || !strings.Contains(deploy.RunHint(tag, false), "-v \"$PWD/server:/server:ro\" "+tag+" -- /server\n") {
 		t.Errorf("the hint for the bridge-alone image does not bring a server:\n%s", errb.String())
 	}
 	if fields := strings.Fields(out.String()); len(fields) != 2 || fields[0] != tag || !strings.HasPrefix(fields[1], "sha256:") {
 		t.Fatalf("stdout %q; want %q and the image ID", out.String(), tag)
 	}
 
-	runHintedCommand(t, ctx, runHint(tag, false))
+	runHintedCommand(t, ctx, deploy.RunHint(tag, false))
 
 	status, stdout, stderr := dockertest.Run(t, cli, tag, []string{"image", "build", "--dockerfile-only", "--from", "npx:pkg@1.0.0"})
 	if status != 0 {

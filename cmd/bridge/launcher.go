@@ -11,7 +11,7 @@ import (
 // newInnerLauncher is the sandbox's launcher of the configuration's server
 // alone (endpoint.NewLauncher), for the subcommands that run one child.
 func newInnerLauncher(ctx context.Context, cfg *config, logger *slog.Logger) (sandbox.Launcher, func(), error) {
-	o, err := serverOptions(cfg)
+	o, err := endpointOptions(cfg)
 	if err != nil {
 		return nil, nil, err
 	}

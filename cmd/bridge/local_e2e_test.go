@@ -25,9 +25,6 @@ const e2eChildEnv = "MCP_BRIDGE_E2E_CHILD"
 // the bridge's initialize waits, with the server running, until the test
 // is done with it.
 func runE2EChild(mode string) {
-	if strings.HasPrefix(mode, "check-") {
-		runCheckChild(mode) // check_test.go
-	}
 	switch mode {
 	case "forker":
 		// Like npx → node, or a server that starts a browser: a child in

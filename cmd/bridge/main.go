@@ -175,7 +175,7 @@ func serve(ctx context.Context, cfg *config, logger *slog.Logger, ready chan<- n
 		Metrics:        tel.metrics,
 		MetricsHandler: tel.handler(cfg),
 		Tracer:         tel.tp,
-		LogBudget:      session.NewLogBudget(cfg.LogMaxTotalBytes),
+		LogBudget:      session.NewLogBudget(int64(cfg.LogMaxTotalBytes)),
 		Logger:         logger,
 	}
 	if len(cfg.affinitySecret) > 0 {
@@ -302,7 +302,7 @@ func serve(ctx context.Context, cfg *config, logger *slog.Logger, ready chan<- n
 		// No ReadTimeout or WriteTimeout: they would cut long-lived SSE
 		// streams. The handler bounds each body read and each event write
 		// instead (--body-read-timeout, --write-timeout).
-		IdleTimeout: cfg.HTTPIdleTimeout,
+		IdleTimeout: time.Duration(cfg.HTTPIdleTimeout),
 		ErrorLog:    slog.NewLogLogger(logger.Handler(), slog.LevelWarn),
 	}
 	served := make(chan error, 1)

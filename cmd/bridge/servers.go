@@ -17,18 +17,13 @@ import (
 	"github.com/mcp-bridge/mcp-bridge/endpoint"
 	"github.com/mcp-bridge/mcp-bridge/peer"
 	"github.com/mcp-bridge/mcp-bridge/pin"
-	"github.com/mcp-bridge/mcp-bridge/pool"
 	"github.com/mcp-bridge/mcp-bridge/sandbox"
 )
 
-// serverOptions are the options of the configuration's server (the
+// endpointOptions are the options of the configuration's server (the
 // one-command form's, or a server of the file: its configuration with its
 // keys, serverConfig), as endpoint.Build takes them.
-func serverOptions(cfg *config) (*endpoint.ServerOptions, error) {
-	era, err := pool.ParseEra(cfg.ChildEra)
-	if err != nil {
-		return nil, fmt.Errorf("--child-era: %w", err)
-	}
+func endpointOptions(cfg *config) (*endpoint.ServerOptions, error) {
 	rate := sandbox.StderrRate{LinesPerSecond: cfg.StderrLinesPerSecond, Burst: cfg.StderrBurst}
 	o := &endpoint.ServerOptions{
 		Name:    cfg.serverName,
@@ -36,7 +31,7 @@ func serverOptions(cfg *config) (*endpoint.ServerOptions, error) {
 		Local: sandbox.LocalOptions{
 			Env:             append(slices.Clip(cfg.env), cfg.serverEnv...), // with the config file's "env" of the server
 			Dir:             cfg.serverDir,
-			StderrLineBytes: cfg.StderrLineBytes,
+			StderrLineBytes: int(cfg.StderrLineBytes),
 			StderrRate:      rate,
 		},
 		Unsupervised: cfg.LocalUnsupervised,
@@ -44,7 +39,7 @@ func serverOptions(cfg *config) (*endpoint.ServerOptions, error) {
 		Docker: sandbox.DockerOptions{
 			Image:           cfg.Image,
 			Command:         cfg.command,
-			Pull:            sandbox.PullPolicy(cfg.Pull),
+			Pull:            cfg.Pull,
 			Network:         cfg.SandboxNetwork,
 			Mounts:          cfg.SandboxMounts,
 			Env:             append(slices.Clip(cfg.SandboxEnv), cfg.serverEnv...),
@@ -55,7 +50,7 @@ func serverOptions(cfg *config) (*endpoint.ServerOptions, error) {
 			Instance:        cfg.Instance,
 			StderrRate:      rate,
 			Runtime:         cfg.SandboxRuntime,
-			StderrLineBytes: cfg.StderrLineBytes,
+			StderrLineBytes: int(cfg.StderrLineBytes),
 			Egress:          cfg.SandboxEgress,
 		},
 		Warm:       cfg.Warm,
@@ -63,24 +58,25 @@ func serverOptions(cfg *config) (*endpoint.ServerOptions, error) {
 		UserEnv:    cfg.userVars,
 		SecretsDir: cfg.SecretsDir,
 
-		SessionIdleTimeout: cfg.SessionIdleTimeout,
+		SessionIdleTimeout: time.Duration(cfg.SessionIdleTimeout),
 		MaxSessions:        cfg.MaxSessions,
-		MaxMessageBytes:    cfg.MaxMessageBytes,
+		MaxMessageBytes:    int(cfg.MaxMessageBytes),
 		LogMaxEvents:       cfg.LogMaxEvents,
-		LogMaxBytes:        cfg.LogMaxBytes,
+		LogMaxBytes:        int64(cfg.LogMaxBytes),
 		Limits: peer.Limits{
-			RequestTimeout:    cfg.RequestTimeout,
-			InitializeTimeout: cfg.InitializeTimeout,
+			RequestTimeout:    time.Duration(cfg.RequestTimeout),
+			InitializeTimeout: time.Duration(cfg.InitializeTimeout),
 			InitializeHint:    initializeHint(cfg),
 			MaxRequests:       cfg.MaxRequestsPerSession,
-			MaxQueuedBytes:    cfg.MaxQueuedBytes,
-			KeepAlive:         keepAlive(cfg.SSEKeepAlive),
+			MaxQueuedBytes:    int64(cfg.MaxQueuedBytes),
+			KeepAlive:         keepAlive(time.Duration(cfg.SSEKeepAlive)),
 		},
 
-		ChildEra:            era,
+		ChildEra:            cfg.ChildEra,
 		PoolMin:             cfg.PoolMin,
 		PoolMax:             cfg.PoolMax,
 		PoolMaxPerPrincipal: cfg.PoolMaxPerPrincipal,
+		PoolEvictIdle:       cfg.poolEvictIdle(),
 		RequestStateTTL:     cfg.RequestStateTTL,
 
 		Handler: handlerOptions(cfg),
@@ -88,7 +84,7 @@ func serverOptions(cfg *config) (*endpoint.ServerOptions, error) {
 		Policy:         cfg.policy,
 		Lock:           cfg.lock,
 		LockFile:       cfg.PinFile,
-		OnPinViolation: pin.Action(cfg.OnPinViolation),
+		OnPinViolation: cfg.OnPinViolation,
 		Inspection:     cfg.inspection(),
 		AuditLog:       cfg.AuditLog,
 		AuditArgs:      cfg.AuditArgs,
@@ -108,12 +104,12 @@ func handlerOptions(cfg *config) bridge.Options {
 		AllowedHosts:         cfg.AllowedHosts,
 		AuthTokens:           cfg.tokens,
 		JSONResponse:         cfg.JSONResponse,
-		SSEPollAfter:         cfg.SSEPollAfter,
+		SSEPollAfter:         time.Duration(cfg.SSEPollAfter),
 		SSERetry:             cfg.SSERetry,
-		SSEKeepAlive:         keepAlive(cfg.SSEKeepAlive),
-		BodyReadTimeout:      cfg.BodyReadTimeout,
-		WriteTimeout:         cfg.WriteTimeout,
-		MaxBodyBytesInFlight: cfg.MaxBodyBytesInFlight,
+		SSEKeepAlive:         keepAlive(time.Duration(cfg.SSEKeepAlive)),
+		BodyReadTimeout:      time.Duration(cfg.BodyReadTimeout),
+		WriteTimeout:         time.Duration(cfg.WriteTimeout),
+		MaxBodyBytesInFlight: int64(cfg.MaxBodyBytesInFlight),
 		NoLegacySSE:          cfg.NoLegacySSE,
 		AcceptSessionID:      cfg.AcceptSessionID,
 	}
@@ -122,7 +118,7 @@ func handlerOptions(cfg *config) bridge.Options {
 // inspection is what --max-description-bytes and --allow-hidden-unicode
 // ask of every item a server lists.
 func (c *config) inspection() pin.Inspection {
-	return pin.Inspection{MaxDescriptionBytes: c.MaxDescriptionBytes, AllowHiddenUnicode: c.AllowHiddenUnicode}
+	return pin.Inspection{MaxDescriptionBytes: int(c.MaxDescriptionBytes), AllowHiddenUnicode: c.AllowHiddenUnicode}
 }
 
 // keepAlive is bridge.Options.SSEKeepAlive for --sse-keepalive, whose 0
@@ -137,7 +133,7 @@ func keepAlive(d time.Duration) time.Duration {
 // buildServer builds the endpoint of the configuration's server at path,
 // naming the flag or the file's key of an option it refuses.
 func buildServer(ctx context.Context, sh *endpoint.Shared, cfg *config, path string) (*endpoint.Endpoint, error) {
-	o, err := serverOptions(cfg)
+	o, err := endpointOptions(cfg)
 	if err != nil {
 		return nil, err
 	}

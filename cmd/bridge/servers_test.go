@@ -11,7 +11,7 @@ import (
 )
 
 // Every key a server of the config file may set reaches its
-// endpoint.ServerOptions: serverOptions maps each one (a key it forgot
+// endpoint.ServerOptions: endpointOptions maps each one (a key it forgot
 // would be accepted and silently ignored).
 func TestServerKeysReachServerOptions(t *testing.T) {
 	dir := t.TempDir()
@@ -33,7 +33,7 @@ func TestServerKeysReachServerOptions(t *testing.T) {
 		"max-sessions": 7, "max-requests-per-session": 7, "max-queued-bytes": 7777, "max-message-bytes": 77777,
 		"log-max-events": 7, "log-max-bytes": 7777, "json-response": true, "sse-poll-after": "7s", "sse-retry": "7s",
 		"policy": policyFile, "pin-file": lockFile, "on-pin-violation": "end-session", "audit-log": filepath.Join(dir, "audit.log"),
-		"child-era": "modern", "pool-min": 2, "pool-max": 7, "pool-max-per-principal": 2, "request-state-ttl": "7m",
+		"child-era": "modern", "pool-min": 2, "pool-max": 7, "pool-max-per-principal": 2, "pool-evict-idle": "7s", "request-state-ttl": "7m",
 	}
 	for _, key := range serverKeys {
 		v, ok := values[key]
@@ -60,11 +60,23 @@ func TestServerKeysReachServerOptions(t *testing.T) {
 			with["image"] = json.RawMessage(`"srv:1"`)
 		}
 		opts := func(keys map[string]json.RawMessage) any {
-			sc, err := serverConfig(global, "servers.json", &serverSpec{name: "s", command: []string{"true"}, keys: keys})
+			entry := map[string]json.RawMessage{"command": json.RawMessage(`"true"`)}
+			for k, r := range keys {
+				entry[k] = r
+			}
+			raw, err := json.Marshal(entry)
+			if err != nil {
+				t.Fatal(err)
+			}
+			spec, err := parseServer("servers.json", "s", raw)
 			if err != nil {
 				t.Fatalf("key %q: %v", key, err)
 			}
-			o, err := serverOptions(sc)
+			sc, err := serverConfig(global, "servers.json", spec)
+			if err != nil {
+				t.Fatalf("key %q: %v", key, err)
+			}
+			o, err := endpointOptions(sc)
 			if err != nil {
 				t.Fatalf("key %q: %v", key, err)
 			}

@@ -59,7 +59,7 @@ func warnLoosenings(cfg *config, logger *slog.Logger) {
 		warn("allow-hidden-unicode", "true", "tool descriptions may hide instructions for the model in characters a reviewer does not see")
 	}
 	if cfg.MaxDescriptionBytes < 0 {
-		warn("max-description-bytes", strconv.Itoa(cfg.MaxDescriptionBytes), "tool descriptions of any length: room for instructions nobody reads")
+		warn("max-description-bytes", strconv.FormatInt(int64(cfg.MaxDescriptionBytes), 10), "tool descriptions of any length: room for instructions nobody reads")
 	}
 	if cfg.AuditArgs {
 		warn("audit-args", "true", "the audit log holds the arguments of every request, which may carry what users typed")
@@ -89,7 +89,7 @@ func warnLoosenings(cfg *config, logger *slog.Logger) {
 		warn("sandbox-user", cfg.SandboxUser, "the server runs as root: an escape from the container lands as root")
 	}
 	if cfg.memory > sandbox.DefaultDockerMemory {
-		warn("sandbox-memory", cfg.SandboxMemory, "a server can take "+units.BytesSize(float64(cfg.memory))+" of host memory")
+		warn("sandbox-memory", cfg.SandboxMemory.String(), "a server can take "+units.BytesSize(float64(cfg.memory))+" of host memory")
 	}
 	if cfg.SandboxCPUs > sandbox.DefaultDockerCPUs {
 		warn("sandbox-cpus", fmt.Sprint(cfg.SandboxCPUs), "a server can take that much CPU time")

@@ -29,10 +29,10 @@ func (c *config) userEnvEra() error {
 		return nil
 	}
 	switch c.ChildEra {
-	case pool.EraModern.String():
+	case pool.EraModern:
 		return errors.New("--user-env with authentication needs --child-era legacy (or auto): a modern child serves every user of the pool")
-	case pool.EraAuto.String():
-		c.ChildEra = pool.EraLegacy.String()
+	case pool.EraAuto:
+		c.ChildEra = pool.EraLegacy
 	}
 	return nil
 }
