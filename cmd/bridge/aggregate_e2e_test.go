@@ -225,3 +225,48 @@ func TestConfigFileAggregateCollision(t *testing.T) {
 		})
 	}
 }
+
+// Fifty sessions of /mcp that each call one member start fifty servers of
+// that member and none of the others: the others run their catalog server
+// only, one for the whole bridge (issue 31: MetaMCP#162's 2,018
+// processes). The bridge's own log lines count the processes.
+func TestConfigFileAggregateFiftySessions(t *testing.T) {
+	bridgeBin, helloBin := buildBinaries(t)
+	file := fmt.Sprintf(`{"mcpServers": {"a": {"command": %q}, "b": {"command": %q}, "c": {"command": %q}}}`, helloBin, helloBin, helloBin)
+	b := startConfigBridge(t, bridgeBin, file, "--max-sessions", "100")
+	ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
+	defer cancel()
+	const sessions = 50
+	for i := range sessions {
+		cs := aggConnect(t, &mcp.StreamableClientTransport{Endpoint: b.base + "/mcp"}, "2025-11-25")
+		if err := echoAs(ctx, cs, "a__echo", fmt.Sprint("session ", i)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// A reload of the same file logs a line after every start above.
+	b.rewrite(t, file)
+	started, catalog := map[string]int{}, map[string]int{}
+	for rec := range b.logs {
+		if rec["msg"] == "configuration reloaded" {
+			break
+		}
+		if rec["msg"] == "MCP server started" {
+			name, _ := rec["server_name"].(string)
+			session, _ := rec["session"].(string)
+			if strings.HasPrefix(session, "aggregate-catalog") {
+				catalog[name]++ // may come before "bridge listening": at most one
+				continue
+			}
+			started[name]++
+		}
+	}
+	if want := map[string]int{"a": sessions}; fmt.Sprint(started) != fmt.Sprint(want) {
+		t.Fatalf("servers started for sessions: %v, want %v", started, want)
+	}
+	for name, n := range catalog {
+		if n > 1 {
+			t.Errorf("%d catalog servers of %s, want one", n, name)
+		}
+	}
+	t.Logf("%d sessions of /mcp calling a__echo started %v for sessions, and catalog servers %v (those logged after listening)", sessions, started, catalog)
+}
