@@ -256,7 +256,7 @@ func TestConfigFileServers(t *testing.T) {
 			t.Fatalf("client %d: %v", i, err)
 		}
 	}
-	for _, path := range []string{"/servers/off/mcp", "/servers/three/mcp", "/mcp", "/servers/three/sse"} {
+	for _, path := range []string{"/servers/off/mcp", "/servers/three/mcp", "/groups/three/mcp", "/servers/three/sse"} {
 		resp, err := http.Post(b.base+path, "application/json", strings.NewReader(`{"jsonrpc":"2.0","id":1,"method":"ping"}`))
 		if err != nil {
 			t.Fatal(err)
@@ -431,7 +431,7 @@ func TestConfigFileDockerServer(t *testing.T) {
 	gone := d.destroyed(t, inst)
 	local := fmt.Sprintf(`"local": {"command": %q}`, helloBin)
 	b := startConfigBridge(t, d.bridge, fmt.Sprintf(`{
-		"bridge": {"instance": %q, "stop-grace": "2s"},
+		"bridge": {"instance": %q, "stop-grace": "2s", "no-aggregate": true},
 		"mcpServers": {
 			%s,
 			"boxed": {"sandbox": "docker", "image": %q, "pull": "never", "sandbox-memory": "128m", "env": {"GREETING": "hi"}}

@@ -186,11 +186,11 @@ func (m *multi) start(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	if _, err := m.Apply(ctx, members); err != nil {
-		return fmt.Errorf("config %s: %w", m.cfg.file.path, err)
-	}
 	if _, err := m.applyAggregates(ctx, aggs); err != nil {
-		return errors.Join(err, m.Set.Close(context.Background()))
+		return err
+	}
+	if _, err := m.Apply(ctx, members); err != nil {
+		return errors.Join(fmt.Errorf("config %s: %w", m.cfg.file.path, err), m.aggs.Close(context.Background()))
 	}
 	return nil
 }
@@ -244,6 +244,11 @@ func (m *multi) reload(ctx context.Context) {
 	}
 	var ch, ach endpoint.Changes
 	if err == nil {
+		// The aggregates first: their build can fail (nothing changed
+		// then), and the servers' drains log after the line below.
+		ach, err = m.applyAggregates(ctx, aggs)
+	}
+	if err == nil {
 		ch, err = m.Apply(ctx, members)
 		if errors.Is(err, endpoint.ErrClosed) {
 			return
@@ -257,9 +262,6 @@ func (m *multi) reload(ctx context.Context) {
 		return
 	}
 	m.cfg.file.servers, m.cfg.file.groups = f.servers, f.groups
-	if ach, err = m.applyAggregates(ctx, aggs); err != nil {
-		m.logger.Error("aggregates not reloaded: still serving the previous ones; fix the file and send SIGHUP again", "err", err)
-	}
 	m.logger.Info("configuration reloaded", "config", path,
 		"added", ch.Added, "removed", ch.Removed, "changed", ch.Changed, "unchanged", ch.Unchanged,
 		"aggregates_added", ach.Added, "aggregates_removed", ach.Removed, "aggregates_changed", ach.Changed)

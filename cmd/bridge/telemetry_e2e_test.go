@@ -170,7 +170,9 @@ func TestConfigFileMetricsPerServer(t *testing.T) {
 	// pool-min -1: no child started ahead, so that the children started
 	// for two are known: its session's, the era probe's and its pool's one.
 	two := fmt.Sprintf(`"two": {"command": %q, "policy": %q, "pool-min": -1}`, everything, policyFile)
-	b := startConfigBridge(t, bridgeBin, fmt.Sprintf(`{"bridge": {"audit-log": %q}, "mcpServers": {%s, %s}}`, auditFile, one, two))
+	// --no-aggregate: the children counted are the servers' own (the
+	// aggregate at /mcp would add a catalog child of each).
+	b := startConfigBridge(t, bridgeBin, fmt.Sprintf(`{"bridge": {"audit-log": %q}, "mcpServers": {%s, %s}}`, auditFile, one, two), "--no-aggregate")
 	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
 	defer cancel()
 
