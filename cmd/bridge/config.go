@@ -977,7 +977,7 @@ func (c *config) finish() error {
 			return errors.New("--env-inherit applies to local servers only: give a container its variables with --sandbox-env")
 		}
 		// After the secrets are read: a variable holding one stays out.
-		c.env = append(inheritedEnv(os.Environ(), c.secrets()), c.env...)
+		c.env = append(sandbox.InheritedEnv(os.Environ(), c.secrets()), c.env...)
 	}
 	if err := c.checkTLS(); err != nil {
 		return err

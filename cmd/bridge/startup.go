@@ -204,27 +204,6 @@ func (c *config) secrets() []string {
 	return out
 }
 
-// inheritedEnv is what --env-inherit passes of environ: every variable but
-// the bridge's own (BRIDGE_*, MCP_BRIDGE_OWNER) and those whose value holds
-// one of secrets (a copy of a token under another name).
-func inheritedEnv(environ, secrets []string) []string {
-	var out []string
-next:
-	for _, kv := range environ {
-		name, value, _ := strings.Cut(kv, "=")
-		if name == "" || strings.HasPrefix(strings.ToUpper(name), sandbox.ReservedEnvPrefix) || name == sandbox.OwnerEnv {
-			continue
-		}
-		for _, s := range secrets {
-			if s != "" && strings.Contains(value, s) {
-				continue next
-			}
-		}
-		out = append(out, kv)
-	}
-	return out
-}
-
 // logServerEnv says at start what local servers get of the bridge's
 // environment and how to pass more (a server that needed
 // PYTHONUNBUFFERED, an API key or a proxy variable hung or failed, and
