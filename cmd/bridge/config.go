@@ -775,9 +775,10 @@ func optionError(err error) error {
 	var bounds *pool.BoundsError
 	switch {
 	case errors.As(err, &bounds):
+		max := optionFlags["pool.Options.Max"]
 		return &limitError{key: key, err: err,
-			flag: fmt.Sprintf("--pool-min %d is above --pool-max %d", bounds.Min, bounds.Max),
-			file: fmt.Sprintf("pool-min %d is above pool-max %d", bounds.Min, bounds.Max)}
+			flag: fmt.Sprintf("--%s %d is above --%s %d", key, bounds.Min, max, bounds.Max),
+			file: fmt.Sprintf("%s %d is above %s %d", key, bounds.Min, max, bounds.Max)}
 	case errors.Is(err, endpoint.ErrAuditArgsWithoutLog):
 		return &limitError{key: key, err: err, flag: "--audit-args needs --audit-log",
 			file: "empty, but audit-args is on: give the server an audit log, or turn audit-args off"}
