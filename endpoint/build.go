@@ -19,6 +19,9 @@ import (
 // Close releases all of it. ctx bounds what Build does before serving
 // (a Docker image's check, the removal of an earlier process's leftovers).
 func Build(ctx context.Context, sh *Shared, o *ServerOptions, path string) (*Endpoint, error) {
+	if err := o.Validate(); err != nil {
+		return nil, err
+	}
 	logger := sh.logger()
 	if o.Name != "" {
 		logger = logger.With("server_name", o.Name)

@@ -1,8 +1,12 @@
 package endpoint
 
 import (
+	"errors"
+	"fmt"
 	"log/slog"
 	"net/http"
+	"strconv"
+	"strings"
 	"time"
 
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
@@ -12,6 +16,7 @@ import (
 	"github.com/mcp-bridge/mcp-bridge/auth"
 	"github.com/mcp-bridge/mcp-bridge/bridge"
 	"github.com/mcp-bridge/mcp-bridge/connect"
+	"github.com/mcp-bridge/mcp-bridge/internal/units"
 	"github.com/mcp-bridge/mcp-bridge/metrics"
 	"github.com/mcp-bridge/mcp-bridge/peer"
 	"github.com/mcp-bridge/mcp-bridge/pin"
@@ -218,3 +223,113 @@ func (e *OptionError) Unwrap() error { return e.Err }
 // Option names the option with its package and struct,
 // e.g. "endpoint.ServerOptions.AuditLog".
 func (e *OptionError) Option() string { return "endpoint.ServerOptions." + e.Field }
+
+// A Loosening is a value of one of a server's options that loosens a safe
+// default, with its risk: the command logs each at start, so that a
+// loosening is never on unnoticed.
+type Loosening struct {
+	Option string // as OptionError.Option, e.g. "sandbox.DockerOptions.Network"
+	Value  string // the value, or a name only where the value may be a secret
+	Risk   string // what it allows, in words
+}
+
+// Loosenings are the options of o that loosen a safe default, in the
+// order of ServerOptions (README's tables state each risk).
+func (o *ServerOptions) Loosenings() []Loosening {
+	var out []Loosening
+	add := func(option, value, risk string) { out = append(out, Loosening{option, value, risk}) }
+	if o.Inspection.AllowHiddenUnicode {
+		add("pin.Inspection.AllowHiddenUnicode", "true", "tool descriptions may hide instructions for the model in characters a reviewer does not see")
+	}
+	if o.Inspection.MaxDescriptionBytes < 0 {
+		add("pin.Inspection.MaxDescriptionBytes", strconv.Itoa(o.Inspection.MaxDescriptionBytes), "tool descriptions of any length: room for instructions nobody reads")
+	}
+	if o.AuditArgs {
+		add("endpoint.ServerOptions.AuditArgs", "true", "the audit log holds the arguments of every request, which may carry what users typed")
+	}
+	if o.Sandbox != SandboxDocker {
+		return out
+	}
+	d := &o.Docker
+	if d.Network != "" && d.Network != sandbox.DefaultDockerNetwork {
+		add("sandbox.DockerOptions.Network", d.Network, "the server can reach your network and the internet: exfiltration, lateral movement")
+	}
+	for _, h := range d.Egress {
+		add("sandbox.DockerOptions.Egress", h, "the server can send what it reads to that host")
+	}
+	for _, m := range d.Mounts {
+		if strings.HasSuffix(m, ":rw") {
+			add("sandbox.DockerOptions.Mounts", m, "the server reads and writes those host files")
+		} else {
+			add("sandbox.DockerOptions.Mounts", m, "the server reads those host files")
+		}
+	}
+	for _, e := range d.Env {
+		name, _, _ := strings.Cut(e, "=")
+		// The value may be a secret: the log names the variable only.
+		add("sandbox.DockerOptions.Env", name, "the server can read every value given")
+	}
+	if uid, _, _ := strings.Cut(d.User, ":"); uid == "0" || uid == "root" {
+		add("sandbox.DockerOptions.User", d.User, "the server runs as root: an escape from the container lands as root")
+	}
+	if d.Memory > sandbox.DefaultDockerMemory {
+		size := units.Bytes(d.Memory).String()
+		add("sandbox.DockerOptions.Memory", size, "a server can take "+size+" of host memory")
+	}
+	if d.CPUs > sandbox.DefaultDockerCPUs {
+		add("sandbox.DockerOptions.CPUs", strconv.FormatFloat(d.CPUs, 'g', -1, 64), "a server can take that much CPU time")
+	}
+	if d.Pids > sandbox.DefaultDockerPids {
+		add("sandbox.DockerOptions.Pids", strconv.FormatInt(d.Pids, 10), "more processes on the host")
+	}
+	return out
+}
+
+// ErrAuditArgsWithoutLog is the OptionError of AuditLog when AuditArgs is
+// on without it: there is no log to write the arguments to.
+var ErrAuditArgsWithoutLog = errors.New("AuditArgs is on without an AuditLog: give the server an audit log, or turn AuditArgs off")
+
+// Validate refuses what no server can be built from: it asks each
+// package's options of o (session.Options, pool.Options, peer.Limits,
+// bridge.Options) to validate themselves, whose errors are those
+// packages' OptionErrors, and checks its own fields (a negative Warm,
+// AuditArgs without AuditLog). Zero values mean the defaults, and the
+// negative values a field documents are valid.
+func (o *ServerOptions) Validate() error {
+	if o.Warm < 0 {
+		return &OptionError{Field: "Warm", Err: fmt.Errorf("%d: want 0 or more", o.Warm)}
+	}
+	so := session.Options{
+		IdleTimeout:       o.SessionIdleTimeout,
+		MaxSessions:       o.MaxSessions,
+		MaxMessageBytes:   o.MaxMessageBytes,
+		LogMaxEvents:      o.LogMaxEvents,
+		LogMaxBytes:       o.LogMaxBytes,
+		InitializeTimeout: o.Limits.InitializeTimeout,
+		RequestTimeout:    o.Limits.RequestTimeout,
+		MaxRequests:       o.Limits.MaxRequests,
+		MaxQueuedBytes:    o.Limits.MaxQueuedBytes,
+	}
+	if err := so.Validate(); err != nil {
+		return err
+	}
+	po := pool.Options{
+		Era:             o.ChildEra,
+		Min:             o.PoolMin,
+		Max:             o.PoolMax,
+		MaxPerPrincipal: o.PoolMaxPerPrincipal,
+		EvictIdle:       o.PoolEvictIdle,
+		StateTTL:        o.RequestStateTTL,
+		Limits:          o.Limits,
+	}
+	if err := po.Validate(); err != nil {
+		return err
+	}
+	if err := o.Handler.Validate(); err != nil {
+		return err
+	}
+	if o.AuditArgs && o.AuditLog == "" {
+		return &OptionError{Field: "AuditLog", Err: ErrAuditArgsWithoutLog}
+	}
+	return nil
+}

@@ -3,6 +3,7 @@ package peer
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
 	"time"
 
 	"github.com/mcp-bridge/mcp-bridge/jsonrpc"
@@ -65,6 +66,33 @@ type Limits struct {
 	// each time it rises or falls, on the request's path: it must be
 	// quick (the GOMAXPROCS governor, internal/procs). Nil: nobody.
 	Inflight func(n int)
+}
+
+// An OptionError is a Limits field whose value the package refuses
+// (Limits.Validate). Its message says the value and what is wanted;
+// cmd/bridge names the flag or key that set it (Option).
+type OptionError struct {
+	Field string // the field of Limits, e.g. "MaxRequests"
+	Err   error  // what is wrong with it
+}
+
+func (e *OptionError) Error() string { return e.Err.Error() }
+func (e *OptionError) Unwrap() error { return e.Err }
+
+// Option names the option with its package and struct,
+// e.g. "peer.Limits.MaxRequests".
+func (e *OptionError) Option() string { return "peer.Limits." + e.Field }
+
+// Validate refuses a negative bound, which means nothing (zero means the
+// default; the timeouts' and KeepAlive's negative values mean none).
+func (l *Limits) Validate() error {
+	if l.MaxRequests < 0 {
+		return &OptionError{Field: "MaxRequests", Err: fmt.Errorf("%d: want 0 or more", l.MaxRequests)}
+	}
+	if l.MaxQueuedBytes < 0 {
+		return &OptionError{Field: "MaxQueuedBytes", Err: fmt.Errorf("%d: want 0 or more", l.MaxQueuedBytes)}
+	}
+	return nil
 }
 
 // WithDefaults returns l with its zero values replaced by the defaults.

@@ -10,7 +10,6 @@ import (
 	"io"
 	"log/slog"
 	"net"
-	"net/url"
 	"os"
 	"slices"
 	"strconv"
@@ -23,6 +22,7 @@ import (
 	"github.com/mcp-bridge/mcp-bridge/bridge"
 	"github.com/mcp-bridge/mcp-bridge/connect"
 	"github.com/mcp-bridge/mcp-bridge/egress"
+	"github.com/mcp-bridge/mcp-bridge/endpoint"
 	"github.com/mcp-bridge/mcp-bridge/internal/units"
 	"github.com/mcp-bridge/mcp-bridge/msglog"
 	"github.com/mcp-bridge/mcp-bridge/peer"
@@ -273,6 +273,16 @@ var optionFlags = map[string]string{
 	"auth.Options.Scopes":                   "oauth-scopes",
 	"auth.Options.IntrospectionURL":         "oauth-introspection-url",
 	"auth.Options.TokenTypes":               "oauth-token-types",
+	"pin.Inspection.AllowHiddenUnicode":     "allow-hidden-unicode",
+	"pin.Inspection.MaxDescriptionBytes":    "max-description-bytes",
+	"endpoint.ServerOptions.AuditArgs":      "audit-args",
+	"endpoint.ServerOptions.AuditLog":       "audit-log",
+	"endpoint.ServerOptions.Warm":           "warm",
+	"peer.Limits.MaxRequests":               "max-requests-per-session",
+	"peer.Limits.MaxQueuedBytes":            "max-queued-bytes",
+	"pool.Options.Min":                      "pool-min",
+	"pool.Options.Max":                      "pool-max",
+	"pool.Options.StateTTL":                 "request-state-ttl",
 }
 
 // flagOf is "--flag" for a library option of optionFlags.
@@ -707,27 +717,30 @@ func (e *limitError) Unwrap() error { return e.err }
 
 // checkLimits checks the values of the flags a server may also set for
 // itself (serverKeys): those of the command line (finish), then those of
-// each server of the config file (serverConfig). Each package applies its
-// default for a zero or negative value; these flags have their defaults
-// filled in already (defaultConfig), so such a value is a mistake here.
+// each server of the config file (serverConfig). Each package refuses what
+// is invalid for it (endpoint.ServerOptions.Validate asks each); what is
+// left here is the command's own form: these flags have their defaults
+// filled in already (defaultConfig), so a 0 that a package would take for
+// its default is a mistake for some of them, and values a package takes
+// with a meaning the flag does not offer (a negative --pool-evict-idle or
+// --pool-max-per-principal).
 func (c *config) checkLimits() error {
 	for _, p := range []struct {
-		key    string
-		v, min int64
+		key string
+		v   int64
 	}{
-		{"warm", int64(c.Warm), 0},
-		{"max-sessions", int64(c.MaxSessions), 1},
-		{"max-message-bytes", int64(c.MaxMessageBytes), 1},
-		{"log-max-events", int64(c.LogMaxEvents), 1},
-		{"log-max-bytes", int64(c.LogMaxBytes), 1},
-		{"max-requests-per-session", int64(c.MaxRequestsPerSession), 0},
-		{"max-queued-bytes", int64(c.MaxQueuedBytes), 0},
-		{"pool-max", int64(c.PoolMax), 1},
+		{"max-sessions", int64(c.MaxSessions)},
+		{"max-message-bytes", int64(c.MaxMessageBytes)},
+		{"log-max-events", int64(c.LogMaxEvents)},
+		{"log-max-bytes", int64(c.LogMaxBytes)},
+		{"pool-max", int64(c.PoolMax)},
 	} {
-		if p.v < p.min {
-			msg := fmt.Sprintf("%d: want %d or more", p.v, p.min)
-			return &limitError{key: p.key, flag: "--" + p.key + " " + msg, file: msg}
+		if p.v == 0 {
+			return &limitError{key: p.key, flag: "--" + p.key + " 0: want 1 or more", file: "0: want 1 or more"}
 		}
+	}
+	if c.RequestStateTTL == 0 {
+		return &limitError{key: "request-state-ttl", flag: "--request-state-ttl 0s: want a positive duration", file: "0s: want a positive duration"}
 	}
 	if c.LogMaxTotalBytes <= 0 {
 		return &limitError{key: "log-max-total-bytes", flag: fmt.Sprintf("--log-max-total-bytes %d: want a positive number of bytes", c.LogMaxTotalBytes)}
@@ -744,20 +757,42 @@ func (c *config) checkLimits() error {
 		msg := fmt.Sprintf("%d: want 0 (the default) or a number of servers", c.PoolMaxPerPrincipal)
 		return &limitError{key: "pool-max-per-principal", flag: "--pool-max-per-principal " + msg, file: msg}
 	}
-	if c.PoolMin > c.PoolMax {
-		return &limitError{key: "pool-min",
-			flag: fmt.Sprintf("--pool-min %d is above --pool-max %d", c.PoolMin, c.PoolMax),
-			file: fmt.Sprintf("pool-min %d is above pool-max %d", c.PoolMin, c.PoolMax)}
+	o, err := endpointOptions(c)
+	if err != nil {
+		return err
 	}
-	if c.RequestStateTTL <= 0 {
-		msg := fmt.Sprintf("%s: want a positive duration", c.RequestStateTTL)
-		return &limitError{key: "request-state-ttl", flag: "--request-state-ttl " + msg, file: msg}
+	return optionError(o.Validate())
+}
+
+// optionError says err, a package's OptionError about an option a flag
+// sets, in the words of each place: its Option names the flag and the
+// file's key (optionFlags), its message the value and what is wanted
+// (--max-sessions -1: want 1 or more; key "max-sessions": -1: want 1 or
+// more). Other errors are returned as they are.
+func optionError(err error) error {
+	var oe interface {
+		error
+		Option() string
 	}
-	if c.AuditArgs && c.AuditLog == "" {
-		return &limitError{key: "audit-log", flag: "--audit-args needs --audit-log",
+	if !errors.As(err, &oe) {
+		return err
+	}
+	key, ok := optionFlags[oe.Option()]
+	if !ok {
+		return err
+	}
+	var bounds *pool.BoundsError
+	switch {
+	case errors.As(err, &bounds):
+		max := optionFlags["pool.Options.Max"]
+		return &limitError{key: key, err: err,
+			flag: fmt.Sprintf("--%s %d is above --%s %d", key, bounds.Min, max, bounds.Max),
+			file: fmt.Sprintf("%s %d is above %s %d", key, bounds.Min, max, bounds.Max)}
+	case errors.Is(err, endpoint.ErrAuditArgsWithoutLog):
+		return &limitError{key: key, err: err, flag: "--audit-args needs --audit-log",
 			file: "empty, but audit-args is on: give the server an audit log, or turn audit-args off"}
 	}
-	return nil
+	return &limitError{key: key, flag: "--" + key + " " + oe.Error(), file: oe.Error(), err: err}
 }
 
 // checkSandboxOnly refuses options of the Docker sandbox with --sandbox
@@ -859,13 +894,9 @@ func (c *config) finish() error {
 	if err := checkListen(c.Listen); err != nil {
 		return err
 	}
-	if c.SSERetry < 0 {
-		return fmt.Errorf("--sse-retry %s: want 0 or more", c.SSERetry)
-	}
-	for _, o := range c.AllowedOrigins {
-		if err := checkOrigin(o); err != nil {
-			return fmt.Errorf("--allowed-origins %q: %v", o, err)
-		}
+	hopts := bridge.Options{Path: c.Path, AllowedOrigins: c.AllowedOrigins, SSERetry: c.SSERetry}
+	if err := hopts.Validate(); err != nil {
+		return optionError(err)
 	}
 	if c.Sandbox == "docker" && c.Image == "" && c.Config == "" {
 		return errors.New("--sandbox docker needs --image")
@@ -877,9 +908,6 @@ func (c *config) finish() error {
 	}
 	if err := c.logLevel.UnmarshalText([]byte(c.LogLevel)); err != nil {
 		return fmt.Errorf("--log-level %q: want debug, info, warn or error", c.LogLevel)
-	}
-	if !strings.HasPrefix(c.Path, "/") {
-		return fmt.Errorf("--path %q must start with /", c.Path)
 	}
 	if err := c.checkLimits(); err != nil {
 		return err
@@ -895,9 +923,6 @@ func (c *config) finish() error {
 	}
 	if c.BodyReadTimeout == 0 || c.WriteTimeout == 0 || c.HTTPIdleTimeout == 0 {
 		return errors.New("--body-read-timeout, --write-timeout and --http-idle-timeout must not be 0 (negative: no limit)")
-	}
-	if c.LogMaxTotalBytes <= 0 {
-		return fmt.Errorf("--log-max-total-bytes %d: want a positive number of bytes", c.LogMaxTotalBytes)
 	}
 	c.memory = int64(c.SandboxMemory)
 	var err error
@@ -962,7 +987,7 @@ func (c *config) finish() error {
 			return errors.New("--env-inherit applies to local servers only: give a container its variables with --sandbox-env")
 		}
 		// After the secrets are read: a variable holding one stays out.
-		c.env = append(inheritedEnv(os.Environ(), c.secrets()), c.env...)
+		c.env = append(sandbox.InheritedEnv(os.Environ(), c.secrets()), c.env...)
 	}
 	if err := c.checkTLS(); err != nil {
 		return err
@@ -1017,18 +1042,6 @@ func checkListen(addr string) error {
 	}
 	if strings.ContainsAny(host, " /") {
 		return fmt.Errorf("--listen %s: malformed host %q: want an IP address or a host name", addr, host)
-	}
-	return nil
-}
-
-// checkOrigin accepts what an Origin header holds (scheme://host[:port]) or *.
-func checkOrigin(o string) error {
-	if o == "*" {
-		return nil
-	}
-	u, err := url.Parse(o)
-	if err != nil || u.Scheme == "" || u.Host == "" || (u.Path != "" && u.Path != "/") || u.RawQuery != "" || u.Fragment != "" || u.User != nil {
-		return errors.New("want an origin such as https://app.example.com (scheme://host[:port], no path) or *")
 	}
 	return nil
 }

@@ -154,6 +154,19 @@ func TestConfigErrors(t *testing.T) {
 		{[]string{"--pool-min", "5", "--pool-max", "2", "--", "srv"}, "--pool-min 5 is above --pool-max 2"},
 		{[]string{"--max-requests-per-session", "-1", "--", "srv"}, "--max-requests-per-session -1: want 0 or more"},
 		{[]string{"--request-state-ttl", "0s", "--", "srv"}, "--request-state-ttl 0s: want a positive duration"},
+		{[]string{"--path", "mcp", "--", "srv"}, `--path "mcp" must start with /`},
+		{[]string{"--warm", "-1", "--", "srv"}, "--warm -1: want 0 or more"},
+		{[]string{"--max-queued-bytes", "-1", "--", "srv"}, "--max-queued-bytes -1: want 0 or more"},
+		{[]string{"--max-message-bytes", "0", "--", "srv"}, "--max-message-bytes 0: want 1 or more"},
+		{[]string{"--log-max-events", "-2", "--", "srv"}, "--log-max-events -2: want 1 or more"},
+		{[]string{"--pool-max", "-1", "--", "srv"}, "--pool-max -1: want 1 or more"},
+		{[]string{"--pool-max-per-principal", "-1", "--", "srv"}, "--pool-max-per-principal -1: want 0 (the default) or a number of servers"},
+		{[]string{"--pool-evict-idle", "-1s", "--", "srv"}, "--pool-evict-idle -1s: want a duration, 0 to stop at once"},
+		{[]string{"--request-state-ttl", "-1s", "--", "srv"}, "--request-state-ttl -1s: want a positive duration"},
+		{[]string{"--sse-retry", "-1s", "--", "srv"}, "--sse-retry -1s: want 0 or more"},
+		{[]string{"--allowed-origins", "app.example", "--", "srv"}, `--allowed-origins "app.example": want an origin such as https://app.example.com`},
+		{[]string{"--audit-args", "--", "srv"}, "--audit-args needs --audit-log"},
+		{[]string{"--pool-min", "-1", "--pool-max", "1", "--", "srv"}, ""},
 		{[]string{"--max-message-bytes", "lots", "--", "srv"}, "--max-message-bytes lots: want a size such as 512k, 16MiB, 1g or a number of bytes"},
 		{[]string{"--child-era", "old", "--", "srv"}, `--child-era "old": want auto, legacy or modern`},
 		{[]string{"--pull", "sometimes", "--sandbox", "docker", "--image", "x"}, `--pull "sometimes": want never, missing or always`},
@@ -390,5 +403,33 @@ func TestTypedValues(t *testing.T) {
 	}
 	if a.MaxMessageBytes != 1<<20 || !a.RequestTimeout.IsNever() || a.Pull != sandbox.PullAlways {
 		t.Fatalf("server a: max-message-bytes %v, request-timeout %v, pull %v", a.MaxMessageBytes, a.RequestTimeout, a.Pull)
+	}
+}
+
+// Each loosening of a server's options names the flag that sets it
+// (optionFlags), in the command's warning.
+func TestLooseningsNameFlags(t *testing.T) {
+	cfg, err := parseConfig([]string{"--sandbox", "docker", "--image", "alpine", "--allow-hidden-unicode",
+		"--max-description-bytes", "-1", "--audit-log", "-", "--audit-args",
+		"--sandbox-egress", "api.example", "--sandbox-mount", "/a:/a", "--sandbox-env", "K=v", "--sandbox-user", "0:0",
+		"--sandbox-memory", "1g", "--sandbox-cpus", "1.5", "--sandbox-pids", "512"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	o, err := endpointOptions(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ls := o.Loosenings()
+	if len(ls) != 10 {
+		t.Errorf("%d loosenings, want 10: %v", len(ls), ls)
+	}
+	cfg.SandboxEgress, cfg.SandboxNetwork = nil, "bridge" // excluded by --sandbox-egress
+	o, _ = endpointOptions(cfg)
+	ls = append(ls, o.Loosenings()...)
+	for _, l := range ls {
+		if optionFlags[l.Option] == "" {
+			t.Errorf("loosening of %s: no flag in optionFlags", l.Option)
+		}
 	}
 }

@@ -9,10 +9,8 @@ import (
 	"path/filepath"
 	"regexp"
 	"slices"
-	"strconv"
 	"strings"
 
-	units "github.com/docker/go-units"
 	"github.com/mcp-bridge/mcp-bridge/sandbox"
 )
 
@@ -37,7 +35,8 @@ func unwrapExec(err error) error {
 
 // warnLoosenings logs a WARN line for each option that loosens a safe
 // default, with its risk as README's tables state it: a loosening must never
-// be on unnoticed.
+// be on unnoticed. Those of the process and of the command's form are
+// here; those of a server's options are endpoint.ServerOptions.Loosenings.
 func warnLoosenings(cfg *config, logger *slog.Logger) {
 	warn := func(flag, value, risk string) {
 		logger.Warn("loosened: "+risk, "flag", "--"+flag, "value", value)
@@ -55,47 +54,12 @@ func warnLoosenings(cfg *config, logger *slog.Logger) {
 	if slices.Contains(cfg.AllowedHosts, "*") && isLoopback(cfg.Listen) {
 		warn("allowed-hosts", "*", "no DNS-rebinding protection: a web page can reach this loopback bridge under its own host name")
 	}
-	if cfg.AllowHiddenUnicode {
-		warn("allow-hidden-unicode", "true", "tool descriptions may hide instructions for the model in characters a reviewer does not see")
-	}
-	if cfg.MaxDescriptionBytes < 0 {
-		warn("max-description-bytes", strconv.FormatInt(int64(cfg.MaxDescriptionBytes), 10), "tool descriptions of any length: room for instructions nobody reads")
-	}
-	if cfg.AuditArgs {
-		warn("audit-args", "true", "the audit log holds the arguments of every request, which may carry what users typed")
-	}
-	if cfg.Sandbox != "docker" {
-		return
-	}
-	if cfg.SandboxNetwork != sandbox.DefaultDockerNetwork {
-		warn("sandbox-network", cfg.SandboxNetwork, "the server can reach your network and the internet: exfiltration, lateral movement")
-	}
-	for _, h := range cfg.SandboxEgress {
-		warn("sandbox-egress", h, "the server can send what it reads to that host")
-	}
-	for _, m := range cfg.SandboxMounts {
-		if strings.HasSuffix(m, ":rw") {
-			warn("sandbox-mount", m, "the server reads and writes those host files")
-		} else {
-			warn("sandbox-mount", m, "the server reads those host files")
+	// The server's own (endpointOptions never fails but for what serve
+	// then says).
+	if o, err := endpointOptions(cfg); err == nil {
+		for _, l := range o.Loosenings() {
+			warn(optionFlags[l.Option], l.Value, l.Risk)
 		}
-	}
-	for _, e := range cfg.SandboxEnv {
-		name, _, _ := strings.Cut(e, "=")
-		// The value may be a secret: the log names the variable only.
-		warn("sandbox-env", name, "the server can read every value given")
-	}
-	if uid, _, _ := strings.Cut(cfg.SandboxUser, ":"); uid == "0" || uid == "root" {
-		warn("sandbox-user", cfg.SandboxUser, "the server runs as root: an escape from the container lands as root")
-	}
-	if cfg.memory > sandbox.DefaultDockerMemory {
-		warn("sandbox-memory", cfg.SandboxMemory.String(), "a server can take "+units.BytesSize(float64(cfg.memory))+" of host memory")
-	}
-	if cfg.SandboxCPUs > sandbox.DefaultDockerCPUs {
-		warn("sandbox-cpus", fmt.Sprint(cfg.SandboxCPUs), "a server can take that much CPU time")
-	}
-	if cfg.SandboxPids > sandbox.DefaultDockerPids {
-		warn("sandbox-pids", fmt.Sprint(cfg.SandboxPids), "more processes on the host")
 	}
 }
 
@@ -236,27 +200,6 @@ func (c *config) secrets() []string {
 	}
 	if len(c.affinitySecret) > 0 {
 		out = append(out, string(c.affinitySecret))
-	}
-	return out
-}
-
-// inheritedEnv is what --env-inherit passes of environ: every variable but
-// the bridge's own (BRIDGE_*, MCP_BRIDGE_OWNER) and those whose value holds
-// one of secrets (a copy of a token under another name).
-func inheritedEnv(environ, secrets []string) []string {
-	var out []string
-next:
-	for _, kv := range environ {
-		name, value, _ := strings.Cut(kv, "=")
-		if name == "" || strings.HasPrefix(strings.ToUpper(name), sandbox.ReservedEnvPrefix) || name == sandbox.OwnerEnv {
-			continue
-		}
-		for _, s := range secrets {
-			if s != "" && strings.Contains(value, s) {
-				continue next
-			}
-		}
-		out = append(out, kv)
 	}
 	return out
 }
