@@ -16,7 +16,6 @@ import (
 	"github.com/mcp-bridge/mcp-bridge/pin"
 	"github.com/mcp-bridge/mcp-bridge/pool"
 	"github.com/mcp-bridge/mcp-bridge/sandbox"
-	"github.com/mcp-bridge/mcp-bridge/session"
 )
 
 // GroupsPrefix starts the paths of the groups of a configuration:
@@ -165,61 +164,11 @@ func BuildAggregate(ctx context.Context, sh *Shared, o *AggregateOptions, path s
 	// The aggregate's own chain: its span and counters. Policy, pinning
 	// and audit are each member's (above), on the member's own names.
 	own := &guards{tel: tel, logger: logger, logMessages: front.LogMessages}
-	launcher := agg.Launcher()
-	limits := front.Limits
-	limits.Inflight = nil
-	so := &session.Options{
-		Launcher:          session.LauncherOf(launcher),
-		IdleTimeout:       front.SessionIdleTimeout,
-		MaxSessions:       front.MaxSessions,
-		MaxMessageBytes:   front.MaxMessageBytes,
-		LogMaxEvents:      front.LogMaxEvents,
-		LogMaxBytes:       front.LogMaxBytes,
-		LogBudget:         sh.LogBudget,
-		InitializeTimeout: limits.InitializeTimeout,
-		InitializeHint:    limits.InitializeHint,
-		RequestTimeout:    limits.RequestTimeout,
-		MaxRequests:       limits.MaxRequests,
-		MaxQueuedBytes:    limits.MaxQueuedBytes,
-		Logger:            logger,
-		InterceptSession:  own.forSession,
-		Inflight:          sh.inflight(),
-		Observer:          tel.observer(),
-	}
-	if sh.Affinity != nil {
-		so.NewID = sh.Affinity.NewID
-	}
-	po := &pool.Options{
-		Launch: func(ctx context.Context, name string) (peer.Process, error) {
-			return launcher.Launch(ctx, name)
-		},
-		// A virtual child speaks revision 2025-11-25, like a stdio server.
-		Era:             pool.EraLegacy,
-		Min:             front.PoolMin,
-		Max:             front.PoolMax,
-		MaxPerPrincipal: front.PoolMaxPerPrincipal,
-		StateTTL:        front.RequestStateTTL,
-		KeepAlive:       -1,
-		OtherVersions:   bridge.SessionVersions(),
-		PrivateCache:    sh.Authenticates,
-		Peer:            peer.Options{MaxMessageBytes: front.MaxMessageBytes},
-		Limits:          so.Limits(sh.inflight()),
-		ChildIntercept:  own.forChild,
-		Logger:          logger,
-	}
-	if sh.Affinity != nil {
-		po.Secret = sh.AffinitySecret
-		po.Instance = sh.Affinity.Self()
-	}
-	ho := front.Handler
-	ho.Path = path
-	ho.SSEKeepAlive = limits.KeepAlive
-	ho.Logger = logger
-	e, err := New(&Options{Session: so, Pool: po, Handler: sh.HandlerOptions(ho), Release: release})
+	// A virtual child speaks revision 2025-11-25, like a stdio server.
+	e, err := serve(sh, front, path, agg.Launcher(), pool.EraLegacy, own, tel, logger, release)
 	if err != nil {
 		return nil, err
 	}
-	tel.watch(e.Registry(), e.Pool())
 	if tel.server != nil {
 		if err := tel.server.WatchAggregate(agg); err != nil {
 			logger.Error("cannot export the aggregate's metrics", "err", err)
@@ -245,23 +194,12 @@ type AggregateSpec struct {
 // each group's), and applies a new configuration as Set does for servers:
 // one added starts, one removed or changed drains (requests in flight
 // finish within the grace; a draining endpoint still serves its own
-// sessions), then closes.
+// sessions), then closes. WaitIdle, Len and Close span every aggregate.
 type Aggregates struct {
-	opts   SetOptions
-	logger *slog.Logger
-
-	mu      sync.Mutex // serializes Apply and Close
-	closed  bool
-	running map[string]*runningAgg // by path
-	drains  sync.WaitGroup
+	lifecycle[*Aggregate]
 
 	rmu    sync.RWMutex
 	routes map[string]*aggRoute // by directory: "" for /mcp, "/groups/NAME"
-}
-
-type runningAgg struct {
-	key string
-	a   *Aggregate
 }
 
 type aggRoute struct {
@@ -272,10 +210,39 @@ type aggRoute struct {
 // NewAggregates returns an empty set of aggregate endpoints; o's Grace,
 // StopBudget and Logger are used.
 func NewAggregates(o *SetOptions) *Aggregates {
-	s := &Aggregates{opts: *o, logger: o.Logger, running: map[string]*runningAgg{}, routes: map[string]*aggRoute{}}
-	if s.logger == nil {
-		s.logger = slog.Default()
-	}
+	s := &Aggregates{routes: map[string]*aggRoute{}}
+	s.lifecycle = newLifecycle(o, placement[*Aggregate]{
+		kind: "aggregate", attr: "path",
+		install: func(path string, a *Aggregate) {
+			s.route(path, func(r *aggRoute) {
+				if r.cur != nil {
+					r.old = append(r.old, r.cur)
+				}
+				r.cur = a
+			})
+		},
+		retiring: func(path string, a *Aggregate) {
+			s.route(path, func(r *aggRoute) {
+				if r.cur == a {
+					r.cur = nil
+					r.old = append(r.old, a)
+				}
+			})
+		},
+		drained: func(path string, a *Aggregate, _ bool) {
+			s.route(path, func(r *aggRoute) {
+				for i, o := range r.old {
+					if o == a {
+						r.old = append(r.old[:i], r.old[i+1:]...)
+						break
+					}
+				}
+			})
+		},
+		buildError: func(path string, err error) error {
+			return fmt.Errorf("aggregate %s: %w", path, err)
+		},
+	})
 	return s
 }
 
@@ -283,62 +250,11 @@ func NewAggregates(o *SetOptions) *Aggregates {
 // changed first: if one fails, those built are closed and nothing
 // changes.
 func (s *Aggregates) Apply(ctx context.Context, specs []AggregateSpec) (Changes, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	var ch Changes
-	if s.closed {
-		return ch, ErrClosed
+	entries := make([]entry[*Aggregate], len(specs))
+	for i, sp := range specs {
+		entries[i] = entry[*Aggregate]{name: sp.Path, key: sp.Key, build: sp.Build}
 	}
-	var build []AggregateSpec
-	seen := map[string]bool{}
-	for _, sp := range specs {
-		seen[sp.Path] = true
-		switch r := s.running[sp.Path]; {
-		case r == nil:
-			ch.Added = append(ch.Added, sp.Path)
-			build = append(build, sp)
-		case r.key != sp.Key:
-			ch.Changed = append(ch.Changed, sp.Path)
-			build = append(build, sp)
-		default:
-			ch.Unchanged = append(ch.Unchanged, sp.Path)
-		}
-	}
-	for p := range s.running {
-		if !seen[p] {
-			ch.Removed = append(ch.Removed, p)
-		}
-	}
-	built := make([]*Aggregate, 0, len(build))
-	for _, sp := range build {
-		a, err := sp.Build(ctx)
-		if err != nil {
-			for _, a := range built {
-				_ = a.Close(context.Background())
-			}
-			return Changes{}, fmt.Errorf("aggregate %s: %w", sp.Path, err)
-		}
-		built = append(built, a)
-	}
-	for i, sp := range build {
-		if old := s.running[sp.Path]; old != nil {
-			s.logger.Info("aggregate changed in the configuration: replacing it; its sessions drain, new sessions go to the new one", "path", sp.Path)
-			s.retire(sp.Path, old)
-		}
-		s.running[sp.Path] = &runningAgg{key: sp.Key, a: built[i]}
-		s.route(sp.Path, func(r *aggRoute) {
-			if r.cur != nil {
-				r.old = append(r.old, r.cur)
-			}
-			r.cur = built[i]
-		})
-	}
-	for _, p := range ch.Removed {
-		s.logger.Info("aggregate removed from the configuration: its sessions drain, new sessions get 404", "path", p)
-		s.retire(p, s.running[p])
-		delete(s.running, p)
-	}
-	return ch, nil
+	return s.apply(ctx, entries)
 }
 
 func (s *Aggregates) route(path string, f func(*aggRoute)) {
@@ -354,41 +270,6 @@ func (s *Aggregates) route(path string, f func(*aggRoute)) {
 	if r.cur == nil && len(r.old) == 0 {
 		delete(s.routes, dir)
 	}
-}
-
-// retire drains an aggregate in the background, as Set.retire a server.
-func (s *Aggregates) retire(path string, r *runningAgg) {
-	r.a.Retire()
-	s.route(path, func(rt *aggRoute) {
-		if rt.cur == r.a {
-			rt.cur = nil
-			rt.old = append(rt.old, r.a)
-		}
-	})
-	s.drains.Add(1)
-	go func() {
-		defer s.drains.Done()
-		ctx, cancel := context.WithTimeout(context.Background(), s.opts.Grace)
-		err := r.a.WaitIdle(ctx)
-		cancel()
-		if err != nil {
-			s.logger.Warn("ending the sessions of a removed aggregate with requests still in flight after --shutdown-grace", "path", path, "err", err)
-		}
-		stopCtx, cancelStop := context.WithTimeout(context.Background(), s.opts.StopBudget)
-		defer cancelStop()
-		if err := r.a.Close(stopCtx); err != nil {
-			s.logger.Error("some MCP servers of an aggregate did not stop", "path", path, "err", err)
-		}
-		s.route(path, func(rt *aggRoute) {
-			for i, o := range rt.old {
-				if o == r.a {
-					rt.old = append(rt.old[:i], rt.old[i+1:]...)
-					break
-				}
-			}
-		})
-		s.logger.Info("aggregate drained", "path", path)
-	}()
 }
 
 // Serves reports whether path is an aggregate's (/mcp, /sse, /message,
@@ -438,67 +319,5 @@ func holds(a *Aggregate, id string) bool {
 	return err == nil
 }
 
-// Paths are the paths served, sorted by Apply's order of specs.
-func (s *Aggregates) Paths() []string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	out := make([]string, 0, len(s.running))
-	for p := range s.running {
-		out = append(out, p)
-	}
-	return out
-}
-
-func (s *Aggregates) list() []*Aggregate {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	out := make([]*Aggregate, 0, len(s.running))
-	for _, r := range s.running {
-		out = append(out, r.a)
-	}
-	return out
-}
-
 // Drain refuses new sessions, at shutdown.
-func (s *Aggregates) Drain() {
-	for _, a := range s.list() {
-		a.Drain()
-	}
-}
-
-// WaitIdle waits until no aggregate has a request in flight, or ctx ends.
-func (s *Aggregates) WaitIdle(ctx context.Context) error {
-	for _, a := range s.list() {
-		if err := a.WaitIdle(ctx); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
-// Len is the number of live sessions over all aggregates.
-func (s *Aggregates) Len() int {
-	n := 0
-	for _, a := range s.list() {
-		n += a.Len()
-	}
-	return n
-}
-
-// Close closes every aggregate, waits for the draining ones, and makes
-// Apply fail.
-func (s *Aggregates) Close(ctx context.Context) error {
-	s.mu.Lock()
-	s.closed = true
-	rs := make([]*Aggregate, 0, len(s.running))
-	for _, r := range s.running {
-		rs = append(rs, r.a)
-	}
-	s.mu.Unlock()
-	var all []error
-	for _, a := range rs {
-		all = append(all, a.Close(ctx))
-	}
-	s.drains.Wait()
-	return errors.Join(all...)
-}
+func (s *Aggregates) Drain() { s.drainAll() }

@@ -4,10 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 
 	"github.com/mcp-bridge/mcp-bridge/bridge"
 	"github.com/mcp-bridge/mcp-bridge/peer"
 	"github.com/mcp-bridge/mcp-bridge/pool"
+	"github.com/mcp-bridge/mcp-bridge/sandbox"
 	"github.com/mcp-bridge/mcp-bridge/session"
 )
 
@@ -52,6 +54,25 @@ func Build(ctx context.Context, sh *Shared, o *ServerOptions, path string) (*End
 	closeGuards := release
 	release = func() error { closeLauncher(); return closeGuards() }
 
+	e, err := serve(sh, o, path, launcher, o.ChildEra, g, tel, logger, release)
+	if err != nil {
+		return nil, err
+	}
+	if o.Policy != nil && sh.Scopes != nil {
+		// The protected resource metadata lists what the policy asks for,
+		// so that clients can request those scopes up front.
+		sh.Scopes(o.Policy.Scopes()...)
+	}
+	return e, nil
+}
+
+// serve builds the endpoint that serves launcher's children at path in
+// both eras, with o's limits, session bounds, pool bounds and handler
+// options, the guards g (the whole chain of each session and each pool
+// child) and the telemetry tel; release is the endpoint's Release. Build
+// and BuildAggregate both end here, so that a server alone and an
+// aggregate run on one assembly.
+func serve(sh *Shared, o *ServerOptions, path string, launcher sandbox.Launcher, era pool.Era, g *guards, tel *telemetry, logger *slog.Logger, release func() error) (*Endpoint, error) {
 	// One set of limits for both eras, and one governor hook each.
 	limits := o.Limits
 	limits.Inflight = nil
@@ -82,7 +103,7 @@ func Build(ctx context.Context, sh *Shared, o *ServerOptions, path string) (*End
 		Launch: func(ctx context.Context, name string) (peer.Process, error) {
 			return launcher.Launch(statelessLaunch(ctx), name)
 		},
-		Era:             o.ChildEra,
+		Era:             era,
 		Min:             o.PoolMin,
 		Max:             o.PoolMax,
 		MaxPerPrincipal: o.PoolMaxPerPrincipal,
@@ -121,10 +142,5 @@ func Build(ctx context.Context, sh *Shared, o *ServerOptions, path string) (*End
 		return nil, err
 	}
 	tel.watch(e.Registry(), e.Pool())
-	if o.Policy != nil && sh.Scopes != nil {
-		// The protected resource metadata lists what the policy asks for,
-		// so that clients can request those scopes up front.
-		sh.Scopes(o.Policy.Scopes()...)
-	}
 	return e, nil
 }

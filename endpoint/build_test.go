@@ -3,7 +3,6 @@ package endpoint_test
 import (
 	"context"
 	"log/slog"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -12,8 +11,6 @@ import (
 	"strings"
 	"testing"
 	"time"
-
-	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/mcp-bridge/mcp-bridge/bridge"
 	"github.com/mcp-bridge/mcp-bridge/endpoint"
@@ -50,44 +47,6 @@ func shared(t *testing.T) *endpoint.Shared {
 		LogBudget: session.NewLogBudget(session.DefaultLogMaxTotalBytes),
 		Logger:    slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelWarn})),
 	}
-}
-
-// startCallIn starts a call of tool wait from a client of the given
-// protocol version (a 2025 session, or 2026-07-28 stateless) and returns
-// once it runs on its child: closing the returned connection lets the
-// child answer, which the returned channel then carries.
-func startCallIn(t *testing.T, ctx context.Context, url, version string) (net.Conn, <-chan error) {
-	t.Helper()
-	if version == "2026-07-28" {
-		return startCall(t, ctx, url)
-	}
-	cs, err := mcp.NewClient(&mcp.Implementation{Name: "endpoint-test", Version: "1"}, nil).
-		Connect(ctx, &mcp.StreamableClientTransport{Endpoint: url}, &mcp.ClientSessionOptions{ProtocolVersion: version})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { cs.Close() })
-	if v := cs.InitializeResult().ProtocolVersion; v != version {
-		t.Fatalf("negotiated %q, want %s", v, version)
-	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	done := make(chan error, 1)
-	go func() {
-		res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "wait", Arguments: map[string]any{"addr": ln.Addr().String()}})
-		if err == nil && (res.IsError || len(res.Content) == 0 || res.Content[0].(*mcp.TextContent).Text != "done") {
-			err = &callError{res}
-		}
-		done <- err
-	}()
-	c, err := ln.Accept()
-	if err != nil {
-		t.Fatal(err)
-	}
-	return c, done
 }
 
 var versions = []string{"2025-11-25", "2026-07-28"}

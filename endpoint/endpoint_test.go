@@ -115,14 +115,25 @@ func build(t *testing.T, path string, release func() error) *endpoint.Endpoint {
 // child answer, which the returned channel then carries.
 func startCall(t *testing.T, ctx context.Context, url string) (net.Conn, <-chan error) {
 	t.Helper()
+	return startCallIn(t, ctx, url, "2026-07-28")
+}
+
+// startCallIn is startCall in a protocol revision: 2026-07-28 is the
+// client's default (server/discover first), an earlier one a session.
+func startCallIn(t *testing.T, ctx context.Context, url, version string) (net.Conn, <-chan error) {
+	t.Helper()
+	var opts *mcp.ClientSessionOptions
+	if version != "2026-07-28" {
+		opts = &mcp.ClientSessionOptions{ProtocolVersion: version}
+	}
 	cs, err := mcp.NewClient(&mcp.Implementation{Name: "endpoint-test", Version: "1"}, nil).
-		Connect(ctx, &mcp.StreamableClientTransport{Endpoint: url}, nil)
+		Connect(ctx, &mcp.StreamableClientTransport{Endpoint: url}, opts)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { cs.Close() })
-	if v := cs.InitializeResult().ProtocolVersion; v != "2026-07-28" {
-		t.Fatalf("negotiated %q, want 2026-07-28", v)
+	if v := cs.InitializeResult().ProtocolVersion; v != version {
+		t.Fatalf("negotiated %q, want %s", v, version)
 	}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
