@@ -101,13 +101,6 @@ func NewLauncher(ctx context.Context, o *ServerOptions, logger *slog.Logger) (sa
 		}
 		lo.Supervisor = []string{exe, sandbox.SuperviseArg}
 	}
-	// Servers of a bridge that died with their supervisors (kill -9 of
-	// both, the OOM killer) are ended before serving.
-	if n, err := sandbox.KillLocalLeftovers(); err != nil {
-		logger.Warn("could not end every process left by an earlier bridge", "err", err)
-	} else if n > 0 {
-		logger.Info("ended processes left by an earlier bridge", "count", n)
-	}
 	if lo.StopGrace == 0 {
 		lo.StopGrace = o.StopGrace
 	}

@@ -223,6 +223,21 @@ func serve(ctx context.Context, cfg *config, logger *slog.Logger, ready chan<- n
 		logger.Info("OAuth resource server on", "issuer", cfg.OAuthIssuer, "resource", cfg.ResourceURL)
 		warnResourcePath(cfg, logger)
 	}
+	// TLS files are checked before any server starts: a bad key ends
+	// start-up with nothing to undo.
+	tlsConf, reloadTLS, err := newTLSConfig(cfg, logger)
+	if err != nil {
+		return startError{err}
+	}
+	// Servers of a bridge that died with their supervisors (kill -9 of
+	// both, the OOM killer) are ended before serving: once per process,
+	// not per server or reload, and never by a library user's endpoints
+	// (a test's in-process bridge must not end another test's orphans).
+	if n, err := sandbox.KillLocalLeftovers(); err != nil {
+		logger.Warn("could not end every process left by an earlier bridge", "err", err)
+	} else if n > 0 {
+		logger.Info("ended processes left by an earlier bridge", "count", n)
+	}
 	var fe frontEnd
 	var reload []func() // what SIGHUP reloads
 	if cfg.file != nil {
@@ -262,11 +277,6 @@ func serve(ctx context.Context, cfg *config, logger *slog.Logger, ready chan<- n
 		}
 	}
 
-	tlsConf, reloadTLS, err := newTLSConfig(cfg, logger)
-	if err != nil {
-		_ = fe.Close(context.Background())
-		return startError{err}
-	}
 	if reloadTLS != nil {
 		reload = append(reload, reloadTLS)
 	}
