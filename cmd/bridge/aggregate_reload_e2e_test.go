@@ -59,6 +59,16 @@ func (c *caller) run(ctx context.Context, cs *mcp.ClientSession, tool string, wg
 	}()
 }
 
+// noFailures logs what c counted and fails the test if a call failed,
+// when (the words say when).
+func (c *caller) noFailures(t *testing.T, when string) {
+	t.Helper()
+	t.Logf("%s: %d calls answered, %d failed", c.name, c.ok.Load(), c.bad.Load())
+	if n := c.bad.Load(); n != 0 {
+		t.Errorf("%s: %d calls failed %s, want 0; first: %q", c.name, n, when, c.failures)
+	}
+}
+
 // waitCalls waits until c answered n more calls than it had.
 func (c *caller) waitCalls(t *testing.T, ctx context.Context, n int64) {
 	t.Helper()
@@ -148,9 +158,6 @@ func TestConfigFileAggregateReloadUnderLoad(t *testing.T) {
 	stopLoad()
 	wg.Wait()
 	for _, c := range callers {
-		t.Logf("%s: %d calls of a__echo answered, %d failed", c.name, c.ok.Load(), c.bad.Load())
-		if n := c.bad.Load(); n != 0 {
-			t.Errorf("%s: %d calls of a__echo failed across the reload, want 0; first: %q", c.name, n, c.failures)
-		}
+		c.noFailures(t, "across the reload")
 	}
 }
