@@ -92,6 +92,13 @@ type Member struct {
 	// audit) get a connection of their own. It sees the member's own
 	// names. Nil: none.
 	Intercept func(child string) peer.Interceptor
+	// Ended, if not nil, is told that a child Intercept was built for
+	// has ended, with why (nil: stopped by the aggregate), once its
+	// connection is done: what the child's interception point still
+	// holds of it (the requests it left unanswered, which the audit
+	// writes then) is its to finish. The client's requests on it are
+	// answered right after with an error naming the member.
+	Ended func(child string, err error)
 	// CatalogIntercept is the interception point of the member's catalog
 	// child, whose answers are the lists every session sees: the pin
 	// enforcer belongs here (it filters the answers to the bridge's own

@@ -925,5 +925,8 @@ func (s *slot) Ended(err error) {
 	if !closed {
 		v.logger.Warn("aggregate member's child ended in a session; the next request starts another", "member", s.m.cfg.Name, "err", err)
 	}
+	if f := s.m.cfg.Ended; f != nil {
+		f(v.session+"/"+s.m.cfg.Name, err)
+	}
 	s.gone(fmt.Sprintf("aggregate member %q ended before answering: %v", s.m.cfg.Name, err))
 }

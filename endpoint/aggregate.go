@@ -59,6 +59,9 @@ type AggregateOptions struct {
 type Aggregate struct {
 	*Endpoint
 	Agg *aggregate.Aggregate
+	// forget drops the gauges of its path (Shared.Forget), once it left
+	// the configuration and drained.
+	forget func()
 }
 
 // CheckAggregate checks what aggregate.New would refuse of the members'
@@ -120,6 +123,7 @@ func BuildAggregate(ctx context.Context, sh *Shared, o *AggregateOptions, path s
 			return nil, errors.Join(fmt.Errorf("member %q: %w", mo.Name, err), release())
 		}
 		closers = append(closers, func() error { closeL(); return nil })
+		ends := &childEnds{m: map[string]func(string){}}
 		kind := mo.sandbox()
 		if mo.Remote != nil {
 			kind = "remote"
@@ -136,8 +140,21 @@ func BuildAggregate(ctx context.Context, sh *Shared, o *AggregateOptions, path s
 				// A member child serves one session of the aggregate; an
 				// --on-pin-violation end-session cannot end the client's
 				// session from here: the enforcer drops what it refuses.
-				i, _ := g.chain(child, nil, mlog.With("child", child), func(error) {}, nil)
+				i, ended := g.chain(child, nil, mlog.With("child", child), func(error) {}, nil)
+				ends.put(child, ended)
 				return i
+			},
+			// Once a member child has ended, the requests it left
+			// unanswered are audited, once, as a session's are when its
+			// server stops.
+			Ended: func(child string, err error) {
+				if ended := ends.take(child); ended != nil {
+					reason := ""
+					if err != nil {
+						reason = err.Error()
+					}
+					ended(reason)
+				}
 			},
 		}
 		if g.pins != nil {
@@ -174,7 +191,7 @@ func BuildAggregate(ctx context.Context, sh *Shared, o *AggregateOptions, path s
 			logger.Error("cannot export the aggregate's metrics", "err", err)
 		}
 	}
-	return &Aggregate{Endpoint: e, Agg: agg}, nil
+	return &Aggregate{Endpoint: e, Agg: agg, forget: func() { sh.Forget(path) }}, nil
 }
 
 // An AggregateSpec is one aggregate endpoint of a configuration, as
@@ -229,7 +246,7 @@ func NewAggregates(o *SetOptions) *Aggregates {
 				}
 			})
 		},
-		drained: func(path string, a *Aggregate, _ bool) {
+		drained: func(path string, a *Aggregate, gone bool) {
 			s.route(path, func(r *aggRoute) {
 				for i, o := range r.old {
 					if o == a {
@@ -238,6 +255,13 @@ func NewAggregates(o *SetOptions) *Aggregates {
 					}
 				}
 			})
+			if gone && a.forget != nil {
+				// Removed, not rebuilt, and not added again since: its
+				// gauges (sessions, members down, member children) would
+				// go on showing an endpoint that is gone, read from an
+				// aggregate that is closed. A rebuilt one's replaced them.
+				a.forget()
+			}
 		},
 		buildError: func(path string, err error) error {
 			return fmt.Errorf("aggregate %s: %w", path, err)
@@ -321,3 +345,25 @@ func holds(a *Aggregate, id string) bool {
 
 // Drain refuses new sessions, at shutdown.
 func (s *Aggregates) Drain() { s.drainAll() }
+
+// childEnds holds, by child, what to call once a member child has ended
+// (its guards' ended): a child's name ("SESSION/MEMBER") is unique while
+// it runs.
+type childEnds struct {
+	mu sync.Mutex
+	m  map[string]func(reason string)
+}
+
+func (c *childEnds) put(child string, ended func(string)) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.m[child] = ended
+}
+
+func (c *childEnds) take(child string) func(string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	f := c.m[child]
+	delete(c.m, child)
+	return f
+}

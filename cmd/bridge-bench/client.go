@@ -42,9 +42,12 @@ type mcpClient struct {
 	// stateless: revision 2026-07-28, no session; each call carries the
 	// mirrored headers and its _meta.
 	stateless bool
-	nextID    int64
-	req       []byte       // request body being built
-	body      bytes.Buffer // response body, reused
+	// tool is the name echo calls; empty: "echo" (an aggregate's is
+	// prefixed).
+	tool   string
+	nextID int64
+	req    []byte       // request body being built
+	body   bytes.Buffer // response body, reused
 }
 
 func newMCPClient(hc *http.Client, url string) *mcpClient {
@@ -70,6 +73,9 @@ func (c *mcpClient) post(ctx context.Context, msg []byte) (*http.Response, error
 		h["Mcp-Protocol-Version"] = statelessVersion
 		h["Mcp-Method"] = toolsCall
 		h["Mcp-Name"] = echoName
+		if c.tool != "" {
+			h["Mcp-Name"] = []string{c.tool}
+		}
 	}
 	resp, err := c.hc.Do(req)
 	if err != nil {
@@ -183,7 +189,11 @@ func (c *mcpClient) call(ctx context.Context, tool, args string) ([]byte, error)
 
 // echo is the call of every throughput figure.
 func (c *mcpClient) echo(ctx context.Context) error {
-	_, err := c.call(ctx, "echo", `{"text":"hello"}`)
+	tool := c.tool
+	if tool == "" {
+		tool = "echo"
+	}
+	_, err := c.call(ctx, tool, `{"text":"hello"}`)
 	return err
 }
 

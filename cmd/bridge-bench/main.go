@@ -98,7 +98,7 @@ func main() {
 	flag.StringVar(&c.sg, "supergateway", "", "supergateway `script` to measure side by side (optional)")
 	flag.StringVar(&c.node, "node", "node", "`node` binary that runs -supergateway")
 	flag.StringVar(&c.profileDir, "profile", "", "build the bridge with a pprof hook and write CPU and heap profiles to `dir`")
-	flag.StringVar(&c.only, "only", "", "comma-separated phases to run: floor,hop,poolhop,bridge,json,stateless,guards,sg,start,burst,idle,big,replay, and instr (instructions per call under valgrind: only when named) (default: all but instr)")
+	flag.StringVar(&c.only, "only", "", "comma-separated phases to run: floor,hop,poolhop,bridge,json,stateless,guards,sg,start,burst,idle,big,replay, and, only when named, instr (instructions per call under valgrind) and aggregate (a call through /mcp against the member's own path) (default: all but instr)")
 	flag.StringVar(&c.instrCases, "instr-cases", "", "with -only instr: count only the cases whose description contains one of these comma-separated `words` (1 session, 50 sessions, 2025, stateless, --policy)")
 	flag.StringVar(&instrOut, "instr-out", "", "with -only instr: keep each count's cachegrind file in `dir` (for cg_annotate, cg_diff)")
 	flag.DurationVar(&c.timeout, "timeout", 20*time.Minute, "stop the whole run after this long")
@@ -209,8 +209,11 @@ func run(ctx context.Context, c *config) error {
 type target struct {
 	name      string
 	phase     string
-	base      bool // the -baseline build
-	stateless bool // its clients speak revision 2026-07-28
+	base      bool    // the -baseline build
+	stateless bool    // its clients speak revision 2026-07-28
+	tool      string  // the echo tool's name there; empty: "echo"
+	pair      *target // measured against it in the same rounds (aggregate rows)
+	pairWhat  string  // what pair is, in the row
 	start     func(ctx context.Context) (url string, stop func(), p *process, b *bridgeProc, err error)
 
 	url  string
@@ -289,6 +292,14 @@ func (t *throughput) run(ctx context.Context) error {
 			bridgeTarget(c.baseline, "baseline bridge, SSE answers", "bridge"),
 			bridgeTarget(c.baseline, "baseline bridge, --json-response", "json", "--json-response"))
 		all[len(all)-2].base, all[len(all)-1].base = true, true
+	}
+	if c.wantAggregate() {
+		agg, cleanup, err := aggregateTargets(c)
+		if err != nil {
+			return err
+		}
+		defer cleanup()
+		all = append(all, agg...)
 	}
 	if c.sg != "" {
 		for _, stateful := range []bool{false, true} {
@@ -380,7 +391,7 @@ func (t *throughput) run(ctx context.Context) error {
 				if tg.b != nil && !tg.base && round == 1 {
 					during = t.prof.cpu(ctx, tg.b, fmt.Sprintf("cpu-%s-c%d", tg.phase, n))
 				}
-				s, err := httpThroughput(ctx, tg.url, n, c.warm, c.duration, meterFor(tg.pid, nil), during, tg.stateless)
+				s, err := httpThroughput(ctx, tg.url, tg.tool, n, c.warm, c.duration, meterFor(tg.pid, nil), during, tg.stateless)
 				if err != nil {
 					tg.err = err
 					continue
@@ -551,6 +562,11 @@ func (t *throughput) rows(add func(what, result, cpu, target, met string), fail 
 			if b := baselineOf(t.ts, tg); b != nil && (tg.phase == "bridge" || tg.phase == "json") && !tg.base {
 				if r, spread, ok := spreadRatio(tg.res[n], b.res[n]); ok {
 					result += fmt.Sprintf(" = %.2f x baseline %s", r, spread)
+				}
+			}
+			if tg.pair != nil {
+				if r, spread, ok := spreadRatio(tg.res[n], tg.pair.res[n]); ok {
+					result += fmt.Sprintf(" = %.2f x %s %s", r, tg.pairWhat, spread)
 				}
 			}
 			if tg.phase == "guards" {

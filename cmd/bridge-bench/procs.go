@@ -297,10 +297,13 @@ type bridgeProc struct {
 }
 
 // startBridge runs the bridge on a free loopback port in front of the
-// minimal server, and waits until it listens.
+// minimal server (none: extra holds a --config), and waits until it
+// listens.
 func startBridge(ctx context.Context, bin, minimal string, profile bool, extra ...string) (*bridgeProc, error) {
 	args := append([]string{"--listen", "127.0.0.1:0", "--log-format", "json", "--log-level", "info"}, extra...)
-	args = append(args, "--", minimal)
+	if minimal != "" { // else extra names a --config
+		args = append(args, "--", minimal)
+	}
 	var env []string
 	if profile {
 		env = []string{"BRIDGE_BENCH_PPROF=127.0.0.1:0"}

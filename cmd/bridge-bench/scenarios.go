@@ -111,10 +111,11 @@ func forEach(n, par int, f func(i int) error) error {
 	return errors.Join(errs...)
 }
 
-// httpThroughput opens n sessions on url and measures echo calls on them,
-// each on its own keep-alive connection. during, if not nil, runs alongside
+// httpThroughput opens n sessions on url and measures echo calls on them
+// (the minimal server's echo, named tool there; empty: "echo"), each on
+// its own keep-alive connection. during, if not nil, runs alongside
 // the measurement window (the profiler).
-func httpThroughput(ctx context.Context, url string, n int, warm, dur time.Duration, meter func() cpuSnap, during func(warm, dur time.Duration), stateless bool) (sample, error) {
+func httpThroughput(ctx context.Context, url, tool string, n int, warm, dur time.Duration, meter func() cpuSnap, during func(warm, dur time.Duration), stateless bool) (sample, error) {
 	tr := newTransport(n)
 	defer tr.CloseIdleConnections()
 	hc := &http.Client{Transport: tr}
@@ -122,7 +123,7 @@ func httpThroughput(ctx context.Context, url string, n int, warm, dur time.Durat
 		// Revision 2026-07-28: no session to open, nothing to close.
 		clients := make([]*mcpClient, n)
 		for i := range clients {
-			clients[i] = &mcpClient{hc: hc, url: url, stateless: true}
+			clients[i] = &mcpClient{hc: hc, url: url, stateless: true, tool: tool}
 		}
 		if during != nil {
 			go during(warm, dur)
@@ -133,6 +134,9 @@ func httpThroughput(ctx context.Context, url string, n int, warm, dur time.Durat
 	defer closeAll()
 	if err != nil {
 		return sample{}, err
+	}
+	for _, c := range clients {
+		c.tool = tool
 	}
 	if during != nil {
 		go during(warm, dur)
