@@ -10,7 +10,8 @@ package main
 //	               "headers": {"Authorization": "Bearer ${GITHUB_TOKEN}"}},
 //	    "search": {"url": "https://search.example/mcp", "headerFiles": {"X-Api-Key": "/run/secrets/search-key"}}
 //	  },
-//	  "groups": {"code": {"servers": ["files", "github"], "separator": "."}}
+//	  "groups": {"code": {"servers": ["files", "github"], "separator": ".", "maxChildrenPerSession": 1}},
+//	  "aggregate": {"maxChildren": 64, "idleTimeout": "10m"}
 //	}
 //
 // /mcp serves every enabled server aggregated (unless --no-aggregate),
@@ -30,6 +31,11 @@ package main
 // read at load and at each reload (SIGHUP), which replaces the server
 // when a file changed. Keys of a local server (args, env, cwd, the
 // sandbox's, userEnv, allowHosts, warm, stderr-line-bytes) are refused.
+//
+// An aggregate's bounds and failure mode (boundKeys) are the top-level
+// "aggregate" object's for every aggregate (/mcp and the groups), and a
+// group's own keys for that group; what neither sets is the aggregate
+// package's default.
 
 import (
 	"context"
@@ -38,6 +44,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"net/http"
 	"os"
 	"regexp"
@@ -45,10 +52,12 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/mcp-bridge/mcp-bridge/bridge"
 	"github.com/mcp-bridge/mcp-bridge/connect"
 	"github.com/mcp-bridge/mcp-bridge/endpoint"
+	"github.com/mcp-bridge/mcp-bridge/internal/units"
 )
 
 // aggregateKeys are the keys of a server for aggregates and remote
@@ -72,6 +81,62 @@ type groupSpec struct {
 	name      string
 	servers   []string
 	separator string
+	bounds    endpoint.AggregateBounds // the file's "aggregate", with the group's own keys
+}
+
+// boundKeys are the keys of an aggregate's bounds and failure mode, in
+// the top-level "aggregate" (every aggregate's) and in a group (its own):
+// maxChildren (member servers running across its sessions),
+// maxChildrenPerSession, idleTimeout (a session's member server unused
+// this long stops; "never") and failClosed (refuse lists and calls while
+// a member is down).
+var boundKeys = []string{"maxChildren", "maxChildrenPerSession", "idleTimeout", "failClosed"}
+
+// setBound reads the value v of k, one of boundKeys, into b.
+func setBound(b *endpoint.AggregateBounds, k string, v json.RawMessage) error {
+	switch k {
+	case "maxChildren", "maxChildrenPerSession":
+		var n int
+		if json.Unmarshal(v, &n) != nil || n < 1 {
+			return errors.New("want a whole number, 1 or more")
+		}
+		if k == "maxChildren" {
+			b.MaxChildren = n
+		} else {
+			b.MaxChildrenPerSession = n
+		}
+	case "idleTimeout":
+		var s string
+		var d units.Duration
+		if json.Unmarshal(v, &s) != nil || d.UnmarshalText([]byte(s)) != nil || d == 0 {
+			return errors.New(`want a duration such as 30s, 5m or 1h, or "never"`)
+		}
+		b.IdleTimeout = time.Duration(d)
+	case "failClosed":
+		if json.Unmarshal(v, &b.FailClosed) != nil {
+			return errors.New("want true or false")
+		}
+	}
+	return nil
+}
+
+// parseBounds reads the top-level "aggregate": the bounds of every
+// aggregate.
+func parseBounds(path string, raw json.RawMessage) (endpoint.AggregateBounds, error) {
+	var b endpoint.AggregateBounds
+	var entry map[string]json.RawMessage
+	if strictUnmarshal(raw, &entry) != nil {
+		return b, fileError(path, "", "aggregate", `want an object of the aggregates' bounds, e.g. {"maxChildren": 64, "idleTimeout": "10m"}`)
+	}
+	for _, k := range slices.Sorted(maps.Keys(entry)) {
+		if !slices.Contains(boundKeys, k) {
+			return b, fileError(path, "", "aggregate", "%s: unknown key; it takes %s", k, strings.Join(boundKeys, ", "))
+		}
+		if err := setBound(&b, k, entry[k]); err != nil {
+			return b, fileError(path, "", "aggregate", "%s: %v", k, err)
+		}
+	}
+	return b, nil
 }
 
 // aggregateKey reads one of aggregateKeys, or "type", of the server.
@@ -200,8 +265,9 @@ func readRemote(path string, s *serverSpec) (*connect.Options, string, error) {
 	return &connect.Options{URL: s.remote.url, Transport: s.remote.transport, Header: h}, hex.EncodeToString(digest.Sum(nil)), nil
 }
 
-// parseGroups reads the top-level "groups".
-func parseGroups(path string, raw json.RawMessage) ([]*groupSpec, error) {
+// parseGroups reads the top-level "groups"; bounds are the file's
+// "aggregate", which a group's own keys override.
+func parseGroups(path string, raw json.RawMessage, bounds endpoint.AggregateBounds) ([]*groupSpec, error) {
 	var groups map[string]json.RawMessage
 	if strictUnmarshal(raw, &groups) != nil {
 		return nil, fileError(path, "", "groups", `want an object of groups by name, e.g. {"code": {"servers": ["files", "github"]}}`)
@@ -216,19 +282,23 @@ func parseGroups(path string, raw json.RawMessage) ([]*groupSpec, error) {
 		if strictUnmarshal(raw, &entry) != nil {
 			return nil, bad("", `want an object with servers, e.g. {"servers": ["files", "github"]}`)
 		}
-		g := &groupSpec{name: name}
+		g := &groupSpec{name: name, bounds: bounds}
 		for k, v := range entry {
-			switch k {
-			case "servers":
+			switch {
+			case k == "servers":
 				if json.Unmarshal(v, &g.servers) != nil || len(g.servers) == 0 {
 					return nil, bad(k, "want the names of its servers, a non-empty array of strings")
 				}
-			case "separator":
+			case k == "separator":
 				if json.Unmarshal(v, &g.separator) != nil || g.separator == "" {
 					return nil, bad(k, "want a string of 1 to 4 of A-Z a-z 0-9 _ - .")
 				}
+			case slices.Contains(boundKeys, k):
+				if err := setBound(&g.bounds, k, v); err != nil {
+					return nil, bad(k, "%v", err)
+				}
 			default:
-				return nil, bad(k, "unknown key; a group takes servers and separator")
+				return nil, bad(k, "unknown key; a group takes servers, separator, %s", strings.Join(boundKeys, ", "))
 			}
 		}
 		if g.servers == nil {
@@ -281,6 +351,7 @@ type aggregateSpec struct {
 	group   string // "" for /mcp
 	servers []*serverSpec
 	sep     string
+	bounds  endpoint.AggregateBounds
 }
 
 // aggregates are the aggregates of f: /mcp (unless --no-aggregate) with
@@ -288,10 +359,10 @@ type aggregateSpec struct {
 func (c *config) aggregates(f *configFile) []aggregateSpec {
 	var out []aggregateSpec
 	if !c.NoAggregate {
-		out = append(out, aggregateSpec{path: bridge.DefaultPath, servers: f.servers, sep: c.AggregateSeparator})
+		out = append(out, aggregateSpec{path: bridge.DefaultPath, servers: f.servers, sep: c.AggregateSeparator, bounds: f.bounds})
 	}
 	for _, g := range f.groups {
-		sp := aggregateSpec{path: endpoint.GroupPath(g.name), group: g.name, sep: cmpOr(g.separator, c.AggregateSeparator)}
+		sp := aggregateSpec{path: endpoint.GroupPath(g.name), group: g.name, sep: cmpOr(g.separator, c.AggregateSeparator), bounds: g.bounds}
 		for _, name := range g.servers {
 			i := slices.IndexFunc(f.servers, func(s *serverSpec) bool { return s.name == name })
 			sp.servers = append(sp.servers, f.servers[i])
@@ -353,7 +424,7 @@ func (m *multi) aggregateSpecs(f *configFile) ([]endpoint.AggregateSpec, error) 
 	var out []endpoint.AggregateSpec
 	for _, sp := range m.cfg.aggregates(f) {
 		var key strings.Builder
-		fmt.Fprintf(&key, "%s\x00", sp.sep)
+		fmt.Fprintf(&key, "%s\x00%+v\x00", sp.sep, sp.bounds)
 		var members []endpoint.AggregateMember
 		for _, s := range sp.servers {
 			sc, err := serverConfig(m.cfg, f.path, s)
@@ -376,51 +447,12 @@ func (m *multi) aggregateSpecs(f *configFile) ([]endpoint.AggregateSpec, error) 
 			Path: sp.path,
 			Key:  key.String(),
 			Build: func(ctx context.Context) (*endpoint.Aggregate, error) {
-				a, err := endpoint.BuildAggregate(ctx, m.shared, &endpoint.AggregateOptions{Front: front, Members: members, Separator: sp.sep}, sp.path)
+				a, err := endpoint.BuildAggregate(ctx, m.shared, &endpoint.AggregateOptions{Front: front, Members: members, Separator: sp.sep, Bounds: sp.bounds}, sp.path)
 				return a, explain(err)
 			},
 		})
 	}
 	return out, nil
-}
-
-// applyAggregates serves the aggregates of f.
-func (m *multi) applyAggregates(ctx context.Context, specs []endpoint.AggregateSpec) (endpoint.Changes, error) {
-	ch, err := m.aggs.Apply(ctx, specs)
-	if err != nil {
-		return ch, fmt.Errorf("config %s: %w", m.cfg.file.path, err)
-	}
-	return ch, nil
-}
-
-// ServeHTTP serves the aggregates' paths, and the servers' (the set's).
-func (m *multi) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	if endpoint.Serves(r.URL.Path) {
-		if h := m.aggs.Handler(r); h != nil {
-			h.ServeHTTP(w, r)
-			return
-		}
-	}
-	m.Set.ServeHTTP(w, r)
-}
-
-// Drain refuses new sessions everywhere, at shutdown.
-func (m *multi) Drain() {
-	m.aggs.Drain()
-	m.Set.Drain()
-}
-
-// WaitIdle waits for the servers' and the aggregates' requests.
-func (m *multi) WaitIdle(ctx context.Context) error {
-	return errors.Join(m.aggs.WaitIdle(ctx), m.Set.WaitIdle(ctx))
-}
-
-// Len counts the sessions of the servers and of the aggregates.
-func (m *multi) Len() int { return m.aggs.Len() + m.Set.Len() }
-
-// Close closes the aggregates, then the servers.
-func (m *multi) Close(ctx context.Context) error {
-	return errors.Join(m.aggs.Close(ctx), m.Set.Close(ctx))
 }
 
 // frontEnd is what the process serves: a set of one server, or the

@@ -41,7 +41,7 @@ func TestConfigFileErrors(t *testing.T) {
 		{"syntax", `{"mcpServers": {"a": {"command": "x",}}}`,
 			`config F: not a JSON object: line 1, column 38: invalid character '}' looking for beginning of object key string`},
 		{"unknown top-level key", `{"servers": {}}`,
-			`config F: key "servers": unknown key at the top level; want mcpServers (the servers), groups (aggregates of some of them) and bridge (global options, named as the flags)`},
+			`config F: key "servers": unknown key at the top level; want mcpServers (the servers), groups (aggregates of some of them), aggregate (the aggregates' bounds) and bridge (global options, named as the flags)`},
 		{"no servers", `{"mcpServers": {}}`,
 			`config F: key "mcpServers": no server to serve (all are disabled, or none is listed)`},
 		{"unknown server key", `{"mcpServers": {"a": {"command": "x", "sandbox-netwrk": "bridge"}}}`,

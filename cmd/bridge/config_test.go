@@ -40,9 +40,9 @@ func TestEveryFlagHasAnEnvironmentVariable(t *testing.T) {
 			v = "0.5"
 		case "*flag.stringValue":
 			v = "some-value"
-		case "*main.listFlag":
+		case "*flagx.List":
 			v = "a,b"
-		case "*main.repeatFlag":
+		case "*flagx.Repeat":
 			v = "A=1"
 		case "flag.textValue": // a typed value: one other than its default
 			switch f.Value.(flag.Getter).Get().(type) {

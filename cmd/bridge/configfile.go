@@ -39,6 +39,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/mcp-bridge/mcp-bridge/endpoint"
+	"github.com/mcp-bridge/mcp-bridge/internal/flagx"
 	"github.com/mcp-bridge/mcp-bridge/internal/units"
 	"github.com/mcp-bridge/mcp-bridge/pin"
 	"github.com/mcp-bridge/mcp-bridge/pool"
@@ -131,7 +133,7 @@ func (o *serverOptions) flagSet() *flag.FlagSet {
 		case *time.Duration:
 			fs.DurationVar(p, key, *p, "")
 		case *[]string:
-			fs.Var(&listFlag{dst: p}, key, "")
+			fs.Var(&flagx.List{Dst: p}, key, "")
 		case encoding.TextUnmarshaler:
 			fs.TextVar(p, key, v.Field(i).Interface().(encoding.TextMarshaler), "")
 		default:
@@ -145,13 +147,13 @@ func (o *serverOptions) flagSet() *flag.FlagSet {
 // for a list an array of strings) into its field.
 func (o *serverOptions) set(fs *flag.FlagSet, key string, raw json.RawMessage) error {
 	f := fs.Lookup(key)
-	vals, err := keyValues(raw, isList(f))
+	vals, err := flagx.JSONValues(raw, flagx.IsList(f))
 	if err != nil {
 		return err
 	}
 	for _, v := range vals {
 		if err := f.Value.Set(v); err != nil {
-			return fmt.Errorf("%q: %s", v, valueProblem(f.Value, v, err))
+			return fmt.Errorf("%q: %s", v, flagx.Problem(f.Value, v, err))
 		}
 	}
 	if o.given == nil {
@@ -188,6 +190,7 @@ type configFile struct {
 	global  map[string]json.RawMessage // "bridge"
 	servers []*serverSpec              // sorted by name; disabled ones left out
 	groups  []*groupSpec               // sorted by name (aggregate.go)
+	bounds  endpoint.AggregateBounds   // "aggregate": every aggregate's (aggregate.go)
 }
 
 // serverSpec is one server of the file.
@@ -234,8 +237,8 @@ func readConfigFile(path string) (*configFile, error) {
 	}
 	f := &configFile{path: path}
 	for k := range top {
-		if k != "mcpServers" && k != "bridge" && k != "groups" {
-			return nil, fileError(path, "", k, "unknown key at the top level; want mcpServers (the servers), groups (aggregates of some of them) and bridge (global options, named as the flags)")
+		if k != "mcpServers" && k != "bridge" && k != "groups" && k != "aggregate" {
+			return nil, fileError(path, "", k, "unknown key at the top level; want mcpServers (the servers), groups (aggregates of some of them), aggregate (the aggregates' bounds) and bridge (global options, named as the flags)")
 		}
 	}
 	if raw, ok := top["bridge"]; ok {
@@ -272,8 +275,13 @@ func readConfigFile(path string) (*configFile, error) {
 		return nil, fileError(path, "", "mcpServers", "no server to serve (all are disabled, or none is listed)")
 	}
 	sort.Slice(f.servers, func(i, j int) bool { return f.servers[i].name < f.servers[j].name })
+	if raw, ok := top["aggregate"]; ok {
+		if f.bounds, err = parseBounds(path, raw); err != nil {
+			return nil, err
+		}
+	}
 	if raw, ok := top["groups"]; ok {
-		if f.groups, err = parseGroups(path, raw); err != nil {
+		if f.groups, err = parseGroups(path, raw, f.bounds); err != nil {
 			return nil, err
 		}
 		if err := f.checkGroups(disabled); err != nil {
@@ -438,57 +446,17 @@ func applyKeys(fs *flag.FlagSet, path, server string, keys map[string]json.RawMe
 		if f == nil {
 			return fileError(path, server, k, "unknown option; the keys are the names of the flags (bridge --help)")
 		}
-		vals, err := keyValues(keys[k], isList(f))
+		vals, err := flagx.JSONValues(keys[k], flagx.IsList(f))
 		if err != nil {
 			return fileError(path, server, k, "%v", err)
 		}
 		for _, v := range vals {
 			if err := fs.Set(k, v); err != nil {
-				return fileError(path, server, k, "%q: %s", v, valueProblem(f.Value, v, err))
+				return fileError(path, server, k, "%q: %s", v, flagx.Problem(f.Value, v, err))
 			}
 		}
 	}
 	return nil
-}
-
-func isList(f *flag.Flag) bool {
-	_, ok := unwrap(f.Value).(*listFlag)
-	return ok
-}
-
-// keyValues are the flag values of a JSON value.
-func keyValues(raw json.RawMessage, list bool) ([]string, error) {
-	var v any
-	dec := json.NewDecoder(bytes.NewReader(raw))
-	dec.UseNumber()
-	if err := dec.Decode(&v); err != nil {
-		return nil, err
-	}
-	switch x := v.(type) {
-	case string:
-		return []string{x}, nil
-	case json.Number:
-		return []string{x.String()}, nil
-	case bool:
-		return []string{strconv.FormatBool(x)}, nil
-	case []any:
-		if !list {
-			return nil, errors.New("want one value, not an array")
-		}
-		out := []string{}
-		for _, e := range x {
-			s, ok := e.(string)
-			if !ok {
-				return nil, errors.New("want an array of strings")
-			}
-			out = append(out, s)
-		}
-		if len(out) == 0 {
-			out = append(out, "") // an empty list replaces the global one
-		}
-		return out, nil
-	}
-	return nil, errors.New("want a string, a number, true or false")
 }
 
 // readFile reads --config and sets its global options ("bridge") that

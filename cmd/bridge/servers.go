@@ -147,13 +147,13 @@ func buildServer(ctx context.Context, sh *endpoint.Shared, cfg *config, path str
 	return e, explain(err)
 }
 
-// multi serves the servers of a --config file, each at /servers/NAME/mcp
-// with an endpoint of its own (endpoint.Set), and reloads the file
+// multi serves the servers and aggregates of a --config file
+// (endpoint.Configuration: each server at /servers/NAME/mcp, the
+// aggregates at /mcp and /groups/NAME/mcp), and reloads the file
 // (reload, on SIGHUP).
 type multi struct {
-	*endpoint.Set
-	aggs   *endpoint.Aggregates // /mcp and the groups (aggregate.go)
-	cfg    *config              // the global configuration; cfg.file is the file read at start
+	*endpoint.Configuration
+	cfg    *config // the global configuration; cfg.file is the file read at start
 	logger *slog.Logger
 	shared *endpoint.Shared
 
@@ -161,38 +161,40 @@ type multi struct {
 }
 
 func newMulti(cfg *config, logger *slog.Logger, sh *endpoint.Shared) *multi {
-	m := &multi{cfg: cfg, logger: logger, shared: sh}
 	edge := handlerOptions(cfg)
 	edge.Path = bridge.DefaultPath
-	m.Set = endpoint.NewSet(&endpoint.SetOptions{
+	return &multi{cfg: cfg, logger: logger, shared: sh, Configuration: endpoint.NewConfiguration(&endpoint.SetOptions{
 		// The checks, /metrics and the OAuth metadata.
 		Edge:       sh.HandlerOptions(edge),
 		Grace:      cfg.ShutdownGrace,
 		StopBudget: sandbox.StopBudget(cfg.StopGrace),
 		Forget:     sh.Forget, // its gauges go with it
 		Logger:     logger,
-	})
-	m.aggs = endpoint.NewAggregates(&endpoint.SetOptions{Grace: cfg.ShutdownGrace, StopBudget: sandbox.StopBudget(cfg.StopGrace), Logger: logger})
-	return m
+	})}
 }
 
-// start starts every server of the file; if one cannot start, none serves.
+// start starts every server and aggregate of the file; if one cannot
+// start, none serves.
 func (m *multi) start(ctx context.Context) error {
-	members, err := m.members(m.cfg.file)
+	c, err := m.configuration(m.cfg.file)
 	if err != nil {
 		return err
 	}
-	aggs, err := m.aggregateSpecs(m.cfg.file)
-	if err != nil {
-		return err
-	}
-	if _, err := m.applyAggregates(ctx, aggs); err != nil {
-		return err
-	}
-	if _, err := m.Apply(ctx, members); err != nil {
-		return errors.Join(fmt.Errorf("config %s: %w", m.cfg.file.path, err), m.aggs.Close(context.Background()))
+	if _, _, err := m.Apply(ctx, c); err != nil {
+		return errors.Join(fmt.Errorf("config %s: %w", m.cfg.file.path, err), m.Close(context.Background()))
 	}
 	return nil
+}
+
+// configuration is f as endpoint.Configuration applies it: each server's
+// and each aggregate's configuration checked first.
+func (m *multi) configuration(f *configFile) (endpoint.Config, error) {
+	members, err := m.members(f)
+	if err != nil {
+		return endpoint.Config{}, err
+	}
+	aggs, err := m.aggregateSpecs(f)
+	return endpoint.Config{Servers: members, Aggregates: aggs}, err
 }
 
 // members are the servers of f, as the set applies them: each one's
@@ -223,8 +225,8 @@ func (m *multi) members(f *configFile) ([]endpoint.Member, error) {
 // within --shutdown-grace; meanwhile they refuse new sessions and
 // requests with 404), servers whose entry changed are replaced (the old
 // one drains, new sessions go to the new one), and the others keep their
-// sessions (endpoint.Set.Apply). A file that is not valid changes
-// nothing.
+// sessions; aggregates alike (endpoint.Configuration.Apply). A file that
+// is not valid changes nothing.
 func (m *multi) reload(ctx context.Context) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -237,19 +239,10 @@ func (m *multi) reload(ctx context.Context) {
 	if !reflect.DeepEqual(canonical(f.global), canonical(m.cfg.file.global)) {
 		m.logger.Warn("the global options (\"bridge\") of the config file changed: they take effect when the bridge restarts", "config", path)
 	}
-	members, err := m.members(f)
-	var aggs []endpoint.AggregateSpec
-	if err == nil {
-		aggs, err = m.aggregateSpecs(f)
-	}
+	c, err := m.configuration(f)
 	var ch, ach endpoint.Changes
 	if err == nil {
-		// The aggregates first: their build can fail (nothing changed
-		// then), and the servers' drains log after the line below.
-		ach, err = m.applyAggregates(ctx, aggs)
-	}
-	if err == nil {
-		ch, err = m.Apply(ctx, members)
+		ch, ach, err = m.Apply(ctx, c)
 		if errors.Is(err, endpoint.ErrClosed) {
 			return
 		}
@@ -261,7 +254,7 @@ func (m *multi) reload(ctx context.Context) {
 		m.logger.Error("configuration not reloaded: still serving the previous one; fix the file and send SIGHUP again", "err", err)
 		return
 	}
-	m.cfg.file.servers, m.cfg.file.groups = f.servers, f.groups
+	m.cfg.file.servers, m.cfg.file.groups, m.cfg.file.bounds = f.servers, f.groups, f.bounds
 	m.logger.Info("configuration reloaded", "config", path,
 		"added", ch.Added, "removed", ch.Removed, "changed", ch.Changed, "unchanged", ch.Unchanged,
 		"aggregates_added", ach.Added, "aggregates_removed", ach.Removed, "aggregates_changed", ach.Changed)
