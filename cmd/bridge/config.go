@@ -21,8 +21,8 @@ import (
 	"github.com/mcp-bridge/mcp-bridge/auth"
 	"github.com/mcp-bridge/mcp-bridge/bridge"
 	"github.com/mcp-bridge/mcp-bridge/connect"
-	"github.com/mcp-bridge/mcp-bridge/egress"
 	"github.com/mcp-bridge/mcp-bridge/endpoint"
+	"github.com/mcp-bridge/mcp-bridge/internal/configfile"
 	"github.com/mcp-bridge/mcp-bridge/internal/flagx"
 	"github.com/mcp-bridge/mcp-bridge/internal/units"
 	"github.com/mcp-bridge/mcp-bridge/msglog"
@@ -163,7 +163,7 @@ type config struct {
 	env            []string // Env resolved: NAME=VALUE entries
 	policy         *policy.Policy
 	lock           *pin.Lock
-	file           *configFile // --config, read
+	file           *configfile.File // --config, read
 
 	userVars []userVar // UserEnv, parsed
 
@@ -390,7 +390,7 @@ func newFlagSet(c *config) *flag.FlagSet {
 	fs.StringVar(&c.AffinityAddr, "affinity-addr", c.AffinityAddr, gMulti.In("`host:port` other instances reach this one at, or ecs (from the ECS task metadata); with an affinity secret, session IDs name their owner and any instance forwards a request to it"))
 	fs.StringVar(&c.AffinitySecretFile, "affinity-secret-file", c.AffinitySecretFile, gMulti.In("`file` holding the secret (32 bytes or more) shared by all instances, which authenticates owners in session IDs (BRIDGE_AFFINITY_SECRET also takes it)"))
 	fs.StringVar(&c.OAuthIssuer, "oauth-issuer", c.OAuthIssuer, gAuth.In("issuer `URL` of the OAuth 2.1 authorization server whose access tokens are accepted (needs --resource-url)"))
-	fs.StringVar(&c.ResourceURL, "resource-url", c.ResourceURL, gAuth.In("canonical `URL` clients reach the MCP endpoint at, e.g. https://mcp.example.com/mcp: the audience every OAuth token must carry"))
+	fs.StringVar(&c.ResourceURL, "resource-url", c.ResourceURL, gAuth.In("configfile.Canonical `URL` clients reach the MCP endpoint at, e.g. https://mcp.example.com/mcp: the audience every OAuth token must carry"))
 	fs.Var(&flagx.List{Dst: &c.OAuthScopes}, "oauth-scopes", gAuth.In("`scopes` every OAuth token must carry, advertised to clients (comma-separated or repeated)"))
 	fs.Var(&flagx.List{Dst: &c.OAuthTokenTypes}, "oauth-token-types", gAuth.In("JWS `typ` values of JWT access tokens accepted (comma-separated or repeated; * accepts any); default: at+jwt, application/at+jwt (RFC 9068)"))
 	fs.StringVar(&c.OAuthIntrospectionURL, "oauth-introspection-url", c.OAuthIntrospectionURL, gAuth.In("RFC 7662 introspection endpoint `URL` for opaque (non-JWT) tokens; needs --oauth-client-id and a client secret"))
@@ -495,7 +495,7 @@ func (e *limitError) Error() string { return e.flag }
 func (e *limitError) Unwrap() error { return e.err }
 
 // checkLimits checks the values of the flags a server may also set for
-// itself (serverKeys): those of the command line (finish), then those of
+// itself (configfile.ServerKeys): those of the command line (finish), then those of
 // each server of the config file (serverConfig). Each package refuses what
 // is invalid for it (endpoint.ServerOptions.Validate asks each); what is
 // left here is the command's own form: these flags have their defaults
@@ -604,24 +604,21 @@ func checkSandboxOnly(c *config) error {
 		strings.Join(given, ", "))
 }
 
-// checkEgress checks an egress allow-list, and that no other network is
-// asked for beside it.
+// checkEgress says sandbox.CheckEgress's refusal of an egress allow-list
+// or of the network beside it in the flags' words.
 func checkEgress(list []string, network string) error {
-	if len(list) == 0 {
-		return nil
-	}
-	if _, err := egress.ParseRules(list); err != nil {
-		return fmt.Errorf("--sandbox-egress: %w", err)
-	}
-	if network != sandbox.DefaultDockerNetwork {
+	switch err := sandbox.CheckEgress(list, network); {
+	case errors.Is(err, sandbox.ErrEgressNetwork):
 		return fmt.Errorf("--sandbox-egress and --sandbox-network %s exclude each other: with an allow-list the server sits on an internal network whose only way out is the filtering proxy", network)
+	case err != nil:
+		return fmt.Errorf("--sandbox-egress: %w", err)
 	}
 	return nil
 }
 
 // checkUserEnv parses --user-env and checks what goes with it.
 func (c *config) checkUserEnv() error {
-	vars, err := parseUserEnv(c.UserEnv)
+	vars, err := endpoint.ParseUserEnv(c.UserEnv)
 	if err != nil {
 		return err
 	}
@@ -862,7 +859,7 @@ func (c *config) readGuardFiles(own func(key string) bool, digest hash.Hash) err
 			}
 			c.policy = p
 			if digest != nil {
-				fileDigest(digest, c.Policy)
+				configfile.Digest(digest, c.Policy)
 			}
 		}
 	}
@@ -875,7 +872,7 @@ func (c *config) readGuardFiles(own func(key string) bool, digest hash.Hash) err
 			}
 			c.lock = l
 			if digest != nil {
-				fileDigest(digest, c.PinFile)
+				configfile.Digest(digest, c.PinFile)
 			}
 		}
 	}

@@ -26,6 +26,7 @@ import (
 	"time"
 
 	"github.com/mcp-bridge/mcp-bridge/internal/childtest"
+	"github.com/mcp-bridge/mcp-bridge/internal/configfile"
 	"github.com/mcp-bridge/mcp-bridge/internal/dockertest"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
@@ -542,15 +543,15 @@ func TestConfigFileStatelessAffinity(t *testing.T) {
 	}
 }
 
-// serverOptions is a typed part of config: each of its fields is the field
-// of config of the same name and type, and its key is the flag of that
-// field, with a value of the same type.
+// configfile.ServerOptions is a typed part of config: each of its fields
+// is the field of config of the same name and type, and its key is the
+// flag of that field, with a value of the same type.
 func TestServerOptionsAreConfigFields(t *testing.T) {
 	var c config
 	global := newFlagSet(&c)
-	var o serverOptions
-	server := o.flagSet()
-	typ := reflect.TypeFor[serverOptions]()
+	var o configfile.ServerOptions
+	server := o.FlagSet()
+	typ := reflect.TypeFor[configfile.ServerOptions]()
 	n := 0
 	for i := range typ.NumField() {
 		f := typ.Field(i)
@@ -573,8 +574,8 @@ func TestServerOptionsAreConfigFields(t *testing.T) {
 			t.Errorf("--%s holds a %s, the key %s", key, g, s)
 		}
 	}
-	if n != len(serverKeys) || n < 30 {
-		t.Fatalf("%d keys, serverKeys %d", n, len(serverKeys))
+	if n != len(configfile.ServerKeys) || n < 30 {
+		t.Fatalf("%d keys, configfile.ServerKeys %d", n, len(configfile.ServerKeys))
 	}
 }
 

@@ -6,6 +6,7 @@ import (
 	"io"
 	"slices"
 
+	"github.com/mcp-bridge/mcp-bridge/internal/configfile"
 	"github.com/mcp-bridge/mcp-bridge/internal/flagx"
 )
 
@@ -43,7 +44,7 @@ var (
 var flagHelp = &flagx.Help{
 	Groups: helpGroups,
 	Env:    envName,
-	Star:   func(name string) bool { return slices.Contains(serverKeys, name) },
+	Star:   func(name string) bool { return slices.Contains(configfile.ServerKeys, name) },
 }
 
 // helpIntro opens bridge --help: the subcommands, three examples and the

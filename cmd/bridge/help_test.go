@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/mcp-bridge/mcp-bridge/internal/configfile"
 	"github.com/mcp-bridge/mcp-bridge/internal/flagx"
 )
 
@@ -80,7 +81,7 @@ func TestHelpOpening(t *testing.T) {
 			t.Errorf("the flags to start with lack %s", f)
 		}
 	}
-	for _, k := range serverKeys {
+	for _, k := range configfile.ServerKeys {
 		if !regexp.MustCompile(`\n  --` + k + ` [^\n]*\*\n`).MatchString(help) {
 			t.Errorf("--%s, a key of a --config server, is not marked *", k)
 		}

@@ -1,9 +1,7 @@
 package main
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -15,6 +13,7 @@ import (
 
 	"github.com/mcp-bridge/mcp-bridge/bridge"
 	"github.com/mcp-bridge/mcp-bridge/endpoint"
+	"github.com/mcp-bridge/mcp-bridge/internal/configfile"
 	"github.com/mcp-bridge/mcp-bridge/peer"
 	"github.com/mcp-bridge/mcp-bridge/pin"
 	"github.com/mcp-bridge/mcp-bridge/sandbox"
@@ -181,14 +180,14 @@ func (m *multi) start(ctx context.Context) error {
 		return err
 	}
 	if _, _, err := m.Apply(ctx, c); err != nil {
-		return errors.Join(fmt.Errorf("config %s: %w", m.cfg.file.path, err), m.Close(context.Background()))
+		return errors.Join(fmt.Errorf("config %s: %w", m.cfg.file.Path, err), m.Close(context.Background()))
 	}
 	return nil
 }
 
 // configuration is f as endpoint.Configuration applies it: each server's
 // and each aggregate's configuration checked first.
-func (m *multi) configuration(f *configFile) (endpoint.Config, error) {
+func (m *multi) configuration(f *configfile.File) (endpoint.Config, error) {
 	members, err := m.members(f)
 	if err != nil {
 		return endpoint.Config{}, err
@@ -199,21 +198,21 @@ func (m *multi) configuration(f *configFile) (endpoint.Config, error) {
 
 // members are the servers of f, as the set applies them: each one's
 // configuration is checked first.
-func (m *multi) members(f *configFile) ([]endpoint.Member, error) {
-	members := make([]endpoint.Member, len(f.servers))
-	for i, s := range f.servers {
-		sc, err := serverConfig(m.cfg, f.path, s)
+func (m *multi) members(f *configfile.File) ([]endpoint.Member, error) {
+	members := make([]endpoint.Member, len(f.Servers))
+	for i, s := range f.Servers {
+		sc, err := serverConfig(m.cfg, f.Path, s)
 		if err != nil {
 			return nil, err
 		}
 		members[i] = endpoint.Member{
-			Name: s.name,
+			Name: s.Name,
 			// A changed entry, or a changed policy or pin file it names,
 			// replaces the server.
-			Key: s.canon + "\x00" + sc.guardFiles,
+			Key: s.Canon + "\x00" + sc.guardFiles,
 			Build: func(ctx context.Context) (*endpoint.Endpoint, error) {
-				warnLoosenings(sc, m.logger.With("server_name", s.name))
-				return buildServer(ctx, m.shared, sc, bridge.ServerPath(s.name))
+				warnLoosenings(sc, m.logger.With("server_name", s.Name))
+				return buildServer(ctx, m.shared, sc, bridge.ServerPath(s.Name))
 			},
 		}
 	}
@@ -230,13 +229,13 @@ func (m *multi) members(f *configFile) ([]endpoint.Member, error) {
 func (m *multi) reload(ctx context.Context) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	path := m.cfg.file.path
-	f, err := readConfigFile(path)
+	path := m.cfg.file.Path
+	f, err := configfile.Read(path)
 	if err != nil {
 		m.logger.Error("configuration not reloaded: still serving the previous one; fix the file and send SIGHUP again", "err", err)
 		return
 	}
-	if !reflect.DeepEqual(canonical(f.global), canonical(m.cfg.file.global)) {
+	if !reflect.DeepEqual(configfile.Canonical(f.Global), configfile.Canonical(m.cfg.file.Global)) {
 		m.logger.Warn("the global options (\"bridge\") of the config file changed: they take effect when the bridge restarts", "config", path)
 	}
 	c, err := m.configuration(f)
@@ -247,32 +246,17 @@ func (m *multi) reload(ctx context.Context) {
 			return
 		}
 		if err != nil {
-			err = fmt.Errorf("config %s: %w", f.path, err)
+			err = fmt.Errorf("config %s: %w", f.Path, err)
 		}
 	}
 	if err != nil {
 		m.logger.Error("configuration not reloaded: still serving the previous one; fix the file and send SIGHUP again", "err", err)
 		return
 	}
-	m.cfg.file.servers, m.cfg.file.groups, m.cfg.file.bounds = f.servers, f.groups, f.bounds
+	m.cfg.file.Servers, m.cfg.file.Groups, m.cfg.file.Bounds = f.Servers, f.Groups, f.Bounds
 	m.logger.Info("configuration reloaded", "config", path,
 		"added", ch.Added, "removed", ch.Removed, "changed", ch.Changed, "unchanged", ch.Unchanged,
 		"aggregates_added", ach.Added, "aggregates_removed", ach.Removed, "aggregates_changed", ach.Changed)
-}
-
-// canonical is a JSON object's members with their values compacted, to
-// compare two of them.
-func canonical(v map[string]json.RawMessage) map[string]string {
-	out := make(map[string]string, len(v))
-	for k, raw := range v {
-		var b bytes.Buffer
-		if json.Compact(&b, raw) != nil {
-			b.Reset()
-			b.Write(raw)
-		}
-		out[k] = b.String()
-	}
-	return out
 }
 
 // onSIGHUP runs each of fns, in order, whenever SIGHUP arrives on hup
