@@ -1,5 +1,8 @@
-// Package configfile reads the bridge's --config file: the mcpServers JSON that desktop clients keep, with
-// the bridge's own per-server keys and, optionally, its global options.
+// Package configfile reads the bridge's --config file: the mcpServers
+// JSON that desktop clients keep, with the bridge's own per-server keys
+// and, optionally, its global options. It checks the file's shape and
+// each value, naming file, server or group, and key; the command maps
+// what it read onto its options.
 //
 //	{
 //	  "bridge": {"listen": "127.0.0.1:8080", "log-level": "debug"},
@@ -15,6 +18,8 @@
 // variables win over them. A server's own keys are the names of the flags
 // that can differ between servers (ServerOptions); they win over the global
 // options. Unknown keys are errors: a typo must not silently drop a limit.
+//
+// Aggregates, groups and remote servers:
 //
 //	{
 //	  "bridge": {"aggregate-separator": "__"},
@@ -46,7 +51,7 @@
 // when a file changed. Keys of a local server (args, env, cwd, the
 // sandbox's, userEnv, allowHosts, warm, stderr-line-bytes) are refused.
 //
-// An aggregate's bounds and failure mode (boundKeys) are the top-level
+// An aggregate's bounds and failure mode (BoundKeys) are the top-level
 // "aggregate" object's for every aggregate (/mcp and the groups), and a
 // group's own keys for that group; what neither sets is the aggregate
 // package's default.
@@ -212,8 +217,8 @@ type File struct {
 	Path    string
 	Global  map[string]json.RawMessage // "bridge"
 	Servers []*Server                  // sorted by name; disabled ones left out
-	Groups  []*Group                   // sorted by name (aggregate.go)
-	Bounds  endpoint.AggregateBounds   // "aggregate": every aggregate's (aggregate.go)
+	Groups  []*Group                   // sorted by name
+	Bounds  endpoint.AggregateBounds   // "aggregate": every aggregate's
 }
 
 // Server is one server of the file.
@@ -228,7 +233,7 @@ type Server struct {
 	// canon is the server's entry in a Canonical form: a reload compares
 	// it to tell an unchanged server from a changed one.
 	Canon string
-	// Its keys of aggregation and remote servers (aggregate.go).
+	// Its keys of aggregation and remote servers.
 	Prefix string
 	Remote *Remote // nil: a local server
 	Stdio  bool    // "type": "stdio"
@@ -248,7 +253,7 @@ func Errorf(path, server, key, format string, args ...any) error {
 
 // Read reads and checks the shape of a config file, and decodes
 // each server's options (ServerOptions). The global options ("bridge") are
-// applied to the flags later (readFile, ApplyKeys).
+// applied to the flags by the command (ApplyKeys).
 func Read(path string) (*File, error) {
 	data, err := os.ReadFile(path)
 	if err != nil {
