@@ -52,6 +52,9 @@ type AggregateOptions struct {
 	Members []AggregateMember
 	// Separator joins a prefix and a name; empty: aggregate.DefaultSeparator.
 	Separator string
+	// Bounds are its bounds on member children and its failure mode; the
+	// zero value is the aggregate package's defaults.
+	Bounds AggregateBounds
 }
 
 // An Aggregate is an aggregate endpoint: the aggregate and the endpoint
@@ -163,10 +166,14 @@ func BuildAggregate(ctx context.Context, sh *Shared, o *AggregateOptions, path s
 		members = append(members, m)
 	}
 	agg, err := aggregate.New(&aggregate.Options{
-		Members:   members,
-		Separator: o.Separator,
-		Peer:      peer.Options{MaxMessageBytes: front.MaxMessageBytes},
-		Logger:    logger,
+		Members:          members,
+		Separator:        o.Separator,
+		MaxChildren:      o.Bounds.MaxChildrenPerSession,
+		MaxChildrenTotal: o.Bounds.MaxChildren,
+		IdleTimeout:      o.Bounds.IdleTimeout,
+		FailClosed:       o.Bounds.FailClosed,
+		Peer:             peer.Options{MaxMessageBytes: front.MaxMessageBytes},
+		Logger:           logger,
 	})
 	if err != nil {
 		return nil, errors.Join(err, release())

@@ -217,10 +217,10 @@ func dockerDefaults(opts *DockerOptions) (DockerOptions, []mount.Mount, error) {
 		return bad("Pull", "pull policy %q: want never, missing or always", o.Pull)
 	}
 	if len(o.Egress) > 0 {
-		if o.Network != "" && o.Network != DefaultDockerNetwork {
+		switch err := CheckEgress(o.Egress, o.Network); {
+		case errors.Is(err, ErrEgressNetwork):
 			return bad("Network", "network %q and an egress allow-list exclude each other: the allow-list puts the server on an internal network of its own", o.Network)
-		}
-		if _, err := egress.ParseRules(o.Egress); err != nil {
+		case err != nil:
 			return bad("Egress", "%v", err)
 		}
 		if o.EgressProxyBinary == "" {

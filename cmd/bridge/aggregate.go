@@ -1,300 +1,39 @@
 package main
 
-// Aggregation and remote servers in the --config file (issue 31).
-//
-//	{
-//	  "bridge": {"aggregate-separator": "__"},
-//	  "mcpServers": {
-//	    "files":  {"command": "npx", "args": ["-y", "@modelcontextprotocol/server-filesystem", "/data"], "prefix": "fs"},
-//	    "github": {"url": "https://api.githubcopilot.com/mcp/", "type": "http",
-//	               "headers": {"Authorization": "Bearer ${GITHUB_TOKEN}"}},
-//	    "search": {"url": "https://search.example/mcp", "headerFiles": {"X-Api-Key": "/run/secrets/search-key"}}
-//	  },
-//	  "groups": {"code": {"servers": ["files", "github"], "separator": "."}}
-//	}
-//
-// /mcp serves every enabled server aggregated (unless --no-aggregate),
-// /groups/NAME/mcp each group's servers; each server stays at
-// /servers/NAME/mcp. A server's tools and prompts are advertised as
-// PREFIX + separator + NAME, PREFIX being its "prefix" key or its name
-// (a prefix keeps clients' names when the server is renamed).
-//
-// A server with "url" and no "command" is a remote MCP server, reached
-// with connect's launcher: "type" "http" is Streamable HTTP, "sse" the
-// legacy HTTP+SSE transport, none tries Streamable HTTP and falls back to
-// HTTP+SSE. Its credentials come from the configuration only (the
-// client's own Authorization never reaches it): "headers" are sent with
-// every request, a "${VAR}" in a value replaced by the bridge's variable
-// VAR (unset: an error at load), and "headerFiles" names a file per
-// header, whose content (trailing newline dropped) is the value: both are
-// read at load and at each reload (SIGHUP), which replaces the server
-// when a file changed. Keys of a local server (args, env, cwd, the
-// sandbox's, userEnv, allowHosts, warm, stderr-line-bytes) are refused.
-
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
-	"encoding/json"
-	"errors"
 	"fmt"
 	"net/http"
-	"os"
-	"regexp"
 	"slices"
-	"sort"
-	"strconv"
 	"strings"
 
 	"github.com/mcp-bridge/mcp-bridge/bridge"
-	"github.com/mcp-bridge/mcp-bridge/connect"
 	"github.com/mcp-bridge/mcp-bridge/endpoint"
+	"github.com/mcp-bridge/mcp-bridge/internal/configfile"
 )
-
-// aggregateKeys are the keys of a server for aggregates and remote
-// servers, beside desktopKeys' "type".
-var aggregateKeys = []string{"prefix", "url", "headers", "headerFiles"}
-
-// localOnlyKeys are refused for a remote server.
-var localOnlyKeys = []string{"args", "env", "cwd", "userEnv", "allowHosts", "user-env",
-	"sandbox", "image", "pull", "sandbox-network", "sandbox-egress", "sandbox-runtime", "sandbox-mount", "sandbox-env",
-	"sandbox-memory", "sandbox-cpus", "sandbox-pids", "sandbox-user", "warm", "stderr-line-bytes"}
-
-// remoteSpec is a remote server's entry.
-type remoteSpec struct {
-	url, transport string
-	headers        map[string]string
-	headerFiles    map[string]string
-}
-
-// groupSpec is one group of the file.
-type groupSpec struct {
-	name      string
-	servers   []string
-	separator string
-}
-
-// aggregateKey reads one of aggregateKeys, or "type", of the server.
-func (s *serverSpec) aggregateKey(path, k string, v json.RawMessage) error {
-	remote := func() *remoteSpec {
-		if s.remote == nil {
-			s.remote = &remoteSpec{}
-		}
-		return s.remote
-	}
-	switch k {
-	case "prefix":
-		if json.Unmarshal(v, &s.prefix) != nil || s.prefix == "" {
-			return fileError(path, s.name, k, "want the prefix of its tools' and prompts' names in aggregates, a non-empty string")
-		}
-	case "url":
-		var u string
-		if json.Unmarshal(v, &u) != nil || !(strings.HasPrefix(u, "http://") || strings.HasPrefix(u, "https://")) {
-			return fileError(path, s.name, k, "want the remote MCP server's URL, http:// or https://")
-		}
-		remote().url = u
-	case "type":
-		var t string
-		_ = json.Unmarshal(v, &t)
-		switch t {
-		case "stdio":
-			s.stdio = true
-		case "http", "streamable-http":
-			remote().transport = connect.TransportStreamable
-		case "sse":
-			remote().transport = connect.TransportSSE
-		default:
-			return fileError(path, s.name, k, "want \"stdio\" (with command), \"http\" or \"sse\" (with url; none tries Streamable HTTP, then HTTP+SSE)")
-		}
-	case "headers":
-		if json.Unmarshal(v, &remote().headers) != nil {
-			return fileError(path, s.name, k, `want an object of strings, e.g. {"Authorization": "Bearer ${TOKEN}"}`)
-		}
-	case "headerFiles":
-		if json.Unmarshal(v, &remote().headerFiles) != nil {
-			return fileError(path, s.name, k, `want an object of header names and files, e.g. {"Authorization": "/run/secrets/token"}`)
-		}
-	}
-	return nil
-}
-
-// checkRemote checks a server's entry once read: a remote server (url)
-// has no command and none of the local keys; the remote keys need a url.
-func (s *serverSpec) checkRemote(path string, entry map[string]json.RawMessage) error {
-	if s.remote == nil {
-		return nil
-	}
-	if s.remote.url == "" {
-		for _, k := range []string{"headers", "headerFiles", "type"} {
-			if _, ok := entry[k]; ok {
-				return fileError(path, s.name, k, "applies to a remote server: give its url")
-			}
-		}
-	}
-	if _, ok := entry["command"]; ok {
-		return fileError(path, s.name, "url", "and command both given: a server is local (command) or remote (url), not both")
-	}
-	if s.stdio {
-		return fileError(path, s.name, "type", "\"stdio\" is a local server (command), not a remote one (url)")
-	}
-	for _, k := range localOnlyKeys {
-		if _, ok := entry[k]; ok {
-			return fileError(path, s.name, k, "applies to local servers only; this one is remote (url)")
-		}
-	}
-	for h := range s.remote.headers {
-		if _, both := s.remote.headerFiles[h]; both {
-			return fileError(path, s.name, "headerFiles", "%s is in headers too: keep one", h)
-		}
-	}
-	return nil
-}
-
-var envRef = regexp.MustCompile(`\$\{([A-Za-z_][A-Za-z0-9_]*)\}`)
-
-// readRemote makes the remote server's connect options: its headers with
-// the variables they name and the files headerFiles names read now, and
-// the digest of those files (a reload that finds them changed replaces
-// the server).
-func readRemote(path string, s *serverSpec) (*connect.Options, string, error) {
-	h := http.Header{}
-	names := make([]string, 0, len(s.remote.headers))
-	for k := range s.remote.headers {
-		names = append(names, k)
-	}
-	sort.Strings(names)
-	for _, k := range names {
-		var missing string
-		v := envRef.ReplaceAllStringFunc(s.remote.headers[k], func(ref string) string {
-			name := envRef.FindStringSubmatch(ref)[1]
-			val, ok := os.LookupEnv(name)
-			if !ok && missing == "" {
-				missing = name
-			}
-			return val
-		})
-		if missing != "" {
-			return nil, "", fileError(path, s.name, "headers", "%s names the variable %s, which the bridge's environment does not set", k, missing)
-		}
-		h.Set(k, v)
-	}
-	digest := sha256.New()
-	names = names[:0]
-	for k := range s.remote.headerFiles {
-		names = append(names, k)
-	}
-	sort.Strings(names)
-	for _, k := range names {
-		file := s.remote.headerFiles[k]
-		data, err := os.ReadFile(file)
-		if err != nil {
-			return nil, "", fileError(path, s.name, "headerFiles", "%s: %v", k, err)
-		}
-		v := strings.TrimRight(string(data), "\r\n")
-		if v == "" || strings.ContainsAny(v, "\r\n") {
-			return nil, "", fileError(path, s.name, "headerFiles", "%s: %s must hold one line, the header's value", k, file)
-		}
-		h.Set(k, v)
-		fileDigest(digest, file)
-	}
-	return &connect.Options{URL: s.remote.url, Transport: s.remote.transport, Header: h}, hex.EncodeToString(digest.Sum(nil)), nil
-}
-
-// parseGroups reads the top-level "groups".
-func parseGroups(path string, raw json.RawMessage) ([]*groupSpec, error) {
-	var groups map[string]json.RawMessage
-	if strictUnmarshal(raw, &groups) != nil {
-		return nil, fileError(path, "", "groups", `want an object of groups by name, e.g. {"code": {"servers": ["files", "github"]}}`)
-	}
-	var out []*groupSpec
-	for name, raw := range groups {
-		bad := func(key, format string, args ...any) error { return groupError(path, name, key, format, args...) }
-		if !serverName.MatchString(name) {
-			return nil, bad("", "invalid name: it is a URL path segment (/groups/NAME/mcp): use letters, digits, '.', '_' and '-', starting with a letter or digit, at most 64")
-		}
-		var entry map[string]json.RawMessage
-		if strictUnmarshal(raw, &entry) != nil {
-			return nil, bad("", `want an object with servers, e.g. {"servers": ["files", "github"]}`)
-		}
-		g := &groupSpec{name: name}
-		for k, v := range entry {
-			switch k {
-			case "servers":
-				if json.Unmarshal(v, &g.servers) != nil || len(g.servers) == 0 {
-					return nil, bad(k, "want the names of its servers, a non-empty array of strings")
-				}
-			case "separator":
-				if json.Unmarshal(v, &g.separator) != nil || g.separator == "" {
-					return nil, bad(k, "want a string of 1 to 4 of A-Z a-z 0-9 _ - .")
-				}
-			default:
-				return nil, bad(k, "unknown key; a group takes servers and separator")
-			}
-		}
-		if g.servers == nil {
-			return nil, bad("servers", "missing: a group lists its servers")
-		}
-		out = append(out, g)
-	}
-	sort.Slice(out, func(i, j int) bool { return out[i].name < out[j].name })
-	return out, nil
-}
-
-// groupError names the file, the group and the key of a problem.
-func groupError(path, group, key, format string, args ...any) error {
-	where := "config " + path + ": group " + strconv.Quote(group)
-	if key != "" {
-		where += ": key " + strconv.Quote(key)
-	}
-	return fmt.Errorf("%s: %s", where, fmt.Sprintf(format, args...))
-}
-
-// checkGroups checks that each group names servers of the file (a
-// disabled one is left out of its group).
-func (f *configFile) checkGroups(disabled []string) error {
-	for _, g := range f.groups {
-		var keep []string
-		for _, name := range g.servers {
-			switch {
-			case slices.Contains(disabled, name):
-			case slices.ContainsFunc(f.servers, func(s *serverSpec) bool { return s.name == name }):
-				if slices.Contains(keep, name) {
-					return groupError(f.path, g.name, "servers", "%q is given twice", name)
-				}
-				keep = append(keep, name)
-			default:
-				return groupError(f.path, g.name, "servers", "%q is not a server of mcpServers", name)
-			}
-		}
-		if len(keep) == 0 {
-			return groupError(f.path, g.name, "servers", "every server of the group is disabled")
-		}
-		g.servers = keep
-	}
-	return nil
-}
 
 // aggregateSpec is one aggregate of a configuration: its path, its
 // servers in order, its separator.
 type aggregateSpec struct {
 	path    string
 	group   string // "" for /mcp
-	servers []*serverSpec
+	servers []*configfile.Server
 	sep     string
+	bounds  endpoint.AggregateBounds
 }
 
 // aggregates are the aggregates of f: /mcp (unless --no-aggregate) with
 // every server, and each group.
-func (c *config) aggregates(f *configFile) []aggregateSpec {
+func (c *config) aggregates(f *configfile.File) []aggregateSpec {
 	var out []aggregateSpec
 	if !c.NoAggregate {
-		out = append(out, aggregateSpec{path: bridge.DefaultPath, servers: f.servers, sep: c.AggregateSeparator})
+		out = append(out, aggregateSpec{path: bridge.DefaultPath, servers: f.Servers, sep: c.AggregateSeparator, bounds: f.Bounds})
 	}
-	for _, g := range f.groups {
-		sp := aggregateSpec{path: endpoint.GroupPath(g.name), group: g.name, sep: cmpOr(g.separator, c.AggregateSeparator)}
-		for _, name := range g.servers {
-			i := slices.IndexFunc(f.servers, func(s *serverSpec) bool { return s.name == name })
-			sp.servers = append(sp.servers, f.servers[i])
+	for _, g := range f.Groups {
+		sp := aggregateSpec{path: endpoint.GroupPath(g.Name), group: g.Name, sep: cmpOr(g.Separator, c.AggregateSeparator), bounds: g.Bounds}
+		for _, name := range g.Servers {
+			i := slices.IndexFunc(f.Servers, func(s *configfile.Server) bool { return s.Name == name })
+			sp.servers = append(sp.servers, f.Servers[i])
 		}
 		out = append(out, sp)
 	}
@@ -314,7 +53,7 @@ func cmpOr(a, b string) string {
 func (sp *aggregateSpec) check(path string) error {
 	var members []endpoint.AggregateMember
 	for _, s := range sp.servers {
-		members = append(members, endpoint.AggregateMember{Server: &endpoint.ServerOptions{Name: s.name}, Prefix: s.prefix})
+		members = append(members, endpoint.AggregateMember{Server: &endpoint.ServerOptions{Name: s.Name}, Prefix: s.Prefix})
 		err := endpoint.CheckAggregate(&endpoint.AggregateOptions{Members: members, Separator: sp.sep})
 		if err == nil {
 			continue
@@ -324,20 +63,20 @@ func (sp *aggregateSpec) check(path string) error {
 			if strings.Contains(err.Error(), "separator") && !strings.Contains(err.Error(), "advertise") {
 				key = "separator"
 			}
-			return groupError(path, sp.group, key, "%v", err)
+			return configfile.GroupErrorf(path, sp.group, key, "%v", err)
 		}
 		if strings.Contains(err.Error(), "aggregate: separator") {
-			return fileError(path, "", "bridge", "aggregate-separator: %v", err)
+			return configfile.Errorf(path, "", "bridge", "aggregate-separator: %v", err)
 		}
-		return fileError(path, s.name, "prefix", "in the aggregate at /mcp: %v", err)
+		return configfile.Errorf(path, s.Name, "prefix", "in the aggregate at /mcp: %v", err)
 	}
 	return nil
 }
 
 // checkAggregates checks every aggregate of the file.
-func (c *config) checkAggregates(f *configFile) error {
+func (c *config) checkAggregates(f *configfile.File) error {
 	for _, sp := range c.aggregates(f) {
-		if err := sp.check(f.path); err != nil {
+		if err := sp.check(f.Path); err != nil {
 			return err
 		}
 	}
@@ -346,17 +85,17 @@ func (c *config) checkAggregates(f *configFile) error {
 
 // aggregateSpecs are the aggregates of f as endpoint.Aggregates applies
 // them: their members' configurations checked.
-func (m *multi) aggregateSpecs(f *configFile) ([]endpoint.AggregateSpec, error) {
+func (m *multi) aggregateSpecs(f *configfile.File) ([]endpoint.AggregateSpec, error) {
 	if err := m.cfg.checkAggregates(f); err != nil {
 		return nil, err
 	}
 	var out []endpoint.AggregateSpec
 	for _, sp := range m.cfg.aggregates(f) {
 		var key strings.Builder
-		fmt.Fprintf(&key, "%s\x00", sp.sep)
+		fmt.Fprintf(&key, "%s\x00%+v\x00", sp.sep, sp.bounds)
 		var members []endpoint.AggregateMember
 		for _, s := range sp.servers {
-			sc, err := serverConfig(m.cfg, f.path, s)
+			sc, err := serverConfig(m.cfg, f.Path, s)
 			if err != nil {
 				return nil, err
 			}
@@ -364,8 +103,8 @@ func (m *multi) aggregateSpecs(f *configFile) ([]endpoint.AggregateSpec, error) 
 			if err != nil {
 				return nil, err
 			}
-			members = append(members, endpoint.AggregateMember{Server: o, Prefix: s.prefix})
-			fmt.Fprintf(&key, "%s\x00%s\x00%s\x00", s.name, s.canon, sc.guardFiles)
+			members = append(members, endpoint.AggregateMember{Server: o, Prefix: s.Prefix})
+			fmt.Fprintf(&key, "%s\x00%s\x00%s\x00", s.Name, s.Canon, sc.guardFiles)
 		}
 		front, err := endpointOptions(m.cfg)
 		if err != nil {
@@ -376,51 +115,12 @@ func (m *multi) aggregateSpecs(f *configFile) ([]endpoint.AggregateSpec, error) 
 			Path: sp.path,
 			Key:  key.String(),
 			Build: func(ctx context.Context) (*endpoint.Aggregate, error) {
-				a, err := endpoint.BuildAggregate(ctx, m.shared, &endpoint.AggregateOptions{Front: front, Members: members, Separator: sp.sep}, sp.path)
+				a, err := endpoint.BuildAggregate(ctx, m.shared, &endpoint.AggregateOptions{Front: front, Members: members, Separator: sp.sep, Bounds: sp.bounds}, sp.path)
 				return a, explain(err)
 			},
 		})
 	}
 	return out, nil
-}
-
-// applyAggregates serves the aggregates of f.
-func (m *multi) applyAggregates(ctx context.Context, specs []endpoint.AggregateSpec) (endpoint.Changes, error) {
-	ch, err := m.aggs.Apply(ctx, specs)
-	if err != nil {
-		return ch, fmt.Errorf("config %s: %w", m.cfg.file.path, err)
-	}
-	return ch, nil
-}
-
-// ServeHTTP serves the aggregates' paths, and the servers' (the set's).
-func (m *multi) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	if endpoint.Serves(r.URL.Path) {
-		if h := m.aggs.Handler(r); h != nil {
-			h.ServeHTTP(w, r)
-			return
-		}
-	}
-	m.Set.ServeHTTP(w, r)
-}
-
-// Drain refuses new sessions everywhere, at shutdown.
-func (m *multi) Drain() {
-	m.aggs.Drain()
-	m.Set.Drain()
-}
-
-// WaitIdle waits for the servers' and the aggregates' requests.
-func (m *multi) WaitIdle(ctx context.Context) error {
-	return errors.Join(m.aggs.WaitIdle(ctx), m.Set.WaitIdle(ctx))
-}
-
-// Len counts the sessions of the servers and of the aggregates.
-func (m *multi) Len() int { return m.aggs.Len() + m.Set.Len() }
-
-// Close closes the aggregates, then the servers.
-func (m *multi) Close(ctx context.Context) error {
-	return errors.Join(m.aggs.Close(ctx), m.Set.Close(ctx))
 }
 
 // frontEnd is what the process serves: a set of one server, or the

@@ -45,7 +45,7 @@ func runCheck(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	fs := newFlagSet(cfg)
 	if err := parseFlags(fs, args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
-			subcommandHelp(stdout, checkUsage, fs, []string{"initialize-timeout", "max-description-bytes", "allow-hidden-unicode"}, gProcs, gDocker)
+			flagHelp.Subcommand(stdout, checkUsage, fs, []string{"initialize-timeout", "max-description-bytes", "allow-hidden-unicode"}, gProcs, gDocker)
 			return 0
 		}
 		return usageErr(err.Error())

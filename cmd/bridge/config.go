@@ -21,8 +21,9 @@ import (
 	"github.com/mcp-bridge/mcp-bridge/auth"
 	"github.com/mcp-bridge/mcp-bridge/bridge"
 	"github.com/mcp-bridge/mcp-bridge/connect"
-	"github.com/mcp-bridge/mcp-bridge/egress"
 	"github.com/mcp-bridge/mcp-bridge/endpoint"
+	"github.com/mcp-bridge/mcp-bridge/internal/configfile"
+	"github.com/mcp-bridge/mcp-bridge/internal/flagx"
 	"github.com/mcp-bridge/mcp-bridge/internal/units"
 	"github.com/mcp-bridge/mcp-bridge/msglog"
 	"github.com/mcp-bridge/mcp-bridge/peer"
@@ -43,7 +44,7 @@ import (
 // default: a default lives once, in the package that uses it.
 //
 // Adding a flag: a field here, a line in newFlagSet (its usage wrapped in
-// its --help group, help.go: gEdge.in("...")), and a line in defaultConfig
+// its --help group, help.go: gEdge.In("...")), and a line in defaultConfig
 // if its zero value is not its default.
 type config struct {
 	Listen             string         `envconfig:"BRIDGE_LISTEN"`
@@ -162,7 +163,7 @@ type config struct {
 	env            []string // Env resolved: NAME=VALUE entries
 	policy         *policy.Policy
 	lock           *pin.Lock
-	file           *configFile // --config, read
+	file           *configfile.File // --config, read
 
 	userVars []userVar // UserEnv, parsed
 
@@ -315,55 +316,6 @@ func envName(flagName string) string {
 	return envPrefix + "_" + strings.ToUpper(strings.ReplaceAll(flagName, "-", "_"))
 }
 
-// listFlag is a flag that may be repeated or given comma-separated values.
-type listFlag struct {
-	dst *[]string
-	set bool
-}
-
-func (l *listFlag) String() string {
-	if l.dst == nil {
-		return ""
-	}
-	return strings.Join(*l.dst, ",")
-}
-
-func (l *listFlag) Set(v string) error {
-	if !l.set {
-		*l.dst = nil // flags replace what the environment said
-		l.set = true
-	}
-	for _, p := range strings.Split(v, ",") {
-		if p = strings.TrimSpace(p); p != "" {
-			*l.dst = append(*l.dst, p)
-		}
-	}
-	return nil
-}
-
-// repeatFlag is a flag that may be repeated; unlike listFlag, a value is
-// never split at commas (an environment value may hold them).
-type repeatFlag struct {
-	dst *[]string
-	set bool
-}
-
-func (l *repeatFlag) String() string {
-	if l.dst == nil {
-		return ""
-	}
-	return strings.Join(*l.dst, " ")
-}
-
-func (l *repeatFlag) Set(v string) error {
-	if !l.set {
-		*l.dst = nil // flags replace what the environment said
-		l.set = true
-	}
-	*l.dst = append(*l.dst, v)
-	return nil
-}
-
 // newFlagSet binds every flag to c. Defaults shown are those in effect
 // (built-in, or from the environment). The flag package prints nothing:
 // parseFlags turns its errors into one line, and --help goes to stdout.
@@ -371,96 +323,96 @@ func newFlagSet(c *config) *flag.FlagSet {
 	fs := flag.NewFlagSet("bridge", flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
 	fs.Usage = func() {}
-	fs.StringVar(&c.Listen, "listen", c.Listen, gEdge.in("`address` to listen on; a non-loopback address requires auth tokens, --oauth-issuer, --tls-client-ca or --insecure-no-auth"))
-	fs.StringVar(&c.Path, "path", c.Path, gEdge.in("HTTP `path` of the MCP endpoint"))
-	fs.TextVar(&c.SessionIdleTimeout, "session-idle-timeout", c.SessionIdleTimeout, gSessions.in("end a session after this long without a client message, whatever streams are open (never or negative: never)"))
-	fs.IntVar(&c.MaxSessions, "max-sessions", c.MaxSessions, gSessions.in("most sessions alive at once; beyond it initialize gets 503"))
-	fs.TextVar(&c.MaxMessageBytes, "max-message-bytes", c.MaxMessageBytes, gEdge.in("largest message in `bytes`, either way: a larger POST gets 413, a larger answer from the server fails its request with a JSON-RPC error (the session and server go on)"))
-	fs.Var(&listFlag{dst: &c.AllowedOrigins}, "allowed-origins", gEdge.in("browser `origins` allowed besides loopback ones (comma-separated or repeated; * allows any); a request without Origin is not from a browser and is allowed"))
-	fs.Var(&listFlag{dst: &c.AllowedHosts}, "allowed-hosts", gEdge.in("Host header `names` accepted (comma-separated or repeated; * allows any); default: the loopback names when --listen is loopback, else any"))
-	fs.StringVar(&c.AuthTokenFile, "auth-token-file", c.AuthTokenFile, gAuth.in("`file` of accepted bearer tokens, one per line (BRIDGE_AUTH_TOKENS also takes them, comma-separated)"))
-	fs.BoolVar(&c.InsecureNoAuth, "insecure-no-auth", c.InsecureNoAuth, gAuth.in("allow a non-loopback --listen address without auth tokens (anyone who reaches it runs your server)"))
-	fs.BoolVar(&c.AcceptSessionID, "accept-session-id", c.AcceptSessionID, gSessions.in("start a session under the Mcp-Session-Id an initialize request carries (a platform's, e.g. Bedrock AgentCore Runtime): the client then chooses its session ID, which is only as unguessable as it makes it"))
-	fs.StringVar(&c.TLSCert, "tls-cert", c.TLSCert, gEdge.in("serve HTTPS with this PEM certificate `file` (chain included); reloaded with --tls-key on SIGHUP"))
-	fs.StringVar(&c.TLSKey, "tls-key", c.TLSKey, gEdge.in("PEM private key `file` of --tls-cert"))
-	fs.StringVar(&c.TLSClientCA, "tls-client-ca", c.TLSClientCA, gAuth.in("require client certificates signed by a CA in this PEM `file` (mutual TLS); a non-loopback --listen then needs no auth tokens"))
-	fs.StringVar(&c.LogFormat, "log-format", c.LogFormat, gObs.in("log `format`: text or json"))
-	fs.StringVar(&c.LogLevel, "log-level", c.LogLevel, gObs.in("log `level`: debug, info, warn or error"))
-	fs.BoolVar(&c.LogMessages, "log-messages", c.LogMessages, gObs.in("log each JSON-RPC message both ways (session, method, id, size, body cut at "+strconv.Itoa(msglog.DefaultMaxBody)+" bytes), at info; message bodies hold what users and tools exchange; tokens and headers are never logged"))
-	fs.DurationVar(&c.StopGrace, "stop-grace", c.StopGrace, gProcs.in("when stopping a server: wait this long after closing stdin before SIGTERM, and again before SIGKILL"))
-	fs.DurationVar(&c.ShutdownGrace, "shutdown-grace", c.ShutdownGrace, gEdge.in("at SIGINT/SIGTERM: how long requests in flight may still finish"))
-	fs.BoolVar(&c.JSONResponse, "json-response", c.JSONResponse, gSessions.in("answer requests with one application/json body instead of an SSE stream (not resumable)"))
-	fs.TextVar(&c.SSEPollAfter, "sse-poll-after", c.SSEPollAfter, gSessions.in("close SSE connections after this long (sending retry:); clients resume with Last-Event-ID (0 or never: never; 2025-11-25 clients only)"))
-	fs.DurationVar(&c.SSERetry, "sse-retry", c.SSERetry, gSessions.in("reconnection delay announced in the SSE retry field with --sse-poll-after"))
-	fs.TextVar(&c.SSEKeepAlive, "sse-keepalive", c.SSEKeepAlive, gSessions.in("write an SSE comment on a stream quiet for this long, so that proxies with an idle timeout keep it open (0 or never: never)"))
-	fs.IntVar(&c.LogMaxEvents, "log-max-events", c.LogMaxEvents, gLog.in("most events each session's resumption log holds"))
-	fs.TextVar(&c.LogMaxBytes, "log-max-bytes", c.LogMaxBytes, gLog.in("most `bytes` each session's resumption log holds"))
-	fs.TextVar(&c.LogMaxTotalBytes, "log-max-total-bytes", c.LogMaxTotalBytes, gLog.in("most `bytes` all sessions' resumption logs hold together; beyond it the largest logs lose their oldest already-delivered events, and when events no client read exceed it alone, the sessions holding the most of them are ended (their clients get 404; metric mcp_bridge_sessions_ended_total{reason=\"log_budget\"})"))
-	fs.TextVar(&c.StderrLineBytes, "stderr-line-bytes", c.StderrLineBytes, gProcs.in("longest server stderr line logged, in `bytes`; longer lines are cut"))
-	fs.Float64Var(&c.StderrLinesPerSecond, "stderr-lines-per-second", c.StderrLinesPerSecond, gProcs.in(fmt.Sprintf("server stderr lines logged per second and session, on average; more are dropped (counted in the log) (0: %d; negative: no limit)", sandbox.DefaultStderrLinesPerSecond)))
-	fs.IntVar(&c.StderrBurst, "stderr-burst", c.StderrBurst, gProcs.in(fmt.Sprintf("server stderr lines a session may log at once above --stderr-lines-per-second (0: %d)", sandbox.DefaultStderrBurst)))
-	fs.Var(&repeatFlag{dst: &c.Env}, "env", gProcs.in("set `NAME=VALUE` for local servers, or NAME alone to pass the bridge's value (repeatable; the variable is comma-separated); besides these they get only "+sandbox.DefaultEnvAllow+" of the bridge's environment, never a BRIDGE_* variable"))
-	fs.BoolVar(&c.EnvInherit, "env-inherit", c.EnvInherit, gProcs.in("give local servers the bridge's whole environment but its "+sandbox.ReservedEnvPrefix+"* variables and any variable holding one of its secrets, as other bridges do: API keys, cloud credentials and tokens of the bridge's environment then reach every server (logged as a WARN); --env NAME passes one variable instead"))
-	fs.BoolVar(&c.LocalUnsupervised, "local-unsupervised", c.LocalUnsupervised, gProcs.in("run local servers without the supervisor (this binary, started once and shared by every session, which ends everything a server started when it exits, is stopped, or the bridge dies): saves that one process, but what a server starts may then outlive it or a killed bridge"))
-	fs.TextVar(&c.BodyReadTimeout, "body-read-timeout", c.BodyReadTimeout, gEdge.in("a POST body must arrive within this long after its headers, else 408 (never or negative: no limit)"))
-	fs.TextVar(&c.WriteTimeout, "write-timeout", c.WriteTimeout, gEdge.in("each SSE event or JSON answer must reach the client within this long, else the connection closes; time between events does not count (never or negative: no limit)"))
-	fs.TextVar(&c.HTTPIdleTimeout, "http-idle-timeout", c.HTTPIdleTimeout, gEdge.in("close a keep-alive connection after this long without a request (never or negative: never); keep it above the idle timeout of a proxy in front"))
-	fs.IntVar(&c.MaxConnections, "max-connections", c.MaxConnections, gEdge.in("most connections open at once, lowered to what the open-file limit leaves after --max-sessions servers; beyond it a connection gets 503 (negative: only the open-file limit)"))
-	fs.IntVar(&c.MaxConnectionsPerClient, "max-connections-per-client", c.MaxConnectionsPerClient, gEdge.in("most connections open at once from one client IP address (a proxy in front is one address); beyond it 503 (negative: no limit)"))
-	fs.TextVar(&c.MaxBodyBytesInFlight, "max-body-bytes-in-flight", c.MaxBodyBytesInFlight, gEdge.in("most `bytes` held by POST bodies being read, all clients together; beyond it 503 (negative: no limit; else at least --max-message-bytes)"))
+	fs.StringVar(&c.Listen, "listen", c.Listen, gEdge.In("`address` to listen on; a non-loopback address requires auth tokens, --oauth-issuer, --tls-client-ca or --insecure-no-auth"))
+	fs.StringVar(&c.Path, "path", c.Path, gEdge.In("HTTP `path` of the MCP endpoint"))
+	fs.TextVar(&c.SessionIdleTimeout, "session-idle-timeout", c.SessionIdleTimeout, gSessions.In("end a session after this long without a client message, whatever streams are open (never or negative: never)"))
+	fs.IntVar(&c.MaxSessions, "max-sessions", c.MaxSessions, gSessions.In("most sessions alive at once; beyond it initialize gets 503"))
+	fs.TextVar(&c.MaxMessageBytes, "max-message-bytes", c.MaxMessageBytes, gEdge.In("largest message in `bytes`, either way: a larger POST gets 413, a larger answer from the server fails its request with a JSON-RPC error (the session and server go on)"))
+	fs.Var(&flagx.List{Dst: &c.AllowedOrigins}, "allowed-origins", gEdge.In("browser `origins` allowed besides loopback ones (comma-separated or repeated; * allows any); a request without Origin is not from a browser and is allowed"))
+	fs.Var(&flagx.List{Dst: &c.AllowedHosts}, "allowed-hosts", gEdge.In("Host header `names` accepted (comma-separated or repeated; * allows any); default: the loopback names when --listen is loopback, else any"))
+	fs.StringVar(&c.AuthTokenFile, "auth-token-file", c.AuthTokenFile, gAuth.In("`file` of accepted bearer tokens, one per line (BRIDGE_AUTH_TOKENS also takes them, comma-separated)"))
+	fs.BoolVar(&c.InsecureNoAuth, "insecure-no-auth", c.InsecureNoAuth, gAuth.In("allow a non-loopback --listen address without auth tokens (anyone who reaches it runs your server)"))
+	fs.BoolVar(&c.AcceptSessionID, "accept-session-id", c.AcceptSessionID, gSessions.In("start a session under the Mcp-Session-Id an initialize request carries (a platform's, e.g. Bedrock AgentCore Runtime): the client then chooses its session ID, which is only as unguessable as it makes it"))
+	fs.StringVar(&c.TLSCert, "tls-cert", c.TLSCert, gEdge.In("serve HTTPS with this PEM certificate `file` (chain included); reloaded with --tls-key on SIGHUP"))
+	fs.StringVar(&c.TLSKey, "tls-key", c.TLSKey, gEdge.In("PEM private key `file` of --tls-cert"))
+	fs.StringVar(&c.TLSClientCA, "tls-client-ca", c.TLSClientCA, gAuth.In("require client certificates signed by a CA in this PEM `file` (mutual TLS); a non-loopback --listen then needs no auth tokens"))
+	fs.StringVar(&c.LogFormat, "log-format", c.LogFormat, gObs.In("log `format`: text or json"))
+	fs.StringVar(&c.LogLevel, "log-level", c.LogLevel, gObs.In("log `level`: debug, info, warn or error"))
+	fs.BoolVar(&c.LogMessages, "log-messages", c.LogMessages, gObs.In("log each JSON-RPC message both ways (session, method, id, size, body cut at "+strconv.Itoa(msglog.DefaultMaxBody)+" bytes), at info; message bodies hold what users and tools exchange; tokens and headers are never logged"))
+	fs.DurationVar(&c.StopGrace, "stop-grace", c.StopGrace, gProcs.In("when stopping a server: wait this long after closing stdin before SIGTERM, and again before SIGKILL"))
+	fs.DurationVar(&c.ShutdownGrace, "shutdown-grace", c.ShutdownGrace, gEdge.In("at SIGINT/SIGTERM: how long requests in flight may still finish"))
+	fs.BoolVar(&c.JSONResponse, "json-response", c.JSONResponse, gSessions.In("answer requests with one application/json body instead of an SSE stream (not resumable)"))
+	fs.TextVar(&c.SSEPollAfter, "sse-poll-after", c.SSEPollAfter, gSessions.In("close SSE connections after this long (sending retry:); clients resume with Last-Event-ID (0 or never: never; 2025-11-25 clients only)"))
+	fs.DurationVar(&c.SSERetry, "sse-retry", c.SSERetry, gSessions.In("reconnection delay announced in the SSE retry field with --sse-poll-after"))
+	fs.TextVar(&c.SSEKeepAlive, "sse-keepalive", c.SSEKeepAlive, gSessions.In("write an SSE comment on a stream quiet for this long, so that proxies with an idle timeout keep it open (0 or never: never)"))
+	fs.IntVar(&c.LogMaxEvents, "log-max-events", c.LogMaxEvents, gLog.In("most events each session's resumption log holds"))
+	fs.TextVar(&c.LogMaxBytes, "log-max-bytes", c.LogMaxBytes, gLog.In("most `bytes` each session's resumption log holds"))
+	fs.TextVar(&c.LogMaxTotalBytes, "log-max-total-bytes", c.LogMaxTotalBytes, gLog.In("most `bytes` all sessions' resumption logs hold together; beyond it the largest logs lose their oldest already-delivered events, and when events no client read exceed it alone, the sessions holding the most of them are ended (their clients get 404; metric mcp_bridge_sessions_ended_total{reason=\"log_budget\"})"))
+	fs.TextVar(&c.StderrLineBytes, "stderr-line-bytes", c.StderrLineBytes, gProcs.In("longest server stderr line logged, in `bytes`; longer lines are cut"))
+	fs.Float64Var(&c.StderrLinesPerSecond, "stderr-lines-per-second", c.StderrLinesPerSecond, gProcs.In(fmt.Sprintf("server stderr lines logged per second and session, on average; more are dropped (counted in the log) (0: %d; negative: no limit)", sandbox.DefaultStderrLinesPerSecond)))
+	fs.IntVar(&c.StderrBurst, "stderr-burst", c.StderrBurst, gProcs.In(fmt.Sprintf("server stderr lines a session may log at once above --stderr-lines-per-second (0: %d)", sandbox.DefaultStderrBurst)))
+	fs.Var(&flagx.Repeat{Dst: &c.Env}, "env", gProcs.In("set `NAME=VALUE` for local servers, or NAME alone to pass the bridge's value (repeatable; the variable is comma-separated); besides these they get only "+sandbox.DefaultEnvAllow+" of the bridge's environment, never a BRIDGE_* variable"))
+	fs.BoolVar(&c.EnvInherit, "env-inherit", c.EnvInherit, gProcs.In("give local servers the bridge's whole environment but its "+sandbox.ReservedEnvPrefix+"* variables and any variable holding one of its secrets, as other bridges do: API keys, cloud credentials and tokens of the bridge's environment then reach every server (logged as a WARN); --env NAME passes one variable instead"))
+	fs.BoolVar(&c.LocalUnsupervised, "local-unsupervised", c.LocalUnsupervised, gProcs.In("run local servers without the supervisor (this binary, started once and shared by every session, which ends everything a server started when it exits, is stopped, or the bridge dies): saves that one process, but what a server starts may then outlive it or a killed bridge"))
+	fs.TextVar(&c.BodyReadTimeout, "body-read-timeout", c.BodyReadTimeout, gEdge.In("a POST body must arrive within this long after its headers, else 408 (never or negative: no limit)"))
+	fs.TextVar(&c.WriteTimeout, "write-timeout", c.WriteTimeout, gEdge.In("each SSE event or JSON answer must reach the client within this long, else the connection closes; time between events does not count (never or negative: no limit)"))
+	fs.TextVar(&c.HTTPIdleTimeout, "http-idle-timeout", c.HTTPIdleTimeout, gEdge.In("close a keep-alive connection after this long without a request (never or negative: never); keep it above the idle timeout of a proxy in front"))
+	fs.IntVar(&c.MaxConnections, "max-connections", c.MaxConnections, gEdge.In("most connections open at once, lowered to what the open-file limit leaves after --max-sessions servers; beyond it a connection gets 503 (negative: only the open-file limit)"))
+	fs.IntVar(&c.MaxConnectionsPerClient, "max-connections-per-client", c.MaxConnectionsPerClient, gEdge.In("most connections open at once from one client IP address (a proxy in front is one address); beyond it 503 (negative: no limit)"))
+	fs.TextVar(&c.MaxBodyBytesInFlight, "max-body-bytes-in-flight", c.MaxBodyBytesInFlight, gEdge.In("most `bytes` held by POST bodies being read, all clients together; beyond it 503 (negative: no limit; else at least --max-message-bytes)"))
 	fs.TextVar(&c.InitializeTimeout, "initialize-timeout", c.InitializeTimeout,
-		gSessions.in(fmt.Sprintf("end a session whose server has not answered initialize after this long, with an error and its last stderr lines; bounds too the initialize the bridge sends a legacy child of the 2026-07-28 pool (0: %s; never or negative: never)", session.DefaultInitializeTimeout)))
+		gSessions.In(fmt.Sprintf("end a session whose server has not answered initialize after this long, with an error and its last stderr lines; bounds too the initialize the bridge sends a legacy child of the 2026-07-28 pool (0: %s; never or negative: never)", session.DefaultInitializeTimeout)))
 	fs.TextVar(&c.RequestTimeout, "request-timeout", c.RequestTimeout,
-		gSessions.in(fmt.Sprintf("answer a request the server has not answered after this long with error -32001, and cancel it at the server; a progress notification restarts it; both eras (0: %s; never or negative: never)", session.DefaultRequestTimeout)))
+		gSessions.In(fmt.Sprintf("answer a request the server has not answered after this long with error -32001, and cancel it at the server; a progress notification restarts it; both eras (0: %s; never or negative: never)", session.DefaultRequestTimeout)))
 	fs.IntVar(&c.MaxRequestsPerSession, "max-requests-per-session", c.MaxRequestsPerSession,
-		gSessions.in(fmt.Sprintf("most requests in flight in one session; beyond it a POST gets 429; a server's 2026-07-28 pool admits this many for each child it may run (--pool-max) (0: %d)", session.DefaultMaxRequests)))
+		gSessions.In(fmt.Sprintf("most requests in flight in one session; beyond it a POST gets 429; a server's 2026-07-28 pool admits this many for each child it may run (--pool-max) (0: %d)", session.DefaultMaxRequests)))
 	fs.TextVar(&c.MaxQueuedBytes, "max-queued-bytes", c.MaxQueuedBytes,
-		gSessions.in(fmt.Sprintf("most `bytes` of one session, or of one child of the 2026-07-28 pool, waiting to be written to its stdin; beyond it a POST gets 503 (0: %d)", session.DefaultMaxQueuedBytes)))
-	fs.StringVar(&c.Sandbox, "sandbox", c.Sandbox, gProcs.in("where servers run: local (a process per session) or docker (a container per session)"))
-	fs.StringVar(&c.Image, "image", c.Image, gDocker.in("Docker `image` of the server (--sandbox docker); without COMMAND its entrypoint runs"))
-	fs.TextVar(&c.Pull, "pull", c.Pull, gDocker.in("when to pull --image: never, missing or always"))
-	fs.StringVar(&c.SandboxNetwork, "sandbox-network", c.SandboxNetwork, gDocker.in("Docker network of server containers; anything but none lets an untrusted server reach the network"))
-	fs.Var(&listFlag{dst: &c.SandboxMounts}, "sandbox-mount", gDocker.in("bind mount `SRC:DST[:rw]` into server containers, read-only unless :rw (repeatable); exposes host files to the server"))
-	fs.Var(&listFlag{dst: &c.SandboxEnv}, "sandbox-env", gDocker.in("`NAME=VALUE` set in server containers (repeatable); the server can read it"))
-	fs.TextVar(&c.SandboxMemory, "sandbox-memory", c.SandboxMemory, gDocker.in("memory limit of each server container (swap equals it), e.g. 512m, 1g"))
-	fs.Float64Var(&c.SandboxCPUs, "sandbox-cpus", c.SandboxCPUs, gDocker.in("CPU limit of each server container"))
-	fs.Int64Var(&c.SandboxPids, "sandbox-pids", c.SandboxPids, gDocker.in("process limit of each server container"))
-	fs.Var(&listFlag{dst: &c.SandboxEgress}, "sandbox-egress", gDocker.in("let server containers reach `host[:port]` through the bridge's filtering proxy, and nothing else (comma-separated or repeated; port 443 unless given): an exact name, *.example.com for its subdomains (not example.com itself: list it too), or a literal IP, the only way to allow a private, loopback or link-local address; without it a container has no network (--sandbox-network); the local sandbox cannot filter egress"))
-	fs.StringVar(&c.SandboxRuntime, "sandbox-runtime", c.SandboxRuntime, gDocker.in("container runtime `name` of server containers (Docker's --runtime), e.g. runsc for gVisor; refused at start if the engine does not list it (default: the engine's)"))
-	fs.Var(&listFlag{dst: &c.UserEnv}, "user-env", gProcs.in("give each session's server the variable NAME holding its user's credential `NAME=SECRET` (repeatable): with authentication from --secrets-dir/PRINCIPAL/SECRET, without it from the bridge's "+envPrefix+"_SECRET_<SECRET> variable; a user without one cannot start a session"))
-	fs.StringVar(&c.SecretsDir, "secrets-dir", c.SecretsDir, gProcs.in("`directory` of per-user credentials for --user-env: one file per principal and secret, DIR/PRINCIPAL/SECRET (PRINCIPAL: the token's sub, or static-<hex> for a static token, logged at start), mode 0600, owned by the bridge's user"))
-	fs.StringVar(&c.SandboxUser, "sandbox-user", c.SandboxUser, gDocker.in("`uid:gid` servers run as in containers; 0 (root) weakens the sandbox"))
-	fs.StringVar(&c.Instance, "instance", c.Instance, gDocker.in("`name` of this bridge on the Docker host, in container labels (default: a random bridge-<hex>); a restarted bridge of the same name removes its predecessor's containers"))
-	fs.IntVar(&c.Warm, "warm", c.Warm, gProcs.in("keep `N` MCP servers (processes or containers) started ahead of sessions, so that a new session does not wait for a launch (0: none)"))
-	fs.BoolVar(&c.NoMetrics, "no-metrics", c.NoMetrics, gObs.in("serve no /metrics (by default it is served on --listen, behind the same Host and authentication checks as the MCP endpoint)"))
-	fs.StringVar(&c.MetricsListen, "metrics-listen", c.MetricsListen, gObs.in("serve /metrics on this `address` instead, without authentication (e.g. a port only the Prometheus scraper reaches)"))
-	fs.StringVar(&c.OTLPEndpoint, "otlp-endpoint", c.OTLPEndpoint, gObs.in("export OpenTelemetry traces over OTLP/HTTP to this collector base `URL`, e.g. http://collector:4318 (default: OTEL_EXPORTER_OTLP_ENDPOINT; unset: tracing off)"))
-	fs.StringVar(&c.AffinityAddr, "affinity-addr", c.AffinityAddr, gMulti.in("`host:port` other instances reach this one at, or ecs (from the ECS task metadata); with an affinity secret, session IDs name their owner and any instance forwards a request to it"))
-	fs.StringVar(&c.AffinitySecretFile, "affinity-secret-file", c.AffinitySecretFile, gMulti.in("`file` holding the secret (32 bytes or more) shared by all instances, which authenticates owners in session IDs (BRIDGE_AFFINITY_SECRET also takes it)"))
-	fs.StringVar(&c.OAuthIssuer, "oauth-issuer", c.OAuthIssuer, gAuth.in("issuer `URL` of the OAuth 2.1 authorization server whose access tokens are accepted (needs --resource-url)"))
-	fs.StringVar(&c.ResourceURL, "resource-url", c.ResourceURL, gAuth.in("canonical `URL` clients reach the MCP endpoint at, e.g. https://mcp.example.com/mcp: the audience every OAuth token must carry"))
-	fs.Var(&listFlag{dst: &c.OAuthScopes}, "oauth-scopes", gAuth.in("`scopes` every OAuth token must carry, advertised to clients (comma-separated or repeated)"))
-	fs.Var(&listFlag{dst: &c.OAuthTokenTypes}, "oauth-token-types", gAuth.in("JWS `typ` values of JWT access tokens accepted (comma-separated or repeated; * accepts any); default: at+jwt, application/at+jwt (RFC 9068)"))
-	fs.StringVar(&c.OAuthIntrospectionURL, "oauth-introspection-url", c.OAuthIntrospectionURL, gAuth.in("RFC 7662 introspection endpoint `URL` for opaque (non-JWT) tokens; needs --oauth-client-id and a client secret"))
-	fs.StringVar(&c.OAuthClientID, "oauth-client-id", c.OAuthClientID, gAuth.in("the bridge's client `ID` at the introspection endpoint"))
-	fs.StringVar(&c.OAuthClientSecretFile, "oauth-client-secret-file", c.OAuthClientSecretFile, gAuth.in("`file` holding the bridge's client secret at the introspection endpoint (BRIDGE_OAUTH_CLIENT_SECRET also takes it)"))
-	fs.TextVar(&c.ChildEra, "child-era", c.ChildEra, gStateless.in("era of the server for revision 2026-07-28 clients: auto (ask a throwaway process with server/discover once), legacy (needs initialize; the bridge translates) or modern"))
-	fs.IntVar(&c.PoolMin, "pool-min", c.PoolMin, gStateless.in("servers kept running for revision 2026-07-28 clients when the server is modern (-1: none)"))
-	fs.IntVar(&c.PoolMax, "pool-max", c.PoolMax, gStateless.in("most servers running for revision 2026-07-28 clients, across all principals (separate from --max-sessions); beyond one per CPU, a pool grows only while its servers have stopped answering"))
-	fs.IntVar(&c.PoolMaxPerPrincipal, "pool-max-per-principal", c.PoolMaxPerPrincipal, gStateless.in("most of the --pool-max servers one authenticated principal may have (its legacy servers, and the modern ones its requests with a log level hold alone or its slow calls occupy); beyond it a request needing one more gets 429 (or waits behind its own); 0: half of --pool-max with authentication, all of it without (every client is then one principal)"))
-	fs.DurationVar(&c.PoolEvictIdle, "pool-evict-idle", c.PoolEvictIdle, gStateless.in("at --pool-max, a legacy server of another principal is stopped to make room only once idle this long; meanwhile the request waits (503 if none comes free within --request-timeout), so principals taking turns start at most --pool-max servers per this time (0: stop at once)"))
-	fs.DurationVar(&c.RequestStateTTL, "request-state-ttl", c.RequestStateTTL, gStateless.in("how long a call that asked the client something (elicitation, sampling, roots) waits for the client's retry before it is cancelled"))
-	fs.StringVar(&c.Policy, "policy", c.Policy, gGuards.in("policy `file` (YAML): which tools, prompts and resources callers see and may use, and the scopes each needs"))
-	fs.StringVar(&c.PinFile, "pin-file", c.PinFile, gGuards.in("lock `file` written by bridge pin: a tool, prompt or resource template that is new or changed since is hidden and refused"))
-	fs.TextVar(&c.OnPinViolation, "on-pin-violation", c.OnPinViolation, gGuards.in("what a server offering what --pin-file refuses does besides the refusal: drop, or end-session"))
-	fs.TextVar(&c.MaxDescriptionBytes, "max-description-bytes", c.MaxDescriptionBytes, gGuards.in("a tool, prompt or resource template with a longer description is hidden and refused (negative: no limit)"))
-	fs.BoolVar(&c.AllowHiddenUnicode, "allow-hidden-unicode", c.AllowHiddenUnicode, gGuards.in("accept descriptions and schemas holding invisible or direction-changing Unicode (tag characters, zero-width, bidi controls), which can hide instructions from reviewers"))
-	fs.StringVar(&c.AuditLog, "audit-log", c.AuditLog, gGuards.in("append one JSON line per request, either way, to this `file` (- for standard output)"))
-	fs.BoolVar(&c.AuditArgs, "audit-args", c.AuditArgs, gGuards.in("record the arguments of each request in the audit log, not only their SHA-256"))
-	fs.StringVar(&c.Config, "config", c.Config, gMulti.in("serve the MCP servers of this JSON `file` (the mcpServers format of desktop clients), each at /servers/NAME/mcp, instead of one COMMAND; SIGHUP reloads it"))
-	fs.StringVar(&c.AggregateSeparator, "aggregate-separator", c.AggregateSeparator, gMulti.in("with --config, what joins a server's prefix (its name, or its \"prefix\" key) and a tool's or prompt's name in the aggregates at /mcp and /groups/NAME/mcp: 1 to 4 of A-Z a-z 0-9 _ - ."))
-	fs.BoolVar(&c.NoAggregate, "no-aggregate", c.NoAggregate, gMulti.in("with --config, do not serve every server aggregated at /mcp (which runs one catalog server per member from the start, and gives every client of the bridge every server's tools at one URL); groups (/groups/NAME/mcp) are still served"))
-	fs.BoolVar(&c.NoLegacySSE, "no-legacy-sse", c.NoLegacySSE, gSessions.in("do not serve the legacy HTTP+SSE transport (revision 2024-11-05), otherwise at /sse and /message beside each MCP endpoint"))
+		gSessions.In(fmt.Sprintf("most `bytes` of one session, or of one child of the 2026-07-28 pool, waiting to be written to its stdin; beyond it a POST gets 503 (0: %d)", session.DefaultMaxQueuedBytes)))
+	fs.StringVar(&c.Sandbox, "sandbox", c.Sandbox, gProcs.In("where servers run: local (a process per session) or docker (a container per session)"))
+	fs.StringVar(&c.Image, "image", c.Image, gDocker.In("Docker `image` of the server (--sandbox docker); without COMMAND its entrypoint runs"))
+	fs.TextVar(&c.Pull, "pull", c.Pull, gDocker.In("when to pull --image: never, missing or always"))
+	fs.StringVar(&c.SandboxNetwork, "sandbox-network", c.SandboxNetwork, gDocker.In("Docker network of server containers; anything but none lets an untrusted server reach the network"))
+	fs.Var(&flagx.List{Dst: &c.SandboxMounts}, "sandbox-mount", gDocker.In("bind mount `SRC:DST[:rw]` into server containers, read-only unless :rw (repeatable); exposes host files to the server"))
+	fs.Var(&flagx.List{Dst: &c.SandboxEnv}, "sandbox-env", gDocker.In("`NAME=VALUE` set in server containers (repeatable); the server can read it"))
+	fs.TextVar(&c.SandboxMemory, "sandbox-memory", c.SandboxMemory, gDocker.In("memory limit of each server container (swap equals it), e.g. 512m, 1g"))
+	fs.Float64Var(&c.SandboxCPUs, "sandbox-cpus", c.SandboxCPUs, gDocker.In("CPU limit of each server container"))
+	fs.Int64Var(&c.SandboxPids, "sandbox-pids", c.SandboxPids, gDocker.In("process limit of each server container"))
+	fs.Var(&flagx.List{Dst: &c.SandboxEgress}, "sandbox-egress", gDocker.In("let server containers reach `host[:port]` through the bridge's filtering proxy, and nothing else (comma-separated or repeated; port 443 unless given): an exact name, *.example.com for its subdomains (not example.com itself: list it too), or a literal IP, the only way to allow a private, loopback or link-local address; without it a container has no network (--sandbox-network); the local sandbox cannot filter egress"))
+	fs.StringVar(&c.SandboxRuntime, "sandbox-runtime", c.SandboxRuntime, gDocker.In("container runtime `name` of server containers (Docker's --runtime), e.g. runsc for gVisor; refused at start if the engine does not list it (default: the engine's)"))
+	fs.Var(&flagx.List{Dst: &c.UserEnv}, "user-env", gProcs.In("give each session's server the variable NAME holding its user's credential `NAME=SECRET` (repeatable): with authentication from --secrets-dir/PRINCIPAL/SECRET, without it from the bridge's "+envPrefix+"_SECRET_<SECRET> variable; a user without one cannot start a session"))
+	fs.StringVar(&c.SecretsDir, "secrets-dir", c.SecretsDir, gProcs.In("`directory` of per-user credentials for --user-env: one file per principal and secret, DIR/PRINCIPAL/SECRET (PRINCIPAL: the token's sub, or static-<hex> for a static token, logged at start), mode 0600, owned by the bridge's user"))
+	fs.StringVar(&c.SandboxUser, "sandbox-user", c.SandboxUser, gDocker.In("`uid:gid` servers run as in containers; 0 (root) weakens the sandbox"))
+	fs.StringVar(&c.Instance, "instance", c.Instance, gDocker.In("`name` of this bridge on the Docker host, in container labels (default: a random bridge-<hex>); a restarted bridge of the same name removes its predecessor's containers"))
+	fs.IntVar(&c.Warm, "warm", c.Warm, gProcs.In("keep `N` MCP servers (processes or containers) started ahead of sessions, so that a new session does not wait for a launch (0: none)"))
+	fs.BoolVar(&c.NoMetrics, "no-metrics", c.NoMetrics, gObs.In("serve no /metrics (by default it is served on --listen, behind the same Host and authentication checks as the MCP endpoint)"))
+	fs.StringVar(&c.MetricsListen, "metrics-listen", c.MetricsListen, gObs.In("serve /metrics on this `address` instead, without authentication (e.g. a port only the Prometheus scraper reaches)"))
+	fs.StringVar(&c.OTLPEndpoint, "otlp-endpoint", c.OTLPEndpoint, gObs.In("export OpenTelemetry traces over OTLP/HTTP to this collector base `URL`, e.g. http://collector:4318 (default: OTEL_EXPORTER_OTLP_ENDPOINT; unset: tracing off)"))
+	fs.StringVar(&c.AffinityAddr, "affinity-addr", c.AffinityAddr, gMulti.In("`host:port` other instances reach this one at, or ecs (from the ECS task metadata); with an affinity secret, session IDs name their owner and any instance forwards a request to it"))
+	fs.StringVar(&c.AffinitySecretFile, "affinity-secret-file", c.AffinitySecretFile, gMulti.In("`file` holding the secret (32 bytes or more) shared by all instances, which authenticates owners in session IDs (BRIDGE_AFFINITY_SECRET also takes it)"))
+	fs.StringVar(&c.OAuthIssuer, "oauth-issuer", c.OAuthIssuer, gAuth.In("issuer `URL` of the OAuth 2.1 authorization server whose access tokens are accepted (needs --resource-url)"))
+	fs.StringVar(&c.ResourceURL, "resource-url", c.ResourceURL, gAuth.In("configfile.Canonical `URL` clients reach the MCP endpoint at, e.g. https://mcp.example.com/mcp: the audience every OAuth token must carry"))
+	fs.Var(&flagx.List{Dst: &c.OAuthScopes}, "oauth-scopes", gAuth.In("`scopes` every OAuth token must carry, advertised to clients (comma-separated or repeated)"))
+	fs.Var(&flagx.List{Dst: &c.OAuthTokenTypes}, "oauth-token-types", gAuth.In("JWS `typ` values of JWT access tokens accepted (comma-separated or repeated; * accepts any); default: at+jwt, application/at+jwt (RFC 9068)"))
+	fs.StringVar(&c.OAuthIntrospectionURL, "oauth-introspection-url", c.OAuthIntrospectionURL, gAuth.In("RFC 7662 introspection endpoint `URL` for opaque (non-JWT) tokens; needs --oauth-client-id and a client secret"))
+	fs.StringVar(&c.OAuthClientID, "oauth-client-id", c.OAuthClientID, gAuth.In("the bridge's client `ID` at the introspection endpoint"))
+	fs.StringVar(&c.OAuthClientSecretFile, "oauth-client-secret-file", c.OAuthClientSecretFile, gAuth.In("`file` holding the bridge's client secret at the introspection endpoint (BRIDGE_OAUTH_CLIENT_SECRET also takes it)"))
+	fs.TextVar(&c.ChildEra, "child-era", c.ChildEra, gStateless.In("era of the server for revision 2026-07-28 clients: auto (ask a throwaway process with server/discover once), legacy (needs initialize; the bridge translates) or modern"))
+	fs.IntVar(&c.PoolMin, "pool-min", c.PoolMin, gStateless.In("servers kept running for revision 2026-07-28 clients when the server is modern (-1: none)"))
+	fs.IntVar(&c.PoolMax, "pool-max", c.PoolMax, gStateless.In("most servers running for revision 2026-07-28 clients, across all principals (separate from --max-sessions); beyond one per CPU, a pool grows only while its servers have stopped answering"))
+	fs.IntVar(&c.PoolMaxPerPrincipal, "pool-max-per-principal", c.PoolMaxPerPrincipal, gStateless.In("most of the --pool-max servers one authenticated principal may have (its legacy servers, and the modern ones its requests with a log level hold alone or its slow calls occupy); beyond it a request needing one more gets 429 (or waits behind its own); 0: half of --pool-max with authentication, all of it without (every client is then one principal)"))
+	fs.DurationVar(&c.PoolEvictIdle, "pool-evict-idle", c.PoolEvictIdle, gStateless.In("at --pool-max, a legacy server of another principal is stopped to make room only once idle this long; meanwhile the request waits (503 if none comes free within --request-timeout), so principals taking turns start at most --pool-max servers per this time (0: stop at once)"))
+	fs.DurationVar(&c.RequestStateTTL, "request-state-ttl", c.RequestStateTTL, gStateless.In("how long a call that asked the client something (elicitation, sampling, roots) waits for the client's retry before it is cancelled"))
+	fs.StringVar(&c.Policy, "policy", c.Policy, gGuards.In("policy `file` (YAML): which tools, prompts and resources callers see and may use, and the scopes each needs"))
+	fs.StringVar(&c.PinFile, "pin-file", c.PinFile, gGuards.In("lock `file` written by bridge pin: a tool, prompt or resource template that is new or changed since is hidden and refused"))
+	fs.TextVar(&c.OnPinViolation, "on-pin-violation", c.OnPinViolation, gGuards.In("what a server offering what --pin-file refuses does besides the refusal: drop, or end-session"))
+	fs.TextVar(&c.MaxDescriptionBytes, "max-description-bytes", c.MaxDescriptionBytes, gGuards.In("a tool, prompt or resource template with a longer description is hidden and refused (negative: no limit)"))
+	fs.BoolVar(&c.AllowHiddenUnicode, "allow-hidden-unicode", c.AllowHiddenUnicode, gGuards.In("accept descriptions and schemas holding invisible or direction-changing Unicode (tag characters, zero-width, bidi controls), which can hide instructions from reviewers"))
+	fs.StringVar(&c.AuditLog, "audit-log", c.AuditLog, gGuards.In("append one JSON line per request, either way, to this `file` (- for standard output)"))
+	fs.BoolVar(&c.AuditArgs, "audit-args", c.AuditArgs, gGuards.In("record the arguments of each request in the audit log, not only their SHA-256"))
+	fs.StringVar(&c.Config, "config", c.Config, gMulti.In("serve the MCP servers of this JSON `file` (the mcpServers format of desktop clients), each at /servers/NAME/mcp, instead of one COMMAND; SIGHUP reloads it"))
+	fs.StringVar(&c.AggregateSeparator, "aggregate-separator", c.AggregateSeparator, gMulti.In("with --config, what joins a server's prefix (its name, or its \"prefix\" key) and a tool's or prompt's name in the aggregates at /mcp and /groups/NAME/mcp: 1 to 4 of A-Z a-z 0-9 _ - ."))
+	fs.BoolVar(&c.NoAggregate, "no-aggregate", c.NoAggregate, gMulti.In("with --config, do not serve every server aggregated at /mcp (which runs one catalog server per member from the start, and gives every client of the bridge every server's tools at one URL); groups (/groups/NAME/mcp) are still served"))
+	fs.BoolVar(&c.NoLegacySSE, "no-legacy-sse", c.NoLegacySSE, gSessions.In("do not serve the legacy HTTP+SSE transport (revision 2024-11-05), otherwise at /sse and /message beside each MCP endpoint"))
 	return fs
 }
 
@@ -516,189 +468,16 @@ func envError(err error) error {
 	if errors.As(err, &pe) {
 		name := strings.ToLower(strings.ReplaceAll(strings.TrimPrefix(pe.KeyName, envPrefix+"_"), "_", "-"))
 		if f := newFlagSet(defaultConfig()).Lookup(name); f != nil {
-			return fmt.Errorf("%s=%s: %s", pe.KeyName, pe.Value, valueProblem(f.Value, pe.Value, pe.Err))
+			return fmt.Errorf("%s=%s: %s", pe.KeyName, pe.Value, flagx.Problem(f.Value, pe.Value, pe.Err))
 		}
 		return fmt.Errorf("%s=%s: %v", pe.KeyName, pe.Value, pe.Err)
 	}
 	return fmt.Errorf("reading %s_* environment variables: %w", envPrefix, err)
 }
 
-// A valueError is a value a flag (or a key of the config file) refused.
-type valueError struct {
-	flag  *flag.Flag
-	value string
-	err   error // the Value's own
-}
-
-// Error names the flag as the documentation does (--max-sessions), its
-// value, and what was wrong with it.
-func (e *valueError) Error() string {
-	v := e.value
-	if !numeric(e.flag.Value) {
-		v = strconv.Quote(v) // a word: show where it starts and ends
-	}
-	return fmt.Sprintf("--%s %s: %s", e.flag.Name, v, e.problem())
-}
-
-func (e *valueError) Unwrap() error { return e.err }
-
-func (e *valueError) problem() string { return valueProblem(e.flag.Value, e.value, e.err) }
-
-// namedValue is a flag's Value whose Set errors are valueErrors: parseFlags
-// reads them there, never in the text of flag's own message.
-type namedValue struct {
-	flag.Value
-	f    *flag.Flag
-	last **valueError // where the latest refusal is kept (parseFlags)
-}
-
-func (v *namedValue) Set(s string) error {
-	if err := v.Value.Set(s); err != nil {
-		e := &valueError{flag: &flag.Flag{Name: v.f.Name, Value: v.Value}, value: s, err: err}
-		if v.last != nil {
-			*v.last = e
-		}
-		return e
-	}
-	return nil
-}
-
-// Get is the wrapped Value's.
-func (v *namedValue) Get() any {
-	if g, ok := v.Value.(flag.Getter); ok {
-		return g.Get()
-	}
-	return nil
-}
-
-// namedBool is a namedValue of a boolean flag, which takes no argument.
-type namedBool struct{ namedValue }
-
-func (v *namedBool) IsBoolFlag() bool { return true }
-
-// isBool reports whether a flag takes no argument (--json-response).
-func isBool(v flag.Value) bool {
-	b, ok := v.(interface{ IsBoolFlag() bool })
-	return ok && b.IsBoolFlag()
-}
-
-// unwrap is the Value that namedValue wraps, or v.
-func unwrap(v flag.Value) flag.Value {
-	switch n := v.(type) {
-	case *namedValue:
-		return n.Value
-	case *namedBool:
-		return n.Value
-	}
-	return v
-}
-
-// nameValues wraps each Value of fs (once) so that its Set errors name the
-// flag; a refusal is also kept in *last.
-func nameValues(fs *flag.FlagSet, last **valueError) {
-	fs.VisitAll(func(f *flag.Flag) {
-		nv := namedValue{Value: unwrap(f.Value), f: f, last: last}
-		if isBool(f.Value) {
-			f.Value = &namedBool{nv}
-		} else {
-			f.Value = &nv
-		}
-	})
-}
-
-// parseFlags parses args with fs and returns one line that names the flag
-// as the documentation does (--max-sessions) and says what was wrong, or
-// flag.ErrHelp for -h and --help. It reads no text of the flag package's:
-// an unknown flag and a missing value are found by looking the names up
-// first, as Parse will, and a refused value by the Value's own error.
-func parseFlags(fs *flag.FlagSet, args []string) error {
-	if err := checkArgs(fs, args); err != nil {
-		return err
-	}
-	var last *valueError
-	nameValues(fs, &last)
-	err := fs.Parse(args)
-	switch {
-	case err == nil, errors.Is(err, flag.ErrHelp):
-		return err
-	case last != nil:
-		return last
-	}
-	return err // the syntax of an argument, such as ---x, in flag's words
-}
-
-// checkArgs reports the first unknown flag of args, or one without its
-// value, reading them as flag.FlagSet.Parse does: flags end at the first
-// argument that is not one, or after --.
-func checkArgs(fs *flag.FlagSet, args []string) error {
-	for i := 0; i < len(args); i++ {
-		a := args[i]
-		if len(a) < 2 || a[0] != '-' || a == "--" {
-			return nil
-		}
-		name := strings.TrimPrefix(a[1:], "-")
-		if name == "" || name[0] == '-' || name[0] == '=' {
-			return nil // bad syntax: Parse says so
-		}
-		name, _, hasValue := strings.Cut(name, "=")
-		f := fs.Lookup(name)
-		switch {
-		case f == nil && (name == "h" || name == "help"):
-			return nil // Parse returns flag.ErrHelp
-		case f == nil:
-			return unknownFlag(name)
-		case hasValue || isBool(f.Value):
-		case i+1 == len(args):
-			return fmt.Errorf("--%s needs a value", name)
-		default:
-			i++ // its value
-		}
-	}
-	return nil
-}
-
-// numeric reports whether a flag's value is a number, a duration or a
-// boolean: shown bare in messages, where a word is quoted.
-func numeric(v flag.Value) bool {
-	g, ok := unwrap(v).(flag.Getter)
-	if !ok {
-		return false
-	}
-	switch g.Get().(type) {
-	case bool, int, int64, uint, uint64, float64, time.Duration, *units.Duration, *units.Interval, *units.Bytes:
-		return true
-	}
-	return false
-}
-
-// valueProblem says what a value of a flag (or of its variable, or of its
-// key in the config file) should have been, from the type of the flag's
-// Value and the error it returned.
-func valueProblem(v flag.Value, value string, err error) string {
-	var ve *valueError
-	if errors.As(err, &ve) {
-		err = ve.err
-	}
-	if g, ok := unwrap(v).(flag.Getter); ok {
-		switch g.Get().(type) {
-		case time.Duration:
-			if _, perr := strconv.ParseFloat(value, 64); perr == nil {
-				return "a duration needs a unit, e.g. " + value + "s"
-			}
-			return "want a duration such as 30s, 5m or 1h"
-		case bool:
-			return "want true or false"
-		case int, int64, uint, uint64:
-			return "want a whole number"
-		case float64:
-			return "want a number"
-		}
-	}
-	if errors.Is(err, units.ErrNeedsUnit) {
-		return "a duration needs a unit, e.g. " + value + "s"
-	}
-	return err.Error()
-}
+// parseFlags parses args with fs (flagx.Parse), with the hints of
+// unknownFlag.
+func parseFlags(fs *flag.FlagSet, args []string) error { return flagx.Parse(fs, args, unknownFlag) }
 
 // A limitError is a value of a flag a server may also set for itself in the
 // config file, outside what it allows. Its rule is written once
@@ -716,7 +495,7 @@ func (e *limitError) Error() string { return e.flag }
 func (e *limitError) Unwrap() error { return e.err }
 
 // checkLimits checks the values of the flags a server may also set for
-// itself (serverKeys): those of the command line (finish), then those of
+// itself (configfile.ServerKeys): those of the command line (finish), then those of
 // each server of the config file (serverConfig). Each package refuses what
 // is invalid for it (endpoint.ServerOptions.Validate asks each); what is
 // left here is the command's own form: these flags have their defaults
@@ -825,24 +604,21 @@ func checkSandboxOnly(c *config) error {
 		strings.Join(given, ", "))
 }
 
-// checkEgress checks an egress allow-list, and that no other network is
-// asked for beside it.
+// checkEgress says sandbox.CheckEgress's refusal of an egress allow-list
+// or of the network beside it in the flags' words.
 func checkEgress(list []string, network string) error {
-	if len(list) == 0 {
-		return nil
-	}
-	if _, err := egress.ParseRules(list); err != nil {
-		return fmt.Errorf("--sandbox-egress: %w", err)
-	}
-	if network != sandbox.DefaultDockerNetwork {
+	switch err := sandbox.CheckEgress(list, network); {
+	case errors.Is(err, sandbox.ErrEgressNetwork):
 		return fmt.Errorf("--sandbox-egress and --sandbox-network %s exclude each other: with an allow-list the server sits on an internal network whose only way out is the filtering proxy", network)
+	case err != nil:
+		return fmt.Errorf("--sandbox-egress: %w", err)
 	}
 	return nil
 }
 
 // checkUserEnv parses --user-env and checks what goes with it.
 func (c *config) checkUserEnv() error {
-	vars, err := parseUserEnv(c.UserEnv)
+	vars, err := endpoint.ParseUserEnv(c.UserEnv)
 	if err != nil {
 		return err
 	}
@@ -1083,7 +859,7 @@ func (c *config) readGuardFiles(own func(key string) bool, digest hash.Hash) err
 			}
 			c.policy = p
 			if digest != nil {
-				fileDigest(digest, c.Policy)
+				configfile.Digest(digest, c.Policy)
 			}
 		}
 	}
@@ -1096,7 +872,7 @@ func (c *config) readGuardFiles(own func(key string) bool, digest hash.Hash) err
 			}
 			c.lock = l
 			if digest != nil {
-				fileDigest(digest, c.PinFile)
+				configfile.Digest(digest, c.PinFile)
 			}
 		}
 	}

@@ -26,6 +26,7 @@ import (
 	"time"
 
 	"github.com/mcp-bridge/mcp-bridge/internal/childtest"
+	"github.com/mcp-bridge/mcp-bridge/internal/configfile"
 	"github.com/mcp-bridge/mcp-bridge/internal/dockertest"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
@@ -41,7 +42,7 @@ func TestConfigFileErrors(t *testing.T) {
 		{"syntax", `{"mcpServers": {"a": {"command": "x",}}}`,
 			`config F: not a JSON object: line 1, column 38: invalid character '}' looking for beginning of object key string`},
 		{"unknown top-level key", `{"servers": {}}`,
-			`config F: key "servers": unknown key at the top level; want mcpServers (the servers), groups (aggregates of some of them) and bridge (global options, named as the flags)`},
+			`config F: key "servers": unknown key at the top level; want mcpServers (the servers), groups (aggregates of some of them), aggregate (the aggregates' bounds) and bridge (global options, named as the flags)`},
 		{"no servers", `{"mcpServers": {}}`,
 			`config F: key "mcpServers": no server to serve (all are disabled, or none is listed)`},
 		{"unknown server key", `{"mcpServers": {"a": {"command": "x", "sandbox-netwrk": "bridge"}}}`,
@@ -542,15 +543,15 @@ func TestConfigFileStatelessAffinity(t *testing.T) {
 	}
 }
 
-// serverOptions is a typed part of config: each of its fields is the field
-// of config of the same name and type, and its key is the flag of that
-// field, with a value of the same type.
+// configfile.ServerOptions is a typed part of config: each of its fields
+// is the field of config of the same name and type, and its key is the
+// flag of that field, with a value of the same type.
 func TestServerOptionsAreConfigFields(t *testing.T) {
 	var c config
 	global := newFlagSet(&c)
-	var o serverOptions
-	server := o.flagSet()
-	typ := reflect.TypeFor[serverOptions]()
+	var o configfile.ServerOptions
+	server := o.FlagSet()
+	typ := reflect.TypeFor[configfile.ServerOptions]()
 	n := 0
 	for i := range typ.NumField() {
 		f := typ.Field(i)
@@ -573,8 +574,8 @@ func TestServerOptionsAreConfigFields(t *testing.T) {
 			t.Errorf("--%s holds a %s, the key %s", key, g, s)
 		}
 	}
-	if n != len(serverKeys) || n < 30 {
-		t.Fatalf("%d keys, serverKeys %d", n, len(serverKeys))
+	if n != len(configfile.ServerKeys) || n < 30 {
+		t.Fatalf("%d keys, configfile.ServerKeys %d", n, len(configfile.ServerKeys))
 	}
 }
 

@@ -40,9 +40,9 @@ func TestEveryFlagHasAnEnvironmentVariable(t *testing.T) {
 			v = "0.5"
 		case "*flag.stringValue":
 			v = "some-value"
-		case "*main.listFlag":
+		case "*flagx.List":
 			v = "a,b"
-		case "*main.repeatFlag":
+		case "*flagx.Repeat":
 			v = "A=1"
 		case "flag.textValue": // a typed value: one other than its default
 			switch f.Value.(flag.Getter).Get().(type) {
@@ -365,7 +365,7 @@ func TestConfigFileGlobalsAndServerKeys(t *testing.T) {
 	if c.MaxSessions != 7 || c.LogLevel != "warn" || time.Duration(c.RequestTimeout) != 2*time.Minute || strings.Join(c.AllowedOrigins, ",") != "https://a.example" {
 		t.Fatalf("globals: max-sessions %d, log-level %s, request-timeout %s, allowed-origins %v", c.MaxSessions, c.LogLevel, c.RequestTimeout, c.AllowedOrigins)
 	}
-	a, err := serverConfig(c, path, c.file.servers[0])
+	a, err := serverConfig(c, path, c.file.Servers[0])
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -373,7 +373,7 @@ func TestConfigFileGlobalsAndServerKeys(t *testing.T) {
 		strings.Join(a.SandboxMounts, ",") != "/x:/y" || strings.Join(a.serverEnv, ",") != "A=1,B=2" {
 		t.Fatalf("server a: %+v", a)
 	}
-	b, err := serverConfig(c, path, c.file.servers[1])
+	b, err := serverConfig(c, path, c.file.Servers[1])
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -397,7 +397,7 @@ func TestTypedValues(t *testing.T) {
 		c.OnPinViolation != pin.EndSession || c.ChildEra != pool.EraLegacy {
 		t.Fatalf("read %+v", c)
 	}
-	a, err := serverConfig(c, path, c.file.servers[0])
+	a, err := serverConfig(c, path, c.file.Servers[0])
 	if err != nil {
 		t.Fatal(err)
 	}

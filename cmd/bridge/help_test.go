@@ -6,6 +6,9 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+
+	"github.com/mcp-bridge/mcp-bridge/internal/configfile"
+	"github.com/mcp-bridge/mcp-bridge/internal/flagx"
 )
 
 func helpOf(t *testing.T, args ...string) string {
@@ -22,23 +25,23 @@ func helpOf(t *testing.T, args ...string) string {
 func TestEveryFlagInOneGroup(t *testing.T) {
 	help := helpOf(t, "--help")
 	// The groups: what follows the opening, which names a few flags.
-	i := strings.Index(help, "\n"+helpGroups[0].title+":\n")
+	i := strings.Index(help, "\n"+helpGroups[0].Title+":\n")
 	if i < 0 {
-		t.Fatalf("--help has no group titled %q", helpGroups[0].title)
+		t.Fatalf("--help has no group titled %q", helpGroups[0].Title)
 	}
 	help = help[i:]
-	titleAt := map[*helpGroup]int{}
+	titleAt := map[*flagx.Group]int{}
 	for _, g := range helpGroups {
-		i := strings.Index(help, "\n"+g.title+":\n")
+		i := strings.Index(help, "\n"+g.Title+":\n")
 		if i < 0 {
-			t.Fatalf("--help has no group titled %q", g.title)
+			t.Fatalf("--help has no group titled %q", g.Title)
 		}
 		titleAt[g] = i
 	}
 	newFlagSet(defaultConfig()).VisitAll(func(f *flag.Flag) {
-		g, _ := flagUsage(f)
+		g, _ := flagHelp.GroupOf(f)
 		if g == nil {
-			t.Errorf("--%s is in no group of bridge --help: in newFlagSet (cmd/bridge/config.go), wrap its usage in its group, e.g. gEdge.in(\"...\"); the groups are listed in help.go", f.Name)
+			t.Errorf("--%s is in no group of bridge --help: in newFlagSet (cmd/bridge/config.go), wrap its usage in its group, e.g. gEdge.In(\"...\"); the groups are listed in help.go", f.Name)
 			return
 		}
 		line := "\n  --" + f.Name + " "
@@ -47,14 +50,14 @@ func TestEveryFlagInOneGroup(t *testing.T) {
 			return
 		}
 		at := strings.Index(help, line)
-		var in *helpGroup
+		var in *flagx.Group
 		for _, h := range helpGroups {
 			if titleAt[h] < at && (in == nil || titleAt[h] > titleAt[in]) {
 				in = h
 			}
 		}
 		if in != g {
-			t.Errorf("--%s is listed under %q, want %q", f.Name, in.title, g.title)
+			t.Errorf("--%s is listed under %q, want %q", f.Name, in.Title, g.Title)
 		}
 	})
 }
@@ -66,7 +69,7 @@ func TestHelpOpening(t *testing.T) {
 	help := helpOf(t, "--help")
 	ex := strings.Index(help, "\nExamples:\n")
 	start := strings.Index(help, "\nStart with these:\n")
-	first := strings.Index(help, "\n"+helpGroups[0].title+":\n")
+	first := strings.Index(help, "\n"+helpGroups[0].Title+":\n")
 	if ex < 0 || start < ex || first < start {
 		t.Fatalf("--help does not open with examples, then the flags to start with, then the groups:\n%s", help[:min(len(help), 3000)])
 	}
@@ -78,7 +81,7 @@ func TestHelpOpening(t *testing.T) {
 			t.Errorf("the flags to start with lack %s", f)
 		}
 	}
-	for _, k := range serverKeys {
+	for _, k := range configfile.ServerKeys {
 		if !regexp.MustCompile(`\n  --` + k + ` [^\n]*\*\n`).MatchString(help) {
 			t.Errorf("--%s, a key of a --config server, is not marked *", k)
 		}
@@ -86,9 +89,9 @@ func TestHelpOpening(t *testing.T) {
 	if regexp.MustCompile(`\n  --(listen|config|auth-token-file) [^\n]*\*\n`).MatchString(help) {
 		t.Error("a flag a --config server cannot set is marked *")
 	}
-	for _, g := range []*helpGroup{gSessions, gLog, gStateless} {
-		if !strings.Contains(g.title, "2025") && !strings.Contains(g.title, "2026-07-28") {
-			t.Errorf("group %q does not say which era its limits apply to", g.title)
+	for _, g := range []*flagx.Group{gSessions, gLog, gStateless} {
+		if !strings.Contains(g.Title, "2025") && !strings.Contains(g.Title, "2026-07-28") {
+			t.Errorf("group %q does not say which era its limits apply to", g.Title)
 		}
 	}
 }

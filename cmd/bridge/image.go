@@ -12,6 +12,7 @@ import (
 	"syscall"
 
 	"github.com/mcp-bridge/mcp-bridge/deploy"
+	"github.com/mcp-bridge/mcp-bridge/internal/flagx"
 )
 
 const imageUsage = `Usage:
@@ -95,7 +96,7 @@ func newImageFlags(out io.Writer, f *imageFlags) *flag.FlagSet {
 	})
 	fs.Usage = func() {
 		fmt.Fprint(out, imageUsage)
-		printFlagDefaults(out, fs)
+		flagx.PrintDefaults(out, fs)
 	}
 	return fs
 }
@@ -109,7 +110,7 @@ func parseSubcommand[F any](args []string, verb, noun, what, usage string, stdou
 	// help printed because of a mistake goes to stderr.
 	help := func(w io.Writer) {
 		fmt.Fprint(w, usage)
-		printFlagDefaults(w, newFlags(w, new(F)))
+		flagx.PrintDefaults(w, newFlags(w, new(F)))
 	}
 	if len(args) == 0 || args[0] != verb {
 		switch {

@@ -318,7 +318,7 @@ func serve(ctx context.Context, cfg *config, logger *slog.Logger, ready chan<- n
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(ln) }()
 	logServerEnv(cfg, logger)
-	base := scheme + listenURLHost(cfg.Listen, ln.Addr())
+	base := scheme + bridge.ListenURLHost(cfg.Listen, ln.Addr())
 	if cfg.file != nil {
 		logger.Info("bridge listening", "url", base, "config", cfg.Config,
 			"servers", fe.Names(), "paths", bridge.ServerPath("NAME"), "auth", authMode(cfg))

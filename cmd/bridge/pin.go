@@ -50,7 +50,7 @@ func runPin(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs.BoolVar(&check, "check", false, "compare the server with --pin-file instead: list what was added, removed or changed, exit 1 if anything was")
 	if err := parseFlags(fs, args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
-			subcommandHelp(stdout, pinUsage, fs, []string{"output", "check", "pin-file", "max-description-bytes", "allow-hidden-unicode"}, gProcs, gDocker)
+			flagHelp.Subcommand(stdout, pinUsage, fs, []string{"output", "check", "pin-file", "max-description-bytes", "allow-hidden-unicode"}, gProcs, gDocker)
 			return 0
 		}
 		return usageErr(err.Error())

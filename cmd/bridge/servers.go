@@ -1,9 +1,7 @@
 package main
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -15,6 +13,7 @@ import (
 
 	"github.com/mcp-bridge/mcp-bridge/bridge"
 	"github.com/mcp-bridge/mcp-bridge/endpoint"
+	"github.com/mcp-bridge/mcp-bridge/internal/configfile"
 	"github.com/mcp-bridge/mcp-bridge/peer"
 	"github.com/mcp-bridge/mcp-bridge/pin"
 	"github.com/mcp-bridge/mcp-bridge/sandbox"
@@ -147,13 +146,13 @@ func buildServer(ctx context.Context, sh *endpoint.Shared, cfg *config, path str
 	return e, explain(err)
 }
 
-// multi serves the servers of a --config file, each at /servers/NAME/mcp
-// with an endpoint of its own (endpoint.Set), and reloads the file
+// multi serves the servers and aggregates of a --config file
+// (endpoint.Configuration: each server at /servers/NAME/mcp, the
+// aggregates at /mcp and /groups/NAME/mcp), and reloads the file
 // (reload, on SIGHUP).
 type multi struct {
-	*endpoint.Set
-	aggs   *endpoint.Aggregates // /mcp and the groups (aggregate.go)
-	cfg    *config              // the global configuration; cfg.file is the file read at start
+	*endpoint.Configuration
+	cfg    *config // the global configuration; cfg.file is the file read at start
 	logger *slog.Logger
 	shared *endpoint.Shared
 
@@ -161,57 +160,59 @@ type multi struct {
 }
 
 func newMulti(cfg *config, logger *slog.Logger, sh *endpoint.Shared) *multi {
-	m := &multi{cfg: cfg, logger: logger, shared: sh}
 	edge := handlerOptions(cfg)
 	edge.Path = bridge.DefaultPath
-	m.Set = endpoint.NewSet(&endpoint.SetOptions{
+	return &multi{cfg: cfg, logger: logger, shared: sh, Configuration: endpoint.NewConfiguration(&endpoint.SetOptions{
 		// The checks, /metrics and the OAuth metadata.
 		Edge:       sh.HandlerOptions(edge),
 		Grace:      cfg.ShutdownGrace,
 		StopBudget: sandbox.StopBudget(cfg.StopGrace),
 		Forget:     sh.Forget, // its gauges go with it
 		Logger:     logger,
-	})
-	m.aggs = endpoint.NewAggregates(&endpoint.SetOptions{Grace: cfg.ShutdownGrace, StopBudget: sandbox.StopBudget(cfg.StopGrace), Logger: logger})
-	return m
+	})}
 }
 
-// start starts every server of the file; if one cannot start, none serves.
+// start starts every server and aggregate of the file; if one cannot
+// start, none serves.
 func (m *multi) start(ctx context.Context) error {
-	members, err := m.members(m.cfg.file)
+	c, err := m.configuration(m.cfg.file)
 	if err != nil {
 		return err
 	}
-	aggs, err := m.aggregateSpecs(m.cfg.file)
-	if err != nil {
-		return err
-	}
-	if _, err := m.applyAggregates(ctx, aggs); err != nil {
-		return err
-	}
-	if _, err := m.Apply(ctx, members); err != nil {
-		return errors.Join(fmt.Errorf("config %s: %w", m.cfg.file.path, err), m.aggs.Close(context.Background()))
+	if _, _, err := m.Apply(ctx, c); err != nil {
+		return errors.Join(fmt.Errorf("config %s: %w", m.cfg.file.Path, err), m.Close(context.Background()))
 	}
 	return nil
 }
 
+// configuration is f as endpoint.Configuration applies it: each server's
+// and each aggregate's configuration checked first.
+func (m *multi) configuration(f *configfile.File) (endpoint.Config, error) {
+	members, err := m.members(f)
+	if err != nil {
+		return endpoint.Config{}, err
+	}
+	aggs, err := m.aggregateSpecs(f)
+	return endpoint.Config{Servers: members, Aggregates: aggs}, err
+}
+
 // members are the servers of f, as the set applies them: each one's
 // configuration is checked first.
-func (m *multi) members(f *configFile) ([]endpoint.Member, error) {
-	members := make([]endpoint.Member, len(f.servers))
-	for i, s := range f.servers {
-		sc, err := serverConfig(m.cfg, f.path, s)
+func (m *multi) members(f *configfile.File) ([]endpoint.Member, error) {
+	members := make([]endpoint.Member, len(f.Servers))
+	for i, s := range f.Servers {
+		sc, err := serverConfig(m.cfg, f.Path, s)
 		if err != nil {
 			return nil, err
 		}
 		members[i] = endpoint.Member{
-			Name: s.name,
+			Name: s.Name,
 			// A changed entry, or a changed policy or pin file it names,
 			// replaces the server.
-			Key: s.canon + "\x00" + sc.guardFiles,
+			Key: s.Canon + "\x00" + sc.guardFiles,
 			Build: func(ctx context.Context) (*endpoint.Endpoint, error) {
-				warnLoosenings(sc, m.logger.With("server_name", s.name))
-				return buildServer(ctx, m.shared, sc, bridge.ServerPath(s.name))
+				warnLoosenings(sc, m.logger.With("server_name", s.Name))
+				return buildServer(ctx, m.shared, sc, bridge.ServerPath(s.Name))
 			},
 		}
 	}
@@ -223,63 +224,39 @@ func (m *multi) members(f *configFile) ([]endpoint.Member, error) {
 // within --shutdown-grace; meanwhile they refuse new sessions and
 // requests with 404), servers whose entry changed are replaced (the old
 // one drains, new sessions go to the new one), and the others keep their
-// sessions (endpoint.Set.Apply). A file that is not valid changes
-// nothing.
+// sessions; aggregates alike (endpoint.Configuration.Apply). A file that
+// is not valid changes nothing.
 func (m *multi) reload(ctx context.Context) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	path := m.cfg.file.path
-	f, err := readConfigFile(path)
+	path := m.cfg.file.Path
+	f, err := configfile.Read(path)
 	if err != nil {
 		m.logger.Error("configuration not reloaded: still serving the previous one; fix the file and send SIGHUP again", "err", err)
 		return
 	}
-	if !reflect.DeepEqual(canonical(f.global), canonical(m.cfg.file.global)) {
+	if !reflect.DeepEqual(configfile.Canonical(f.Global), configfile.Canonical(m.cfg.file.Global)) {
 		m.logger.Warn("the global options (\"bridge\") of the config file changed: they take effect when the bridge restarts", "config", path)
 	}
-	members, err := m.members(f)
-	var aggs []endpoint.AggregateSpec
-	if err == nil {
-		aggs, err = m.aggregateSpecs(f)
-	}
+	c, err := m.configuration(f)
 	var ch, ach endpoint.Changes
 	if err == nil {
-		// The aggregates first: their build can fail (nothing changed
-		// then), and the servers' drains log after the line below.
-		ach, err = m.applyAggregates(ctx, aggs)
-	}
-	if err == nil {
-		ch, err = m.Apply(ctx, members)
+		ch, ach, err = m.Apply(ctx, c)
 		if errors.Is(err, endpoint.ErrClosed) {
 			return
 		}
 		if err != nil {
-			err = fmt.Errorf("config %s: %w", f.path, err)
+			err = fmt.Errorf("config %s: %w", f.Path, err)
 		}
 	}
 	if err != nil {
 		m.logger.Error("configuration not reloaded: still serving the previous one; fix the file and send SIGHUP again", "err", err)
 		return
 	}
-	m.cfg.file.servers, m.cfg.file.groups = f.servers, f.groups
+	m.cfg.file.Servers, m.cfg.file.Groups, m.cfg.file.Bounds = f.Servers, f.Groups, f.Bounds
 	m.logger.Info("configuration reloaded", "config", path,
 		"added", ch.Added, "removed", ch.Removed, "changed", ch.Changed, "unchanged", ch.Unchanged,
 		"aggregates_added", ach.Added, "aggregates_removed", ach.Removed, "aggregates_changed", ach.Changed)
-}
-
-// canonical is a JSON object's members with their values compacted, to
-// compare two of them.
-func canonical(v map[string]json.RawMessage) map[string]string {
-	out := make(map[string]string, len(v))
-	for k, raw := range v {
-		var b bytes.Buffer
-		if json.Compact(&b, raw) != nil {
-			b.Reset()
-			b.Write(raw)
-		}
-		out[k] = b.String()
-	}
-	return out
 }
 
 // onSIGHUP runs each of fns, in order, whenever SIGHUP arrives on hup

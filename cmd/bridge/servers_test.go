@@ -7,6 +7,7 @@ import (
 	"reflect"
 	"testing"
 
+	"github.com/mcp-bridge/mcp-bridge/internal/configfile"
 	"github.com/mcp-bridge/mcp-bridge/pin"
 )
 
@@ -35,7 +36,7 @@ func TestServerKeysReachServerOptions(t *testing.T) {
 		"policy": policyFile, "pin-file": lockFile, "on-pin-violation": "end-session", "audit-log": filepath.Join(dir, "audit.log"),
 		"child-era": "modern", "pool-min": 2, "pool-max": 7, "pool-max-per-principal": 2, "pool-evict-idle": "7s", "request-state-ttl": "7m",
 	}
-	for _, key := range serverKeys {
+	for _, key := range configfile.ServerKeys {
 		v, ok := values[key]
 		if !ok {
 			t.Errorf("key %q: no test value", key)
@@ -68,7 +69,7 @@ func TestServerKeysReachServerOptions(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			spec, err := parseServer("servers.json", "s", raw)
+			spec, err := configfile.ParseServer("servers.json", "s", raw)
 			if err != nil {
 				t.Fatalf("key %q: %v", key, err)
 			}

@@ -3,9 +3,7 @@ package main
 import (
 	"fmt"
 	"log/slog"
-	"net"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"regexp"
 	"slices"
@@ -15,22 +13,13 @@ import (
 )
 
 // checkCommand refuses a server command that cannot be run, at start-up
-// rather than at the first session's 502. The local launcher runs it with
-// the bridge's PATH, as exec.LookPath looks it up.
+// rather than at the first session's 502.
 func checkCommand(cfg *config) error {
-	if _, err := exec.LookPath(cfg.command[0]); err != nil {
+	if err := sandbox.CheckCommand(cfg.command[0]); err != nil {
 		return fmt.Errorf("the MCP server command %q cannot be run: %v; give a program that exists and is executable (a path, or a name on PATH) after --",
-			cfg.command[0], unwrapExec(err))
+			cfg.command[0], err)
 	}
 	return nil
-}
-
-// unwrapExec drops exec's `exec: "name": ` prefix, which the message already says.
-func unwrapExec(err error) error {
-	if ee, ok := err.(*exec.Error); ok {
-		return ee.Err
-	}
-	return err
 }
 
 // warnLoosenings logs a WARN line for each option that loosens a safe
@@ -81,24 +70,6 @@ func authMode(cfg *config) string {
 		return "none"
 	}
 	return strings.Join(modes, "+")
-}
-
-// listenURLHost is the host:port the start-up line shows: the host as
-// --listen gave it (0.0.0.0 stays 0.0.0.0, where the listener reports
-// [::]), with the port actually bound (--listen HOST:0 picks one).
-func listenURLHost(listen string, bound net.Addr) string {
-	host, _, err := net.SplitHostPort(listen)
-	if err != nil {
-		return bound.String()
-	}
-	_, port, err := net.SplitHostPort(bound.String())
-	if err != nil {
-		return bound.String()
-	}
-	if host == "" {
-		host = "0.0.0.0"
-	}
-	return net.JoinHostPort(host, port)
 }
 
 // minTokenChars is the length under which a bearer token is called

@@ -6,17 +6,10 @@ package main
 
 import (
 	"errors"
-	"fmt"
-	"regexp"
-	"strings"
 
 	"github.com/mcp-bridge/mcp-bridge/endpoint"
 	"github.com/mcp-bridge/mcp-bridge/pool"
-	"github.com/mcp-bridge/mcp-bridge/sandbox"
 )
-
-// secretName is what a secret may be called: it is a file name.
-var secretName = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$`)
 
 // userVar is one per-user variable: the child's NAME, filled from SECRET.
 type userVar = endpoint.UserVar
@@ -35,20 +28,4 @@ func (c *config) userEnvEra() error {
 		c.ChildEra = pool.EraLegacy
 	}
 	return nil
-}
-
-// parseUserEnv checks --user-env entries (NAME=SECRET).
-func parseUserEnv(list []string) ([]userVar, error) {
-	var out []userVar
-	for _, e := range list {
-		name, secret, ok := strings.Cut(e, "=")
-		if !ok || !secretName.MatchString(secret) {
-			return nil, fmt.Errorf("--user-env %q: want NAME=SECRET, SECRET a file name (letters, digits, '.', '_', '-')", e)
-		}
-		if _, err := sandbox.ParseEnv([]string{name + "=x"}, nil); err != nil {
-			return nil, fmt.Errorf("--user-env %q: %v", e, errors.Unwrap(err))
-		}
-		out = append(out, userVar{Name: name, Secret: secret})
-	}
-	return out, nil
 }
