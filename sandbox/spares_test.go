@@ -20,12 +20,21 @@ import (
 // testLocal returns a Local launcher running child mode.
 func testLocal(t testing.TB, mode string, logger *slog.Logger) *Local {
 	t.Helper()
+	return testLocalGrace(t, mode, logger, 100*time.Millisecond)
+}
+
+// testLocalGrace is testLocal with the given StopGrace: a test that wants
+// the child to end by itself when its stdin closes gives it long enough to
+// do so on a loaded machine (a re-executed race-instrumented test binary
+// may not even have started within 100 ms).
+func testLocalGrace(t testing.TB, mode string, logger *slog.Logger, grace time.Duration) *Local {
+	t.Helper()
 	exe, err := os.Executable()
 	if err != nil {
 		t.Fatal(err)
 	}
 	env := append(os.Environ(), "GORACE="+os.Getenv("GORACE")+" atexit_sleep_ms=0", childEnv+"="+mode)
-	return NewLocal(&LocalOptions{Command: exe, Env: env, StopGrace: 100 * time.Millisecond, Logger: logger})
+	return NewLocal(&LocalOptions{Command: exe, Env: env, StopGrace: grace, Logger: logger})
 }
 
 // recLauncher launches through launch and reports every launch it made.
@@ -224,7 +233,7 @@ func (g *gated) Launch(ctx context.Context, name string) (Process, error) {
 func TestSparesColdStartWhenEmpty(t *testing.T) {
 	logs := newLogRecorder()
 	logger := slog.New(logs)
-	g := &gated{local: testLocal(t, "echo", logger), entered: make(chan string, 8), release: make(chan struct{})}
+	g := &gated{local: testLocalGrace(t, "echo", logger, time.Minute), entered: make(chan string, 8), release: make(chan struct{})}
 	inner := newRecLauncher(g.Launch)
 	pool := NewSpares(inner, 1, logger)
 	<-g.entered // the spare is on its way, but not ready
@@ -262,7 +271,7 @@ func TestSparesColdStartWhenEmpty(t *testing.T) {
 
 func TestSparesCloseStopsLaunchInProgress(t *testing.T) {
 	logger := slog.New(newLogRecorder())
-	g := &gated{local: testLocal(t, "echo", logger), entered: make(chan string, 8), release: make(chan struct{}),
+	g := &gated{local: testLocalGrace(t, "echo", logger, time.Minute), entered: make(chan string, 8), release: make(chan struct{}),
 		ignoreCtx: true, cancelled: make(chan struct{})}
 	inner := newRecLauncher(g.Launch)
 	pool := NewSpares(inner, 1, logger)
