@@ -69,7 +69,7 @@ func (g *guards) close() error {
 // that connection has ended (the audit log writes the requests left
 // unanswered).
 //
-// Who a message is for is its own caller (peer.Message.Caller: a
+// A message's caller is its client's (peer.Message.Caller: a
 // session's latest principal, or the caller of the request a pool's call
 // serves); self is who the server's messages without an Origin (its
 // notifications) concern: the session, for the policy to hide resource
