@@ -12,6 +12,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/mcp-bridge/mcp-bridge/auth"
 	"github.com/mcp-bridge/mcp-bridge/jsonrpc"
 	"github.com/mcp-bridge/mcp-bridge/peer"
 	"github.com/mcp-bridge/mcp-bridge/pin"
@@ -73,6 +74,10 @@ type member struct {
 	loading  bool // a load or refresh runs
 	again    bool // a list_changed came during it
 }
+
+// Caller is nil: the member is the Origin (peer.Origin) of what the
+// aggregate answers its catalog child itself, for nobody's request.
+func (m *member) Caller() *auth.Principal { return nil }
 
 // load starts the catalog child and fetches its lists; on failure the
 // member is down and a retry is scheduled.

@@ -12,6 +12,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/mcp-bridge/mcp-bridge/auth"
 	"github.com/mcp-bridge/mcp-bridge/jsonrpc"
 	"github.com/mcp-bridge/mcp-bridge/peer"
 	"github.com/mcp-bridge/mcp-bridge/sandbox"
@@ -23,7 +24,8 @@ const maxLine = 1 << 30
 // virtual is a virtual child: one client (a 2025 session, or a pool's
 // child slot) of the aggregate. Its stdin loop answers what the catalog
 // knows and hands the rest to member children (slots), started on first
-// need; what they send comes back through their Routers.
+// need; what they send comes back through their Routers. It is the
+// Origin of what it sends them (peer.Origin).
 type virtual struct {
 	a       *Aggregate
 	id      string
@@ -53,6 +55,11 @@ type virtual struct {
 	quit     chan struct{} // closed when stopping begins: waits end
 	done     chan struct{} // closed once everything stopped
 }
+
+// Caller is nil: a virtual child reads its client's messages as the lines
+// of its stdin, which say nobody's principal, so its members' guards see
+// no caller (what a member's policy allows nobody, no caller gets).
+func (v *virtual) Caller() *auth.Principal { return nil }
 
 // relay is a member child's request to the client, under a fresh id.
 type relay struct {

@@ -104,9 +104,6 @@ type Options struct {
 	// Args records each request's arguments beside their digest. False
 	// (the default) records only the digest.
 	Args bool
-	// Principal says who a client is, from peer.Message.Origin. Nil, or
-	// empty results, leave sub and client_id out.
-	Principal func(origin any) (subject, clientID string)
 	// Server is put in each record's server: the name of the server the
 	// log is for, when one log holds several servers' lines (ForServer).
 	Server string
@@ -128,14 +125,11 @@ type Log struct {
 }
 
 // ForServer is a view of l that writes to the same file, with the server
-// called name (and principal, if not nil) in each record. Closing l
-// closes the file; closing a view does nothing.
-func (l *Log) ForServer(name string, principal func(origin any) (subject, clientID string)) *Log {
+// called name in each record. Closing l closes the file; closing a view
+// does nothing.
+func (l *Log) ForServer(name string) *Log {
 	o := l.o
 	o.Server = name
-	if principal != nil {
-		o.Principal = principal
-	}
 	return &Log{o: o, out: l.out, view: true}
 }
 
@@ -194,15 +188,21 @@ func (l *Log) write(r *Record) {
 	}
 }
 
-func (l *Log) principal(origin any, r *Record) {
-	if l.o.Principal != nil && origin != nil {
-		r.Sub, r.ClientID = l.o.Principal(origin)
+// principal puts in r who the client origin acts for (peer.Origin.Caller):
+// its subject and client; nothing without one (no authentication, or a
+// static token, which names neither).
+func (l *Log) principal(origin peer.Origin, r *Record) {
+	if origin == nil {
+		return
+	}
+	if c := origin.Caller(); c != nil {
+		r.Sub, r.ClientID = c.Subject, c.ClientID
 	}
 }
 
 // Alert records a pin violation: what the server offered (kind is "tool",
 // "prompt", "resource" or "resource template") and why it was dropped.
-func (l *Log) Alert(session string, origin any, kind, name, problem string) {
+func (l *Log) Alert(session string, origin peer.Origin, kind, name, problem string) {
 	r := &Record{Time: time.Now().UTC(), Event: "pin_violation", Session: session, Outcome: "dropped", DeniedBy: "pin: " + problem}
 	l.principal(origin, r)
 	switch kind {
@@ -237,8 +237,8 @@ type pending struct {
 	// decoded into a string: an allocation less a call.
 	quotedLen  uint8
 	quotedName [maxQuotedName]byte
-	origin     any    // the client of a client's request in flight
-	seq        uint64 // names a client's request in flight (inFlight.add)
+	origin     peer.Origin // the client of a client's request in flight
+	seq        uint64      // names a client's request in flight (inFlight.add)
 }
 
 // maxQuotedName bounds pending.quotedName: a longer name is decoded.
@@ -307,7 +307,7 @@ type inFlight struct {
 }
 
 type key struct {
-	origin any
+	origin peer.Origin
 	id     jsonrpc.ID
 }
 
@@ -338,7 +338,7 @@ func (f *inFlight) first(id jsonrpc.ID) *pending {
 // MaxPending already or origin has a request id in flight (which peer
 // refuses); it reports whether it does. It sets p.seq, which names the
 // copy kept (see take).
-func (f *inFlight) add(origin any, id jsonrpc.ID, p *pending) bool {
+func (f *inFlight) add(origin peer.Origin, id jsonrpc.ID, p *pending) bool {
 	if f.len() >= MaxPending {
 		return false
 	}
@@ -374,7 +374,7 @@ func clone(p *pending) *pending {
 // take removes the request id of origin, into p if not nil, and reports
 // whether there was one. With seq not 0, it removes only the request add
 // gave that seq.
-func (f *inFlight) take(origin any, id jsonrpc.ID, seq uint64, p *pending) bool {
+func (f *inFlight) take(origin peer.Origin, id jsonrpc.ID, seq uint64, p *pending) bool {
 	if q := f.first(id); q != nil && q.origin == origin {
 		if seq != 0 && q.seq != seq {
 			return false
@@ -570,8 +570,10 @@ func (c *conn) trackServer(id jsonrpc.ID, p *pending) bool {
 // record describes a request in p, from now.
 func (c *conn) record(m *peer.Message, fromServer bool, p *pending) {
 	p.start, p.method, p.bytesIn, p.fromServer = time.Now(), m.Method, len(m.Data), fromServer
-	if !fromServer && c.l.o.Principal != nil && m.Origin != nil {
-		p.sub, p.clientID = c.l.o.Principal(m.Origin)
+	if !fromServer {
+		if caller := m.Caller(); caller != nil {
+			p.sub, p.clientID = caller.Subject, caller.ClientID
+		}
 	}
 	switch m.Method {
 	case "tools/call":

@@ -18,6 +18,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/mcp-bridge/mcp-bridge/audit"
+	"github.com/mcp-bridge/mcp-bridge/auth"
 	"github.com/mcp-bridge/mcp-bridge/internal/childtest"
 	"github.com/mcp-bridge/mcp-bridge/jsonrpc"
 	"github.com/mcp-bridge/mcp-bridge/peer"
@@ -63,12 +64,14 @@ func (w *writes) records(t *testing.T) []audit.Record {
 	return out
 }
 
-func principal(origin any) (string, string) {
-	if s, ok := origin.(string); ok {
-		return s, "client-of-" + s
-	}
-	return "", ""
+// callers: every client acts for a principal of its name, through an
+// OAuth client of its own.
+func callers(name string) *auth.Principal {
+	return &auth.Principal{Subject: name, ClientID: "client-of-" + name}
 }
+
+// alice is the client "alice" with its principal.
+var alice = childtest.Client{Name: "alice", Principal: callers("alice")}
 
 // A real server behind audit, policy and pin: every client request and
 // every server request gets one line with its outcome, denials name their
@@ -76,7 +79,7 @@ func principal(origin any) (string, string) {
 func TestAuditChain(t *testing.T) {
 	server := childtest.EverythingServer(t)
 	w := &writes{}
-	log := audit.New(w, &audit.Options{Principal: principal, Logger: quiet})
+	log := audit.New(w, &audit.Options{Logger: quiet})
 	pol, err := policy.Parse("p.yaml", []byte("tools:\n  deny: [test_image_content]\n"))
 	if err != nil {
 		t.Fatal(err)
@@ -87,9 +90,10 @@ func TestAuditChain(t *testing.T) {
 	chain := peer.Chain(
 		intercept,
 		pol.Interceptor(&policy.Options{Logger: quiet}),
-		enf.Interceptor(&pin.Hooks{Logger: quiet, Alert: func(origin any, v pin.Violation) { log.Alert("sess-1", origin, v.Kind, v.Name, v.Problem) }}),
+		enf.Interceptor(&pin.Hooks{Logger: quiet, Alert: func(origin peer.Origin, v pin.Violation) { log.Alert("sess-1", origin, v.Kind, v.Name, v.Problem) }}),
 	)
 	c := childtest.Start(t, chain, server)
+	c.Callers = callers
 
 	args := map[string]any{"x": "secret"}
 	rawArgs, _ := json.Marshal(args)
@@ -100,9 +104,10 @@ func TestAuditChain(t *testing.T) {
 
 	// The server asks the client (elicitation) in a call; the client
 	// answers; then the client cancels another call waiting on the server.
-	log2 := audit.New(w, &audit.Options{Principal: principal, Logger: quiet})
+	log2 := audit.New(w, &audit.Options{Logger: quiet})
 	intercept2, ended2 := log2.Interceptor("sess-2")
 	c2 := childtest.Start(t, intercept2, server)
+	c2.Callers = callers
 	c2.Call(t, "alice", "prompts/get", map[string]any{"name": "test_simple_prompt", "arguments": args})
 	done := make(chan []byte, 1)
 	go func() {
@@ -187,13 +192,13 @@ func waitRequest(t *testing.T, c *childtest.Child, method string) *peer.Message 
 	}
 }
 
-func send(t *testing.T, c *childtest.Child, origin any, data []byte) {
+func send(t *testing.T, c *childtest.Child, who string, data []byte) {
 	t.Helper()
 	env, err := jsonrpc.Parse(data)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := c.Conn.Send(origin, jsonrpc.Message{Data: data, Env: env}); err != nil {
+	if err := c.Conn.Send(c.Client(who), jsonrpc.Message{Data: data, Env: env}); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -271,7 +276,7 @@ func aliceCall(t *testing.T, dir peer.Direction, data string) *peer.Message {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &peer.Message{Message: jsonrpc.Message{Data: []byte(data), Env: env}, Dir: dir, Origin: "alice", Method: "tools/call"}
+	return &peer.Message{Message: jsonrpc.Message{Data: []byte(data), Env: env}, Dir: dir, Origin: alice, Method: "tools/call"}
 }
 
 // An answer may pass the chain, on the connection's reader, before the
@@ -280,7 +285,7 @@ func aliceCall(t *testing.T, dir peer.Direction, data string) *peer.Message {
 // go on gets its line at once, whether tracked or not.
 func TestAnswerBeforeSendReturns(t *testing.T) {
 	w := &writes{}
-	intercept, ended := audit.New(w, &audit.Options{Principal: principal, Logger: quiet}).Interceptor("s")
+	intercept, ended := audit.New(w, &audit.Options{Logger: quiet}).Interceptor("s")
 	var h peer.Handler
 	failing := errors.New("the server's stdin is closed")
 	h = intercept(func(m *peer.Message) error {
@@ -373,12 +378,12 @@ func TestArgumentsOfEachCall(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				if err := h(&peer.Message{Message: jsonrpc.Message{Data: data, Env: env}, Dir: peer.ToChild, Origin: "alice", Method: method}); err != nil {
+				if err := h(&peer.Message{Message: jsonrpc.Message{Data: data, Env: env}, Dir: peer.ToChild, Origin: childtest.Client{Name: "alice"}, Method: method}); err != nil {
 					t.Fatal(err)
 				}
 				// The message's bytes are the reader's again.
 				copy(data, bytes.Repeat([]byte{'#'}, len(data)))
-				if err := h(&peer.Message{Message: jsonrpc.Message{Data: []byte(`{"jsonrpc":"2.0","id":` + itoa(i) + `,"result":{}}`), Env: jsonrpc.Envelope{Kind: jsonrpc.KindResponse, ID: jsonrpc.NumberID(int64(i))}}, Dir: peer.FromChild, Origin: "alice", Method: method}); err != nil {
+				if err := h(&peer.Message{Message: jsonrpc.Message{Data: []byte(`{"jsonrpc":"2.0","id":` + itoa(i) + `,"result":{}}`), Env: jsonrpc.Envelope{Kind: jsonrpc.KindResponse, ID: jsonrpc.NumberID(int64(i))}}, Dir: peer.FromChild, Origin: childtest.Client{Name: "alice"}, Method: method}); err != nil {
 					t.Fatal(err)
 				}
 			}

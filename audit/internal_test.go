@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/mcp-bridge/mcp-bridge/auth"
 	"github.com/mcp-bridge/mcp-bridge/jsonrpc"
 	"github.com/mcp-bridge/mcp-bridge/peer"
 )
@@ -58,7 +59,7 @@ func TestNameAsWritten(t *testing.T) {
 }
 
 // take is f.take, returning what it took.
-func take(f *inFlight, origin any, id jsonrpc.ID, seq uint64) (pending, bool) {
+func take(f *inFlight, origin peer.Origin, id jsonrpc.ID, seq uint64) (pending, bool) {
 	var p pending
 	ok := f.take(origin, id, seq, &p)
 	return p, ok
@@ -71,61 +72,61 @@ func TestInFlight(t *testing.T) {
 	f := newInFlight()
 	id, other := jsonrpc.NumberID(1), jsonrpc.NumberID(2)
 	a, b, c := &pending{method: "a"}, &pending{method: "b"}, &pending{method: "c"}
-	if !f.add("alice", id, a) || !f.add("bob", id, b) || !f.add("carol", id, c) {
+	if !f.add(client("alice"), id, a) || !f.add(client("bob"), id, b) || !f.add(client("carol"), id, c) {
 		t.Fatal("requests of three clients with one id refused")
 	}
-	if f.add("bob", id, &pending{}) || f.add("alice", id, &pending{}) {
+	if f.add(client("bob"), id, &pending{}) || f.add(client("alice"), id, &pending{}) {
 		t.Fatal("a second request 1 of a client kept")
 	}
-	if !f.add("bob", other, &pending{method: "b2"}) {
+	if !f.add(client("bob"), other, &pending{method: "b2"}) {
 		t.Fatal("request 2 of bob refused")
 	}
-	if _, ok := take(&f, "dave", id, 0); ok {
+	if _, ok := take(&f, client("dave"), id, 0); ok {
 		t.Fatal("took a request of another client")
 	}
-	if _, ok := take(&f, "bob", id, a.seq); ok {
+	if _, ok := take(&f, client("bob"), id, a.seq); ok {
 		t.Fatal("took another request")
 	}
-	if _, ok := take(&f, "alice", id, b.seq); ok {
+	if _, ok := take(&f, client("alice"), id, b.seq); ok {
 		t.Fatal("took another request")
 	}
 	// The first with its id, then one of the others: a client whose
 	// request is among the others still may not send its id again.
-	if got, _ := take(&f, "alice", id, 0); got.method != "a" {
+	if got, _ := take(&f, client("alice"), id, 0); got.method != "a" {
 		t.Fatalf("take alice: %v", got)
 	}
-	if f.add("bob", id, &pending{}) {
+	if f.add(client("bob"), id, &pending{}) {
 		t.Fatal("a second request 1 of bob kept once alice's was answered")
 	}
-	if got, _ := take(&f, "bob", id, b.seq); got.method != "b" {
+	if got, _ := take(&f, client("bob"), id, b.seq); got.method != "b" {
 		t.Fatalf("take bob: %v", got)
 	}
-	if !f.add("alice", id, a) {
+	if !f.add(client("alice"), id, a) {
 		t.Fatal("alice's next request 1 refused")
 	}
 	for _, want := range []struct{ origin, method string }{{"carol", "c"}, {"alice", "a"}} {
-		if got, _ := take(&f, want.origin, id, 0); got.method != want.method {
+		if got, _ := take(&f, client(want.origin), id, 0); got.method != want.method {
 			t.Fatalf("take %s: %v, want %v", want.origin, got, want.method)
 		}
-		if _, ok := take(&f, want.origin, id, 0); ok {
+		if _, ok := take(&f, client(want.origin), id, 0); ok {
 			t.Fatalf("%s's request taken twice", want.origin)
 		}
 	}
-	if got, _ := take(&f, "bob", other, 0); got.method != "b2" {
+	if got, _ := take(&f, client("bob"), other, 0); got.method != "b2" {
 		t.Fatalf("bob's request 2: %v", got)
 	}
 	if f.len() != 0 {
 		t.Fatalf("left %v, %v and %v", f.hasOne, f.byID, f.others)
 	}
 	for i := range MaxPending {
-		if !f.add(i, jsonrpc.NumberID(int64(i%2)), &pending{}) {
+		if !f.add(number(i), jsonrpc.NumberID(int64(i%2)), &pending{}) {
 			t.Fatalf("request %d refused", i)
 		}
 	}
-	if f.add(MaxPending, id, &pending{}) || f.add(MaxPending, other, &pending{}) {
+	if f.add(number(MaxPending), id, &pending{}) || f.add(number(MaxPending), other, &pending{}) {
 		t.Fatal("a request beyond MaxPending kept")
 	}
-	if _, ok := take(&f, MaxPending-1, id, 0); !ok || !f.add(MaxPending, id, &pending{}) {
+	if _, ok := take(&f, number(MaxPending-1), id, 0); !ok || !f.add(number(MaxPending), id, &pending{}) {
 		t.Fatal("no room after an answer")
 	}
 }
@@ -136,7 +137,7 @@ func TestInFlightAsMap(t *testing.T) {
 	f, model := newInFlight(), map[key]pending{}
 	rng := rand.New(rand.NewPCG(1, 2))
 	for i := range 100000 {
-		origin, id := rng.IntN(4), jsonrpc.NumberID(int64(rng.IntN(3)))
+		origin, id := number(rng.IntN(4)), jsonrpc.NumberID(int64(rng.IntN(3)))
 		k := key{origin, id}
 		switch rng.IntN(3) {
 		case 0:
@@ -178,3 +179,13 @@ func TestInFlightAsMap(t *testing.T) {
 		}
 	}
 }
+
+// client is a test's client (peer.Origin), acting for nobody.
+type client string
+
+func (client) Caller() *auth.Principal { return nil }
+
+// number is a test's client (peer.Origin) called by a number.
+type number int
+
+func (number) Caller() *auth.Principal { return nil }

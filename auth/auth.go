@@ -333,7 +333,7 @@ func (a *Authenticator) Authenticate(r *http.Request) (*Principal, error) {
 		}
 		if good == 1 {
 			sum := sha256.Sum256([]byte(tok))
-			return &Principal{Static: true, Tag: "static:" + hex.EncodeToString(sum[:8])}, nil
+			return &Principal{Static: true, Tag: Tag("static:" + hex.EncodeToString(sum[:8]))}, nil
 		}
 	}
 	if !a.OAuth() {
@@ -362,7 +362,7 @@ func oauthPrincipal(p *Principal) *Principal {
 	// NUL cannot occur in the URLs and identifiers digested, so the
 	// fields cannot shift into each other.
 	sum := sha256.Sum256([]byte(p.Issuer + "\x00" + p.Subject + "\x00" + p.ClientID))
-	p.Tag = "oauth:" + hex.EncodeToString(sum[:12])
+	p.Tag = Tag("oauth:" + hex.EncodeToString(sum[:12]))
 	return p
 }
 

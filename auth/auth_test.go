@@ -77,7 +77,7 @@ func TestJWTFromTheIssuer(t *testing.T) {
 		t.Fatalf("a token of the issuer for this resource: %v", err)
 	}
 	if p.Subject != oauthtest.ServiceClient || p.ClientID != oauthtest.ServiceClient || p.Issuer != as.URL ||
-		!p.HasScopes("mcp:tools") || p.Static || !strings.HasPrefix(p.Tag, "oauth:") || p.Expiry.IsZero() {
+		!p.HasScopes("mcp:tools") || p.Static || !strings.HasPrefix(string(p.Tag), "oauth:") || p.Expiry.IsZero() {
 		t.Errorf("principal %+v", p)
 	}
 	// A token for another resource of the same issuer is refused.
@@ -289,7 +289,7 @@ func TestIntrospection(t *testing.T) {
 	if err != nil {
 		t.Fatalf("an opaque token for this resource: %v", err)
 	}
-	if p.ClientID != oauthtest.ServiceClient || !p.HasScopes("mcp:tools") || !strings.HasPrefix(p.Tag, "oauth:") {
+	if p.ClientID != oauthtest.ServiceClient || !p.HasScopes("mcp:tools") || !strings.HasPrefix(string(p.Tag), "oauth:") {
 		t.Errorf("principal %+v", p)
 	}
 	if _, err := a.Authenticate(request(as.ClientCredentials(t, "https://other.example.com/mcp"))); !errors.Is(err, ErrInvalidToken) {
@@ -358,7 +358,7 @@ func TestStaticTokens(t *testing.T) {
 	for _, issuer := range []string{"", as.URL} {
 		a, _ := newAuth(t, Options{Issuer: issuer, StaticTokens: []string{"alpha", " ", "beta"}})
 		pa, err := a.Authenticate(request("alpha"))
-		if err != nil || !pa.Static || !strings.HasPrefix(pa.Tag, "static:") {
+		if err != nil || !pa.Static || !strings.HasPrefix(string(pa.Tag), "static:") {
 			t.Fatalf("static token: %+v %v", pa, err)
 		}
 		pb, _ := a.Authenticate(request("beta"))

@@ -30,8 +30,9 @@ type Principal struct {
 	// without revealing it: for OAuth "oauth:" and a digest of issuer,
 	// subject and client ID; for a static token "static:" and a digest of
 	// the token. A session is bound to the Tag of the principal that created
-	// it. It contains no secret and may be logged.
-	Tag string
+	// it. It contains no secret and may be logged. Never empty: the empty
+	// Tag is that of no principal.
+	Tag Tag
 }
 
 // HasScopes reports whether p was granted every scope in want.
@@ -50,26 +51,13 @@ func (p *Principal) Missing(want []string) []string {
 	return missing
 }
 
-// An Origin is a message's origin at the interception point
-// (peer.Message.Origin) that knows who its caller is: a 2025 session
-// (its latest POST's principal), a call of the stateless pool (the
-// request it serves now) or a subscription of that pool. The caller
-// travels typed from the HTTP edge to whatever asks (the policy, the
-// audit log); only the Origin itself is opaque on the way.
-type Origin interface {
-	// Principal is the caller, or nil without authentication.
-	Principal() *Principal
-}
-
-// CallerOf returns the caller of a message's Origin: nil when the origin
-// is no Origin (the child's own messages) or has no principal. It
-// allocates nothing: the principal is the one the edge established.
-func CallerOf(origin any) *Principal {
-	if o, ok := origin.(Origin); ok {
-		return o.Principal()
-	}
-	return nil
-}
+// A Tag is the owner tag of a principal (Principal.Tag): what a 2025
+// session is bound to, what the stateless pool keys its legacy children,
+// its fair shares and its requestStates by. It identifies the principal
+// without revealing it, contains no secret and may be logged. The empty
+// Tag is the owner of every unauthenticated request: without
+// authentication there is one owner, nobody in particular.
+type Tag string
 
 type principalKey struct{}
 

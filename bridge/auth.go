@@ -14,7 +14,7 @@ import (
 // principal's tag, which binds sessions: stable across token refreshes, so
 // a client that refreshes its token keeps its session, and another
 // principal cannot use it. On failure it has answered the request.
-func (h *Handler) authenticate(w http.ResponseWriter, r *http.Request) (*http.Request, any, bool) {
+func (h *Handler) authenticate(w http.ResponseWriter, r *http.Request) (*http.Request, auth.Tag, bool) {
 	p, err := h.auth.Authenticate(r)
 	if err == nil {
 		return r.WithContext(auth.NewContext(r.Context(), p)), p.Tag, true
@@ -30,12 +30,12 @@ func (h *Handler) authenticate(w http.ResponseWriter, r *http.Request) (*http.Re
 		h.logger.Error("could not check a bearer token", "err", err)
 		WriteError(w, http.StatusServiceUnavailable, nil, jsonrpc.CodeInternalError,
 			"Service Unavailable: the authorization server could not be reached; try again later", nil)
-		return nil, nil, false
+		return nil, "", false
 	case errors.Is(err, auth.ErrInvalidToken):
 		h.refusals.log(h.logger, slog.LevelInfo, "refused a bearer token", "err", err)
 		msg = "Unauthorized: " + err.Error()
 	}
 	h.auth.Challenge(w.Header(), err)
 	WriteError(w, status, nil, jsonrpc.CodeInvalidRequest, msg, nil)
-	return nil, nil, false
+	return nil, "", false
 }

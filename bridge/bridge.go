@@ -196,7 +196,7 @@ type Handler struct {
 	// notFound answers a request for a path no route serves, after the
 	// checks of guard: serveWrongPath by default, the Servers' own answer
 	// for its edge.
-	notFound func(http.ResponseWriter, *http.Request, any)
+	notFound func(http.ResponseWriter, *http.Request, auth.Tag)
 
 	allowedNames []string // opts.AllowedHosts without IPv6 brackets, by index
 
@@ -272,7 +272,7 @@ func NewHandler(reg *session.Registry, opts *Options) *Handler {
 	h.mux.HandleFunc("GET /readyz", h.serveReady)
 	h.legacyRoutes()
 	if o.Metrics != nil {
-		h.mux.HandleFunc("GET /metrics", h.guard(func(w http.ResponseWriter, r *http.Request, _ any) {
+		h.mux.HandleFunc("GET /metrics", h.guard(func(w http.ResponseWriter, r *http.Request, _ auth.Tag) {
 			o.Metrics.ServeHTTP(w, r)
 		}))
 	}
@@ -311,7 +311,7 @@ func (h *Handler) serveUnrouted(w http.ResponseWriter, r *http.Request) {
 }
 
 // serveWrongPath is the 404 of a path that is not the endpoint.
-func (h *Handler) serveWrongPath(w http.ResponseWriter, r *http.Request, _ any) {
+func (h *Handler) serveWrongPath(w http.ResponseWriter, r *http.Request, _ auth.Tag) {
 	msg := "Not Found: no MCP endpoint at " + strconv.Quote(r.URL.Path) + "; this bridge serves MCP at " + strconv.Quote(h.opts.Path)
 	if h.ssePath != "" {
 		msg += " (and the HTTP+SSE transport of revision 2024-11-05 at " + strconv.Quote(h.ssePath) + ")"
@@ -392,7 +392,7 @@ const primingVersion = "2025-11-25"
 
 // guard checks what every request to the endpoint must pass: Origin, then
 // authentication.
-func (h *Handler) guard(next func(http.ResponseWriter, *http.Request, any)) http.HandlerFunc {
+func (h *Handler) guard(next func(http.ResponseWriter, *http.Request, auth.Tag)) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		if !h.hostAllowed(r.Host) {
 			h.logger.Warn("refused a request for a disallowed Host (DNS rebinding?)", "host", r.Host,
@@ -416,7 +416,7 @@ func (h *Handler) guard(next func(http.ResponseWriter, *http.Request, any)) http
 			}
 			h.corsHeaders(w, origin)
 		}
-		var owner any // a session's owner: the tag of its principal (auth.Principal.Tag)
+		var owner auth.Tag // a session's owner: the tag of its principal ("" without authentication)
 		if h.auth.Enabled() {
 			var ok bool
 			if r, owner, ok = h.authenticate(w, r); !ok {
@@ -563,7 +563,7 @@ func checkVersion(r *http.Request, sess *session.Session) error {
 
 // lookup finds the request's session: 400 without Mcp-Session-Id, 404 for
 // an unknown or ended one, 403 for one bound to another token.
-func (h *Handler) lookup(w http.ResponseWriter, r *http.Request, owner any) *session.Session {
+func (h *Handler) lookup(w http.ResponseWriter, r *http.Request, owner auth.Tag) *session.Session {
 	id := headerValue(r.Header, hdrSessionID)
 	if id == "" {
 		WriteError(w, http.StatusBadRequest, nil, jsonrpc.CodeInvalidRequest,
@@ -601,7 +601,7 @@ func (h *Handler) lookup(w http.ResponseWriter, r *http.Request, owner any) *ses
 const probeAnswer = "Bad Request: this server speaks MCP revisions 2025-03-26 through 2025-11-25 " +
 	"(sessions); send an initialize request to start a session"
 
-func (h *Handler) servePost(w http.ResponseWriter, r *http.Request, owner any) {
+func (h *Handler) servePost(w http.ResponseWriter, r *http.Request, owner auth.Tag) {
 	if h.isStateless(r) {
 		h.serveStateless(w, r, owner)
 		return
@@ -698,7 +698,7 @@ func (h *Handler) servePost(w http.ResponseWriter, r *http.Request, owner any) {
 
 // initialize starts a session for an initialize request, under chosen
 // (the request's Mcp-Session-Id, with AcceptSessionID) or a new ID.
-func (h *Handler) initialize(w http.ResponseWriter, r *http.Request, owner any, msgs []jsonrpc.Message, chosen string) {
+func (h *Handler) initialize(w http.ResponseWriter, r *http.Request, owner auth.Tag, msgs []jsonrpc.Message, chosen string) {
 	rawID := jsonrpc.RawID(msgs[0].Data)
 	if h.draining.Load() {
 		WriteError(w, http.StatusServiceUnavailable, rawID, jsonrpc.CodeServerError,
@@ -1303,7 +1303,7 @@ var readyCtx = func() context.Context {
 	return ctx
 }()
 
-func (h *Handler) serveGet(w http.ResponseWriter, r *http.Request, owner any) {
+func (h *Handler) serveGet(w http.ResponseWriter, r *http.Request, owner auth.Tag) {
 	if h.opts.Stateless != nil && headerValue(r.Header, hdrSessionID) == "" {
 		methodNotAllowed(w)
 		return
@@ -1360,7 +1360,7 @@ func (h *Handler) serveGet(w http.ResponseWriter, r *http.Request, owner any) {
 	h.stream(w, r, sess, reader, prime)
 }
 
-func (h *Handler) serveDelete(w http.ResponseWriter, r *http.Request, owner any) {
+func (h *Handler) serveDelete(w http.ResponseWriter, r *http.Request, owner auth.Tag) {
 	if h.opts.Stateless != nil && headerValue(r.Header, hdrSessionID) == "" {
 		methodNotAllowed(w)
 		return

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/mcp-bridge/mcp-bridge/auth"
 	"github.com/mcp-bridge/mcp-bridge/jsonrpc"
 )
 
@@ -51,7 +52,7 @@ func NewServers(opts *Options) *Servers {
 	s := &Servers{edge: NewHandler(nil, opts), byName: make(map[string]*serverHandlers)}
 	// A path outside /servers/ that the edge does not serve ("/", "/mcp/")
 	// gets the answer of an unknown server, naming the servers' paths.
-	s.edge.notFound = func(w http.ResponseWriter, r *http.Request, _ any) { s.serveUnknown(w, r, "") }
+	s.edge.notFound = func(w http.ResponseWriter, r *http.Request, _ auth.Tag) { s.serveUnknown(w, r, "") }
 	return s
 }
 
@@ -138,7 +139,7 @@ func (s *Servers) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		h.ServeHTTP(w, r)
 		return
 	}
-	s.edge.guard(func(w http.ResponseWriter, r *http.Request, _ any) { s.serveUnknown(w, r, name) })(w, r)
+	s.edge.guard(func(w http.ResponseWriter, r *http.Request, _ auth.Tag) { s.serveUnknown(w, r, name) })(w, r)
 }
 
 // serveUnknown is the 404 of a request for no server (name "") or for the

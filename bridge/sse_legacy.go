@@ -26,6 +26,7 @@ import (
 	"strings"
 	"syscall"
 
+	"github.com/mcp-bridge/mcp-bridge/auth"
 	"github.com/mcp-bridge/mcp-bridge/jsonrpc"
 	"github.com/mcp-bridge/mcp-bridge/session"
 )
@@ -84,7 +85,7 @@ func (h *Handler) legacyRoutes() {
 
 // serveLegacySSE opens a legacy session and streams it until the client
 // leaves or the session ends.
-func (h *Handler) serveLegacySSE(w http.ResponseWriter, r *http.Request, owner any) {
+func (h *Handler) serveLegacySSE(w http.ResponseWriter, r *http.Request, owner auth.Tag) {
 	if a := headerValue(r.Header, hdrAccept); a != "" && !accepts(a, "text/event-stream") {
 		WriteError(w, http.StatusNotAcceptable, nil, jsonrpc.CodeInvalidRequest,
 			"Not Acceptable: the Accept header must list text/event-stream", nil)
@@ -165,7 +166,7 @@ func (h *Handler) serveLegacySSE(w http.ResponseWriter, r *http.Request, owner a
 
 // serveLegacyMessage takes a client's POST to the message endpoint: 202 at
 // once, the answer goes to the session's stream.
-func (h *Handler) serveLegacyMessage(w http.ResponseWriter, r *http.Request, owner any) {
+func (h *Handler) serveLegacyMessage(w http.ResponseWriter, r *http.Request, owner auth.Tag) {
 	if !strings.EqualFold(mediaType(headerValue(r.Header, hdrContentType)), "application/json") {
 		WriteError(w, http.StatusUnsupportedMediaType, nil, jsonrpc.CodeInvalidRequest,
 			"Unsupported Media Type: the body must be application/json", nil)

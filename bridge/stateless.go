@@ -89,7 +89,7 @@ func statelessVersions() []string {
 }
 
 // serveStateless serves one POST of revision 2026-07-28.
-func (h *Handler) serveStateless(w http.ResponseWriter, r *http.Request, owner any) {
+func (h *Handler) serveStateless(w http.ResponseWriter, r *http.Request, owner auth.Tag) {
 	if !postHeadersOK(w, r) {
 		return
 	}

@@ -7,7 +7,6 @@ import (
 	"log/slog"
 
 	"github.com/mcp-bridge/mcp-bridge/audit"
-	"github.com/mcp-bridge/mcp-bridge/auth"
 	"github.com/mcp-bridge/mcp-bridge/msglog"
 	"github.com/mcp-bridge/mcp-bridge/peer"
 	"github.com/mcp-bridge/mcp-bridge/pin"
@@ -25,10 +24,6 @@ type guards struct {
 	audit  *audit.Log    // nil without an audit log
 	own    bool          // audit is the server's own: close closes it
 	logger *slog.Logger
-	// caller says who a client is, from a message's Origin (the principal
-	// the HTTP edge established). Nil: callers have no scopes and no
-	// name in the audit log.
-	caller func(origin any) *policy.Caller
 	// logMessages logs every message of each connection.
 	logMessages bool
 }
@@ -37,44 +32,24 @@ type guards struct {
 // takes its view of the shared one); close releases it.
 func newGuards(o *ServerOptions, sh *Shared, tel *telemetry, logger *slog.Logger) (*guards, error) {
 	g := &guards{tel: tel, policy: o.Policy, logger: logger, logMessages: o.LogMessages}
-	if sh.Authenticates {
-		// Without authentication no message has a principal (the HTTP
-		// edge attaches one only to an authenticated request): nobody to
-		// ask for every request, the audit log's and the policy's.
-		g.caller = callerOf
-	}
 	in := o.Inspection
 	if o.Lock != nil || !in.AllowHiddenUnicode || in.MaxDescriptionBytes >= 0 {
 		g.pins = pin.New(&pin.Options{Lock: o.Lock, LockFile: o.LockFile, OnViolation: o.OnPinViolation, Inspection: in})
-	}
-	var principal func(any) (string, string)
-	if g.caller != nil {
-		principal = g.principal
 	}
 	switch {
 	case o.AuditLog == "":
 	case sh.Audit != nil && o.AuditLog == sh.AuditPath:
 		// The shared log, opened once: the server's name is in each of
 		// its lines.
-		g.audit = sh.Audit.ForServer(o.Name, principal)
+		g.audit = sh.Audit.ForServer(o.Name)
 	default:
-		l, err := audit.Open(o.AuditLog, &audit.Options{Args: o.AuditArgs, Server: o.Name, Principal: principal, Logger: logger})
+		l, err := audit.Open(o.AuditLog, &audit.Options{Args: o.AuditArgs, Server: o.Name, Logger: logger})
 		if err != nil {
 			return nil, &OptionError{Field: "AuditLog", Err: err}
 		}
 		g.audit, g.own = l, true
 	}
 	return g, nil
-}
-
-func (g *guards) principal(origin any) (string, string) {
-	if g.caller == nil {
-		return "", ""
-	}
-	if c := g.caller(origin); c != nil {
-		return c.Subject, c.ClientID
-	}
-	return "", ""
 }
 
 func (g *guards) close() error {
@@ -94,7 +69,9 @@ func (g *guards) close() error {
 // that connection has ended (the audit log writes the requests left
 // unanswered).
 //
-// self is who the server's messages without an Origin (its
+// A message's caller is its client's (peer.Message.Caller: a
+// session's latest principal, or the caller of the request a pool's call
+// serves); self is who the server's messages without an Origin (its
 // notifications) concern: the session, for the policy to hide resource
 // updates from a caller it hides the resource from; nil for a child of
 // the pool, whose notifications may go to several callers: the policy
@@ -104,7 +81,7 @@ func (g *guards) close() error {
 // request of the bridge's own on that connection (peer.Conn.Call), for
 // the pin enforcer to list tools again when the server says they
 // changed; nil: it does not.
-func (g *guards) chain(name string, self any, logger *slog.Logger, end func(error), call pin.CallFunc) (intercept peer.Interceptor, ended func(reason string)) {
+func (g *guards) chain(name string, self peer.Origin, logger *slog.Logger, end func(error), call pin.CallFunc) (intercept peer.Interceptor, ended func(reason string)) {
 	var chain []peer.Interceptor
 	ended = func(string) {}
 	if g.tel.tracer != nil {
@@ -131,16 +108,7 @@ func (g *guards) chain(name string, self any, logger *slog.Logger, end func(erro
 		if g.tel.server != nil {
 			chain = append(chain, countDenials(g.tel.server))
 		}
-		caller := g.caller
-		if self != nil && caller != nil {
-			caller = func(origin any) *policy.Caller {
-				if origin == nil {
-					origin = self
-				}
-				return g.caller(origin)
-			}
-		}
-		chain = append(chain, g.policy.Interceptor(&policy.Options{Caller: caller, UpdatesPerCaller: self == nil, Revision: revision, Logger: logger}))
+		chain = append(chain, g.policy.Interceptor(&policy.Options{Audience: self, UpdatesPerCaller: self == nil, Revision: revision, Logger: logger}))
 	}
 	if g.pins != nil {
 		hooks := &pin.Hooks{End: end, Logger: logger, Call: call, Alert: g.alert(name), Revision: revision}
@@ -173,11 +141,11 @@ func countDenials(c interface{ PolicyDenied() }) peer.Interceptor {
 // alert is what the pin enforcer of a connection tells of each item a
 // server offered and it dropped: the audit log and the counter. Nil when
 // neither is on.
-func (g *guards) alert(conn string) func(origin any, v pin.Violation) {
+func (g *guards) alert(conn string) func(origin peer.Origin, v pin.Violation) {
 	if g.audit == nil && g.tel.server == nil {
 		return nil
 	}
-	return func(origin any, v pin.Violation) {
+	return func(origin peer.Origin, v pin.Violation) {
 		if g.tel.server != nil {
 			g.tel.server.PinViolation()
 		}
@@ -188,14 +156,10 @@ func (g *guards) alert(conn string) func(origin any, v pin.Violation) {
 }
 
 // readable is pool.Options.Readable: whether the caller of a
-// subscription (origin, the pool's call) may hear of the resource uri.
-func (g *guards) readable(origin any, uri string) bool {
+// subscription, c, may hear of the resource uri.
+func (g *guards) readable(c *policy.Caller, uri string) bool {
 	if g.policy == nil {
 		return true
-	}
-	var c *policy.Caller
-	if g.caller != nil {
-		c = g.caller(origin)
 	}
 	if d := g.policy.Readable(c, uri); d != nil {
 		args := []any{"uri", uri, "rule", d.Rule}
@@ -211,7 +175,7 @@ func (g *guards) readable(origin any, uri string) bool {
 // forChild is pool.Options.ChildIntercept: the chain of one child of the
 // stateless pool, named by the pool ("pool-3") in logs and audit lines.
 // A child serves many callers: each message's Origin is the pool's call,
-// whose Principal is the caller of the request it serves (see callerOf).
+// whose Caller is the caller of the request it serves.
 // Once the child has stopped, the requests it left unanswered are
 // audited.
 func (g *guards) forChild(name string, end func(error), call func(context.Context, string, any) (json.RawMessage, error)) (peer.Interceptor, func(error)) {
@@ -249,16 +213,4 @@ func (g *guards) forSession(s *session.Session) peer.Interceptor {
 		}()
 	}
 	return intercept
-}
-
-// callerOf is who sent a message to a server, or who its answer goes
-// to: the principal of the request (its token's subject, client and
-// scopes). The Origin of a message says it: a 2025 session
-// (*session.Session, whose principal is that of its latest POST: a
-// session is bound to one subject and client, and a refreshed or
-// stepped-up token brings its new scopes), or a call of the stateless
-// pool (the request it serves, or the retry that resumed it). A static
-// token has no scopes; without authentication there is no caller.
-func callerOf(origin any) *policy.Caller {
-	return auth.CallerOf(origin) // a policy.Caller is the auth.Principal: nothing to convert
 }

@@ -55,7 +55,7 @@ func message(tb testing.TB, dir peer.Direction, method, data string) *peer.Messa
 	if err != nil {
 		tb.Fatal(err)
 	}
-	return &peer.Message{Message: jsonrpc.Message{Data: []byte(data), Env: env}, Dir: dir, Origin: "client", Method: method}
+	return &peer.Message{Message: jsonrpc.Message{Data: []byte(data), Env: env}, Dir: dir, Origin: principalOf{}, Method: method}
 }
 
 // BenchmarkGuards: the interception point's cost per message, a tools/call
@@ -168,11 +168,11 @@ func TestGuardsChain(t *testing.T) {
 
 func errorsAs(err error, target any) bool { return errors.As(err, target) }
 
-// principalOf is an Origin that says its principal, as a session and a
-// call of the stateless pool do.
+// principalOf is a client (peer.Origin) acting for p, as a session and a
+// call of the stateless pool do; nil: nobody.
 type principalOf struct{ p *auth.Principal }
 
-func (o principalOf) Principal() *auth.Principal { return o.p }
+func (o principalOf) Caller() *auth.Principal { return o.p }
 
 // The caller of a message is the principal its Origin says (a session, or
 // a pool's call); the server's notifications, which have no Origin,
@@ -194,7 +194,7 @@ func TestGuardsCallers(t *testing.T) {
 	const call = `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"send"}}`
 	for _, c := range []struct {
 		name      string
-		self      any
+		self      peer.Origin
 		forwarded bool
 	}{
 		{"a session with the scope", with, true},
@@ -220,9 +220,9 @@ func TestGuardsCallers(t *testing.T) {
 		}
 		// Requests are the caller's own, whatever the connection's.
 		for _, o := range []struct {
-			origin any
+			origin peer.Origin
 			ok     bool
-		}{{with, true}, {without, false}, {"no principal", false}} {
+		}{{with, true}, {without, false}, {principalOf{}, false}} {
 			m := message(t, peer.ToChild, "tools/call", call)
 			m.Origin = o.origin
 			if err := h(m); (err == nil) != o.ok {
@@ -232,44 +232,33 @@ func TestGuardsCallers(t *testing.T) {
 	}
 	// The pool's question, for each subscription: its call's caller.
 	for _, r := range []struct {
-		origin any
+		caller *policy.Caller
 		uri    string
 		ok     bool
-	}{{with, "test://watched-resource", true}, {without, "test://watched-resource", false}, {nil, "test://watched-resource", false},
-		{without, "test://static-text", true}, {with, "test://hidden", false}} {
-		if got := g.readable(r.origin, r.uri); got != r.ok {
-			t.Errorf("readable(%v, %s) = %v, want %v", r.origin, r.uri, got, r.ok)
+	}{{with.p, "test://watched-resource", true}, {without.p, "test://watched-resource", false}, {nil, "test://watched-resource", false},
+		{without.p, "test://static-text", true}, {with.p, "test://hidden", false}} {
+		if got := g.readable(r.caller, r.uri); got != r.ok {
+			t.Errorf("readable(%v, %s) = %v, want %v", r.caller, r.uri, got, r.ok)
 		}
-	}
-}
-
-// Without authentication no message has a principal, and the guards ask
-// for none; with tokens they do.
-func TestGuardsAskCallersOnlyWithAuth(t *testing.T) {
-	audit := filepath.Join(t.TempDir(), "audit.log")
-	if g := guardsFor(t, &ServerOptions{AuditLog: audit}, false); g.caller != nil {
-		t.Error("a caller without authentication")
-	}
-	if g := guardsFor(t, &ServerOptions{AuditLog: audit}, true); g.caller == nil {
-		t.Error("no caller with tokens")
 	}
 }
 
 // Asking who the caller of a message is allocates nothing: the policy
 // and the audit log read the principal the edge established, typed
-// (auth.Origin), not a copy made per message.
+// (peer.Message.Caller), not a copy made per message.
 func TestGuardsCallerAllocatesNothing(t *testing.T) {
-	g := guardsFor(t, &ServerOptions{}, true)
 	p := &auth.Principal{Subject: "alice", ClientID: "app", Scopes: []string{"mail:send"}}
-	var origin any = principalOf{p}
-	if allocs := testing.AllocsPerRun(100, func() { callerSink = g.caller(origin) }); allocs != 0 {
+	m := &peer.Message{Origin: principalOf{p}}
+	if allocs := testing.AllocsPerRun(100, func() { callerSink = m.Caller() }); allocs != 0 {
 		t.Fatalf("%v allocations per message to say who its caller is, want 0", allocs)
 	}
 	if callerSink.Subject != "alice" || callerSink.ClientID != "app" || !callerSink.HasScopes("mail:send") {
 		t.Fatalf("caller %+v, want the principal's subject, client and scopes", callerSink)
 	}
-	if g.caller("no principal") != nil || g.caller(nil) != nil || g.caller(principalOf{}) != nil {
-		t.Fatal("a caller for an origin without a principal")
+	for _, m := range []*peer.Message{{Origin: principalOf{}}, {}} {
+		if m.Caller() != nil {
+			t.Fatal("a caller for an origin without a principal")
+		}
 	}
 }
 

@@ -58,7 +58,7 @@ func SecretEnvName(secret string) string {
 func principalDir(p *auth.Principal) (string, error) {
 	name := p.Subject
 	if name == "" {
-		name = strings.ReplaceAll(p.Tag, ":", "-")
+		name = strings.ReplaceAll(string(p.Tag), ":", "-")
 	}
 	if name == "" || name == "." || name == ".." || strings.ContainsAny(name, "/\x00") {
 		return "", fmt.Errorf("principal %q cannot name a directory", name)

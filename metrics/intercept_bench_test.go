@@ -3,6 +3,7 @@ package metrics_test
 import (
 	"testing"
 
+	"github.com/mcp-bridge/mcp-bridge/internal/childtest"
 	"github.com/mcp-bridge/mcp-bridge/jsonrpc"
 	"github.com/mcp-bridge/mcp-bridge/metrics"
 	"github.com/mcp-bridge/mcp-bridge/peer"
@@ -23,7 +24,7 @@ func BenchmarkIntercept(b *testing.B) {
 	}
 	req := parse(`{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"echo","arguments":{}}}`)
 	resp := parse(`{"jsonrpc":"2.0","id":7,"result":{"content":[]}}`)
-	origin := new(int)
+	origin := &childtest.Client{Name: "bench"}
 	var m peer.Message
 	b.ReportAllocs()
 	for b.Loop() {

@@ -71,7 +71,7 @@ func TestRealChildShared(t *testing.T) {
 	var wg sync.WaitGroup
 	for c := range clients {
 		wg.Go(func() {
-			origin := fmt.Sprintf("client-%d", c)
+			origin := client(fmt.Sprintf("client-%d", c))
 			for i := 1; i <= calls; i++ {
 				msg := fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":"tools/call","params":{"name":"echo","arguments":{"text":"%s/%d","n":2},"_meta":{"progressToken":"tok"}}}`, i, origin, i)
 				env, err := jsonrpc.Parse([]byte(msg))
@@ -133,9 +133,9 @@ type clientRouter struct {
 }
 
 func (r *clientRouter) Route(m *peer.Message) {
-	origin, _ := m.Origin.(string)
+	origin, _ := m.Origin.(client)
 	r.mu.Lock()
-	r.got[origin] = append(r.got[origin], string(m.Data))
+	r.got[string(origin)] = append(r.got[string(origin)], string(m.Data))
 	r.mu.Unlock()
 	if m.Env.Kind == jsonrpc.KindResponse {
 		r.wg.Done()
@@ -161,7 +161,7 @@ func TestRealChildExit(t *testing.T) {
 	}
 	msg := []byte(`{"jsonrpc":"2.0","id":1,"method":"ping"}`)
 	env, _ := jsonrpc.Parse(msg)
-	if err := conn.Send("a", jsonrpc.Message{Data: msg, Env: env}); !errors.Is(err, peer.ErrClosed) {
+	if err := conn.Send(client("a"), jsonrpc.Message{Data: msg, Env: env}); !errors.Is(err, peer.ErrClosed) {
 		t.Fatalf("Send after the end: %v", err)
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/mcp-bridge/mcp-bridge/auth"
 	"github.com/mcp-bridge/mcp-bridge/internal/memchild"
 	"github.com/mcp-bridge/mcp-bridge/peer"
 )
@@ -24,9 +25,14 @@ func heard(t testing.TB, p *memchild.Child) string {
 	return ""
 }
 
+// client is a test's client (a peer.Origin): a name, acting for nobody.
+type client string
+
+func (client) Caller() *auth.Principal { return nil }
+
 // routed is what a Router was given.
 type routed struct {
-	origin any
+	origin peer.Origin
 	data   string
 	own    bool
 }

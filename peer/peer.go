@@ -36,6 +36,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/mcp-bridge/mcp-bridge/auth"
 	"github.com/mcp-bridge/mcp-bridge/jsonrpc"
 )
 
@@ -151,8 +152,8 @@ type Message struct {
 	// notifications/progress of a client's request; other messages from the
 	// child (its requests, its other notifications) are not addressed to a
 	// client, and the Router chooses one. Nil for the bridge's own requests
-	// and their answers (Own).
-	Origin any
+	// and their answers (Own). Caller says whom it acts for.
+	Origin Origin
 	// Own marks the bridge's own requests and their answers, which never
 	// reach a Router.
 	Own bool
@@ -169,6 +170,38 @@ type Message struct {
 
 	reply  chan []byte // the answer to the bridge's own request goes there
 	passed bool        // the ToChild chain passed the message on
+}
+
+// Caller is who the message's client acts for (Origin.Caller): the
+// principal the HTTP edge established, typed, for the guards (policy,
+// audit) to read. Nil for a message without an Origin (the bridge's own,
+// and what the child sends to no client in particular) and without
+// authentication.
+func (m *Message) Caller() *auth.Principal {
+	if m.Origin == nil {
+		return nil
+	}
+	return m.Origin.Caller()
+}
+
+// An Origin is a client of a connection, as Send gets it and
+// Message.Origin carries it.
+//
+// It stays an identity the Conn compares with == (an answer, a
+// notifications/cancelled and a progress token belong to the request of
+// that client only), not a value the Conn copies: the same client sends
+// many requests over time, and whom it acts for may change between them
+// (a 2025 session's refreshed or stepped-up token; a stateless call that a
+// retry resumes), so the caller is asked when a guard needs it, of the
+// client itself, rather than fixed per request at Send. Implementations
+// are pointers, or other comparable values, owned by what calls Send: a
+// session (*session.Session), a stateless call or subscription of the
+// pool, a virtual child of an aggregate.
+type Origin interface {
+	// Caller is whom the client acts for now, or nil without
+	// authentication. It is safe for concurrent use, allocates nothing
+	// and does not block: the interception point asks it per message.
+	Caller() *auth.Principal
 }
 
 // Replace sets the message's data, parsing it for its envelope: what an
@@ -293,7 +326,7 @@ type Conn struct {
 
 // entry is a request in flight on the child.
 type entry struct {
-	origin    any
+	origin    Origin
 	method    string
 	clientID  jsonrpc.ID // the id as its client knows it (== child's unless renamed)
 	rawID     []byte     // the client's id as written, when renamed
@@ -385,7 +418,7 @@ func forward(m *Message) error {
 }
 
 // Send writes client messages to the child, in order, one line each. origin
-// is the client (any comparable value): the answers to its requests go to
+// is the client (compared with ==, see Origin): the answers to its requests go to
 // the Router with it. Requests are registered before they are written, so
 // no answer can arrive first. A request refused at the interception point
 // is answered through the Router, and Send goes on with the next message.
@@ -394,7 +427,7 @@ func forward(m *Message) error {
 // when the child is not reading and too much is waiting (nothing was
 // written), and with the write error if stdin failed (the child is gone).
 // Requests not written are forgotten: their client should answer them.
-func (c *Conn) Send(origin any, msgs ...jsonrpc.Message) error {
+func (c *Conn) Send(origin Origin, msgs ...jsonrpc.Message) error {
 	return c.SendBy(origin, time.Time{}, msgs...)
 }
 
@@ -406,7 +439,7 @@ func (c *Conn) Send(origin any, msgs ...jsonrpc.Message) error {
 // write itself needs a stdin that takes write deadlines (pipes and
 // containers' attach connections do); with another, only the wait behind
 // other writes is bounded.
-func (c *Conn) SendBy(origin any, deadline time.Time, msgs ...jsonrpc.Message) error {
+func (c *Conn) SendBy(origin Origin, deadline time.Time, msgs ...jsonrpc.Message) error {
 	if c.toChild != nil {
 		var err error
 		if msgs, err = c.filter(origin, msgs); err != nil {
@@ -465,7 +498,7 @@ func (c *Conn) SendBy(origin any, deadline time.Time, msgs ...jsonrpc.Message) e
 // three objects per message here): msgs itself is returned while every
 // message passes unchanged, and one Message, from a pool, carries them all
 // through the chain.
-func (c *Conn) filter(origin any, msgs []jsonrpc.Message) ([]jsonrpc.Message, error) {
+func (c *Conn) filter(origin Origin, msgs []jsonrpc.Message) ([]jsonrpc.Message, error) {
 	var out []jsonrpc.Message // nil while msgs[:i] all passed unchanged
 	m := chainMessages.Get().(*Message)
 	defer func() {
@@ -531,7 +564,7 @@ func refusal(err error) *jsonrpc.Error {
 }
 
 // answerRefused hands the Router the answer to a refused request.
-func (c *Conn) answerRefused(origin any, msg jsonrpc.Message, rpcErr *jsonrpc.Error) {
+func (c *Conn) answerRefused(origin Origin, msg jsonrpc.Message, rpcErr *jsonrpc.Error) {
 	data := rpcErr.Response(msg.Env.IDAt.In(msg.Data))
 	env, err := jsonrpc.Parse(data)
 	if err != nil {
@@ -569,7 +602,7 @@ func (ed *idEdits) appendTo(b, data []byte) []byte {
 
 // register enters a client request in the table and says what to
 // rewrite as it is written. It returns false for a message not to write.
-func (c *Conn) register(origin any, m *jsonrpc.Message) (idEdits, bool, error) {
+func (c *Conn) register(origin Origin, m *jsonrpc.Message) (idEdits, bool, error) {
 	env := &m.Env
 	switch {
 	case env.Kind == jsonrpc.KindRequest:
@@ -625,7 +658,7 @@ func recycle(e *entry) {
 // tombstone whose late answer is dropped. A client can cancel only its own
 // requests: a cancellation of another's, or of no request in flight, is
 // not written.
-func (c *Conn) cancelled(origin any, m *jsonrpc.Message) (idEdits, bool, error) {
+func (c *Conn) cancelled(origin Origin, m *jsonrpc.Message) (idEdits, bool, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	var ids idEdits
@@ -655,7 +688,7 @@ func (c *Conn) cancelled(origin any, m *jsonrpc.Message) (idEdits, bool, error) 
 // clients counting their ids from 1 is most requests. A client
 // that gave one id to several requests in flight (which JSON-RPC forbids)
 // gets one of them.
-func (c *Conn) renamedLocked(origin any, id jsonrpc.ID) (jsonrpc.ID, bool) {
+func (c *Conn) renamedLocked(origin Origin, id jsonrpc.ID) (jsonrpc.ID, bool) {
 	if c.renamedLive == 0 {
 		return "", false
 	}
@@ -700,7 +733,7 @@ func (c *Conn) forgetTokenLocked(e *entry) {
 }
 
 // forget drops the entries of requests that were not written.
-func (c *Conn) forget(origin any, msgs []jsonrpc.Message) {
+func (c *Conn) forget(origin Origin, msgs []jsonrpc.Message) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	for _, m := range msgs {

@@ -31,7 +31,7 @@ func TestSendCompactsPrettyJSON(t *testing.T) {
 	conn := peer.New(proc, newChanRouter(), &peer.Options{Logger: slog.New(slog.DiscardHandler)})
 	defer func() { proc.Exit(nil); <-conn.Done() }()
 	pretty := "{\r\n  \"jsonrpc\": \"2.0\",\n  \"id\": 1,\n  \"method\": \"ping\",\n  \"params\": {\"s\": \"a b\"}\n}"
-	if err := conn.Send("a", message(t, pretty)); err != nil {
+	if err := conn.Send(client("a"), message(t, pretty)); err != nil {
 		t.Fatal(err)
 	}
 	if got, want := heard(t, proc), `{"jsonrpc":"2.0","id":1,"method":"ping","params":{"s":"a b"}}`; got != want {
@@ -72,10 +72,10 @@ func TestSendBoundsWaitingBytes(t *testing.T) {
 	conn := peer.New(proc, router, &peer.Options{MaxQueuedBytes: 100, Logger: slog.New(slog.DiscardHandler)})
 	first := make(chan error, 1)
 	go func() {
-		first <- conn.Send("a", message(t, `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"x":1}}`))
+		first <- conn.Send(client("a"), message(t, `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"x":1}}`))
 	}()
 	<-proc.entered // the first Send is blocked writing
-	err := conn.Send("b", message(t, `{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"padding":"`+strings.Repeat("x", 40)+`"}}`))
+	err := conn.Send(client("b"), message(t, `{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"padding":"`+strings.Repeat("x", 40)+`"}}`))
 	if !errors.Is(err, peer.ErrBusy) {
 		t.Fatalf("a Send beyond MaxQueuedBytes: %v, want ErrBusy", err)
 	}
@@ -100,7 +100,7 @@ func answerBench(b *testing.B, size int, renamed bool) {
 	defer func() { proc.Exit(nil); <-conn.Done() }()
 	req := message(b, `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"big"}}`)
 	if renamed {
-		if err := conn.Send("other", req); err != nil { // holds id 1 on the child
+		if err := conn.Send(client("other"), req); err != nil { // holds id 1 on the child
 			b.Fatal(err)
 		}
 	}
@@ -116,7 +116,7 @@ func answerBench(b *testing.B, size int, renamed bool) {
 	b.SetBytes(int64(len(answer)))
 	b.ReportAllocs()
 	for b.Loop() {
-		if err := conn.Send("a", req); err != nil {
+		if err := conn.Send(client("a"), req); err != nil {
 			b.Fatal(err)
 		}
 		conn.Receive(answer)
@@ -162,7 +162,7 @@ func BenchmarkShortCall(b *testing.B) {
 	answer := []byte(`{"jsonrpc":"2.0","id":1,"result":{"content":[{"type":"text","text":"hello"}]}}`)
 	b.ReportAllocs()
 	for b.Loop() {
-		if err := conn.Send("a", req); err != nil {
+		if err := conn.Send(client("a"), req); err != nil {
 			b.Fatal(err)
 		}
 		conn.Receive(answer)

@@ -147,7 +147,7 @@ func (c *Conn) write(p, more []byte) error {
 // its own: the rest of a line, then the messages after it. It holds the
 // right to write, and gives it up at the end. It ends when the child has
 // read it all or stdin fails (Close stops the child, which closes stdin).
-func (c *Conn) finish(origin any, rest []byte, msgs []jsonrpc.Message, size int) {
+func (c *Conn) finish(origin Origin, rest []byte, msgs []jsonrpc.Message, size int) {
 	defer c.bg.Done()
 	defer c.queued.Add(-int64(size))
 	defer c.unlockWrite()

@@ -122,14 +122,14 @@ func TestSendByDeadline(t *testing.T) {
 		first := `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"a"}}`
 		second := `{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"b"}}`
 		start := time.Now()
-		if err := conn.SendBy("c", start.Add(time.Minute), msg(first)); !errors.Is(err, peer.ErrWriting) {
+		if err := conn.SendBy(client("c"), start.Add(time.Minute), msg(first)); !errors.Is(err, peer.ErrWriting) {
 			t.Fatalf("SendBy to a child that does not read: %v, want ErrWriting", err)
 		}
 		if waited := time.Since(start); waited != time.Minute {
 			t.Fatalf("SendBy returned after %s, want its deadline", waited)
 		}
 		start = time.Now()
-		if err := conn.SendBy("c", start.Add(time.Minute), msg(second)); !errors.Is(err, peer.ErrStalled) || !errors.Is(err, peer.ErrBusy) {
+		if err := conn.SendBy(client("c"), start.Add(time.Minute), msg(second)); !errors.Is(err, peer.ErrStalled) || !errors.Is(err, peer.ErrBusy) {
 			t.Fatalf("SendBy behind a stalled write: %v, want ErrStalled", err)
 		}
 		if waited := time.Since(start); waited != time.Minute {
@@ -141,7 +141,7 @@ func TestSendByDeadline(t *testing.T) {
 			t.Fatalf("the child read %q, want the first request whole and nothing of the second", got)
 		}
 		// The right to write is free again.
-		if err := conn.SendBy("c", time.Now().Add(time.Minute), msg(second)); err != nil {
+		if err := conn.SendBy(client("c"), time.Now().Add(time.Minute), msg(second)); err != nil {
 			t.Fatalf("SendBy once the child reads: %v", err)
 		}
 		if got := proc.stdin.written(); got != first+"\n"+second+"\n" {

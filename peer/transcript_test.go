@@ -149,7 +149,7 @@ func runTranscript(t *testing.T, file string) {
 			m := router.next(t)
 			name := "router<"
 			if m.origin != nil {
-				name = m.origin.(string) + "<"
+				name = string(m.origin.(client)) + "<"
 			}
 			if name != who && !*update {
 				t.Fatalf("%s:%d: %s got %s, want it for %s", file, i+1, name, m.data, who)
@@ -244,7 +244,7 @@ func send(conn *peer.Conn, origin, data string) error {
 	if err != nil {
 		return fmt.Errorf("the script's message does not parse: %w", err)
 	}
-	return conn.Send(origin, jsonrpc.Message{Data: []byte(data), Env: env})
+	return conn.Send(client(origin), jsonrpc.Message{Data: []byte(data), Env: env})
 }
 
 // denyTool refuses tools/call of one tool, reading its name from the
@@ -296,7 +296,7 @@ func recordAll(seen *seenLog) peer.Interceptor {
 			case m.Own:
 				origin = "own"
 			case m.Origin != nil:
-				origin = m.Origin.(string)
+				origin = string(m.Origin.(client))
 			}
 			seen.add(fmt.Sprintf("%s %s %s %s", m.Dir, origin, m.Method, m.Data))
 			err := next(m)

@@ -166,7 +166,7 @@ type Violation struct {
 type Hooks struct {
 	// Alert is told of each item a list offered and the enforcer dropped
 	// (for the audit log). Nil: none.
-	Alert func(origin any, v Violation)
+	Alert func(origin peer.Origin, v Violation)
 	// End ends the session, with OnViolation EndSession. It is called at
 	// most once, on the connection's reader goroutine: it must not block
 	// (start the ending, do not wait for it). Nil: the session is not ended.
@@ -500,7 +500,7 @@ func uriOf(data []byte) string {
 const codeResourceNotFound = -32002
 
 // violation alerts, and with EndSession ends the session (once).
-func (c *conn) violation(origin any, v Violation, listed bool) {
+func (c *conn) violation(origin peer.Origin, v Violation, listed bool) {
 	what := "the MCP server offers a refused " + v.Kind + ": dropped from the list"
 	if !listed {
 		what = "a client asked for a refused " + v.Kind + ": refused"

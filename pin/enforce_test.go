@@ -62,7 +62,7 @@ func newAlerts() *alerts {
 
 func (a *alerts) hooks() *pin.Hooks {
 	return &pin.Hooks{
-		Alert: func(_ any, v pin.Violation) {
+		Alert: func(_ peer.Origin, v pin.Violation) {
 			a.mu.Lock()
 			a.got = append(a.got, v)
 			a.mu.Unlock()
@@ -406,7 +406,7 @@ func TestReadsMatchTemplates(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		err = h(&peer.Message{Message: jsonrpc.Message{Data: []byte(data), Env: env}, Dir: peer.ToChild, Origin: "a", Method: "resources/read"})
+		err = h(&peer.Message{Message: jsonrpc.Message{Data: []byte(data), Env: env}, Dir: peer.ToChild, Origin: childtest.Client{Name: "a"}, Method: "resources/read"})
 		if (err == nil) != ok {
 			t.Errorf("%s: %v, want allowed %v", uri, err, ok)
 		}
@@ -443,7 +443,7 @@ func TestSubscriptionsAgainstTheLock(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		return &peer.Message{Message: jsonrpc.Message{Data: []byte(data), Env: env}, Dir: peer.ToChild, Own: own, Origin: "a", Method: env.Method}
+		return &peer.Message{Message: jsonrpc.Message{Data: []byte(data), Env: env}, Dir: peer.ToChild, Own: own, Origin: childtest.Client{Name: "a"}, Method: env.Method}
 	}
 	if err := h(msg(`{"jsonrpc":"2.0","id":7,"method":"subscriptions/listen","params":{"notifications":{"resourcesListChanged":true,`+
 		`"resourceSubscriptions":["plain://exact","file:///etc/passwd","file:///docs/a.md"]}}}`, false)); err != nil || passed == nil {
@@ -492,7 +492,7 @@ func TestCallsByName(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		return &peer.Message{Message: jsonrpc.Message{Data: []byte(data), Env: env}, Dir: dir, Origin: "a", Method: method}
+		return &peer.Message{Message: jsonrpc.Message{Data: []byte(data), Env: env}, Dir: dir, Origin: childtest.Client{Name: "a"}, Method: method}
 	}
 	call := func(method, name string) *peer.Message {
 		return msg(peer.ToChild, method, `{"jsonrpc":"2.0","id":1,"method":"`+method+`","params":{"name":`+name+`}}`)
@@ -564,7 +564,7 @@ func TestListedResourceReadableThroughTemplate(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		return h(&peer.Message{Message: jsonrpc.Message{Data: []byte(data), Env: env}, Dir: dir, Origin: "a", Method: method})
+		return h(&peer.Message{Message: jsonrpc.Message{Data: []byte(data), Env: env}, Dir: dir, Origin: childtest.Client{Name: "a"}, Method: method})
 	}
 	list := `{"jsonrpc":"2.0","id":1,"result":{"resources":[{"uri":"file:///docs/readme.md","name":"readme"}]}}`
 	if err := send(peer.FromChild, "resources/list", list); err != nil {

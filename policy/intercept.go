@@ -200,20 +200,21 @@ func member(obj []byte, name string) string {
 
 // Options configure a policy's interceptor.
 type Options struct {
-	// Caller says who sends a message: it gets peer.Message.Origin (the
-	// client a request comes from, or a response goes to), or nil for the
-	// server's notifications (notifications/resources/updated, which the
-	// policy hides from a caller that may not read the resource: Caller
-	// then says whom the connection's notifications go to, or nil if they
-	// may go to several). Nil, or a nil result, means a caller without
-	// scopes.
-	Caller func(origin any) *Caller
+	// Audience is whom the server's messages without an Origin go to, when
+	// one client gets them all: a 2025 session. The policy asks its
+	// caller for notifications/resources/updated, which it hides from a
+	// caller that may not read the resource. Nil when they may go to
+	// several clients (see UpdatesPerCaller): a caller without scopes.
+	// Every other message's caller is its own (peer.Message.Caller: the
+	// client a request comes from, or a response goes to; nil, a caller
+	// without scopes).
+	Audience peer.Origin
 	// UpdatesPerCaller says that the connection's notifications go to
 	// several callers and that whoever delivers them asks Readable for
 	// each (the stateless pool's children, pool.Options.Readable): the
 	// interceptor then passes the updates of a resource that a scope
 	// gates, and still drops those that no caller may read (denied, or not
-	// allowed). Without it, an update goes on only if Caller(nil) may
+	// allowed). Without it, an update goes on only if Audience's caller may
 	// read its resource.
 	UpdatesPerCaller bool
 	// Logger gets the denials (at warn) and what the lists hid (at debug).
@@ -286,7 +287,7 @@ func (p *Policy) Interceptor(opts *Options) peer.Interceptor {
 				// honor that one. Refusing the whole stream would cost the
 				// caller its other notifications and tell it that the
 				// resource is there.
-				if err := p.filterListen(m, in.caller(m.Origin), in.o.Logger); err != nil {
+				if err := p.filterListen(m, m.Caller(), in.o.Logger); err != nil {
 					return err
 				}
 			case m.Dir == peer.ToChild && m.Env.Kind == jsonrpc.KindRequest:
@@ -318,16 +319,18 @@ type interceptor struct {
 	o Options
 }
 
-func (in *interceptor) caller(origin any) *Caller {
-	if in.o.Caller == nil {
+// audience is the caller of the server's messages without an Origin
+// (Options.Audience), or nil.
+func (in *interceptor) audience() *Caller {
+	if in.o.Audience == nil {
 		return nil
 	}
-	return in.o.Caller(origin)
+	return in.o.Audience.Caller()
 }
 
 // check returns the Denial of a client's request, logged, or nil.
 func (in *interceptor) check(m *peer.Message) error {
-	c := in.caller(m.Origin)
+	c := m.Caller()
 	d := in.p.Check(c, m.Message)
 	if d == nil {
 		return nil
@@ -348,15 +351,15 @@ func (in *interceptor) check(m *peer.Message) error {
 // hidesUpdate reports whether a notifications/resources/updated is
 // dropped. What a caller may not read it may not hear about: the URI
 // alone tells that the resource exists and changed. The notification has
-// no Origin: Caller says whom the connection's notifications go to, if it
-// knows. With UpdatesPerCaller, whoever delivers the update asks for each
+// no Origin: Audience says whom the connection's notifications go to, if
+// one client gets them. With UpdatesPerCaller, whoever delivers the update asks for each
 // caller; here only what nobody may read is dropped.
 func (in *interceptor) hidesUpdate(m *peer.Message) bool {
 	uri := paramString(m.Data, "uri")
 	if uri == "" {
 		return false
 	}
-	d := in.p.resources.decide(uri, in.caller(nil))
+	d := in.p.resources.decide(uri, in.audience())
 	if d == nil || in.o.UpdatesPerCaller && d.InsufficientScope() {
 		return false
 	}
@@ -367,7 +370,7 @@ func (in *interceptor) hidesUpdate(m *peer.Message) bool {
 // filterList takes out of a list result, l, what its caller may not use.
 func (in *interceptor) filterList(m *peer.Message, l list) error {
 	r := in.p.rulesOf(l.kind)
-	c := in.caller(m.Origin)
+	c := m.Caller()
 	out, hidden, err := mcplist.Filter(m.Data, l.array, l.key, func(name string, _ []byte) bool { return r.decide(name, c) == nil })
 	if err != nil {
 		// A malformed list is the server's bug; passing it

@@ -28,9 +28,9 @@ resources:
     "test://template/*": [templates]
 `
 
-// callers: alice has the scopes, bob none, and an unknown origin is nobody.
-func callers(origin any) *policy.Caller {
-	switch origin {
+// callers: alice has the scopes, bob none, and an unknown client is nobody.
+func callers(name string) *policy.Caller {
+	switch name {
 	case "alice":
 		return &policy.Caller{Subject: "alice", Scopes: []string{"text:read", "templates"}}
 	case "bob":
@@ -44,7 +44,14 @@ func startWithPolicy(t *testing.T) *childtest.Child {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return childtest.Start(t, p.Interceptor(&policy.Options{Caller: callers, Logger: slog.New(slog.DiscardHandler)}), childtest.EverythingServer(t))
+	c := childtest.Start(t, p.Interceptor(&policy.Options{Logger: slog.New(slog.DiscardHandler)}), childtest.EverythingServer(t))
+	c.Callers = callers
+	return c
+}
+
+// as is the client called name, with its caller.
+func as(name string) childtest.Client {
+	return childtest.Client{Name: name, Principal: callers(name)}
 }
 
 // The lists of a real server show each caller only what it may use.
@@ -141,7 +148,8 @@ func TestHiddenResourceCodeByRevision(t *testing.T) {
 		{"2025-11-25", policy.CodeResourceNotFound},
 		{policy.ModernRevision, jsonrpc.CodeInvalidParams},
 	} {
-		c := childtest.Start(t, p.Interceptor(&policy.Options{Caller: callers, Revision: r.revision, Logger: slog.New(slog.DiscardHandler)}), childtest.EverythingServer(t))
+		c := childtest.Start(t, p.Interceptor(&policy.Options{Revision: r.revision, Logger: slog.New(slog.DiscardHandler)}), childtest.EverythingServer(t))
+		c.Callers = callers
 		for _, method := range []string{"resources/read", "resources/subscribe"} {
 			answer := c.Call(t, "bob", method, map[string]any{"uri": "test://static-binary"})
 			rpcErr := childtest.Error(t, answer)
@@ -211,8 +219,8 @@ func TestCheckForTheEdge(t *testing.T) {
 var _ peer.Interceptor = (&policy.Policy{}).Interceptor(nil)
 
 // notifications/resources/updated reaches a client only for a resource it
-// may read: the caller is what Options.Caller says of the connection's
-// notifications (Origin nil). Subscribed as alice, the everything-server's
+// may read: the caller of the connection's notifications (Origin nil) is
+// Options.Audience's. Subscribed as alice, the everything-server's
 // watched resource, gated behind a scope, is updated for a connection
 // whose notifications go to alice, and not for one that cannot tell whom
 // they go to (a pool's child: fail closed).
@@ -232,12 +240,6 @@ func TestResourceUpdatesHidden(t *testing.T) {
 		{"unknown", nil, false},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			caller := func(origin any) *policy.Caller {
-				if origin == nil {
-					return c.notified
-				}
-				return &policy.Caller{Subject: "alice", Scopes: []string{"watch"}}
-			}
 			// passed is told of each update once the policy has had it and
 			// the client would have: by then it is among Notes or dropped.
 			passed := make(chan struct{}, 100)
@@ -250,7 +252,8 @@ func TestResourceUpdatesHidden(t *testing.T) {
 					return err
 				}
 			}
-			ch := childtest.Start(t, peer.Chain(counter, p.Interceptor(&policy.Options{Caller: caller, Logger: slog.New(slog.DiscardHandler)})), server)
+			ch := childtest.Start(t, peer.Chain(counter, p.Interceptor(&policy.Options{Audience: childtest.Client{Name: "the session", Principal: c.notified}, Logger: slog.New(slog.DiscardHandler)})), server)
+			ch.Callers = func(string) *policy.Caller { return &policy.Caller{Subject: "alice", Scopes: []string{"watch"}} }
 			if rpcErr := childtest.Error(t, ch.Call(t, "alice", "resources/subscribe", map[string]any{"uri": "test://watched-resource"})); rpcErr != nil {
 				t.Fatal(rpcErr)
 			}
@@ -273,7 +276,7 @@ func TestResourceUpdatesHidden(t *testing.T) {
 }
 
 // message parses data as a message going dir, from or to origin.
-func message(t *testing.T, data string, dir peer.Direction, origin any) *peer.Message {
+func message(t *testing.T, data string, dir peer.Direction, origin peer.Origin) *peer.Message {
 	t.Helper()
 	env, err := jsonrpc.Parse([]byte(data))
 	if err != nil {
@@ -292,7 +295,7 @@ func TestListenFiltered(t *testing.T) {
 		t.Fatal(err)
 	}
 	var passed *peer.Message
-	h := p.Interceptor(&policy.Options{Caller: callers, Logger: slog.New(slog.DiscardHandler)})(func(m *peer.Message) error {
+	h := p.Interceptor(&policy.Options{Logger: slog.New(slog.DiscardHandler)})(func(m *peer.Message) error {
 		passed = m
 		return nil
 	})
@@ -304,7 +307,7 @@ func TestListenFiltered(t *testing.T) {
 		"nobody": {"test://static-text"},
 	} {
 		passed = nil
-		m := message(t, listen, peer.ToChild, who)
+		m := message(t, listen, peer.ToChild, as(who))
 		if err := h(m); err != nil || passed == nil {
 			t.Fatalf("%s: %v", who, err)
 		}
@@ -328,7 +331,7 @@ func TestListenFiltered(t *testing.T) {
 			t.Errorf("%s: Check refused the listen request: %v", who, d)
 		}
 	}
-	bad := message(t, `{"jsonrpc":"2.0","id":"L","method":"subscriptions/listen","params":{"notifications":{"resourceSubscriptions":"test://static-binary"}}}`, peer.ToChild, "alice")
+	bad := message(t, `{"jsonrpc":"2.0","id":"L","method":"subscriptions/listen","params":{"notifications":{"resourceSubscriptions":"test://static-binary"}}}`, peer.ToChild, as("alice"))
 	var rpcErr *jsonrpc.Error
 	if err := h(bad); !errors.As(err, &rpcErr) || rpcErr.Code != jsonrpc.CodeInvalidParams {
 		t.Errorf("resourceSubscriptions not an array: %v", err)
@@ -346,7 +349,7 @@ func TestUpdatesPerCaller(t *testing.T) {
 	}
 	for _, perCaller := range []bool{false, true} {
 		passed := false
-		h := p.Interceptor(&policy.Options{Caller: callers, UpdatesPerCaller: perCaller, Logger: slog.New(slog.DiscardHandler)})(func(m *peer.Message) error {
+		h := p.Interceptor(&policy.Options{UpdatesPerCaller: perCaller, Logger: slog.New(slog.DiscardHandler)})(func(m *peer.Message) error {
 			passed = true
 			return nil
 		})
@@ -381,7 +384,7 @@ func TestInterceptorAsCheck(t *testing.T) {
 			t.Fatal(err)
 		}
 		var passed bool
-		h := p.Interceptor(&policy.Options{Caller: callers, Logger: slog.New(slog.DiscardHandler)})(func(*peer.Message) error {
+		h := p.Interceptor(&policy.Options{Logger: slog.New(slog.DiscardHandler)})(func(*peer.Message) error {
 			passed = true
 			return nil
 		})
@@ -395,7 +398,7 @@ func TestInterceptorAsCheck(t *testing.T) {
 					}
 					for _, who := range []string{"alice", "bob", "nobody"} {
 						passed = false
-						err := h(&peer.Message{Message: jsonrpc.Message{Data: data, Env: env}, Dir: peer.ToChild, Origin: who, Method: method})
+						err := h(&peer.Message{Message: jsonrpc.Message{Data: data, Env: env}, Dir: peer.ToChild, Origin: as(who), Method: method})
 						d := p.Check(callers(who), jsonrpc.Message{Data: data, Env: env})
 						if (err == nil) != (d == nil) || passed != (d == nil) {
 							t.Errorf("policy %d, round %d, %s %s by %s: interceptor %v (passed %v), Check %v", i, round, method, name, who, err, passed, d)

@@ -27,9 +27,11 @@
 // client steps up. Denials are logged; the audit log records them through
 // the error's DeniedBy.
 //
-// Who the caller is comes from Options.Caller, which turns the Origin of a
-// message into a Caller; this package does not know how the edge
-// authenticates. Without a Caller, a caller has no scopes: whatever needs
+// Who the caller is comes typed with each message (peer.Message.Caller:
+// the principal the HTTP edge established for the message's client), and
+// for the server's notifications, which have no client, from
+// Options.Audience; this package does not know how the edge
+// authenticates. Without a caller, a caller has no scopes: whatever needs
 // one is hidden.
 package policy
 

@@ -13,6 +13,7 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/mcp-bridge/mcp-bridge/auth"
 	"github.com/mcp-bridge/mcp-bridge/internal/memchild"
 	"github.com/mcp-bridge/mcp-bridge/peer"
 )
@@ -137,7 +138,7 @@ func TestChurnAcrossPrincipalsBounded(t *testing.T) {
 				for j := range calls {
 					text := fmt.Sprintf("p%d-%d", i, j)
 					r := toolCall(t, j+1, "echo", fmt.Sprintf(`{"text":%q}`, text))
-					r.Principal = fmt.Sprintf("principal-%d", i)
+					r.Principal = auth.Tag(fmt.Sprintf("principal-%d", i))
 					ans, err := p.Serve(t.Context(), r, noEmit)
 					if err := answered(ans, err, text); err != nil {
 						errs <- fmt.Errorf("%s: %w", text, err)
@@ -173,7 +174,7 @@ func TestChurnInTurnRateBounded(t *testing.T) {
 			for i := range principals {
 				text := fmt.Sprintf("p%d-%d", i, j)
 				r := toolCall(t, j+1, "echo", fmt.Sprintf(`{"text":%q}`, text))
-				r.Principal = fmt.Sprintf("principal-%d", i)
+				r.Principal = auth.Tag(fmt.Sprintf("principal-%d", i))
 				ans, err := p.Serve(t.Context(), r, noEmit)
 				if err := answered(ans, err, text); err != nil {
 					t.Fatal(err)
@@ -228,11 +229,11 @@ func TestChurnWaitBoundedByRequestTimeout(t *testing.T) {
 func TestChurnRoomInTurn(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		p := churnPool(t, 1)
-		call := func(principal string, id int) error {
+		call := func(principal auth.Tag, id int) error {
 			r := toolCall(t, id, "echo", fmt.Sprintf(`{"text":%q}`, principal))
 			r.Principal = principal
 			ans, err := p.Serve(t.Context(), r, noEmit)
-			return answered(ans, err, principal)
+			return answered(ans, err, string(principal))
 		}
 		start := time.Now()
 		if err := call("alice", 1); err != nil {

@@ -76,6 +76,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/mcp-bridge/mcp-bridge/auth"
 	"github.com/mcp-bridge/mcp-bridge/jsonrpc"
 	"github.com/mcp-bridge/mcp-bridge/peer"
 )
@@ -257,9 +258,8 @@ type Options struct {
 	// none.
 	ChildIntercept func(name string, end func(error), call func(ctx context.Context, method string, params any) (json.RawMessage, error)) (intercept peer.Interceptor, ended func(error))
 	// Readable, if set, says whether the caller of a subscription may hear
-	// of the resource uri: origin is the subscription's call, whose
-	// Principal method says its caller, as for the messages it sends
-	// through the interception point. The updates of a resource it may
+	// of the resource uri: caller is its call's (nil: none), as the
+	// interception point sees it for the messages the call sends. The updates of a resource it may
 	// not read do not reach the subscription, from a child of either era
 	// (a child's notifications go to several callers, so the interception
 	// point cannot decide for each); a legacy child is not subscribed to
@@ -267,7 +267,7 @@ type Options struct {
 	// modern child gets the client's subscriptions/listen request through
 	// the interception point, which may take resources out of it.) Nil:
 	// every resource.
-	Readable func(origin any, uri string) bool
+	Readable func(caller *auth.Principal, uri string) bool
 	// Limits are the limits every request honours (see limits.go); its
 	// zero values mean peer's defaults. Its MaxQueuedBytes applies to
 	// Peer unless Peer sets its own.
@@ -529,13 +529,20 @@ func (p *Pool) Close(ctx context.Context) error {
 // legacy children of one (principal, capabilities).
 type group struct {
 	key       string
-	principal any
+	principal auth.Tag // sharedOwner for the modern group
 	caps      json.RawMessage
 	children  []*child
 	starting  int
 }
 
-func (p *Pool) groupLocked(key string, principal any, caps json.RawMessage) *group {
+// sharedOwner is the owner of the modern group, whose children serve every
+// principal: the owner of no request ("" is the unauthenticated one, and
+// every tag of a principal names its kind before a colon), so that a
+// child of the modern group counts as another principal's for every
+// legacy group (evictLocked), the unauthenticated one's too.
+const sharedOwner auth.Tag = "\x00shared"
+
+func (p *Pool) groupLocked(key string, principal auth.Tag, caps json.RawMessage) *group {
 	g := p.groups[key]
 	if g == nil {
 		g = &group{key: key, principal: principal, caps: caps}
@@ -579,7 +586,7 @@ var canonCaps struct {
 }
 
 type capsKey struct {
-	principal any
+	principal auth.Tag
 	caps      string
 }
 
@@ -600,7 +607,7 @@ type lastCanonical struct {
 
 // legacyKey is the pool key of a legacy request: its principal and its
 // capabilities, canonicalized.
-func legacyKey(principal any, caps json.RawMessage) (string, json.RawMessage, error) {
+func legacyKey(principal auth.Tag, caps json.RawMessage) (string, json.RawMessage, error) {
 	// A caller usually repeats its principal and capabilities: a
 	// comparison with the entry added last spares hashing an interface and
 	// a string under the lock. (Only an addition replaces it: replacing it
@@ -660,7 +667,7 @@ const modernKey = "M"
 // may take minutes; at Max it takes the least loaded child, as before.
 // Exclusive and solo calls need a free child: they start one whenever
 // none is free, up to Max.
-func (p *Pool) acquire(ctx context.Context, key string, principal any, caps json.RawMessage, legacy, exclusive bool, c *call) (*child, error) {
+func (p *Pool) acquire(ctx context.Context, key string, principal auth.Tag, caps json.RawMessage, legacy, exclusive bool, c *call) (*child, error) {
 	shared := !exclusive && !c.solo
 	spawnFailed := false // a child started for stalled ones failed: queue instead
 	// Waiting for room at Max (churn.go): ageIn is how long until a child
@@ -1149,7 +1156,7 @@ func (p *Pool) fill() {
 		p.mu.Unlock()
 		return
 	}
-	g := p.groupLocked(modernKey, "", nil)
+	g := p.groupLocked(modernKey, sharedOwner, nil)
 	n := p.opts.Min - len(g.children) - g.starting
 	if room := p.opts.Max - p.total; n > room {
 		n = room

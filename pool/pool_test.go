@@ -156,9 +156,9 @@ func TestCallerOfMessages(t *testing.T) {
 	p := testPool(t, Options{Era: EraLegacy, ChildIntercept: func(string, func(error), func(context.Context, string, any) (json.RawMessage, error)) (peer.Interceptor, func(error)) {
 		return func(next peer.Handler) peer.Handler {
 			return func(m *peer.Message) error {
-				if o, ok := m.Origin.(auth.Origin); ok && m.Env.Kind != jsonrpc.KindNotification {
+				if m.Origin != nil && m.Env.Kind != jsonrpc.KindNotification {
 					var caller any // nil: no principal
-					if p := o.Principal(); p != nil {
+					if p := m.Caller(); p != nil {
 						caller = p.Subject
 					}
 					got <- seen{m.Dir, m.Method, caller}

@@ -18,14 +18,14 @@ import (
 
 // Request is one stateless request, as the front end validated it.
 type Request struct {
-	// Principal is who sends it: an opaque comparable value (the front
-	// end's owner tag; nil without authentication). Legacy children are
-	// never shared across principals, and a requestState is good for its
-	// principal only.
-	Principal any
+	// Principal is who sends it: the owner tag of its principal ("" without
+	// authentication). Legacy children are never shared across principals,
+	// each principal holds its share of the children at most, and a
+	// requestState is good for its principal only.
+	Principal auth.Tag
 	// Caller is who sends it as the front end established it, in full
 	// (subject, client and scopes), for the interception point: the
-	// call's Principal method returns it (auth.Origin), and a call is the
+	// call's Caller method returns it (peer.Origin), and a call is the
 	// Origin of its messages on the child's connection, so per-caller
 	// policy holds on children shared by every client. No pool key
 	// (Principal is); nil without authentication.
@@ -181,7 +181,7 @@ func (p *Pool) serveModern(ctx context.Context, req *Request, emit func([]byte) 
 	if req.Msg.Env.Method == "tools/list" {
 		c.toolsGen = p.tools.generation()
 	}
-	ch, err := p.acquire(ctx, modernKey, "", nil, false, false, c)
+	ch, err := p.acquire(ctx, modernKey, sharedOwner, nil, false, false, c)
 	if err != nil {
 		return nil, err
 	}
@@ -287,11 +287,11 @@ func newCall(p *Pool, req *Request) *call {
 	return c
 }
 
-// Principal is the Caller of the request the call serves now (a retry's
+// Caller is the Caller of the request the call serves now (a retry's
 // once one resumes it: the same principal, whose token may have gained
-// scopes), or nil. The interception point finds it through a message's
-// Origin: the answer it filters is the answer to that request.
-func (c *call) Principal() *auth.Principal {
+// scopes), or nil. The interception point asks it of a message's Origin
+// (peer.Origin): the answer it filters is the answer to that request.
+func (c *call) Caller() *auth.Principal {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return c.caller
@@ -876,7 +876,7 @@ func (p *Pool) serveDiscover(ctx context.Context, req *Request) ([]byte, error) 
 		p.mu.Unlock()
 		if d == nil {
 			c := newCall(p, req)
-			ch, err := p.acquire(ctx, modernKey, "", nil, false, false, c)
+			ch, err := p.acquire(ctx, modernKey, sharedOwner, nil, false, false, c)
 			if err != nil {
 				return nil, err
 			}

@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"time"
+
+	"github.com/mcp-bridge/mcp-bridge/auth"
 )
 
 // A principal's share of the pool. Options.Max is
@@ -49,7 +51,7 @@ func (p *Pool) share() int {
 // heldLocked counts the children principal has: every child of its legacy
 // groups, running or starting (never shared across principals), and the
 // modern children a call of its holds alone (a log level).
-func (p *Pool) heldLocked(principal any) int {
+func (p *Pool) heldLocked(principal auth.Tag) int {
 	n := 0
 	for _, g := range p.groups {
 		if g.key == modernKey {
@@ -111,7 +113,7 @@ func (p *Pool) ownStalledLocked(g *group, c *call) *child {
 
 // occupiedBy reports whether every call in flight on ch, subscriptions
 // aside, is principal's, and there is one.
-func occupiedBy(ch *child, principal any) bool {
+func occupiedBy(ch *child, principal auth.Tag) bool {
 	if ch.inflight <= ch.listens {
 		return false
 	}

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/mcp-bridge/mcp-bridge/auth"
 	"github.com/mcp-bridge/mcp-bridge/jsonrpc"
 	"github.com/mcp-bridge/mcp-bridge/peer"
 )
@@ -21,7 +22,7 @@ func TestPrincipalShareOfChildren(t *testing.T) {
 	p := testPool(t, Options{Era: EraLegacy, Max: 4, PrivateCache: true})
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	park := func(principal string, id int) ([]byte, error) {
+	park := func(principal auth.Tag, id int) ([]byte, error) {
 		r := request(t, fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":"tools/call","params":{"name":"elicit","arguments":{"text":"who?"}}}`, id))
 		r.Principal = principal
 		return p.Serve(ctx, r, noEmit)

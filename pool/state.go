@@ -12,6 +12,8 @@ import (
 	"fmt"
 	"strings"
 	"time"
+
+	"github.com/mcp-bridge/mcp-bridge/auth"
 )
 
 // statePrefix marks a requestState the bridge minted (a version tag: a
@@ -118,7 +120,7 @@ func (s *signer) Parse(raw string) (*State, error) {
 }
 
 // Check verifies what a signed state says against the retry presenting it.
-func (st *State) Check(now time.Time, principal any, method, digest string) error {
+func (st *State) Check(now time.Time, principal auth.Tag, method, digest string) error {
 	switch {
 	case now.UnixMilli() > st.Expires:
 		return ErrStateExpired
@@ -131,10 +133,23 @@ func (st *State) Check(now time.Time, principal any, method, digest string) erro
 }
 
 // principalDigest keeps the principal itself out of the state, which the
-// client can read. A principal is any comparable value: its Go syntax
-// representation, with its type, identifies it.
-func principalDigest(principal any) string {
-	sum := sha256.Sum256(fmt.Appendf(nil, "principal\x00%T\x00%#v", principal, principal))
+// client can read (it is also the principal's part of a legacy group's
+// key).
+//
+// What is digested is what it was when the owner travelled untyped, the
+// Go syntax of the value with its type ("%T\x00%#v": a tag was a string,
+// and the unauthenticated owner nil), so that a requestState issued before
+// stays good: a bridge upgraded in place keeps its clients' parked calls.
+// Changing it refuses every state in flight with ErrStatePrincipal.
+func principalDigest(principal auth.Tag) string {
+	var b []byte
+	if principal == "" {
+		b = append(b, "principal\x00<nil>\x00<nil>"...)
+	} else {
+		// %q quotes as %#v does a string (strconv.Quote).
+		b = fmt.Appendf(b, "principal\x00string\x00%q", string(principal))
+	}
+	sum := sha256.Sum256(b)
 	return hex.EncodeToString(sum[:12])
 }
 

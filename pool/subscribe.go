@@ -78,8 +78,9 @@ type attachment struct {
 	sent    chan struct{} // modern: closed once the listen was written
 }
 
-// Principal is the subscription's caller, for the interception point.
-func (a *attachment) Principal() *auth.Principal { return a.sub.c.Principal() }
+// Caller is the subscription's caller, for the interception point
+// (peer.Origin).
+func (a *attachment) Caller() *auth.Principal { return a.sub.c.Caller() }
 
 // filter is the notifications filter of subscriptions/listen.
 type filter struct {
@@ -304,7 +305,7 @@ func (s *subscriptions) route(ch *child, m *peer.Message) {
 		// A caller that may not read the resource does not hear of it:
 		// the one place that knows whom each update goes to decides, for
 		// the subscriptions it would go to.
-		if want && uri != "" && s.p.opts.Readable != nil && !s.p.opts.Readable(sub.c, uri) {
+		if want && uri != "" && s.p.opts.Readable != nil && !s.p.opts.Readable(sub.c.Caller(), uri) {
 			want = false
 		}
 		if want {
@@ -395,7 +396,7 @@ func (s *subscriptions) listen(ctx context.Context, req *Request, emit func([]by
 		if sub.ch, err = p.acquire(ctx, key, req.Principal, caps, true, false, c); err != nil {
 			return nil, err
 		}
-	} else if sub.ch, err = p.acquire(ctx, modernKey, "", nil, false, false, c); err != nil {
+	} else if sub.ch, err = p.acquire(ctx, modernKey, sharedOwner, nil, false, false, c); err != nil {
 		return nil, err
 	}
 	c.ch = sub.ch
@@ -529,7 +530,7 @@ func (s *subscriptions) subscribeLegacy(ctx context.Context, sub *subscription, 
 			// Checked for each subscription: the child's subscription
 			// is shared (counted), its callers are not. The interception
 			// point checks the child's subscription itself (pinning).
-			if s.p.opts.Readable != nil && !s.p.opts.Readable(sub.c, uri) {
+			if s.p.opts.Readable != nil && !s.p.opts.Readable(sub.c.Caller(), uri) {
 				s.p.logger.Warn("a resource was left out of a subscription: its caller may not read it", "uri", uri)
 				continue
 			}

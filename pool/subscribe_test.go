@@ -28,8 +28,8 @@ func TestListenReadable(t *testing.T) {
 			var mu sync.Mutex
 			var subscribed []string // the legacy child's subscriptions
 			p := testPool(t, Options{Era: era, Max: 1,
-				Readable: func(origin any, uri string) bool {
-					return uri != "test://secret" || auth.CallerOf(origin) != nil && auth.CallerOf(origin).Subject == "with the scope"
+				Readable: func(caller *auth.Principal, uri string) bool {
+					return uri != "test://secret" || caller != nil && caller.Subject == "with the scope"
 				},
 				Peer: peer.Options{Intercept: func(next peer.Handler) peer.Handler {
 					return func(m *peer.Message) error {

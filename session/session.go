@@ -370,10 +370,10 @@ type CreateOptions struct {
 }
 
 // Create starts a session: it launches the session's server and returns the
-// session, ready for its initialize request. owner is an opaque tag the
-// front end binds the session to (compared with ==; the session only keeps
-// it): see Owner.
-func (r *Registry) Create(ctx context.Context, owner any) (*Session, error) {
+// session, ready for its initialize request. owner is the tag of the
+// principal the front end binds the session to ("" without
+// authentication; the session only keeps it): see Owner.
+func (r *Registry) Create(ctx context.Context, owner auth.Tag) (*Session, error) {
 	return r.CreateWith(ctx, owner, nil)
 }
 
@@ -387,7 +387,7 @@ func (r *Registry) Retire() { r.retired.Store(true) }
 
 // CreateWith is Create for a kind of session that opts describe; nil
 // opts is Create.
-func (r *Registry) CreateWith(ctx context.Context, owner any, opts *CreateOptions) (*Session, error) {
+func (r *Registry) CreateWith(ctx context.Context, owner auth.Tag, opts *CreateOptions) (*Session, error) {
 	var co CreateOptions
 	if opts != nil {
 		co = *opts
@@ -402,7 +402,7 @@ func (r *Registry) CreateWith(ctx context.Context, owner any, opts *CreateOption
 // the spec's rule for session IDs) and name no live or starting session
 // (ErrIDInUse): a new session never takes over another's ID. Such an ID is
 // only as secret as the caller keeps it.
-func (r *Registry) CreateWithID(ctx context.Context, owner any, id string) (*Session, error) {
+func (r *Registry) CreateWithID(ctx context.Context, owner auth.Tag, id string) (*Session, error) {
 	if !validChosenID(id) {
 		return nil, ErrBadChosenID
 	}
@@ -422,7 +422,7 @@ func validChosenID(id string) bool {
 }
 
 // create is Create with a chosen ID, or a new one if chosen is empty.
-func (r *Registry) create(ctx context.Context, owner any, chosen string, co CreateOptions) (*Session, error) {
+func (r *Registry) create(ctx context.Context, owner auth.Tag, chosen string, co CreateOptions) (*Session, error) {
 	r.mu.Lock()
 	switch {
 	case r.retired.Load():
@@ -683,7 +683,7 @@ func (r *Registry) remove(s *Session) {
 type Session struct {
 	id     string
 	logID  string // what logs show of id
-	owner  any
+	owner  auth.Tag
 	reg    *Registry
 	logger *slog.Logger
 	log    *EventLog
@@ -825,8 +825,9 @@ func (s *Session) Call(ctx context.Context, method string, params any) (json.Raw
 	return s.conn.Call(ctx, method, params)
 }
 
-// Owner is the tag the session was bound to at creation.
-func (s *Session) Owner() any { return s.owner }
+// Owner is the tag the session was bound to at creation ("" without
+// authentication).
+func (s *Session) Owner() auth.Tag { return s.owner }
 
 // Done is closed when the session has ended.
 func (s *Session) Done() <-chan struct{} { return s.done }
@@ -864,16 +865,19 @@ type PostOptions struct {
 	// them: a message on it could not be sent again.
 	Resumable bool
 	// Principal is who sent the POST, as the front end established it.
-	// The session keeps the latest one for Principal: the
+	// The session keeps the latest one for Caller: the
 	// interception point reads per-caller scopes there, and a refreshed or
 	// stepped-up token of the session's owner brings new ones. Nil keeps
 	// the one before.
 	Principal *auth.Principal
 }
 
-// Principal is the principal of the session's latest POST that named one
-// (PostOptions.Principal), or nil.
-func (s *Session) Principal() *auth.Principal {
+// Caller is the principal of the session's latest POST that named one
+// (PostOptions.Principal), or nil: the session is the Origin of its
+// messages at the interception point (peer.Origin), and this whom they act
+// for. A session is bound to one owner, and a refreshed or stepped-up
+// token of that owner brings its new scopes.
+func (s *Session) Caller() *auth.Principal {
 	return s.principal.Load()
 }
 

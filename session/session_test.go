@@ -406,7 +406,7 @@ func TestLaunchErrorIsErrLaunch(t *testing.T) {
 		Logger:   slog.New(slog.DiscardHandler),
 	})
 	defer reg.Shutdown(context.Background())
-	_, err := reg.Create(context.Background(), nil)
+	_, err := reg.Create(context.Background(), "")
 	if !errors.Is(err, ErrLaunch) || !errors.Is(err, cause) {
 		t.Fatalf("Create: %v; want ErrLaunch wrapping the launcher's error", err)
 	}

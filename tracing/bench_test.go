@@ -6,6 +6,7 @@ import (
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 
+	"github.com/mcp-bridge/mcp-bridge/internal/childtest"
 	"github.com/mcp-bridge/mcp-bridge/jsonrpc"
 	"github.com/mcp-bridge/mcp-bridge/metrics"
 	"github.com/mcp-bridge/mcp-bridge/peer"
@@ -29,7 +30,7 @@ func BenchmarkChain(b *testing.B) {
 	tp := sdktrace.NewTracerProvider(sdktrace.WithSyncer(tracetest.NewNoopExporter()))
 	defer tp.Shutdown(b.Context())
 	on := tracing.New(tp, "default")
-	origin := new(int)
+	origin := &childtest.Client{Name: "bench"}
 	for _, c := range []struct {
 		name  string
 		chain peer.Interceptor

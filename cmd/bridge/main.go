@@ -244,16 +244,7 @@ func serve(ctx context.Context, cfg *config, logger *slog.Logger, ready chan<- n
 		if cfg.AuditLog != "" {
 			// The global audit log, opened once: the servers that share
 			// it write their names in its lines.
-			o := &audit.Options{Args: cfg.AuditArgs, Logger: logger}
-			if cfg.authenticates() {
-				o.Principal = func(origin any) (string, string) {
-					if p := auth.CallerOf(origin); p != nil {
-						return p.Subject, p.ClientID
-					}
-					return "", ""
-				}
-			}
-			al, err := audit.Open(cfg.AuditLog, o)
+			al, err := audit.Open(cfg.AuditLog, &audit.Options{Args: cfg.AuditArgs, Logger: logger})
 			if err != nil {
 				return startError{fmt.Errorf("--audit-log: %w", err)}
 			}

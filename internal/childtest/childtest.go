@@ -17,6 +17,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/mcp-bridge/mcp-bridge/auth"
 	"github.com/mcp-bridge/mcp-bridge/jsonrpc"
 	"github.com/mcp-bridge/mcp-bridge/peer"
 	"github.com/mcp-bridge/mcp-bridge/sandbox"
@@ -57,7 +58,30 @@ func EverythingServer(t testing.TB) string {
 // client's answers to the request waiting for them.
 type Child struct {
 	Conn *peer.Conn
-	r    *router
+	// Callers says whom each client acts for, by name (nil, or a nil
+	// result: nobody): the principal of the Client that Call, TryCall,
+	// CallRaw and Begin send as. Set it before the first of them.
+	Callers func(name string) *auth.Principal
+	r       *router
+}
+
+// A Client is a test's client of a child, as the Origin of its messages
+// (peer.Origin): a name, and the principal it acts for (nil: none). Two
+// are the same client when both are equal.
+type Client struct {
+	Name      string
+	Principal *auth.Principal
+}
+
+// Caller is the client's principal.
+func (c Client) Caller() *auth.Principal { return c.Principal }
+
+// Client is the client called name, acting for whom Callers says.
+func (c *Child) Client(name string) Client {
+	if c.Callers == nil {
+		return Client{Name: name}
+	}
+	return Client{Name: name, Principal: c.Callers(name)}
 }
 
 // Start launches command as a child with the interceptor intercept (nil:
@@ -102,7 +126,7 @@ func StartEnv(t testing.TB, intercept peer.Interceptor, env []string, command ..
 }
 
 type key struct {
-	origin any
+	origin peer.Origin
 	id     jsonrpc.ID
 }
 
@@ -141,11 +165,12 @@ func (c *Child) Notes() <-chan *peer.Message { return c.r.notes }
 // Ended is closed when the child's connection ended.
 func (c *Child) Ended() <-chan struct{} { return c.r.ended }
 
-// Call sends a request of client origin with params (marshalled) and
-// returns the raw answer. The id is a fresh number per call.
-func (c *Child) Call(t testing.TB, origin any, method string, params any) []byte {
+// Call sends a request of the client called who (Client) with params
+// (marshalled) and returns the raw answer. The id is a fresh number per
+// call.
+func (c *Child) Call(t testing.TB, who string, method string, params any) []byte {
 	t.Helper()
-	data, err := c.TryCall(origin, method, params)
+	data, err := c.TryCall(who, method, params)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -158,17 +183,18 @@ var ids struct {
 }
 
 // TryCall is Call returning its error.
-func (c *Child) TryCall(origin any, method string, params any) ([]byte, error) {
-	_, wait, err := c.Begin(origin, method, params)
+func (c *Child) TryCall(who string, method string, params any) ([]byte, error) {
+	_, wait, err := c.Begin(who, method, params)
 	if err != nil {
 		return nil, err
 	}
 	return wait()
 }
 
-// Begin sends a request of client origin and returns its id (as JSON) and
-// a function that waits for its answer.
-func (c *Child) Begin(origin any, method string, params any) (id string, wait func() ([]byte, error), err error) {
+// Begin sends a request of the client called who (Client) and returns its
+// id (as JSON) and a function that waits for its answer.
+func (c *Child) Begin(who string, method string, params any) (id string, wait func() ([]byte, error), err error) {
+	origin := c.Client(who)
 	ids.Lock()
 	ids.n++
 	n := ids.n
@@ -205,10 +231,11 @@ func (c *Child) Begin(origin any, method string, params any) (id string, wait fu
 	}, nil
 }
 
-// CallRaw sends data, a request of client origin written by the test
-// (byte for byte), and returns the raw answer.
-func (c *Child) CallRaw(t testing.TB, origin any, data []byte) []byte {
+// CallRaw sends data, a request of the client called who (Client) written
+// by the test (byte for byte), and returns the raw answer.
+func (c *Child) CallRaw(t testing.TB, who string, data []byte) []byte {
 	t.Helper()
+	origin := c.Client(who)
 	env, err := jsonrpc.Parse(data)
 	if err != nil {
 		t.Fatal(err)
