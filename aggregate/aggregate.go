@@ -96,9 +96,9 @@ type Member struct {
 	// child, whose answers are the lists every session sees: the pin
 	// enforcer belongs here (it filters the answers to the bridge's own
 	// lists too), so that what the lock refuses leaves the aggregate's
-	// lists, that member's items only. A per-caller policy cannot filter
-	// lists shared by every caller; it still refuses calls (Intercept).
-	// Nil: none.
+	// lists, that member's items only. A per-caller policy does not
+	// belong here (the catalog child has no caller): whoever serves the
+	// lists filters them per caller with Owner. Nil: none.
 	CatalogIntercept peer.Interceptor
 	// Lock, when it holds every pinned item's members (a lock file of
 	// version 3, as `bridge pin` writes), is the member's catalog: its
@@ -378,6 +378,39 @@ func (a *Aggregate) memberOf(adv string) (*member, string) {
 		}
 	}
 	return nil, ""
+}
+
+// Owner says which member an item of the aggregate's list answer to
+// method (tools/list, prompts/list, resources/list,
+// resources/templates/list) belongs to, and the item's name in the
+// member's own terms: the tool's or prompt's own name, the resource's URI
+// or the template's uriTemplate (key: the item's advertised name, URI or
+// uriTemplate). It is what a per-caller filter of the shared lists asks,
+// at answer time, to apply each member's policy on its own names. A name
+// the current catalog does not hold (a list a session's own member child
+// answered) goes by its prefix; ok is false when no member owns key.
+func (a *Aggregate) Owner(method, key string) (name, own string, ok bool) {
+	view := a.currentView()
+	var m *member
+	switch method {
+	case "tools/list", "prompts/list":
+		routes := view.tools
+		if method == "prompts/list" {
+			routes = view.prompts
+		}
+		if r, found := routes[key]; found {
+			return r.m.cfg.Name, r.name, true
+		}
+		m, own = a.memberOf(key)
+	case "resources/list":
+		m, own = view.resource(a, key), key
+	case "resources/templates/list":
+		m, own = view.templateURIs[key], key
+	}
+	if m == nil {
+		return "", "", false
+	}
+	return m.cfg.Name, own, true
 }
 
 // jsonString quotes s as a JSON string.

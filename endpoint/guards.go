@@ -31,6 +31,11 @@ type guards struct {
 	caller func(origin any) *policy.Caller
 	// logMessages logs every message of each connection.
 	logMessages bool
+	// lists, if set, takes out of each connection's list answers what
+	// their caller may not see, where the lists are not one server's own
+	// (an aggregate's merged lists, filtered with each member's policy:
+	// see listFilter). caller and revision are as chain's policy gets.
+	lists func(caller func(origin any) *policy.Caller, revision string, logger *slog.Logger) peer.Interceptor
 }
 
 // newGuards builds the guards of a server and opens its audit log (or
@@ -127,20 +132,23 @@ func (g *guards) chain(name string, self any, logger *slog.Logger, end func(erro
 	if self == nil {
 		revision = policy.ModernRevision
 	}
+	caller := g.caller
+	if self != nil && caller != nil {
+		caller = func(origin any) *policy.Caller {
+			if origin == nil {
+				origin = self
+			}
+			return g.caller(origin)
+		}
+	}
 	if g.policy != nil {
 		if g.tel.server != nil {
 			chain = append(chain, countDenials(g.tel.server))
 		}
-		caller := g.caller
-		if self != nil && caller != nil {
-			caller = func(origin any) *policy.Caller {
-				if origin == nil {
-					origin = self
-				}
-				return g.caller(origin)
-			}
-		}
 		chain = append(chain, g.policy.Interceptor(&policy.Options{Caller: caller, UpdatesPerCaller: self == nil, Revision: revision, Logger: logger}))
+	}
+	if g.lists != nil {
+		chain = append(chain, g.lists(caller, revision, logger))
 	}
 	if g.pins != nil {
 		hooks := &pin.Hooks{End: end, Logger: logger, Call: call, Alert: g.alert(name), Revision: revision}
