@@ -90,16 +90,22 @@ type Member struct {
 	// for this member), called once per child, which child names in logs
 	// ("SESSION/MEMBER"): guards that keep state per connection (pinning,
 	// audit) get a connection of their own. It sees the member's own
-	// names. Nil: none.
-	Intercept func(child string) peer.Interceptor
-	// CatalogIntercept is the interception point of the member's catalog
-	// child, whose answers are the lists every session sees: the pin
-	// enforcer belongs here (it filters the answers to the bridge's own
-	// lists too), so that what the lock refuses leaves the aggregate's
-	// lists, that member's items only. A per-caller policy does not
-	// belong here (the catalog child has no caller): whoever serves the
-	// lists filters them per caller with Owner. Nil: none.
-	CatalogIntercept peer.Interceptor
+	// names. end is what a pin enforcer's --on-pin-violation
+	// end-session calls (pin.Hooks.End; it does not block): it ends the
+	// member for that virtual child, as an ended session on the member's
+	// own path (see virtual.pinEnded). Nil: none.
+	Intercept func(child string, end func(error)) peer.Interceptor
+	// CatalogIntercept builds the interception point of each of the
+	// member's catalog children, whose answers are the lists every
+	// session sees: the pin enforcer belongs here (it filters the answers
+	// to the bridge's own lists too), so that what the lock refuses
+	// leaves the aggregate's lists, that member's items only. end, called
+	// by the enforcer with --on-pin-violation end-session, takes the
+	// whole member down with that reason, as a member that failed (see
+	// member.fail). A per-caller policy does not belong here (the catalog
+	// child has no caller): whoever serves the lists filters them per
+	// caller with Owner. Nil: none.
+	CatalogIntercept func(end func(error)) peer.Interceptor
 	// Lock, when it holds every pinned item's members (a lock file of
 	// version 3, as `bridge pin` writes), is the member's catalog: its
 	// lists come from the lock, and no catalog child starts (nor can the

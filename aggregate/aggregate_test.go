@@ -513,7 +513,7 @@ func TestProgressAndCancel(t *testing.T) {
 	cancelled := make(chan string, 10)
 	f := newFixture(t, func(o *aggregate.Options) {
 		// The member's interceptor sees what reaches its child.
-		o.Members[0].Intercept = func(string) peer.Interceptor {
+		o.Members[0].Intercept = func(string, func(error)) peer.Interceptor {
 			return func(next peer.Handler) peer.Handler {
 				return func(m *peer.Message) error {
 					if m.Dir == peer.ToChild && m.Method == "notifications/cancelled" {
@@ -659,7 +659,9 @@ func TestSubscribeAndComplete(t *testing.T) {
 func TestPinnedCatalog(t *testing.T) {
 	f := newFixture(t, func(o *aggregate.Options) {
 		lock := pin.NewLock() // pins nothing: every tool of test is refused
-		o.Members[0].CatalogIntercept = pin.New(&pin.Options{Lock: lock, LockFile: "test.lock"}).Interceptor(nil)
+		o.Members[0].CatalogIntercept = func(func(error)) peer.Interceptor {
+			return pin.New(&pin.Options{Lock: lock, LockFile: "test.lock"}).Interceptor(nil)
+		}
 	})
 	cs := f.connect(t, "2025-11-25", nil)
 	names := listed(t, cs)

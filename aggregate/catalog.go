@@ -68,6 +68,7 @@ type member struct {
 	lastCaps map[string]json.RawMessage // the capabilities it had when last up
 	err      error                      // why it is down
 	conn     *peer.Conn                 // the catalog child, while it runs
+	ended    *pinEnd                    // what ended conn's lists, if anything did
 	failures int                        // loads failed in a row
 	retry    *time.Timer
 	loading  bool // a load or refresh runs
@@ -94,11 +95,15 @@ func (m *member) load() {
 		return
 	}
 	po := a.opts.Peer
-	po.Intercept = m.cfg.CatalogIntercept
+	end := new(pinEnd)
+	po.Intercept = nil
+	if m.cfg.CatalogIntercept != nil {
+		po.Intercept = m.cfg.CatalogIntercept(end.set)
+	}
 	po.Logger = a.logger.With("member", m.cfg.Name, "child", "catalog")
 	conn := peer.New(proc, catalogRouter{m}, &po)
 	m.mu.Lock()
-	m.conn = conn
+	m.conn, m.ended = conn, end
 	m.mu.Unlock()
 	init, err := conn.Initialize(ctx, map[string]any{
 		"protocolVersion": ProtocolVersion,
@@ -119,6 +124,10 @@ func (m *member) load() {
 	}
 	l := &lists{caps: res.Capabilities, instructions: res.Instructions}
 	if err := m.fetch(ctx, conn, l); err != nil {
+		m.fail(conn, err)
+		return
+	}
+	if err := end.get(); err != nil {
 		m.fail(conn, err)
 		return
 	}
@@ -229,7 +238,7 @@ func (m *member) refresh() {
 		return
 	}
 	m.loading = true
-	conn, caps, instr := m.conn, m.lists.caps, m.lists.instructions
+	conn, end, caps, instr := m.conn, m.ended, m.lists.caps, m.lists.instructions
 	m.mu.Unlock()
 	a := m.agg
 	if !a.track() {
@@ -245,6 +254,13 @@ func (m *member) refresh() {
 			l := &lists{caps: caps, instructions: instr}
 			err := m.fetch(ctx, conn, l)
 			cancel()
+			if pinErr := end.get(); err == nil && pinErr != nil {
+				m.mu.Lock()
+				m.loading, m.again = false, false
+				m.mu.Unlock()
+				m.fail(conn, pinErr)
+				return
+			}
 			m.mu.Lock()
 			if err == nil && m.conn == conn {
 				m.lists = l
@@ -284,6 +300,43 @@ func (m *member) close(ctx context.Context) error {
 		return conn.Close(ctx)
 	}
 	return nil
+}
+
+// pinEnd is what ends the lists of one catalog child: the reason its pin
+// enforcer gave (pin.Hooks.End, with --on-pin-violation end-session),
+// once. The enforcer calls it on the child's reader, in the middle of an
+// answer to a list of the catalog's: it only records, and the load or
+// refresh that listed takes the member down once its lists are in.
+//
+// Why the member, not every session: the catalog child is shared, so
+// ending "the session" on its drift would end every session of the
+// aggregate, and each new one at its first list, cutting every client
+// off every other member for as long as one member drifts (the failure
+// of a backend taking a whole gateway down). On the member's own path,
+// end-session means no session uses a server that drifts; here the
+// member is down, as a member that failed: out of the lists (all its
+// items, not only those the lock refuses), its calls refused with this
+// reason, started again with backoff (and down again while it drifts).
+type pinEnd struct {
+	mu  sync.Mutex
+	err error
+}
+
+func (p *pinEnd) set(err error) {
+	p.mu.Lock()
+	if p.err == nil {
+		p.err = err
+	}
+	p.mu.Unlock()
+}
+
+func (p *pinEnd) get() error {
+	if p == nil {
+		return nil
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.err
 }
 
 // snapshot returns the member's lists, or nil and why it is down.

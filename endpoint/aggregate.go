@@ -140,16 +140,21 @@ func BuildAggregate(ctx context.Context, sh *Shared, o *AggregateOptions, path s
 			// (version 3) for the catalog, and leaves others to a
 			// catalog child.
 			Lock: mo.Lock,
-			Intercept: func(child string) peer.Interceptor {
-				// A member child serves one session of the aggregate; an
-				// --on-pin-violation end-session cannot end the client's
-				// session from here: the enforcer drops what it refuses.
-				i, _ := g.chain(child, nil, mlog.With("child", child), func(error) {}, nil)
+			Intercept: func(child string, end func(error)) peer.Interceptor {
+				// A member child serves one client of the aggregate; an
+				// --on-pin-violation end-session ends that member for
+				// that client (end), not the client's whole session:
+				// see aggregate.Member.Intercept.
+				i, _ := g.chain(child, nil, mlog.With("child", child), end, nil)
 				return i
 			},
 		}
 		if g.pins != nil {
-			m.CatalogIntercept = g.pins.Interceptor(&pin.Hooks{Logger: mlog, Alert: g.alert(mo.Name + "/catalog")})
+			// With --on-pin-violation end-session the member is down
+			// while its catalog child offers what the lock refuses.
+			m.CatalogIntercept = func(end func(error)) peer.Interceptor {
+				return g.pins.Interceptor(&pin.Hooks{Logger: mlog, Alert: g.alert(mo.Name + "/catalog"), End: end})
+			}
 		}
 		members = append(members, m)
 	}
