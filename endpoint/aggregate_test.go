@@ -19,6 +19,7 @@ import (
 	"github.com/mcp-bridge/mcp-bridge/endpoint"
 	"github.com/mcp-bridge/mcp-bridge/internal/childtest"
 	"github.com/mcp-bridge/mcp-bridge/internal/oauthtest"
+	"github.com/mcp-bridge/mcp-bridge/pin"
 	"github.com/mcp-bridge/mcp-bridge/policy"
 	"github.com/mcp-bridge/mcp-bridge/pool"
 	"github.com/mcp-bridge/mcp-bridge/sandbox"
@@ -425,5 +426,56 @@ func TestAggregateFilteredListIsPrivate(t *testing.T) {
 	}
 	if prompts.CacheScope != "public" {
 		t.Errorf("prompts/list, which no policy filters, without authentication: cacheScope %q, want public", prompts.CacheScope)
+	}
+}
+
+// A member's --on-pin-violation end-session reaches its catalog's pin
+// enforcer: a member whose server offers what the inspection refuses
+// (descriptions longer than the bound) is down, with the enforcer's
+// reason, and its calls are refused naming it; the other member, whose
+// violations drop items (the default), stays up.
+func TestAggregatePinEndSession(t *testing.T) {
+	sh := shared(t)
+	a := everyOptions(t, "a")
+	a.Inspection = pin.Inspection{MaxDescriptionBytes: 8}
+	a.OnPinViolation = pin.EndSession
+	b := everyOptions(t, "b")
+	b.Inspection = pin.Inspection{MaxDescriptionBytes: 8} // dropped, not ended
+	agg, err := endpoint.BuildAggregate(context.Background(), sh, &endpoint.AggregateOptions{
+		Front:   frontOptions("/mcp"),
+		Members: []endpoint.AggregateMember{{Server: a}, {Server: b}},
+	}, "/mcp")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(agg.Handler())
+	t.Cleanup(func() {
+		srv.Close()
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		if err := agg.Close(ctx); err != nil {
+			t.Error(err)
+		}
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	if err := agg.Agg.Ready(ctx); err != nil {
+		t.Fatal(err)
+	}
+	down := agg.Agg.Down()
+	if err := down["a"]; err == nil || !strings.Contains(err.Error(), "end-session") {
+		t.Fatalf("members down: %v; want a, ended by its pin enforcer", down)
+	}
+	if _, ok := down["b"]; ok {
+		t.Fatalf("member b is down (%v): its violations drop items, they do not end it", down["b"])
+	}
+	cs := connectVersion(t, srv.URL+"/mcp", "2025-11-25")
+	defer cs.Close()
+	got, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "a__test_simple_text"})
+	if err == nil && !got.IsError {
+		t.Fatalf("a call of member a, down for its pin violation, answered: %+v", got.Content)
+	}
+	if err != nil && !strings.Contains(err.Error(), `aggregate member "a" is unavailable`) {
+		t.Errorf("the refusal does not name member a: %v", err)
 	}
 }
