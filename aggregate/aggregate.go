@@ -32,7 +32,14 @@
 // The catalog. Per member, the lists come from a catalog child the
 // aggregate runs itself (one per member, whatever the number of
 // sessions), fetched once and again on that child's list_changed (or a
-// member child's). A member whose catalog child cannot start or ends drops
+// member child's). The catalog child is probed with server/discover: a
+// member of revision 2026-07-28 (ModernVersion) is listed in that
+// revision, listened to with subscriptions/listen for its list changes,
+// and its lists' ttlMs and cacheScope merge into the aggregate's (the
+// least ttlMs, "private" if any is) when every member with that list is
+// such a member and up; otherwise it is initialized as 2025-11-25 and the
+// lists say nothing of freshness (the pool's defaults). Member children
+// serving sessions are initialized as 2025-11-25 whatever the member. A member whose catalog child cannot start or ends drops
 // out of the lists (virtual children send list_changed), its calls get an
 // error naming it, and it is started again with backoff (Options.RetryMin
 // to RetryMax). Options.FailClosed refuses lists and calls instead while

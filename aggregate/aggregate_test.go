@@ -29,6 +29,7 @@ import (
 
 func TestMain(m *testing.M) {
 	testserver.Main()
+	cacheServerMain()
 	goleak.VerifyTestMain(m)
 }
 

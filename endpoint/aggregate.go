@@ -2,6 +2,7 @@ package endpoint
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -273,10 +274,15 @@ func (f listFilter) filter(m *peer.Message, caller func(origin any) *policy.Call
 		// the same authorization context. Caches MUST NOT be shared
 		// across authorization contexts` (2026-07-28, schema,
 		// CacheableResult.cacheScope): this list is filtered for its
-		// caller. The pool keeps a cacheScope the child's answer has.
-		// mcplist.Filter wrote {"jsonrpc":"2.0","id":ID,"result":{...}}:
-		// the result's members end before the last two bytes.
-		out = append(out[:len(out)-2:len(out)-2], `,"cacheScope":"private"}}`...)
+		// caller. The pool keeps a cacheScope the child's answer has
+		// (the virtual child's own, merged from its members', is
+		// replaced).
+		var resp, res map[string]json.RawMessage
+		if json.Unmarshal(out, &resp) == nil && json.Unmarshal(resp["result"], &res) == nil {
+			res["cacheScope"] = json.RawMessage(`"private"`)
+			resp["result"], _ = json.Marshal(res)
+			out, _ = json.Marshal(resp)
+		}
 	}
 	return m.Replace(out)
 }
