@@ -368,6 +368,13 @@ func TestElicitationAndSampling(t *testing.T) {
 // listed returns the advertised tool names.
 func listed(t *testing.T, cs *mcp.ClientSession) []string {
 	t.Helper()
+	names, _ := listTools(t, cs)
+	return names
+}
+
+// listTools returns the names tools/list gives, and its result.
+func listTools(t *testing.T, cs *mcp.ClientSession) ([]string, *mcp.ListToolsResult) {
+	t.Helper()
 	res, err := cs.ListTools(ctxT(t), nil)
 	if err != nil {
 		t.Fatal(err)
@@ -376,7 +383,7 @@ func listed(t *testing.T, cs *mcp.ClientSession) []string {
 	for _, tool := range res.Tools {
 		names = append(names, tool.Name)
 	}
-	return names
+	return names, res
 }
 
 // callErr calls a tool that must fail, and returns the error's text.

@@ -76,14 +76,7 @@ func TestModernMembersCacheHints(t *testing.T) {
 				o.Members = []aggregate.Member{cacheMember(t, "x", tc.specs[0]), cacheMember(t, "y", tc.specs[1])}
 			})
 			cs := f.connect(t, "2026-07-28", nil)
-			res, err := cs.ListTools(ctxT(t), nil)
-			if err != nil {
-				t.Fatal(err)
-			}
-			var names []string
-			for _, tool := range res.Tools {
-				names = append(names, tool.Name)
-			}
+			names, res := listTools(t, cs)
 			if strings.Join(names, " ") != "x__hello y__hello" {
 				t.Fatalf("tools/list: %v, want x__hello y__hello", names)
 			}
