@@ -32,7 +32,14 @@
 // The catalog. Per member, the lists come from a catalog child the
 // aggregate runs itself (one per member, whatever the number of
 // sessions), fetched once and again on that child's list_changed (or a
-// member child's). A member whose catalog child cannot start or ends drops
+// member child's). The catalog child is probed with server/discover: a
+// member of revision 2026-07-28 (ModernVersion) is listed in that
+// revision, listened to with subscriptions/listen for its list changes,
+// and its lists' ttlMs and cacheScope merge into the aggregate's (the
+// least ttlMs, "private" if any is) when every member with that list is
+// such a member and up; otherwise it is initialized as 2025-11-25 and the
+// lists say nothing of freshness (the pool's defaults). Member children
+// serving sessions are initialized as 2025-11-25 whatever the member. A member whose catalog child cannot start or ends drops
 // out of the lists (virtual children send list_changed), its calls get an
 // error naming it, and it is started again with backoff (Options.RetryMin
 // to RetryMax). Options.FailClosed refuses lists and calls instead while
@@ -90,8 +97,11 @@ type Member struct {
 	// for this member), called once per child, which child names in logs
 	// ("SESSION/MEMBER"): guards that keep state per connection (pinning,
 	// audit) get a connection of their own. It sees the member's own
-	// names. Nil: none.
-	Intercept func(child string) peer.Interceptor
+	// names. end is what a pin enforcer's --on-pin-violation
+	// end-session calls (pin.Hooks.End; it does not block): it ends the
+	// member for that virtual child, as an ended session on the member's
+	// own path (see virtual.pinEnded). Nil: none.
+	Intercept func(child string, end func(error)) peer.Interceptor
 	// Ended, if not nil, is told that a child Intercept was built for
 	// has ended, with why (nil: stopped by the aggregate), once its
 	// connection is done: what the child's interception point still
@@ -99,14 +109,17 @@ type Member struct {
 	// writes then) is its to finish. The client's requests on it are
 	// answered right after with an error naming the member.
 	Ended func(child string, err error)
-	// CatalogIntercept is the interception point of the member's catalog
-	// child, whose answers are the lists every session sees: the pin
-	// enforcer belongs here (it filters the answers to the bridge's own
-	// lists too), so that what the lock refuses leaves the aggregate's
-	// lists, that member's items only. A per-caller policy cannot filter
-	// lists shared by every caller; it still refuses calls (Intercept).
-	// Nil: none.
-	CatalogIntercept peer.Interceptor
+	// CatalogIntercept builds the interception point of each of the
+	// member's catalog children, whose answers are the lists every
+	// session sees: the pin enforcer belongs here (it filters the answers
+	// to the bridge's own lists too), so that what the lock refuses
+	// leaves the aggregate's lists, that member's items only. end, called
+	// by the enforcer with --on-pin-violation end-session, takes the
+	// whole member down with that reason, as a member that failed (see
+	// member.fail). A per-caller policy does not belong here (the catalog
+	// child has no caller): whoever serves the lists filters them per
+	// caller with Owner. Nil: none.
+	CatalogIntercept func(end func(error)) peer.Interceptor
 	// Lock, when it holds every pinned item's members (a lock file of
 	// version 3, as `bridge pin` writes), is the member's catalog: its
 	// lists come from the lock, and no catalog child starts (nor can the
@@ -385,6 +398,39 @@ func (a *Aggregate) memberOf(adv string) (*member, string) {
 		}
 	}
 	return nil, ""
+}
+
+// Owner says which member an item of the aggregate's list answer to
+// method (tools/list, prompts/list, resources/list,
+// resources/templates/list) belongs to, and the item's name in the
+// member's own terms: the tool's or prompt's own name, the resource's URI
+// or the template's uriTemplate (key: the item's advertised name, URI or
+// uriTemplate). It is what a per-caller filter of the shared lists asks,
+// at answer time, to apply each member's policy on its own names. A name
+// the current catalog does not hold (a list a session's own member child
+// answered) goes by its prefix; ok is false when no member owns key.
+func (a *Aggregate) Owner(method, key string) (name, own string, ok bool) {
+	view := a.currentView()
+	var m *member
+	switch method {
+	case "tools/list", "prompts/list":
+		routes := view.tools
+		if method == "prompts/list" {
+			routes = view.prompts
+		}
+		if r, found := routes[key]; found {
+			return r.m.cfg.Name, r.name, true
+		}
+		m, own = a.memberOf(key)
+	case "resources/list":
+		m, own = view.resource(a, key), key
+	case "resources/templates/list":
+		m, own = view.templateURIs[key], key
+	}
+	if m == nil {
+		return "", "", false
+	}
+	return m.cfg.Name, own, true
 }
 
 // jsonString quotes s as a JSON string.

@@ -29,6 +29,7 @@ import (
 
 func TestMain(m *testing.M) {
 	testserver.Main()
+	cacheServerMain()
 	goleak.VerifyTestMain(m)
 }
 
@@ -367,6 +368,13 @@ func TestElicitationAndSampling(t *testing.T) {
 // listed returns the advertised tool names.
 func listed(t *testing.T, cs *mcp.ClientSession) []string {
 	t.Helper()
+	names, _ := listTools(t, cs)
+	return names
+}
+
+// listTools returns the names tools/list gives, and its result.
+func listTools(t *testing.T, cs *mcp.ClientSession) ([]string, *mcp.ListToolsResult) {
+	t.Helper()
 	res, err := cs.ListTools(ctxT(t), nil)
 	if err != nil {
 		t.Fatal(err)
@@ -375,7 +383,7 @@ func listed(t *testing.T, cs *mcp.ClientSession) []string {
 	for _, tool := range res.Tools {
 		names = append(names, tool.Name)
 	}
-	return names
+	return names, res
 }
 
 // callErr calls a tool that must fail, and returns the error's text.
@@ -513,7 +521,7 @@ func TestProgressAndCancel(t *testing.T) {
 	cancelled := make(chan string, 10)
 	f := newFixture(t, func(o *aggregate.Options) {
 		// The member's interceptor sees what reaches its child.
-		o.Members[0].Intercept = func(string) peer.Interceptor {
+		o.Members[0].Intercept = func(string, func(error)) peer.Interceptor {
 			return func(next peer.Handler) peer.Handler {
 				return func(m *peer.Message) error {
 					if m.Dir == peer.ToChild && m.Method == "notifications/cancelled" {
@@ -659,7 +667,9 @@ func TestSubscribeAndComplete(t *testing.T) {
 func TestPinnedCatalog(t *testing.T) {
 	f := newFixture(t, func(o *aggregate.Options) {
 		lock := pin.NewLock() // pins nothing: every tool of test is refused
-		o.Members[0].CatalogIntercept = pin.New(&pin.Options{Lock: lock, LockFile: "test.lock"}).Interceptor(nil)
+		o.Members[0].CatalogIntercept = func(func(error)) peer.Interceptor {
+			return pin.New(&pin.Options{Lock: lock, LockFile: "test.lock"}).Interceptor(nil)
+		}
 	})
 	cs := f.connect(t, "2025-11-25", nil)
 	names := listed(t, cs)

@@ -53,6 +53,36 @@ type lists struct {
 	caps         map[string]json.RawMessage
 	instructions string
 	items        [4][]json.RawMessage // per kind, as the member wrote them
+	// modern: the member answered as a server of ModernVersion, whose
+	// lists say how long they stay fresh and for whom: per kind, ttl is
+	// the least ttlMs of its pages (-1: none said), private whether a
+	// page was cacheScope "private". A member of a 2025 revision says
+	// neither.
+	modern  bool
+	ttl     [4]int64
+	private [4]bool
+}
+
+// hints takes the ttlMs and cacheScope of one page of kind k.
+func (l *lists) hints(k kind, page map[string]json.RawMessage) {
+	var ttl int64 = -1
+	if raw, ok := page["ttlMs"]; ok {
+		if json.Unmarshal(raw, &ttl) != nil || ttl < 0 {
+			ttl = 0
+		}
+	} else {
+		ttl = 0 // a page that says nothing is stale at once
+	}
+	if l.ttl[k] < 0 || ttl < l.ttl[k] {
+		l.ttl[k] = ttl
+	}
+	var scope string
+	_ = json.Unmarshal(page["cacheScope"], &scope)
+	// "Defaults to public if absent" (the field is required in
+	// 2026-07-28); anything but "public" is taken for "private".
+	if scope != "" && scope != "public" {
+		l.private[k] = true
+	}
 }
 
 // member is one member of an aggregate and its catalog child.
@@ -69,10 +99,14 @@ type member struct {
 	lastCaps map[string]json.RawMessage // the capabilities it had when last up
 	err      error                      // why it is down
 	conn     *peer.Conn                 // the catalog child, while it runs
+	ended    *pinEnd                    // what ended conn's lists, if anything did
 	failures int                        // loads failed in a row
 	retry    *time.Timer
 	loading  bool // a load or refresh runs
 	again    bool // a list_changed came during it
+	// legacy: the member did not answer server/discover as a server of
+	// ModernVersion once; it is not probed again.
+	legacy bool
 }
 
 // Caller is nil: the member is the Origin (peer.Origin) of what the
@@ -93,37 +127,74 @@ func (m *member) load() {
 	}
 	ctx, cancel := context.WithTimeout(a.ctx, a.opts.InitializeTimeout)
 	defer cancel()
-	proc, err := m.cfg.Launcher.Launch(ctx, "aggregate-catalog-"+m.cfg.Name)
+	conn, r, end, err := m.start(ctx)
 	if err != nil {
 		m.fail(nil, err)
-		return
-	}
-	po := a.opts.Peer
-	po.Intercept = m.cfg.CatalogIntercept
-	po.Logger = a.logger.With("member", m.cfg.Name, "child", "catalog")
-	conn := peer.New(proc, catalogRouter{m}, &po)
-	m.mu.Lock()
-	m.conn = conn
-	m.mu.Unlock()
-	init, err := conn.Initialize(ctx, map[string]any{
-		"protocolVersion": ProtocolVersion,
-		"capabilities":    map[string]any{},
-		"clientInfo":      map[string]any{"name": a.opts.Name + "-catalog", "version": "1"},
-	})
-	if err != nil {
-		m.fail(conn, err)
 		return
 	}
 	var res struct {
 		Capabilities map[string]json.RawMessage `json:"capabilities"`
 		Instructions string                     `json:"instructions"`
 	}
-	if err := json.Unmarshal(init, &res); err != nil {
-		m.fail(conn, fmt.Errorf("reading its initialize result: %w", err))
+	m.mu.Lock()
+	legacy := m.legacy
+	m.mu.Unlock()
+	modern := false
+	if !legacy {
+		var answered bool
+		modern, answered = m.discover(ctx, conn, &res)
+		if !modern {
+			if ctx.Err() != nil {
+				m.fail(nil, ctx.Err())
+				_ = conn.Close(context.Background())
+				return
+			}
+			m.mu.Lock()
+			m.legacy = true // not probed again
+			m.mu.Unlock()
+			res.Capabilities, res.Instructions = nil, ""
+			if !answered {
+				// "some legacy servers exit on any request before
+				// initialize", or never answer it (the stdio
+				// binding's probe): the catalog is a fresh child.
+				stopCtx, stop := context.WithTimeout(context.Background(), a.opts.InitializeTimeout)
+				_ = conn.Close(stopCtx)
+				stop()
+				if conn, r, end, err = m.start(ctx); err != nil {
+					m.fail(nil, err)
+					return
+				}
+			}
+		}
+	}
+	r.own(conn)
+	m.mu.Lock()
+	m.conn, m.ended = conn, end
+	m.mu.Unlock()
+	if !modern {
+		init, err := conn.Initialize(ctx, map[string]any{
+			"protocolVersion": ProtocolVersion,
+			"capabilities":    map[string]any{},
+			"clientInfo":      map[string]any{"name": a.opts.Name + "-catalog", "version": "1"},
+		})
+		if err != nil {
+			m.fail(conn, err)
+			return
+		}
+		if err := json.Unmarshal(init, &res); err != nil {
+			m.fail(conn, fmt.Errorf("reading its initialize result: %w", err))
+			return
+		}
+	}
+	l := &lists{caps: res.Capabilities, instructions: res.Instructions, modern: modern}
+	if modern {
+		m.listen(conn, l.caps)
+	}
+	if err := m.fetch(ctx, conn, l); err != nil {
+		m.fail(conn, err)
 		return
 	}
-	l := &lists{caps: res.Capabilities, instructions: res.Instructions}
-	if err := m.fetch(ctx, conn, l); err != nil {
+	if err := end.get(); err != nil {
 		m.fail(conn, err)
 		return
 	}
@@ -140,18 +211,30 @@ func (m *member) load() {
 
 // fetch lists every kind the member has, following nextCursor.
 func (m *member) fetch(ctx context.Context, conn *peer.Conn, l *lists) error {
+	a := m.agg
 	for _, k := range kinds {
 		if _, ok := l.caps[k.capability()]; !ok {
 			continue
 		}
 		l.items[k] = nil
+		l.ttl[k], l.private[k] = -1, false
 		cursor := ""
 		for range 1000 { // a member that never ends its pages
-			var params any
+			var params map[string]any
 			if cursor != "" {
-				params = map[string]string{"cursor": cursor}
+				params = map[string]any{"cursor": cursor}
 			}
-			raw, err := conn.Call(ctx, k.method(), params)
+			if l.modern {
+				if params == nil {
+					params = map[string]any{}
+				}
+				params["_meta"] = modernMeta(a)
+			}
+			var p any
+			if params != nil {
+				p = params
+			}
+			raw, err := conn.Call(ctx, k.method(), p)
 			if err != nil {
 				return fmt.Errorf("%s: %w", k.method(), err)
 			}
@@ -166,6 +249,9 @@ func (m *member) fetch(ctx context.Context, conn *peer.Conn, l *lists) error {
 				}
 			}
 			l.items[k] = append(l.items[k], items...)
+			if l.modern {
+				l.hints(k, page)
+			}
 			cursor = ""
 			if c := page["nextCursor"]; c != nil {
 				_ = json.Unmarshal(c, &cursor)
@@ -191,6 +277,7 @@ func (m *member) fail(conn *peer.Conn, err error) {
 	wasUp := m.lists != nil
 	m.lists, m.err = nil, err
 	m.failures++
+	first := m.failures == 1 // read here: a retry's load may fail meanwhile
 	delay := a.opts.RetryMin << min(m.failures-1, 20)
 	if delay > a.opts.RetryMax || delay <= 0 {
 		delay = a.opts.RetryMax
@@ -219,7 +306,7 @@ func (m *member) fail(conn *peer.Conn, err error) {
 	}
 	a.logger.Warn("aggregate member is down: its tools, prompts and resources are left out of the lists until it starts again",
 		"member", m.cfg.Name, "err", err, "retry_in", delay)
-	if wasUp || m.failures == 1 {
+	if wasUp || first {
 		a.rebuild()
 	}
 }
@@ -234,7 +321,7 @@ func (m *member) refresh() {
 		return
 	}
 	m.loading = true
-	conn, caps, instr := m.conn, m.lists.caps, m.lists.instructions
+	conn, end, caps, instr, modern := m.conn, m.ended, m.lists.caps, m.lists.instructions, m.lists.modern
 	m.mu.Unlock()
 	a := m.agg
 	if !a.track() {
@@ -247,9 +334,16 @@ func (m *member) refresh() {
 		defer a.wg.Done()
 		for {
 			ctx, cancel := context.WithTimeout(a.ctx, a.opts.InitializeTimeout)
-			l := &lists{caps: caps, instructions: instr}
+			l := &lists{caps: caps, instructions: instr, modern: modern}
 			err := m.fetch(ctx, conn, l)
 			cancel()
+			if pinErr := end.get(); err == nil && pinErr != nil {
+				m.mu.Lock()
+				m.loading, m.again = false, false
+				m.mu.Unlock()
+				m.fail(conn, pinErr)
+				return
+			}
 			m.mu.Lock()
 			if err == nil && m.conn == conn {
 				m.lists = l
@@ -291,6 +385,141 @@ func (m *member) close(ctx context.Context) error {
 	return nil
 }
 
+// start launches a catalog child and connects to it; its router owns
+// nothing yet.
+func (m *member) start(ctx context.Context) (*peer.Conn, *catalogRouter, *pinEnd, error) {
+	a := m.agg
+	proc, err := m.cfg.Launcher.Launch(ctx, "aggregate-catalog-"+m.cfg.Name)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	po := a.opts.Peer
+	end := new(pinEnd)
+	po.Intercept = nil
+	if m.cfg.CatalogIntercept != nil {
+		po.Intercept = m.cfg.CatalogIntercept(end.set)
+	}
+	po.Logger = a.logger.With("member", m.cfg.Name, "child", "catalog")
+	r := &catalogRouter{m: m}
+	return peer.New(proc, r, &po), r, end, nil
+}
+
+// ModernVersion is the stateless revision a member may speak to the
+// catalog: its lists then say how long they stay fresh (ttlMs) and for
+// whom (cacheScope), which the aggregate's lists merge.
+const ModernVersion = "2026-07-28"
+
+// probeTimeout bounds server/discover on a catalog child: "The server
+// returns any other error, or does not respond within a reasonable
+// timeout: the server is legacy" (basic/transports/stdio, Backward
+// Compatibility).
+const probeTimeout = 5 * time.Second
+
+func modernMeta(a *Aggregate) map[string]any {
+	return map[string]any{
+		"io.modelcontextprotocol/protocolVersion":    ModernVersion,
+		"io.modelcontextprotocol/clientCapabilities": map[string]any{},
+		"io.modelcontextprotocol/clientInfo":         map[string]any{"name": a.opts.Name + "-catalog", "version": "1"},
+	}
+}
+
+// discover probes the catalog child with server/discover, as the SDK
+// clients do ("A client that supports both modern (per-request-metadata)
+// MCP versions and a legacy version that requires an initialize
+// handshake SHOULD probe with server/discover", basic/transports/stdio),
+// and reports whether it speaks ModernVersion (res then gets its
+// capabilities and instructions), and whether it answered at all (with
+// an error, or a result without ModernVersion) and still runs: a legacy
+// child that did can be initialized as it is.
+func (m *member) discover(ctx context.Context, conn *peer.Conn, res any) (modern, answered bool) {
+	pctx, cancel := context.WithTimeout(ctx, probeTimeout)
+	defer cancel()
+	raw, err := conn.Call(pctx, "server/discover", map[string]any{"_meta": modernMeta(m.agg)})
+	alive := true
+	select {
+	case <-conn.Done():
+		alive = false
+	default:
+	}
+	if err != nil {
+		var rpcErr *jsonrpc.Error
+		m.agg.logger.Debug("aggregate member is legacy: it did not answer server/discover", "member", m.cfg.Name, "err", err)
+		return false, alive && errors.As(err, &rpcErr)
+	}
+	var d struct {
+		SupportedVersions []string `json:"supportedVersions"`
+	}
+	if json.Unmarshal(raw, &d) != nil || !slices.Contains(d.SupportedVersions, ModernVersion) || json.Unmarshal(raw, res) != nil {
+		m.agg.logger.Debug("aggregate member is legacy: its server/discover does not list "+ModernVersion, "member", m.cfg.Name, "versions", d.SupportedVersions)
+		return false, alive
+	}
+	return true, true
+}
+
+// listen opens the modern catalog child's subscriptions/listen stream
+// for the list changes of what it has: a server of ModernVersion sends
+// list_changed only there ("The server MUST NOT send notification types
+// the client has not explicitly requested", basic/patterns/
+// subscriptions). The request stays open until the child or the
+// aggregate ends.
+func (m *member) listen(conn *peer.Conn, caps map[string]json.RawMessage) {
+	a := m.agg
+	want := map[string]bool{}
+	for cap, field := range map[string]string{"tools": "toolsListChanged", "prompts": "promptsListChanged", "resources": "resourcesListChanged"} {
+		if _, ok := caps[cap]; ok {
+			want[field] = true
+		}
+	}
+	if len(want) == 0 || !a.track() {
+		return
+	}
+	go func() {
+		defer a.wg.Done()
+		_, err := conn.Call(a.ctx, "subscriptions/listen", map[string]any{"_meta": modernMeta(a), "notifications": want})
+		if err != nil && a.ctx.Err() == nil && !errors.Is(err, peer.ErrClosed) {
+			a.logger.Warn("aggregate member: its catalog cannot listen for list changes; they reach the aggregate only from sessions' children of it",
+				"member", m.cfg.Name, "err", err)
+		}
+	}()
+}
+
+// pinEnd is what ends the lists of one catalog child: the reason its pin
+// enforcer gave (pin.Hooks.End, with --on-pin-violation end-session),
+// once. The enforcer calls it on the child's reader, in the middle of an
+// answer to a list of the catalog's: it only records, and the load or
+// refresh that listed takes the member down once its lists are in.
+//
+// Why the member, not every session: the catalog child is shared, so
+// ending "the session" on its drift would end every session of the
+// aggregate, and each new one at its first list, cutting every client
+// off every other member for as long as one member drifts (the failure
+// of a backend taking a whole gateway down). On the member's own path,
+// end-session means no session uses a server that drifts; here the
+// member is down, as a member that failed: out of the lists (all its
+// items, not only those the lock refuses), its calls refused with this
+// reason, started again with backoff (and down again while it drifts).
+type pinEnd struct {
+	mu  sync.Mutex
+	err error
+}
+
+func (p *pinEnd) set(err error) {
+	p.mu.Lock()
+	if p.err == nil {
+		p.err = err
+	}
+	p.mu.Unlock()
+}
+
+func (p *pinEnd) get() error {
+	if p == nil {
+		return nil
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.err
+}
+
 // snapshot returns the member's lists, or nil and why it is down.
 func (m *member) snapshot() (*lists, error) {
 	m.mu.Lock()
@@ -301,13 +530,43 @@ func (m *member) snapshot() (*lists, error) {
 	return m.lists, m.err
 }
 
-// catalogRouter gets what the catalog child sends on its own.
-type catalogRouter struct{ m *member }
+// catalogRouter gets what a catalog child sends on its own. conn is its
+// connection once it is the member's catalog (own): until then (the era
+// probe) nothing it says concerns the member.
+type catalogRouter struct {
+	m    *member
+	mu   sync.Mutex
+	conn *peer.Conn
+}
 
-func (r catalogRouter) Route(msg *peer.Message) {
+func (r *catalogRouter) own(c *peer.Conn) {
+	r.mu.Lock()
+	r.conn = c
+	r.mu.Unlock()
+}
+
+func (r *catalogRouter) owned() *peer.Conn {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.conn
+}
+
+func (r *catalogRouter) Route(msg *peer.Message) {
+	conn := r.owned()
+	if conn == nil {
+		return
+	}
 	switch {
 	case msg.Env.Kind == jsonrpc.KindNotification && strings.HasSuffix(msg.Method, "/list_changed"):
 		r.m.refresh()
+	case msg.Env.Kind == jsonrpc.KindNotification && msg.Method == "notifications/subscriptions/acknowledged":
+		// "The notifications field in the acknowledgment reflects the
+		// subset the server agreed to honor" (basic/patterns/
+		// subscriptions): what it leaves out changes without a word,
+		// until a session's child of the member says so.
+		params, _ := jsonrpc.Lookup(msg.Data, "params")
+		n, _ := jsonrpc.Lookup(params, "notifications")
+		r.m.agg.logger.Debug("aggregate member's catalog listens for list changes", "member", r.m.cfg.Name, "honored", string(n))
 	case msg.Env.Kind == jsonrpc.KindRequest:
 		// The catalog child declared no client capability: it may ping.
 		var reply []byte
@@ -317,21 +576,17 @@ func (r catalogRouter) Route(msg *peer.Message) {
 			reply = jsonrpc.ErrorResponse(msg.Env.IDAt.In(msg.Data), jsonrpc.CodeMethodNotFound, "the aggregate's catalog client has no "+msg.Method, nil)
 		}
 		if env, err := jsonrpc.Parse(reply); err == nil {
-			r.m.mu.Lock()
-			conn := r.m.conn
-			r.m.mu.Unlock()
-			if conn != nil {
-				_ = conn.Send(r.m, jsonrpc.Message{Data: reply, Env: env})
-			}
+			_ = conn.Send(r.m, jsonrpc.Message{Data: reply, Env: env})
 		}
 	}
 }
 
-func (r catalogRouter) Ended(err error) {
+func (r *catalogRouter) Ended(err error) {
+	conn := r.owned()
 	r.m.mu.Lock()
-	conn := r.m.conn
+	cur := r.m.conn
 	r.m.mu.Unlock()
-	if conn != nil && r.m.agg.ctx.Err() == nil {
+	if conn != nil && conn == cur && r.m.agg.ctx.Err() == nil {
 		r.m.fail(conn, fmt.Errorf("its catalog child ended: %w", err))
 	}
 }
@@ -370,6 +625,28 @@ func (a *Aggregate) build(over map[*member]*lists) *view {
 	v := &view{tools: map[string]route{}, prompts: map[string]route{}, uris: map[string]*member{}, templateURIs: map[string]*member{}, caps: map[string]any{}}
 	var items [4][]json.RawMessage
 	var instr []string
+	// Per kind, the merged freshness: "ttlMs is the least of the
+	// members', cacheScope is private when any member's is", known only
+	// when every member with the kind is up and said it (hinted).
+	var ttl [4]int64
+	var private, has [4]bool
+	hinted := [4]bool{true, true, true, true}
+	hint := func(m *member, l *lists, caps map[string]json.RawMessage) {
+		for _, k := range kinds {
+			if _, ok := caps[k.capability()]; !ok {
+				continue
+			}
+			if l == nil || !l.modern || l.ttl[k] < 0 {
+				hinted[k] = false
+				continue
+			}
+			if !has[k] || l.ttl[k] < ttl[k] {
+				ttl[k] = l.ttl[k]
+			}
+			has[k] = true
+			private[k] = private[k] || l.private[k]
+		}
+	}
 	subscribe, completions, logging := false, false, false
 	mergeCaps := func(caps map[string]json.RawMessage) {
 		for _, k := range kinds {
@@ -412,8 +689,10 @@ func (a *Aggregate) build(over map[*member]*lists) *view {
 			last := m.lastCaps
 			m.mu.Unlock()
 			mergeCaps(last)
+			hint(m, nil, last)
 			continue
 		}
+		hint(m, l, l.caps)
 		if l.instructions != "" {
 			instr = append(instr, "## "+m.cfg.Name+"\n\n"+l.instructions)
 		}
@@ -499,7 +778,18 @@ func (a *Aggregate) build(over map[*member]*lists) *view {
 		if list == nil {
 			list = []json.RawMessage{}
 		}
-		v.lists[k], _ = json.Marshal(map[string]any{k.field(): list})
+		res := map[string]any{k.field(): list}
+		if hinted[k] && has[k] {
+			// A virtual child is the pool's legacy child: the pool
+			// keeps the ttlMs and cacheScope its answer has (and a
+			// 2025 client ignores them).
+			res["ttlMs"] = ttl[k]
+			res["cacheScope"] = "public"
+			if private[k] {
+				res["cacheScope"] = "private"
+			}
+		}
+		v.lists[k], _ = json.Marshal(res)
 	}
 	return v
 }

@@ -49,6 +49,10 @@ type virtual struct {
 	next        int64                // the last id given to a relayed request
 	logLevel    json.RawMessage
 	stopping    bool
+	// refused are the members ended for this virtual child by their pin
+	// enforcer (slot.pinEnded), with why: out of its lists, their
+	// requests refused.
+	refused map[*member]error
 
 	wg       sync.WaitGroup // slots' goroutines, list waits
 	stopOnce sync.Once
@@ -306,7 +310,21 @@ func (v *virtual) view(fetch bool) *view {
 			over[s.m] = s.own
 		}
 	}
+	refused := make([]*member, 0, len(v.refused))
+	for m := range v.refused {
+		refused = append(refused, m)
+	}
 	v.mu.Unlock()
+	for _, m := range refused {
+		// Its capabilities stay (a client initialized with them), its
+		// items go.
+		if cat, _ := m.snapshot(); cat != nil {
+			if over == nil {
+				over = map[*member]*lists{}
+			}
+			over[m] = &lists{caps: cat.caps}
+		}
+	}
 	if over == nil {
 		return a.currentView()
 	}
@@ -362,13 +380,17 @@ func (v *virtual) list(m jsonrpc.Message, k kind) {
 func (v *virtual) ownLists() int {
 	v.mu.Lock()
 	defer v.mu.Unlock()
-	n := 0
+	n := len(v.refused)
 	for _, s := range v.slots {
 		if s.dirty || s.own != nil {
 			n++
 		}
 	}
 	return n
+}
+
+func refusedMessage(m *member, err error) string {
+	return fmt.Sprintf("aggregate member %q was ended for this session: %v; the other members go on", m.cfg.Name, err)
 }
 
 func downMessage(m *member, err error) string {
@@ -548,6 +570,11 @@ func (v *virtual) send(mem *member, m jsonrpc.Message, view *view) {
 		v.fail(&m.Env, m.Data, jsonrpc.CodeInternalError, "the aggregate's session is ending")
 		return
 	}
+	if err := v.refused[mem]; err != nil {
+		v.mu.Unlock()
+		v.fail(&m.Env, m.Data, jsonrpc.CodeInternalError, refusedMessage(mem, err))
+		return
+	}
 	s := v.slots[mem]
 	if s == nil {
 		if len(v.slots) >= a.opts.MaxChildren {
@@ -712,7 +739,7 @@ func (s *slot) start() (*peer.Conn, error) {
 	po := a.opts.Peer
 	po.Intercept = nil
 	if s.m.cfg.Intercept != nil {
-		po.Intercept = s.m.cfg.Intercept(child)
+		po.Intercept = s.m.cfg.Intercept(child, s.pinEnded)
 	}
 	po.Logger = v.logger.With("member", s.m.cfg.Name)
 	conn := peer.New(proc, s, &po)
@@ -828,6 +855,44 @@ func (s *slot) close(ctx context.Context) {
 	} else {
 		s.gone(errStopped.Error())
 	}
+}
+
+// pinEnded is the pin enforcer's end of the member's child (pin.Hooks.End,
+// with --on-pin-violation end-session: the child's own lists, after it
+// said they changed, hold what the lock refuses). On the member's own
+// path the client's session would end; here the member ends for this
+// virtual child, as that session would: its child stops, its requests in
+// flight and later ones are refused with the reason, and its items leave
+// this client's lists (list_changed), for as long as the virtual child
+// lives. The other members go on: one member's drift does not cut the
+// client off the others (see pinEnd, the same choice for the catalog).
+// It runs on the child's reader: the child stops on a goroutine.
+func (s *slot) pinEnded(err error) {
+	v := s.v
+	v.logger.Warn("aggregate member ended for this session: its pin enforcer refuses what it offers (--on-pin-violation end-session)",
+		"member", s.m.cfg.Name, "err", err)
+	v.mu.Lock()
+	if v.refused == nil {
+		v.refused = map[*member]error{}
+	}
+	v.refused[s.m] = err
+	run := !v.stopping
+	if run {
+		// Before stop waits (it sets stopping under v.mu first).
+		v.wg.Add(1)
+	}
+	v.mu.Unlock()
+	if !run {
+		return
+	}
+	go func() {
+		defer v.wg.Done()
+		s.gone(refusedMessage(s.m, err))
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		s.close(ctx)
+		cancel()
+		v.listChanged([]string{"notifications/tools/list_changed", "notifications/prompts/list_changed", "notifications/resources/list_changed"})
+	}()
 }
 
 // armIdle starts the idle timer. Called with v.mu held.

@@ -2,6 +2,7 @@ package endpoint
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -12,8 +13,11 @@ import (
 
 	"github.com/mcp-bridge/mcp-bridge/aggregate"
 	"github.com/mcp-bridge/mcp-bridge/bridge"
+	"github.com/mcp-bridge/mcp-bridge/internal/mcplist"
+	"github.com/mcp-bridge/mcp-bridge/jsonrpc"
 	"github.com/mcp-bridge/mcp-bridge/peer"
 	"github.com/mcp-bridge/mcp-bridge/pin"
+	"github.com/mcp-bridge/mcp-bridge/policy"
 	"github.com/mcp-bridge/mcp-bridge/pool"
 	"github.com/mcp-bridge/mcp-bridge/sandbox"
 )
@@ -45,8 +49,9 @@ type AggregateOptions struct {
 	// labels its metrics and logs (the path: "/mcp", "/groups/NAME/mcp"),
 	// its session limits, pool bounds and handler options are the
 	// endpoint's. Its launcher and guards are not used: the members'
-	// are, and policy is on each member's chain only (a policy of the
-	// aggregate would see advertised names).
+	// are, and policy is on each member's chain (a policy of the
+	// aggregate would see advertised names) and on the merged lists,
+	// each item under its member's own name (listFilter).
 	Front *ServerOptions
 	// Members, in order.
 	Members []AggregateMember
@@ -112,8 +117,12 @@ func BuildAggregate(ctx context.Context, sh *Shared, o *AggregateOptions, path s
 		return err
 	}
 	members := make([]aggregate.Member, 0, len(o.Members))
+	policies := map[string]*policy.Policy{}
 	for _, am := range o.Members {
 		mo := am.Server
+		if mo.Policy != nil {
+			policies[mo.Name] = mo.Policy
+		}
 		mlog := logger.With("server_name", mo.Name)
 		tel := newTelemetry(sh, mo.Name, mlog)
 		g, err := newGuards(mo, sh, tel, mlog)
@@ -139,11 +148,12 @@ func BuildAggregate(ctx context.Context, sh *Shared, o *AggregateOptions, path s
 			// (version 3) for the catalog, and leaves others to a
 			// catalog child.
 			Lock: mo.Lock,
-			Intercept: func(child string) peer.Interceptor {
-				// A member child serves one session of the aggregate; an
-				// --on-pin-violation end-session cannot end the client's
-				// session from here: the enforcer drops what it refuses.
-				i, ended := g.chain(child, nil, mlog.With("child", child), func(error) {}, nil)
+			Intercept: func(child string, end func(error)) peer.Interceptor {
+				// A member child serves one client of the aggregate; an
+				// --on-pin-violation end-session ends that member for
+				// that client (end), not the client's whole session:
+				// see aggregate.Member.Intercept.
+				i, ended := g.chain(child, nil, mlog.With("child", child), end, nil)
 				ends.put(child, ended)
 				return i
 			},
@@ -161,7 +171,11 @@ func BuildAggregate(ctx context.Context, sh *Shared, o *AggregateOptions, path s
 			},
 		}
 		if g.pins != nil {
-			m.CatalogIntercept = g.pins.Interceptor(&pin.Hooks{Logger: mlog, Alert: g.alert(mo.Name + "/catalog")})
+			// With --on-pin-violation end-session the member is down
+			// while its catalog child offers what the lock refuses.
+			m.CatalogIntercept = func(end func(error)) peer.Interceptor {
+				return g.pins.Interceptor(&pin.Hooks{Logger: mlog, Alert: g.alert(mo.Name + "/catalog"), End: end})
+			}
 		}
 		members = append(members, m)
 	}
@@ -185,9 +199,14 @@ func BuildAggregate(ctx context.Context, sh *Shared, o *AggregateOptions, path s
 	})
 
 	tel := newTelemetry(sh, front.Name, logger)
-	// The aggregate's own chain: its span and counters. Policy, pinning
-	// and audit are each member's (above), on the member's own names.
+	// The aggregate's own chain: its span and counters, and each
+	// member's policy on the member's items of the merged lists, per
+	// caller. Policy on calls, pinning and audit are each member's
+	// (above), on the member's own names.
 	own := &guards{tel: tel, logger: logger, logMessages: front.LogMessages}
+	if len(policies) > 0 {
+		own.lists = listFilter{agg: agg, policies: policies}.interceptor
+	}
 	// A virtual child speaks revision 2025-11-25, like a stdio server.
 	e, err := serve(sh, front, path, agg.Launcher(), pool.EraLegacy, own, tel, logger, release)
 	if err != nil {
@@ -199,6 +218,91 @@ func BuildAggregate(ctx context.Context, sh *Shared, o *AggregateOptions, path s
 		}
 	}
 	return &Aggregate{Endpoint: e, Agg: agg, forget: func() { sh.Forget(path) }}, nil
+}
+
+// listFilter applies the members' policies to an aggregate's merged
+// lists, per caller, at answer time. The lists come from one catalog
+// shared by every session and every caller (a member's catalog child has
+// no caller), so no member's chain sees them: each item is given to its
+// member's policy here, under the member's own name, for the caller of
+// the list request, as the member's own path filters its lists ("what a
+// caller may not use is taken out of tools/list ..."). A member without a
+// policy shows everything.
+type listFilter struct {
+	agg      *aggregate.Aggregate
+	policies map[string]*policy.Policy // by member name: those with a policy
+}
+
+func (f listFilter) interceptor(revision string, logger *slog.Logger) peer.Interceptor {
+	// Revisions are dates: their order is that of their strings.
+	modern := revision >= policy.ModernRevision
+	return func(next peer.Handler) peer.Handler {
+		return func(m *peer.Message) error {
+			if !m.Own && m.Dir == peer.FromChild && m.Env.Kind == jsonrpc.KindResponse && !m.Env.IsError {
+				if array, key, kind, ok := aggregateList(m.Method); ok {
+					if err := f.filter(m, array, key, kind, modern, logger); err != nil {
+						return err
+					}
+				}
+			}
+			return next(m)
+		}
+	}
+}
+
+// aggregateList says which member of a list answer is its array, which
+// member of an item names it, and which kind of the policy it is.
+func aggregateList(method string) (array, key, kind string, ok bool) {
+	switch method {
+	case "tools/list":
+		return "tools", "name", "tools", true
+	case "prompts/list":
+		return "prompts", "name", "prompts", true
+	case "resources/list":
+		return "resources", "uri", "resources", true
+	case "resources/templates/list":
+		return "resourceTemplates", "uriTemplate", "resources", true
+	}
+	return "", "", "", false
+}
+
+func (f listFilter) filter(m *peer.Message, array, key, kind string, modern bool, logger *slog.Logger) error {
+	c := m.Caller() // a list answer goes to the client that asked
+	out, hidden, err := mcplist.Filter(m.Data, array, key, func(name string, _ []byte) bool {
+		member, own, ok := f.agg.Owner(m.Method, name)
+		if !ok {
+			// No member owns it now (the catalog changed meanwhile): it
+			// cannot be given to a policy, so it is not shown.
+			return false
+		}
+		p := f.policies[member]
+		return p == nil || p.Listed(kind, own, c) == nil
+	})
+	if err != nil {
+		// The virtual child wrote the list: this is the bridge's bug.
+		logger.Error("the aggregate cannot apply its members' policies to its list: the client gets an error", "method", m.Method, "err", err)
+		return m.Replace((&jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: "the bridge could not apply its policy to the aggregate's " + m.Method + " answer: " + err.Error()}).Response(m.Env.IDAt.In(m.Data)))
+	}
+	if len(hidden) == 0 {
+		return nil
+	}
+	logger.Debug("the members' policies hid items of the aggregate's list", "method", m.Method, "hidden", hidden)
+	if modern {
+		// `"private": The response MAY be cached and reused only within
+		// the same authorization context. Caches MUST NOT be shared
+		// across authorization contexts` (2026-07-28, schema,
+		// CacheableResult.cacheScope): this list is filtered for its
+		// caller. The pool keeps a cacheScope the child's answer has
+		// (the virtual child's own, merged from its members', is
+		// replaced).
+		var resp, res map[string]json.RawMessage
+		if json.Unmarshal(out, &resp) == nil && json.Unmarshal(resp["result"], &res) == nil {
+			res["cacheScope"] = json.RawMessage(`"private"`)
+			resp["result"], _ = json.Marshal(res)
+			out, _ = json.Marshal(resp)
+		}
+	}
+	return m.Replace(out)
 }
 
 // An AggregateSpec is one aggregate endpoint of a configuration, as

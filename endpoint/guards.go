@@ -26,6 +26,12 @@ type guards struct {
 	logger *slog.Logger
 	// logMessages logs every message of each connection.
 	logMessages bool
+	// lists, if set, takes out of each connection's list answers what
+	// their caller may not see, where the lists are not one server's own
+	// (an aggregate's merged lists, filtered with each member's policy:
+	// see listFilter), for each answer's caller (peer.Message.Caller);
+	// revision is as chain's policy gets it.
+	lists func(revision string, logger *slog.Logger) peer.Interceptor
 }
 
 // newGuards builds the guards of a server and opens its audit log (or
@@ -109,6 +115,9 @@ func (g *guards) chain(name string, self peer.Origin, logger *slog.Logger, end f
 			chain = append(chain, countDenials(g.tel.server))
 		}
 		chain = append(chain, g.policy.Interceptor(&policy.Options{Audience: self, UpdatesPerCaller: self == nil, Revision: revision, Logger: logger}))
+	}
+	if g.lists != nil {
+		chain = append(chain, g.lists(revision, logger))
 	}
 	if g.pins != nil {
 		hooks := &pin.Hooks{End: end, Logger: logger, Call: call, Alert: g.alert(name), Revision: revision}

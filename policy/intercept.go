@@ -184,6 +184,16 @@ func (p *Policy) Readable(caller *Caller, uri string) *Denial {
 	return p.resources.decide(uri, caller)
 }
 
+// Listed decides whether caller sees the item called name (a tool's or
+// prompt's name, a resource's URI or a template's uriTemplate) of kind
+// ("tools", "prompts" or "resources") in a list: nil, or why not. It is
+// what the interceptor decides of each item of a list answer, for those
+// that merge lists of several servers and filter each server's items
+// with that server's policy (an aggregate's).
+func (p *Policy) Listed(kind, name string, caller *Caller) *Denial {
+	return p.rulesOf(kind).decide(name, caller)
+}
+
 func paramString(data []byte, name string) string {
 	params, _ := jsonrpc.Lookup(data, "params")
 	return member(params, name)

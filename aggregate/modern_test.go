@@ -1,0 +1,101 @@
+package aggregate_test
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/mcp-bridge/mcp-bridge/aggregate"
+	"github.com/mcp-bridge/mcp-bridge/sandbox"
+)
+
+// cacheEnv makes the test binary a stdio MCP server (cacheServer) whose
+// lists say the ttlMs and cacheScope of its value, "TTL SCOPE", or which
+// speaks the 2025 revisions only ("legacy").
+const cacheEnv = "AGGREGATE_TEST_CACHE_SERVER"
+
+// cacheServerMain runs the test binary as that server, when asked to.
+func cacheServerMain() {
+	spec := os.Getenv(cacheEnv)
+	if spec == "" {
+		return
+	}
+	o := &mcp.ServerOptions{}
+	if spec == "legacy" {
+		o.SupportedProtocolVersions = []string{"2025-11-25"}
+	} else {
+		ttl, scope, _ := strings.Cut(spec, " ")
+		ms, _ := strconv.Atoi(ttl)
+		o.SetCacheable = func(_ context.Context, _ mcp.Request, c *mcp.Cacheable) { c.TTLMs, c.CacheScope = ms, scope }
+	}
+	s := mcp.NewServer(&mcp.Implementation{Name: "cache", Version: "1"}, o)
+	mcp.AddTool(s, &mcp.Tool{Name: "hello"}, func(context.Context, *mcp.CallToolRequest, struct{}) (*mcp.CallToolResult, any, error) {
+		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "hello"}}}, nil, nil
+	})
+	if err := s.Run(context.Background(), &mcp.StdioTransport{}); err != nil {
+		fmt.Fprintln(os.Stderr, "cache server:", err)
+		os.Exit(1)
+	}
+	os.Exit(0)
+}
+
+// cacheMember is a member running cacheServer with spec.
+func cacheMember(t *testing.T, name, spec string) aggregate.Member {
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return aggregate.Member{Name: name, Launcher: sandbox.NewLocal(&sandbox.LocalOptions{
+		Command: exe, Env: append(os.Environ(), cacheEnv+"="+spec), StopGrace: 2 * time.Second, Logger: logger(t)})}
+}
+
+// Members of revision 2026-07-28 (found with server/discover) give the
+// aggregate's lists their freshness: ttlMs is the least of the members',
+// cacheScope "private" when any member's is. A member of the 2025
+// revisions only (its server/discover refused, then initialized) says
+// nothing: the list is stale at once, as a legacy server's.
+func TestModernMembersCacheHints(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		specs [2]string
+		ttl   int
+		scope string
+	}{
+		{"least ttl", [2]string{"60000 public", "30000 public"}, 30000, "public"},
+		{"any private", [2]string{"60000 public", "30000 private"}, 30000, "private"},
+		{"a legacy member", [2]string{"60000 public", "legacy"}, 0, "public"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newFixture(t, func(o *aggregate.Options) {
+				o.Members = []aggregate.Member{cacheMember(t, "x", tc.specs[0]), cacheMember(t, "y", tc.specs[1])}
+			})
+			cs := f.connect(t, "2026-07-28", nil)
+			names, res := listTools(t, cs)
+			if strings.Join(names, " ") != "x__hello y__hello" {
+				t.Fatalf("tools/list: %v, want x__hello y__hello", names)
+			}
+			if res.TTLMs != tc.ttl || res.CacheScope != tc.scope {
+				t.Errorf("tools/list: ttlMs %d, cacheScope %q; want %d, %q", res.TTLMs, res.CacheScope, tc.ttl, tc.scope)
+			}
+			old := f.connect(t, "2025-11-25", nil)
+			if got := callText(t, old, "y__hello", nil); got != "hello" {
+				t.Errorf("y__hello: %q", got)
+			}
+			if tc.specs[1] != "legacy" {
+				// A 2026-07-28 call reaches the member child with the
+				// request's _meta (protocolVersion 2026-07-28), which a
+				// server limited to the 2025 revisions refuses: the
+				// virtual child does not strip it yet.
+				if got := callText(t, cs, "y__hello", nil); got != "hello" {
+					t.Errorf("y__hello: %q", got)
+				}
+			}
+		})
+	}
+}
