@@ -259,3 +259,61 @@ func isPlainString(s string) bool {
 
 // IsNumber reports whether id is a number.
 func (id ID) IsNumber() bool { return len(id) > 0 && id[0] == 'n' }
+
+// WithoutMembers returns the JSON object obj without the members whose
+// (decoded) names drop reports, the others kept as written and in order,
+// and whether any was dropped; when none was, obj itself. obj must be
+// valid JSON (a message Parse accepted, or a Span of one, such as
+// Envelope.MetaAt); it is not modified. When a member is dropped it costs
+// one allocation for the result (and one per escaped name read).
+func WithoutMembers(obj []byte, drop func(name string) bool) ([]byte, bool) {
+	s := scanner{data: obj}
+	if s.peek() != '{' {
+		return obj, false
+	}
+	var inline [8]Span
+	kept := inline[:0] // each kept member, from its name's quote to its value's end
+	dropped := false
+	more, valid := s.openObject()
+	for valid && more {
+		s.skipSpace()
+		start := s.pos
+		key, escaped, good := s.key()
+		if !good {
+			return obj, false
+		}
+		var v []byte
+		if !s.valueInto(&v) {
+			return obj, false
+		}
+		var name string
+		if !escaped && isASCII(key) {
+			name = string(key)
+		} else {
+			quoted := append(append(append(make([]byte, 0, len(key)+2), '"'), key...), '"')
+			name = stringValue(quoted)
+		}
+		if drop(name) {
+			dropped = true
+		} else {
+			kept = append(kept, Span{int32(start), int32(s.pos)})
+		}
+		more, valid = s.nextMember()
+	}
+	if !valid || !dropped {
+		return obj, false
+	}
+	n := 2
+	for _, sp := range kept {
+		n += int(sp.End-sp.Start) + 1
+	}
+	out := make([]byte, 0, n)
+	out = append(out, '{')
+	for i, sp := range kept {
+		if i > 0 {
+			out = append(out, ',')
+		}
+		out = append(out, sp.In(obj)...)
+	}
+	return append(out, '}'), true
+}

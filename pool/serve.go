@@ -221,11 +221,55 @@ func (p *Pool) serveLegacy(ctx context.Context, req *Request, params []byte, emi
 	if req.LogLevel != "" {
 		ch.setLogLevel(ctx, req.LogLevel)
 	}
-	if err := ch.conn.Send(c, req.Msg); err != nil {
+	msg, err := legacyMessage(req.Msg)
+	if err != nil {
+		p.release(ch, c, false)
+		return nil, err
+	}
+	if err := ch.conn.Send(c, msg); err != nil {
 		p.release(ch, c, false)
 		return nil, p.sendFailed(err)
 	}
 	return c.wait(ctx, rawID, req.Answer, emit)
+}
+
+// legacyMessage is a client's request as a legacy child gets it: without
+// the per-request members of revision 2026-07-28 in its _meta (protocol
+// version, client capabilities and information, log level), which the
+// child was given once, at initialize, in its own revision's terms. A
+// server that reads them takes the request for one of revision 2026-07-28
+// ("if the request carries io.modelcontextprotocol/protocolVersion in its
+// _meta field, it follows the new sessionless protocol", the Go SDK's
+// server): one limited to the 2025 revisions refuses it with "unsupported
+// protocol version". Every other member (progressToken, a vendor's) goes
+// through as written.
+func legacyMessage(m jsonrpc.Message) (jsonrpc.Message, error) {
+	meta := m.Env.MetaAt.In(m.Data)
+	if meta == nil {
+		return m, nil
+	}
+	stripped, changed := jsonrpc.WithoutMembers(meta, perRequestMeta)
+	if !changed {
+		return m, nil
+	}
+	data := jsonrpc.Rewrite(m.Data, jsonrpc.Edit{At: m.Env.MetaAt, Raw: stripped})
+	env, err := jsonrpc.Parse(data)
+	if err != nil {
+		// The same message with members of an object left out: it
+		// parsed before, so it parses now.
+		return m, fmt.Errorf("the request without its 2026-07-28 _meta does not parse: %w", err)
+	}
+	return jsonrpc.Message{Data: data, Env: env}, nil
+}
+
+// perRequestMeta reports the _meta members of revision 2026-07-28 that a
+// 2025 revision carries at initialize instead.
+func perRequestMeta(name string) bool {
+	switch name {
+	case MetaProtocolVersion, MetaClientCapabilities, MetaClientInfo, MetaLogLevel:
+		return true
+	}
+	return false
 }
 
 // call is one client request in flight on a child, through every round of
