@@ -115,7 +115,7 @@ func instrRows(ctx context.Context, c *config, add func(what, result, target, me
 		switch {
 		case ic.guards && plain[ic.clients] > 0:
 			result += fmt.Sprintf(" = %.3f x without them", n/plain[ic.clients])
-		case !ic.guards && !ic.stateless:
+		case !ic.guards && !ic.stateless && len(ic.extra) == 0: // not --json-response
 			plain[ic.clients] = n
 		}
 		if c.baseline != "" && !ic.guards {
