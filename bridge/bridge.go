@@ -49,6 +49,7 @@ import (
 	"net/http"
 	"net/url"
 	"os"
+	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -202,9 +203,21 @@ type Handler struct {
 
 	draining  atomic.Bool
 	bodyBytes atomic.Int64 // capacity of the buffers of bodies being read
-	// keepAlives is the one timer of the stateless responses' keep-alives
-	// (streamKeeper; nil: SSEKeepAlive negative).
+	// keepAlives is the one timer of every response's keep-alives: the
+	// stateless responses' (streamKeeper) and the SSE streams' (keepAlive);
+	// nil: SSEKeepAlive negative.
 	keepAlives *peer.Timeouts
+	// busyInflight is how many requests in flight across sessions make
+	// the bridge busy, where an SSE stream flushes its priming event at
+	// once instead of waiting primeFlushDelay for its answer (stream).
+	busyInflight int
+	// primeTimers are stopped timers for primeFlushDelay, and quiets
+	// stopped keep-alive deadlines (*quiet), reused across requests. The
+	// handler's own, not the package's: a timer or channel made inside a
+	// testing/synctest bubble must not be used outside it, and the
+	// handler of a test in a bubble lives in it. (Since Go 1.23 a stopped
+	// or reset timer's channel holds no stale value.)
+	primeTimers, quiets sync.Pool
 }
 
 // NewHandler returns the HTTP handler of the MCP endpoint, /healthz and /readyz.
@@ -240,6 +253,13 @@ func NewHandler(reg *session.Registry, opts *Options) *Handler {
 	if o.SSEKeepAlive > 0 {
 		h.keepAlives = peer.NewTimeouts(o.SSEKeepAlive)
 	}
+	h.busyInflight = busyInflightPerCPU * runtime.NumCPU()
+	h.primeTimers.New = func() any {
+		t := time.NewTimer(time.Hour)
+		t.Stop()
+		return t
+	}
+	h.quiets.New = func() any { return &quiet{c: make(chan time.Time, 1)} }
 	// Trimmed once here rather than on every request (hostAllowed).
 	for _, a := range o.AllowedHosts {
 		h.allowedNames = append(h.allowedNames, strings.Trim(a, "[]"))
@@ -1122,7 +1142,7 @@ func (h *Handler) stream(w http.ResponseWriter, r *http.Request, sess *session.S
 	startSSE(w)
 	dl := h.deadline(w)
 	rc := dl.rc
-	ka := keepAlive{every: h.opts.SSEKeepAlive, w: w}
+	ka := keepAlive{ts: h.keepAlives, quiets: &h.quiets, w: w}
 	var cancel context.CancelFunc // of the poll interval's context
 	// One deferred call does all the cleanup: the compiler open-codes the
 	// defers of a function only while defers times returns stay small, and
@@ -1170,14 +1190,20 @@ func (h *Handler) stream(w http.ResponseWriter, r *http.Request, sess *session.S
 	// The headers and the priming event go out with the first event if it
 	// is ready within primeFlushDelay, else on their own when it expires: a
 	// quick answer then costs one write to the connection instead of two
-	// (the profile showed these writes as the bridge's main cost).
+	// (the profile showed these writes as the bridge's main cost). On a
+	// busy bridge answers take longer than that, and the timer would only
+	// delay the flush it ends in by a wake-up of its own: the priming
+	// event goes out at once, as the spec has it.
 	seq, data, err := reader.NextBefore(readyCtx, nil)
+	if err == context.Canceled && h.reg.Inflight() > h.busyInflight {
+		err = session.ErrNotYet
+	}
 	if err == context.Canceled {
-		t := primeTimers.Get().(*time.Timer)
+		t := h.primeTimers.Get().(*time.Timer)
 		t.Reset(primeFlushDelay)
 		seq, data, err = reader.NextBefore(ctx, t.C)
 		t.Stop()
-		primeTimers.Put(t)
+		h.primeTimers.Put(t)
 	}
 	for {
 		switch {
@@ -1233,14 +1259,35 @@ func (h *Handler) stream(w http.ResponseWriter, r *http.Request, sess *session.S
 const keepAliveComment = ": keep-alive\n\n"
 
 // keepAlive writes keepAliveComment on one SSE stream each time it has
-// been quiet for SSEKeepAlive. Its timer is made at the stream's first
+// been quiet for SSEKeepAlive. Its deadline is one of the handler's
+// keepAlives (every stream's, one runtime timer): a timer of its own per
+// stream cost an allocation and two updates of the runtime's timer heap
+// on every POST whose answer took longer than primeFlushDelay, which is
+// every POST on a busy bridge. The deadline is set at the stream's first
 // wait for an event, not before: a quick answer, which never waits, costs
-// nothing. (Not a sync.Pool of timers: the wait may be long, and a pooled
-// timer would be held as long.)
+// nothing.
 type keepAlive struct {
-	every time.Duration // SSEKeepAlive; <= 0: never
-	w     io.Writer
-	t     *time.Timer
+	ts     *peer.Timeouts // Handler.keepAlives; nil: never
+	quiets *sync.Pool     // Handler.quiets
+	w      io.Writer
+	q      *quiet // from quiets, at the first wait
+}
+
+// quiet is the deadline of one stream's keep-alive: its Expire sends on c,
+// which the stream's wait for its next event selects on. Reused across
+// streams once stopped before it expired, so that c is empty.
+type quiet struct {
+	to peer.Timeout
+	c  chan time.Time // capacity 1: Expire never blocks the timer
+}
+
+// Expire implements peer.Expirer. It never blocks the timer, which every
+// stream shares: a value already in c wakes the stream as well.
+func (q *quiet) Expire() {
+	select {
+	case q.c <- time.Time{}:
+	default:
+	}
 }
 
 // next waits for the reader's next event, writing keepAliveComment (with
@@ -1248,20 +1295,25 @@ type keepAlive struct {
 // been quiet for SSEKeepAlive. A failed write ends the wait with its
 // error, as a client that left does.
 func (k *keepAlive) next(ctx context.Context, reader *session.Reader, dl *writeDeadline) (uint64, []byte, error) {
-	d := k.every
-	if d <= 0 {
+	if k.ts == nil {
 		return reader.NextBefore(ctx, nil)
 	}
+	if k.q == nil {
+		k.q = k.quiets.Get().(*quiet)
+	}
 	for {
-		if k.t == nil {
-			k.t = time.NewTimer(d)
-		} else {
-			k.t.Reset(d)
-		}
-		seq, data, err := reader.NextBefore(ctx, k.t.C)
+		k.ts.Start(&k.q.to, k.q)
+		seq, data, err := reader.NextBefore(ctx, k.q.c)
 		if err != session.ErrNotYet {
+			if !k.ts.Stop(&k.q.to) {
+				// It expired as the event came: its Expire has sent on
+				// c or is about to. Not reused: a later stream would
+				// take that for a quiet time it never had.
+				k.q = nil
+			}
 			return seq, data, err
 		}
+		// ErrNotYet: the value was taken, the deadline is spent.
 		dl.extend()
 		if _, err := io.WriteString(k.w, keepAliveComment); err != nil {
 			return 0, nil, err
@@ -1272,10 +1324,12 @@ func (k *keepAlive) next(ctx context.Context, reader *session.Reader, dl *writeD
 	}
 }
 
-// stop releases the timer, at the end of the stream.
+// stop gives the deadline back, at the end of the stream: next left it
+// stopped with nothing in c, or dropped it.
 func (k *keepAlive) stop() {
-	if k.t != nil {
-		k.t.Stop()
+	if k.q != nil {
+		k.quiets.Put(k.q)
+		k.q = nil
 	}
 }
 
@@ -1286,14 +1340,14 @@ func (k *keepAlive) stop() {
 // a network round trip, and buys one write per request.
 const primeFlushDelay = time.Millisecond
 
-// primeTimers are stopped timers for primeFlushDelay, reused across
-// requests. (Since Go 1.23 a stopped or reset timer's channel holds no
-// stale value.)
-var primeTimers = sync.Pool{New: func() any {
-	t := time.NewTimer(time.Hour)
-	t.Stop()
-	return t
-}}
+// busyInflightPerCPU, times the cores, is how many requests in flight
+// make the bridge busy (Handler.busyInflight). Each answer then waits for
+// the processes of the others: at about 200 µs of CPU per call before its
+// answer on this path (bridge-bench, 50 sessions on 2 cores: 400 µs per
+// call across the bridge, the children and the client), five requests
+// per core ahead of one put its answer past primeFlushDelay; four leaves
+// a margin. At 50 sessions on 2 cores the timer expired on every call.
+const busyInflightPerCPU = 4
 
 // readyCtx is already done: Reader.Next with it returns an event only if
 // one is ready, and context.Canceled instead of waiting.

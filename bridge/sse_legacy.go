@@ -128,7 +128,7 @@ func (h *Handler) serveLegacySSE(w http.ResponseWriter, r *http.Request, owner a
 		return
 	}
 	ctx := r.Context()
-	ka := keepAlive{every: h.opts.SSEKeepAlive, w: w}
+	ka := keepAlive{ts: h.keepAlives, quiets: &h.quiets, w: w}
 	defer ka.stop()
 	for {
 		// A quiet stream gets a comment every SSEKeepAlive: behind a proxy

@@ -98,7 +98,7 @@ func main() {
 	flag.StringVar(&c.sg, "supergateway", "", "supergateway `script` to measure side by side (optional)")
 	flag.StringVar(&c.node, "node", "node", "`node` binary that runs -supergateway")
 	flag.StringVar(&c.profileDir, "profile", "", "build the bridge with a pprof hook and write CPU and heap profiles to `dir`")
-	flag.StringVar(&c.only, "only", "", "comma-separated phases to run: floor,hop,poolhop,bridge,json,stateless,guards,sg,start,burst,idle,big,replay, and, only when named, instr (instructions per call under valgrind) and aggregate (a call through /mcp against the member's own path) (default: all but instr)")
+	flag.StringVar(&c.only, "only", "", "comma-separated phases to run: floor,hop,ssehop,poolhop,bridge,json,stateless,guards,sg,start,burst,idle,big,replay, and, only when named, instr (instructions per call under valgrind) and aggregate (a call through /mcp against the member's own path) (default: all but instr and aggregate)")
 	flag.StringVar(&c.instrCases, "instr-cases", "", "with -only instr: count only the cases whose description contains one of these comma-separated `words` (1 session, 50 sessions, 2025, stateless, --policy)")
 	flag.StringVar(&instrOut, "instr-out", "", "with -only instr: keep each count's cachegrind file in `dir` (for cg_annotate, cg_diff)")
 	flag.DurationVar(&c.timeout, "timeout", 20*time.Minute, "stop the whole run after this long")
@@ -257,6 +257,13 @@ func (t *throughput) run(ctx context.Context) error {
 		}},
 		{name: "hop floor (HTTP to a stdio child per session, nothing else)", phase: "hop", start: func(context.Context) (string, func(), *process, *bridgeProc, error) {
 			f, err := startFloor(c.minimal, "-hop")
+			if err != nil {
+				return "", nil, nil, nil, err
+			}
+			return f.url, f.close, f.process, nil, nil
+		}},
+		{name: sseHopName, phase: "ssehop", start: func(context.Context) (string, func(), *process, *bridgeProc, error) {
+			f, err := startFloor(c.minimal, "-ssehop")
 			if err != nil {
 				return "", nil, nil, nil, err
 			}
@@ -497,13 +504,15 @@ func (t *throughput) rows(add func(what, result, cpu, target, met string), fail 
 			}
 		}
 	}
-	var floor, hop, poolHop map[int][]sample
+	var floor, hop, sseHop, poolHop map[int][]sample
 	for _, tg := range t.ts {
 		switch tg.phase {
 		case "floor":
 			floor = tg.res
 		case "hop":
 			hop = tg.res
+		case "ssehop":
+			sseHop = tg.res
 		case "poolhop":
 			poolHop = tg.res
 		}
@@ -541,6 +550,12 @@ func (t *throughput) rows(add func(what, result, cpu, target, met string), fail 
 						result += fmt.Sprintf(" = %.2f x pool hop floor", r)
 					}
 				}
+				if tg.phase == "ssehop" {
+					// What SSE itself costs over plain JSON answers.
+					if r, ok := pairedRatio(tg.res[n], hop[n]); ok {
+						result += fmt.Sprintf(" = %.2f x hop floor", r)
+					}
+				}
 				if tg.phase == "poolhop" {
 					// The ceiling of the stateless 1.5 x target on this
 					// machine: the pool hop floor against the sessions.
@@ -556,6 +571,10 @@ func (t *throughput) rows(add func(what, result, cpu, target, met string), fail 
 					// adds (the process and pipe per session).
 					if r, ok := pairedRatio(tg.res[n], hop[n]); ok {
 						result += fmt.Sprintf(" = %.2f x hop floor", r)
+					}
+					// SSE answers against the least SSE answers cost.
+					if r, ok := pairedRatio(tg.res[n], sseHop[n]); ok && tg.phase == "bridge" {
+						result += fmt.Sprintf(" = %.2f x SSE hop floor", r)
 					}
 				}
 			}
@@ -593,6 +612,10 @@ func (t *throughput) rows(add func(what, result, cpu, target, met string), fail 
 		}
 	}
 }
+
+// sseHopName is the SSE hop floor's row.
+const sseHopName = "SSE hop floor (HTTP to a stdio child per session, answers as SSE events: " +
+	"headers and a priming event flushed at once, the answer as an event with an ID, nothing else)"
 
 // sessionRes is the 2025 per-session bridge's results (SSE answers).
 func sessionRes(ts []*target) map[int][]sample {

@@ -11,6 +11,7 @@ import (
 	"os/exec"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"syscall"
 )
 
@@ -23,6 +24,7 @@ import (
 // is what the bridge must add as little as possible to.
 type hop struct {
 	exe string
+	sse bool // answer as SSE (the SSE hop floor, -ssehop)
 
 	mu       sync.Mutex
 	sessions map[string]*hopChild
@@ -30,18 +32,19 @@ type hop struct {
 }
 
 type hopChild struct {
-	mu  sync.Mutex // one message in flight, as the load generator sends them
-	cmd *exec.Cmd
-	in  io.WriteCloser
-	out *bufio.Reader
+	mu      sync.Mutex // one message in flight, as the load generator sends them
+	cmd     *exec.Cmd
+	in      io.WriteCloser
+	out     *bufio.Reader
+	streams atomic.Uint64 // SSE streams opened, for their event IDs
 }
 
-func newHop() (*hop, error) {
+func newHop(sse bool) (*hop, error) {
 	exe, err := os.Executable()
 	if err != nil {
 		return nil, err
 	}
-	return &hop{exe: exe, sessions: map[string]*hopChild{}}, nil
+	return &hop{exe: exe, sse: sse, sessions: map[string]*hopChild{}}, nil
 }
 
 func (h *hop) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -75,7 +78,12 @@ func (h *hop) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "no such session", http.StatusNotFound)
 		return
 	}
-	answer, err := c.exchange(body, bytes.Contains(body, []byte(`"id"`)))
+	request := bytes.Contains(body, []byte(`"id"`))
+	if h.sse && request {
+		c.serveSSE(w, body)
+		return
+	}
+	answer, err := c.exchange(body, request, nil)
 	switch {
 	case err != nil:
 		http.Error(w, err.Error(), http.StatusBadGateway)
@@ -87,8 +95,9 @@ func (h *hop) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
-// exchange writes msg as a line and, for a request, reads the answer line.
-func (c *hopChild) exchange(msg []byte, request bool) ([]byte, error) {
+// exchange writes msg as a line and, for a request, reads the answer
+// line, appended to dst.
+func (c *hopChild) exchange(msg []byte, request bool, dst []byte) ([]byte, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if _, err := c.in.Write(append(msg, '\n')); err != nil {
@@ -98,8 +107,53 @@ func (c *hopChild) exchange(msg []byte, request bool) ([]byte, error) {
 		return nil, nil
 	}
 	line, err := c.out.ReadSlice('\n')
-	return bytes.Clone(line), err // as a bridge must: the reader reuses its buffer
+	return append(dst, line...), err // a copy, as a bridge must: the reader reuses its buffer
 }
+
+// serveSSE answers a request as the SSE hop floor does: what the SSE
+// framing of an answer costs at the least, with the guarantees a 2025-11-25
+// server gives its client and nothing else. The headers and a priming
+// event go out at once, flushed before the request reaches the child
+// ("the server SHOULD immediately send an SSE event consisting of an event
+// ID and an empty data field in order to prime the client to reconnect"):
+// that is a write of its own whenever the answer takes longer than the
+// flush, as it does with many sessions on a small machine. Then the
+// answer, as one event with an ID, and the end of the response, in the
+// write net/http makes when the handler returns. No event log, no
+// keep-alives, no resumption: an event ID that nothing could resume is the
+// floor's only saving over a server that keeps its promise.
+func (c *hopChild) serveSSE(w http.ResponseWriter, body []byte) {
+	stream := c.streams.Add(1)
+	hd := w.Header()
+	hd["Content-Type"] = sseContentType
+	hd["Cache-Control"] = sseCacheControl
+	w.WriteHeader(http.StatusOK)
+	ev := make([]byte, 0, 512)
+	ev = append(ev, "id: "...)
+	ev = strconv.AppendUint(ev, stream, 10)
+	ev = append(ev, "_0\ndata: \n\n"...)
+	w.Write(ev)
+	if err := http.NewResponseController(w).Flush(); err != nil {
+		return
+	}
+	ev = append(ev[:0], "id: "...)
+	ev = strconv.AppendUint(ev, stream, 10)
+	ev = append(ev, "_1\ndata: "...)
+	ev, err := c.exchange(body, true, ev)
+	if err != nil {
+		return // the client sees the response end without an answer
+	}
+	// The child's line ends in a newline; an event ends in a blank line.
+	ev = append(ev, '\n')
+	w.Write(ev)
+}
+
+// Header values of the SSE hop floor's answers, shared as the bridge
+// shares its own.
+var (
+	sseContentType  = []string{"text/event-stream"}
+	sseCacheControl = []string{"no-cache"}
+)
 
 func (h *hop) start() (string, error) {
 	cmd := exec.Command(h.exe)
@@ -148,13 +202,18 @@ func (h *hop) closeAll() {
 	}
 }
 
-// serveHop serves the hop floor on addr until stdin ends.
-func serveHop(addr string) error {
-	h, err := newHop()
+// serveHop serves the hop floor on addr until stdin ends; with sse, the
+// SSE hop floor.
+func serveHop(addr string, sse bool) error {
+	h, err := newHop(sse)
 	if err != nil {
 		return err
 	}
-	return serveFloor("hop floor", addr, h, h.closeAll)
+	name := "hop floor"
+	if sse {
+		name = "SSE hop floor"
+	}
+	return serveFloor(name, addr, h, h.closeAll)
 }
 
 // serveFloor serves a floor's handler on addr until stdin ends, then

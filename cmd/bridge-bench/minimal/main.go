@@ -13,6 +13,10 @@
 //	minimal -hop ADDR        the hop floor: HTTP in front of one child
 //	                         (this program, stdio) per session, forwarding
 //	                         each POST as a line; prints and stops likewise
+//	minimal -ssehop ADDR     the SSE hop floor: the hop floor answering
+//	                         each request as SSE (headers and a priming
+//	                         event flushed at once, then the answer as an
+//	                         event with an ID)
 package main
 
 import (
@@ -35,6 +39,7 @@ import (
 func main() {
 	httpAddr := flag.String("http", "", "serve the HTTP floor on this `address` (loopback, e.g. 127.0.0.1:0) instead of stdio")
 	hopAddr := flag.String("hop", "", "serve the hop floor (HTTP to one stdio child per session, nothing else) on this `address`")
+	sseHopAddr := flag.String("ssehop", "", "serve the SSE hop floor (the hop floor, answering as SSE events with a priming event) on this `address`")
 	poolHopAddr := flag.String("poolhop", "", "serve the pool hop floor (HTTP to one stdio child per core shared by all clients, nothing else) on this `address`")
 	flag.Parse()
 	var err error
@@ -42,7 +47,9 @@ func main() {
 	case *httpAddr != "":
 		err = serveHTTP(*httpAddr)
 	case *hopAddr != "":
-		err = serveHop(*hopAddr)
+		err = serveHop(*hopAddr, false)
+	case *sseHopAddr != "":
+		err = serveHop(*sseHopAddr, true)
 	case *poolHopAddr != "":
 		err = servePoolHop(*poolHopAddr)
 	default:
