@@ -1,6 +1,7 @@
 package aggregate
 
 import (
+	"cmp"
 	"crypto/sha256"
 	"encoding/base32"
 	"fmt"
@@ -46,6 +47,15 @@ func validName(s string) bool {
 }
 
 var hashEncoding = base32.StdEncoding.WithPadding(base32.NoPadding)
+
+// Advertise is the name an aggregate advertises a tool or prompt named
+// name of a member under, given the member's prefix (empty: its name is
+// the prefix, as Member.Prefix) and the separator (empty:
+// DefaultSeparator): what a client of the aggregate knows it by, and what
+// the member's audit lines write beside its own name.
+func Advertise(member, prefix, sep, name string) string {
+	return advertise(cmp.Or(prefix, member), cmp.Or(sep, DefaultSeparator), name)
+}
 
 // advertise returns the name an item named name of the member whose
 // prefix is prefix is advertised under: prefix+sep+name when that is a

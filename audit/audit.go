@@ -65,6 +65,9 @@ type Record struct {
 	Method   string `json:"method,omitempty"`
 	Tool     string `json:"tool,omitempty"`
 	Prompt   string `json:"prompt,omitempty"`
+	// Advertised is the name the client knows Tool or Prompt by, when it
+	// is not the server's own: an aggregate's (Options.Advertise).
+	Advertised string `json:"advertised,omitempty"`
 	Resource string `json:"resource,omitempty"` // a URI, or a URI template for pin violations
 	// ArgsSHA256 is the hex SHA-256 of params.arguments as written (of
 	// params for methods without arguments), absent when there were none.
@@ -107,6 +110,11 @@ type Options struct {
 	// Server is put in each record's server: the name of the server the
 	// log is for, when one log holds several servers' lines (ForServer).
 	Server string
+	// Advertise, if not nil, gives the name clients know a tool or
+	// prompt of the server by (a member of an aggregate: its prefixed
+	// name), written in each record's advertised beside the server's own
+	// name. Nil: clients know the server's own names.
+	Advertise func(name string) string
 	// Logger gets write failures. Nil means slog.Default().
 	Logger *slog.Logger
 	// WriteTimeout is how long a request waits for its line to be written
@@ -131,6 +139,15 @@ func (l *Log) ForServer(name string) *Log {
 	o := l.o
 	o.Server = name
 	return &Log{o: o, out: l.out, view: true}
+}
+
+// Advertising is l with Options.Advertise set to advertise. It owns the
+// file as l does (closing it closes the file if closing l would): it
+// replaces l.
+func (l *Log) Advertising(advertise func(name string) string) *Log {
+	o := l.o
+	o.Advertise = advertise
+	return &Log{o: o, out: l.out, view: l.view}
 }
 
 // Open appends to the file at path (created 0600 if missing), or writes
@@ -213,6 +230,9 @@ func (l *Log) Alert(session string, origin peer.Origin, kind, name, problem stri
 	default:
 		r.Resource = name
 	}
+	if l.o.Advertise != nil && (r.Tool != "" || r.Prompt != "") {
+		r.Advertised = l.o.Advertise(name)
+	}
 	l.write(r)
 }
 
@@ -274,6 +294,14 @@ func (p *pending) line(c *conn, r *Record) {
 	}
 	if p.quotedLen > 0 {
 		r.quotedName, r.quotedLen, r.quotedWhat = p.quotedName, p.quotedLen, p.what
+	}
+	if c.l.o.Advertise != nil && (p.what == namesTool || p.what == namesPrompt) {
+		name := p.name
+		if p.quotedLen > 0 {
+			// A plain JSON string (setName): its bytes between the quotes.
+			name = string(p.quotedName[1 : p.quotedLen-1])
+		}
+		r.Advertised = c.l.o.Advertise(name)
 	}
 }
 

@@ -47,6 +47,7 @@ func (r *Record) appendJSON(b []byte) []byte {
 	}
 	b = r.appendName(b, `,"tool":`, r.Tool, namesTool)
 	b = r.appendName(b, `,"prompt":`, r.Prompt, namesPrompt)
+	b = appendMember(b, `,"advertised":`, r.Advertised)
 	b = appendMember(b, `,"resource":`, r.Resource)
 	switch {
 	case r.ArgsSHA256 != "":

@@ -129,6 +129,14 @@ func BuildAggregate(ctx context.Context, sh *Shared, o *AggregateOptions, path s
 		if err != nil {
 			return nil, errors.Join(fmt.Errorf("member %q: %w", mo.Name, err), release())
 		}
+		if g.audit != nil {
+			// Its lines name the tool as the member knows it and as the
+			// aggregate's clients do.
+			member, prefix := mo.Name, am.Prefix
+			g.audit = g.audit.Advertising(func(name string) string {
+				return aggregate.Advertise(member, prefix, o.Separator, name)
+			})
+		}
 		closers = append(closers, g.close)
 		l, closeL, err := NewLauncher(ctx, mo, mlog)
 		if err != nil {

@@ -129,8 +129,8 @@ func TestBuildAggregate(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !strings.Contains(string(data), `"test_simple_text"`) || !strings.Contains(string(data), `"b"`) {
-		t.Errorf("member b's audit log does not hold its call by its own name and server:\n%s", data)
+	if !strings.Contains(string(data), `"server":"b","session":`) || !strings.Contains(string(data), `"tool":"test_simple_text","advertised":"bee__test_simple_text"`) {
+		t.Errorf("member b's audit log does not hold its call by its server, its own name and the name its clients know:\n%s", data)
 	}
 }
 

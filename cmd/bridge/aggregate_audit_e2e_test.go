@@ -132,8 +132,8 @@ func TestConfigFileAggregateMemberExitAudited(t *testing.T) {
 			continue
 		}
 		n++
-		if l["outcome"] != "unanswered" || l["server"] != "every" || l["method"] != "tools/call" {
-			t.Errorf("audit line of the call the member left: %v, want outcome unanswered, server every, method tools/call", l)
+		if l["outcome"] != "unanswered" || l["server"] != "every" || l["method"] != "tools/call" || l["advertised"] != "every__test_elicitation" {
+			t.Errorf("audit line of the call the member left: %v, want outcome unanswered, server every, method tools/call, advertised every__test_elicitation", l)
 		}
 	}
 	if n != 1 {
