@@ -61,14 +61,14 @@ type Record struct {
 	ClientID string `json:"client_id,omitempty"`
 	// From is who sent the request: "client", or "server" (sampling,
 	// elicitation, roots/list).
-	From     string `json:"from,omitempty"`
-	Method   string `json:"method,omitempty"`
-	Tool     string `json:"tool,omitempty"`
-	Prompt   string `json:"prompt,omitempty"`
+	From   string `json:"from,omitempty"`
+	Method string `json:"method,omitempty"`
+	Tool   string `json:"tool,omitempty"`
+	Prompt string `json:"prompt,omitempty"`
 	// Advertised is the name the client knows Tool or Prompt by, when it
 	// is not the server's own: an aggregate's (Options.Advertise).
 	Advertised string `json:"advertised,omitempty"`
-	Resource string `json:"resource,omitempty"` // a URI, or a URI template for pin violations
+	Resource   string `json:"resource,omitempty"` // a URI, or a URI template for pin violations
 	// ArgsSHA256 is the hex SHA-256 of params.arguments as written (of
 	// params for methods without arguments), absent when there were none.
 	ArgsSHA256 string          `json:"args_sha256,omitempty"`
