@@ -333,11 +333,14 @@ func TestConfigFileReload(t *testing.T) {
 		}()
 	}
 	// Calls in flight on the servers about to be removed and replaced
-	// finish.
+	// finish. They last 5 s (50 steps of 0.1 s), longer than the reload
+	// and the checks of the drain below take even on a loaded machine:
+	// once they end, a drained server closes and its sessions get 404,
+	// not the drain's 503 (seen with 1 s under load).
 	inFlight := make(chan error, 2)
 	for _, cs := range []*mcp.ClientSession{gone, changed} {
 		go func() {
-			params := &mcp.CallToolParams{Name: "countdown", Arguments: map[string]any{"from": 10}}
+			params := &mcp.CallToolParams{Name: "countdown", Arguments: map[string]any{"from": 50}}
 			params.SetProgressToken("c")
 			res, err := cs.CallTool(ctx, params)
 			if err == nil && res.Content[0].(*mcp.TextContent).Text != "liftoff" {
