@@ -390,7 +390,7 @@ func newFlagSet(c *config) *flag.FlagSet {
 	fs.StringVar(&c.AffinityAddr, "affinity-addr", c.AffinityAddr, gMulti.In("`host:port` other instances reach this one at, or ecs (from the ECS task metadata); with an affinity secret, session IDs name their owner and any instance forwards a request to it"))
 	fs.StringVar(&c.AffinitySecretFile, "affinity-secret-file", c.AffinitySecretFile, gMulti.In("`file` holding the secret (32 bytes or more) shared by all instances, which authenticates owners in session IDs (BRIDGE_AFFINITY_SECRET also takes it)"))
 	fs.StringVar(&c.OAuthIssuer, "oauth-issuer", c.OAuthIssuer, gAuth.In("issuer `URL` of the OAuth 2.1 authorization server whose access tokens are accepted (needs --resource-url)"))
-	fs.StringVar(&c.ResourceURL, "resource-url", c.ResourceURL, gAuth.In("configfile.Canonical `URL` clients reach the MCP endpoint at, e.g. https://mcp.example.com/mcp: the audience every OAuth token must carry"))
+	fs.StringVar(&c.ResourceURL, "resource-url", c.ResourceURL, gAuth.In("canonical `URL` clients reach the MCP endpoint at, e.g. https://mcp.example.com/mcp: the audience every OAuth token must carry"))
 	fs.Var(&flagx.List{Dst: &c.OAuthScopes}, "oauth-scopes", gAuth.In("`scopes` every OAuth token must carry, advertised to clients (comma-separated or repeated)"))
 	fs.Var(&flagx.List{Dst: &c.OAuthTokenTypes}, "oauth-token-types", gAuth.In("JWS `typ` values of JWT access tokens accepted (comma-separated or repeated; * accepts any); default: at+jwt, application/at+jwt (RFC 9068)"))
 	fs.StringVar(&c.OAuthIntrospectionURL, "oauth-introspection-url", c.OAuthIntrospectionURL, gAuth.In("RFC 7662 introspection endpoint `URL` for opaque (non-JWT) tokens; needs --oauth-client-id and a client secret"))

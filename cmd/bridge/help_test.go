@@ -122,3 +122,16 @@ func TestSubcommandHelpFlagStyle(t *testing.T) {
 		}
 	}
 }
+
+// No help text names a Go identifier of the code (package.Name): a
+// rename across the code must not reach what users read (a rename once
+// turned --resource-url's "canonical URL" into "configfile.Canonical URL").
+func TestHelpNamesNoGoIdentifiers(t *testing.T) {
+	qualified := regexp.MustCompile(`\b(?:[a-z][a-z0-9]*)\.[A-Z][A-Za-z0-9]*\b`)
+	for _, args := range [][]string{{"--help"}, {"connect", "--help"}, {"deploy", "--help"}, {"image", "--help"}, {"pin", "--help"}, {"check", "--help"}} {
+		help := helpOf(t, args...)
+		if m := qualified.FindAllString(help, -1); m != nil {
+			t.Errorf("bridge %s names Go identifiers: %q", strings.Join(args, " "), m)
+		}
+	}
+}
