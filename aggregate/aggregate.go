@@ -100,15 +100,16 @@ type Member struct {
 	// names. end is what a pin enforcer's --on-pin-violation
 	// end-session calls (pin.Hooks.End; it does not block): it ends the
 	// member for that virtual child, as an ended session on the member's
-	// own path (see virtual.pinEnded). Nil: none.
-	Intercept func(child string, end func(error)) peer.Interceptor
-	// Ended, if not nil, is told that a child Intercept was built for
-	// has ended, with why (nil: stopped by the aggregate), once its
-	// connection is done: what the child's interception point still
-	// holds of it (the requests it left unanswered, which the audit
-	// writes then) is its to finish. The client's requests on it are
-	// answered right after with an error naming the member.
-	Ended func(child string, err error)
+	// own path (see virtual.pinEnded). It also returns, if not nil,
+	// what to tell once that child has ended, with why (nil: stopped by
+	// the aggregate), its connection done: what its interception point
+	// still holds of it (the requests it left unanswered, which the
+	// audit writes then) is its to finish; the client's requests on it
+	// are answered right after with an error naming the member. (Tied to
+	// the child, not to its name: a session's next child of the member
+	// may start under the same name before this one has ended.) Nil:
+	// none.
+	Intercept func(child string, end func(error)) (i peer.Interceptor, ended func(err error))
 	// CatalogIntercept builds the interception point of each of the
 	// member's catalog children, whose answers are the lists every
 	// session sees: the pin enforcer belongs here (it filters the answers

@@ -521,7 +521,7 @@ func TestProgressAndCancel(t *testing.T) {
 	cancelled := make(chan string, 10)
 	f := newFixture(t, func(o *aggregate.Options) {
 		// The member's interceptor sees what reaches its child.
-		o.Members[0].Intercept = func(string, func(error)) peer.Interceptor {
+		o.Members[0].Intercept = func(string, func(error)) (peer.Interceptor, func(error)) {
 			return func(next peer.Handler) peer.Handler {
 				return func(m *peer.Message) error {
 					if m.Dir == peer.ToChild && m.Method == "notifications/cancelled" {
@@ -529,7 +529,7 @@ func TestProgressAndCancel(t *testing.T) {
 					}
 					return next(m)
 				}
-			}
+			}, nil
 		}
 	})
 	progress := make(chan float64, 10)

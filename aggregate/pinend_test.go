@@ -91,7 +91,7 @@ func TestPinEndSessionTakesMemberDown(t *testing.T) {
 func TestPinEndSessionEndsMemberForSession(t *testing.T) {
 	lock := everythingLock(t)
 	f := newFixture(t, func(o *aggregate.Options) {
-		o.Members[1].Intercept = func(_ string, end func(error)) peer.Interceptor { return endSession(lock, end) }
+		o.Members[1].Intercept = func(_ string, end func(error)) (peer.Interceptor, func(error)) { return endSession(lock, end), nil }
 	})
 	changed := make(chan struct{}, 8)
 	cs := f.connect(t, "2025-11-25", &mcp.ClientOptions{ToolListChangedHandler: func(context.Context, *mcp.ToolListChangedRequest) {

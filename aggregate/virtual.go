@@ -657,6 +657,10 @@ type slot struct {
 	// child (a server whose lists differ per session).
 	dirty bool
 	own   *lists
+	// onEnd is what Member.Intercept gave to tell of this slot's child's
+	// end (nil: nothing): set before the child's connection starts, read
+	// by Ended, which that connection calls.
+	onEnd func(error)
 }
 
 func newSlot(v *virtual, m *member) *slot {
@@ -739,7 +743,7 @@ func (s *slot) start() (*peer.Conn, error) {
 	po := a.opts.Peer
 	po.Intercept = nil
 	if s.m.cfg.Intercept != nil {
-		po.Intercept = s.m.cfg.Intercept(child, s.pinEnded)
+		po.Intercept, s.onEnd = s.m.cfg.Intercept(child, s.pinEnded)
 	}
 	po.Logger = v.logger.With("member", s.m.cfg.Name)
 	conn := peer.New(proc, s, &po)
@@ -997,8 +1001,8 @@ func (s *slot) Ended(err error) {
 	if !closed {
 		v.logger.Warn("aggregate member's child ended in a session; the next request starts another", "member", s.m.cfg.Name, "err", err)
 	}
-	if f := s.m.cfg.Ended; f != nil {
-		f(v.session+"/"+s.m.cfg.Name, err)
+	if s.onEnd != nil {
+		s.onEnd(err)
 	}
 	s.gone(fmt.Sprintf("aggregate member %q ended before answering: %v", s.m.cfg.Name, err))
 }

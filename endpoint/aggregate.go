@@ -143,7 +143,6 @@ func BuildAggregate(ctx context.Context, sh *Shared, o *AggregateOptions, path s
 			return nil, errors.Join(fmt.Errorf("member %q: %w", mo.Name, err), release())
 		}
 		closers = append(closers, func() error { closeL(); return nil })
-		ends := &childEnds{m: map[string]func(string){}}
 		kind := mo.sandbox()
 		if mo.Remote != nil {
 			kind = "remote"
@@ -156,20 +155,15 @@ func BuildAggregate(ctx context.Context, sh *Shared, o *AggregateOptions, path s
 			// (version 3) for the catalog, and leaves others to a
 			// catalog child.
 			Lock: mo.Lock,
-			Intercept: func(child string, end func(error)) peer.Interceptor {
+			Intercept: func(child string, end func(error)) (peer.Interceptor, func(error)) {
 				// A member child serves one client of the aggregate; an
 				// --on-pin-violation end-session ends that member for
 				// that client (end), not the client's whole session:
-				// see aggregate.Member.Intercept.
+				// see aggregate.Member.Intercept. Once the child has
+				// ended, the requests it left unanswered are audited,
+				// once, as a session's are when its server stops.
 				i, ended := g.chain(child, nil, mlog.With("child", child), end, nil)
-				ends.put(child, ended)
-				return i
-			},
-			// Once a member child has ended, the requests it left
-			// unanswered are audited, once, as a session's are when its
-			// server stops.
-			Ended: func(child string, err error) {
-				if ended := ends.take(child); ended != nil {
+				return i, func(err error) {
 					reason := ""
 					if err != nil {
 						reason = err.Error()
@@ -464,25 +458,3 @@ func holds(a *Aggregate, id string) bool {
 
 // Drain refuses new sessions, at shutdown.
 func (s *Aggregates) Drain() { s.drainAll() }
-
-// childEnds holds, by child, what to call once a member child has ended
-// (its guards' ended): a child's name ("SESSION/MEMBER") is unique while
-// it runs.
-type childEnds struct {
-	mu sync.Mutex
-	m  map[string]func(reason string)
-}
-
-func (c *childEnds) put(child string, ended func(string)) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.m[child] = ended
-}
-
-func (c *childEnds) take(child string) func(string) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	f := c.m[child]
-	delete(c.m, child)
-	return f
-}
