@@ -44,6 +44,17 @@
 // error naming it, and it is started again with backoff (Options.RetryMin
 // to RetryMax). Options.FailClosed refuses lists and calls instead while
 // any member is down.
+//
+// Members change in place. Update gives the aggregate new members while
+// its virtual children go on (a reload of the configuration that changes
+// members only): a member of the same Name and Key keeps its catalog and
+// its children; a newcomer's catalog starts; a member removed (or whose
+// Key changed: removed, then added under its name) ends: it is marked
+// removed before its children are swept from every virtual child, so
+// that none starts one again, the requests in flight on them are
+// answered with an error naming it, and its Member.Close comes once every
+// child it launched has exited (member.release). Views hold the members
+// they were built from: a request routes with the view it took.
 package aggregate
 
 import (
@@ -75,6 +86,9 @@ const (
 	DefaultRetryMax = 5 * time.Minute
 	// DefaultName is the aggregate's serverInfo.name.
 	DefaultName = "mcp-bridge-aggregate"
+	// DefaultStopBudget bounds stopping the member children of a virtual
+	// child at its end, or of a removed member.
+	DefaultStopBudget = time.Minute
 	// ProtocolVersion is the revision a virtual child speaks, and the one
 	// it offers its member children.
 	ProtocolVersion = "2025-11-25"
@@ -128,6 +142,17 @@ type Member struct {
 	// cannot start gets an error naming it). Nil, or a lock of digests
 	// alone: a catalog child.
 	Lock *pin.Lock
+	// Key is what the member's configuration is: Update keeps a running
+	// member of the same Name and Key (its catalog, its children serving
+	// sessions, and the Launcher and hooks it was given: those of the
+	// Member passed to Update are not used), and replaces one whose Key
+	// differs. Empty: Update always replaces it.
+	Key string
+	// Close releases what the member's Launcher and interception points
+	// hold, once the aggregate is done with the member: after Update
+	// removed or replaced it and its children stopped, or at Close. The
+	// aggregate calls it once. Nil: nothing to release.
+	Close func() error
 }
 
 // Options configure an Aggregate. Every zero value means the documented
@@ -142,7 +167,8 @@ type Options struct {
 	// It must be 1 to 4 characters of A-Z a-z 0-9 _ - .
 	Separator string
 	// MaxChildren bounds the member children one virtual child runs at
-	// once. Zero means the number of members (no bound beyond it).
+	// once. Zero means the number of members (no bound beyond it), as
+	// Update changes it.
 	MaxChildren int
 	// MaxChildrenTotal bounds the member children of the aggregate (its
 	// catalog children not counted). Zero means DefaultMaxChildrenTotal;
@@ -160,6 +186,10 @@ type Options struct {
 	// FailClosed refuses lists and calls (-32603 naming the member) while
 	// any member is down, rather than serving the others.
 	FailClosed bool
+	// StopBudget bounds stopping member children the aggregate stops
+	// itself (at a virtual child's end, or those of a member Update
+	// removed). Zero means DefaultStopBudget.
+	StopBudget time.Duration
 	// Peer configures each member child's connection; its Intercept is
 	// replaced by the member's.
 	Peer peer.Options
@@ -170,12 +200,11 @@ type Options struct {
 // An Aggregate serves its members as one MCP server. Its methods are safe
 // for concurrent use.
 type Aggregate struct {
-	opts    Options
-	logger  *slog.Logger
-	members []*member
-	ctx     context.Context // ends at Close
-	cancel  context.CancelFunc
-	wg      sync.WaitGroup // catalog loads and refreshes
+	opts   Options
+	logger *slog.Logger
+	ctx    context.Context // ends at Close
+	cancel context.CancelFunc
+	wg     sync.WaitGroup // catalog loads and refreshes
 
 	children atomic.Int64 // member children of virtual children
 
@@ -184,10 +213,16 @@ type Aggregate struct {
 	life   sync.Mutex
 	closed bool
 
-	mu       sync.Mutex
+	mu sync.Mutex
+	// members are the members now, in order: replaced whole by Update,
+	// never changed in place (a view holds those it was built from).
+	members  []*member
 	view     *view
 	virtuals map[*virtual]struct{}
 	seq      int64
+	// shut is set by Close, under mu: Update then changes nothing (what
+	// it starts, Close would not wait for).
+	shut bool
 }
 
 // New checks the configuration, starts each member's catalog child in the
@@ -201,14 +236,8 @@ func New(o *Options) (*Aggregate, error) {
 	if opts.Separator == "" {
 		opts.Separator = DefaultSeparator
 	}
-	if len(opts.Separator) > 4 || !validName(opts.Separator) {
-		return nil, fmt.Errorf("aggregate: separator %q must be 1 to 4 characters of A-Z a-z 0-9 _ - .", opts.Separator)
-	}
-	if len(opts.Members) == 0 {
-		return nil, errors.New("aggregate: no members")
-	}
-	if opts.MaxChildren <= 0 {
-		opts.MaxChildren = len(opts.Members)
+	if opts.MaxChildren < 0 {
+		opts.MaxChildren = 0
 	}
 	if opts.MaxChildrenTotal == 0 {
 		opts.MaxChildrenTotal = DefaultMaxChildrenTotal
@@ -225,12 +254,53 @@ func New(o *Options) (*Aggregate, error) {
 	if opts.RetryMax <= 0 {
 		opts.RetryMax = DefaultRetryMax
 	}
+	if opts.StopBudget <= 0 {
+		opts.StopBudget = DefaultStopBudget
+	}
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
 	}
-	names := make(map[string]bool)
-	prefixes := make([]string, len(opts.Members))
+	prefixes, err := checkMembers(opts.Members, opts.Separator)
+	if err != nil {
+		return nil, err
+	}
+	a := &Aggregate{opts: opts, logger: opts.Logger, virtuals: make(map[*virtual]struct{})}
+	a.opts.Members = nil // a.members are the members
+	a.ctx, a.cancel = context.WithCancel(context.Background())
 	for i, m := range opts.Members {
+		a.members = append(a.members, a.newMember(m, prefixes[i]))
+	}
+	a.view = a.build(a.members, nil)
+	for _, m := range a.members {
+		a.wg.Add(1)
+		go func() { defer a.wg.Done(); m.load() }()
+	}
+	return a, nil
+}
+
+// CheckMembers reports what New and Update refuse of members (no member,
+// a name missing or given twice, no launcher, a prefix that is not a
+// valid name, two members that could advertise one name), with the
+// separator sep (empty: DefaultSeparator), starting nothing.
+func CheckMembers(members []Member, sep string) error {
+	if sep == "" {
+		sep = DefaultSeparator
+	}
+	_, err := checkMembers(members, sep)
+	return err
+}
+
+// checkMembers checks members and returns their prefixes.
+func checkMembers(members []Member, sep string) ([]string, error) {
+	if len(sep) > 4 || !validName(sep) {
+		return nil, fmt.Errorf("aggregate: separator %q must be 1 to 4 characters of A-Z a-z 0-9 _ - .", sep)
+	}
+	if len(members) == 0 {
+		return nil, errors.New("aggregate: no members")
+	}
+	names := make(map[string]bool)
+	prefixes := make([]string, len(members))
+	for i, m := range members {
 		if m.Name == "" {
 			return nil, fmt.Errorf("aggregate: member %d has no name", i+1)
 		}
@@ -246,26 +316,29 @@ func New(o *Options) (*Aggregate, error) {
 			prefixes[i] = m.Name
 		}
 	}
-	if err := checkPrefixes(opts.Members, prefixes, opts.Separator); err != nil {
+	if err := checkPrefixes(members, prefixes, sep); err != nil {
 		return nil, err
 	}
-	a := &Aggregate{opts: opts, logger: opts.Logger, virtuals: make(map[*virtual]struct{})}
-	a.ctx, a.cancel = context.WithCancel(context.Background())
-	for i, m := range opts.Members {
-		a.members = append(a.members, &member{agg: a, idx: i, cfg: m, prefix: prefixes[i], first: make(chan struct{})})
-	}
-	a.view = a.build(nil)
-	for _, m := range a.members {
-		a.wg.Add(1)
-		go func() { defer a.wg.Done(); m.load() }()
-	}
-	return a, nil
+	return prefixes, nil
+}
+
+func (a *Aggregate) newMember(cfg Member, prefix string) *member {
+	m := &member{agg: a, cfg: cfg, prefix: prefix, first: make(chan struct{})}
+	m.ctx, m.cancel = context.WithCancel(a.ctx)
+	return m
+}
+
+// current returns the members now.
+func (a *Aggregate) current() []*member {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.members
 }
 
 // Ready waits until every member's catalog child was tried once (loaded,
 // or failed), or ctx ends.
 func (a *Aggregate) Ready(ctx context.Context) error {
-	for _, m := range a.members {
+	for _, m := range a.current() {
 		select {
 		case <-m.first:
 		case <-ctx.Done():
@@ -279,7 +352,7 @@ func (a *Aggregate) Ready(ctx context.Context) error {
 // with why.
 func (a *Aggregate) Down() map[string]error {
 	out := make(map[string]error)
-	for _, m := range a.members {
+	for _, m := range a.current() {
 		m.mu.Lock()
 		if m.lists == nil && m.err != nil {
 			out[m.cfg.Name] = m.err
@@ -302,15 +375,22 @@ func (l launcher) Launch(ctx context.Context, sessionID string) (sandbox.Process
 	return l.a.launch(ctx, sessionID)
 }
 
-// Close stops the catalog children and the retries. The virtual children
-// belong to their callers, which stop them (Process.Stop) before.
+// Close stops the catalog children and the retries, waits for the
+// children of members Update removed, and releases every member
+// (Member.Close) once the children it launched have exited. The virtual
+// children belong to their callers, which stop them (Process.Stop)
+// before.
 func (a *Aggregate) Close(ctx context.Context) error {
 	a.life.Lock()
 	a.closed = true
 	a.life.Unlock()
+	a.mu.Lock()
+	a.shut = true
+	members := a.members
+	a.mu.Unlock()
 	a.cancel()
 	var err error
-	for _, m := range a.members {
+	for _, m := range members {
 		err = errors.Join(err, m.close(ctx))
 	}
 	done := make(chan struct{})
@@ -320,7 +400,127 @@ func (a *Aggregate) Close(ctx context.Context) error {
 	case <-ctx.Done():
 		err = errors.Join(err, ctx.Err())
 	}
+	for _, m := range members {
+		err = errors.Join(err, m.release(ctx))
+	}
 	return err
+}
+
+// Update makes members the aggregate's members, in place: the virtual
+// children (the sessions and pool children of the endpoint serving it)
+// go on. A member of the same Name and Key as a running one keeps its
+// catalog and its children; one added starts its catalog; one removed,
+// or whose Key changed (removed, then added under the same name), ends:
+// its children serving sessions stop, the requests they had in flight
+// are answered with an error naming it, as later ones of its names are,
+// and once its children have exited its Close is called (within
+// Options.StopBudget). Every initialized virtual child whose lists
+// change hears list_changed, now for what left, once the newcomers'
+// catalogs are in for what came.
+//
+// members are checked first, as New checks them (CheckMembers): when
+// they are refused, nothing changes. The separator and bounds stay those
+// of Options (a MaxChildren of zero follows the number of members).
+func (a *Aggregate) Update(members []Member) error {
+	prefixes, err := checkMembers(members, a.opts.Separator)
+	if err != nil {
+		return err
+	}
+	a.mu.Lock()
+	if a.shut {
+		a.mu.Unlock()
+		return fmt.Errorf("aggregate %q: updating its members: it is closed", a.opts.Name)
+	}
+	running := make(map[string]*member, len(a.members))
+	for _, m := range a.members {
+		running[m.cfg.Name] = m
+	}
+	next := make([]*member, len(members))
+	var added []*member
+	for i, cfg := range members {
+		if m := running[cfg.Name]; m != nil && cfg.Key != "" && cfg.Key == m.cfg.Key && prefixes[i] == m.prefix {
+			next[i] = m
+			delete(running, cfg.Name)
+			continue
+		}
+		next[i] = a.newMember(cfg, prefixes[i])
+		added = append(added, next[i])
+	}
+	removed := make([]*member, 0, len(running))
+	for _, m := range a.members { // in order, for the logs
+		if running[m.cfg.Name] == m {
+			m.removed.Store(true) // before any virtual child is swept
+			removed = append(removed, m)
+		}
+	}
+	old := a.view
+	a.members = next
+	cur := a.build(next, nil)
+	a.view = cur
+	// Counted under mu, before Close (which sets shut under mu) waits.
+	a.wg.Add(len(added) + len(removed) + 1)
+	a.mu.Unlock()
+
+	for _, m := range removed {
+		a.logger.Info("aggregate member removed or changed by a reload: its children stop, its calls get an error naming it",
+			"member", m.cfg.Name)
+		go a.remove(m)
+	}
+	for _, m := range added {
+		a.logger.Info("aggregate member added by a reload: its catalog starts", "member", m.cfg.Name)
+		go func() { defer a.wg.Done(); m.load() }()
+	}
+	// Not on the caller's goroutine: a virtual child's write waits for
+	// its reader.
+	go func() { defer a.wg.Done(); a.changed(old, cur) }()
+	return nil
+}
+
+// removedMessage answers the requests of a member Update removed.
+func removedMessage(m *member) string {
+	return fmt.Sprintf("aggregate member %q was removed from the aggregate (or changed) by a reload of the configuration; the other members go on", m.cfg.Name)
+}
+
+// remove ends a member Update removed: its children serving virtual
+// children (their requests answered with removedMessage), its catalog
+// child and retries; then, once every child it launched has exited, its
+// Close. Runs counted in wg.
+func (a *Aggregate) remove(m *member) {
+	defer a.wg.Done()
+	ctx, cancel := context.WithTimeout(context.Background(), a.opts.StopBudget)
+	defer cancel()
+	a.mu.Lock()
+	vs := make([]*virtual, 0, len(a.virtuals))
+	for v := range a.virtuals {
+		vs = append(vs, v)
+	}
+	a.mu.Unlock()
+	var stopping sync.WaitGroup
+	msg := removedMessage(m)
+	for _, v := range vs {
+		// send checks m.removed under v.mu: no slot of m is made once
+		// this has run.
+		v.mu.Lock()
+		s := v.slots[m]
+		delete(v.slots, m)
+		delete(v.refused, m)
+		v.mu.Unlock()
+		if s != nil {
+			stopping.Go(func() {
+				s.gone(msg)
+				s.close(ctx)
+			})
+		}
+	}
+	stopping.Go(func() {
+		if err := m.close(ctx); err != nil {
+			a.logger.Warn("aggregate member removed by a reload: its catalog child did not stop in time", "member", m.cfg.Name, "err", err)
+		}
+	})
+	stopping.Wait()
+	if err := m.release(ctx); err != nil {
+		a.logger.Error("aggregate member removed by a reload: some of its children did not stop", "member", m.cfg.Name, "err", err)
+	}
 }
 
 // track counts one more goroutine of the aggregate in wg, unless it is
@@ -362,7 +562,7 @@ func (a *Aggregate) changed(old, cur *view) {
 func (a *Aggregate) rebuild() {
 	a.mu.Lock()
 	old := a.view
-	cur := a.build(nil)
+	cur := a.build(a.members, nil)
 	a.view = cur
 	a.mu.Unlock()
 	a.changed(old, cur)
@@ -389,10 +589,10 @@ func (a *Aggregate) takeChild() bool {
 
 func (a *Aggregate) releaseChild() { a.children.Add(-1) }
 
-// memberOf finds the member whose prefix begins an advertised name, and
-// the name after it (checkPrefixes makes it unique).
-func (a *Aggregate) memberOf(adv string) (*member, string) {
-	for _, m := range a.members {
+// memberOf finds the member of the view whose prefix begins an
+// advertised name, and the name after it (checkPrefixes makes it unique).
+func (v *view) memberOf(a *Aggregate, adv string) (*member, string) {
+	for _, m := range v.members {
 		p := m.prefix + a.opts.Separator
 		if len(adv) > len(p) && adv[:len(p)] == p {
 			return m, adv[len(p):]
@@ -422,7 +622,7 @@ func (a *Aggregate) Owner(method, key string) (name, own string, ok bool) {
 		if r, found := routes[key]; found {
 			return r.m.cfg.Name, r.name, true
 		}
-		m, own = a.memberOf(key)
+		m, own = view.memberOf(a, key)
 	case "resources/list":
 		m, own = view.resource(a, key), key
 	case "resources/templates/list":

@@ -10,12 +10,14 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/mcp-bridge/mcp-bridge/auth"
 	"github.com/mcp-bridge/mcp-bridge/jsonrpc"
 	"github.com/mcp-bridge/mcp-bridge/peer"
 	"github.com/mcp-bridge/mcp-bridge/pin"
+	"github.com/mcp-bridge/mcp-bridge/sandbox"
 )
 
 // kind is one of the lists an aggregate merges.
@@ -88,11 +90,25 @@ func (l *lists) hints(k kind, page map[string]json.RawMessage) {
 // member is one member of an aggregate and its catalog child.
 type member struct {
 	agg    *Aggregate
-	idx    int
 	cfg    Member
 	prefix string
 	first  chan struct{} // closed after the first load, whatever its outcome
 	once   sync.Once
+	// ctx ends when the member ends: at the aggregate's Close, or once
+	// Update removed it (close).
+	ctx    context.Context
+	cancel context.CancelFunc
+	// removed is set by Update, under the aggregate's mu: a virtual child
+	// starts no child of it any more (send).
+	removed atomic.Bool
+
+	// pmu guards what tracks the children the member launched, so that
+	// its Close comes after the last has exited (release).
+	pmu      sync.Mutex
+	procs    int           // launched and not exited
+	retired  bool          // no launch any more
+	procGone chan struct{} // closed once retired and procs is 0
+	released bool
 
 	mu       sync.Mutex
 	lists    *lists                     // nil while down
@@ -101,6 +117,7 @@ type member struct {
 	conn     *peer.Conn                 // the catalog child, while it runs
 	ended    *pinEnd                    // what ended conn's lists, if anything did
 	failures int                        // loads failed in a row
+	closing  bool                       // close ran: a load in progress keeps no child
 	retry    *time.Timer
 	loading  bool // a load or refresh runs
 	again    bool // a list_changed came during it
@@ -125,7 +142,7 @@ func (m *member) load() {
 		a.rebuild()
 		return
 	}
-	ctx, cancel := context.WithTimeout(a.ctx, a.opts.InitializeTimeout)
+	ctx, cancel := context.WithTimeout(m.ctx, a.opts.InitializeTimeout)
 	defer cancel()
 	conn, r, end, err := m.start(ctx)
 	if err != nil {
@@ -169,6 +186,11 @@ func (m *member) load() {
 	}
 	r.own(conn)
 	m.mu.Lock()
+	if m.closing {
+		m.mu.Unlock()
+		_ = conn.Close(context.Background()) // Stop's steps are bounded
+		return
+	}
 	m.conn, m.ended = conn, end
 	m.mu.Unlock()
 	if !modern {
@@ -282,11 +304,11 @@ func (m *member) fail(conn *peer.Conn, err error) {
 	if delay > a.opts.RetryMax || delay <= 0 {
 		delay = a.opts.RetryMax
 	}
-	closing := !a.track()
+	closing := m.closing || !a.track()
 	if !closing {
 		m.retry = time.AfterFunc(delay, func() {
 			defer a.wg.Done()
-			if a.ctx.Err() == nil {
+			if m.ctx.Err() == nil {
 				m.load()
 			}
 		})
@@ -333,7 +355,7 @@ func (m *member) refresh() {
 	go func() {
 		defer a.wg.Done()
 		for {
-			ctx, cancel := context.WithTimeout(a.ctx, a.opts.InitializeTimeout)
+			ctx, cancel := context.WithTimeout(m.ctx, a.opts.InitializeTimeout)
 			l := &lists{caps: caps, instructions: instr, modern: modern}
 			err := m.fetch(ctx, conn, l)
 			cancel()
@@ -355,7 +377,7 @@ func (m *member) refresh() {
 			}
 			m.mu.Unlock()
 			if err != nil {
-				if a.ctx.Err() == nil && !errors.Is(err, peer.ErrClosed) {
+				if m.ctx.Err() == nil && !errors.Is(err, peer.ErrClosed) {
 					a.logger.Warn("aggregate member: listing again after list_changed failed", "member", m.cfg.Name, "err", err)
 				}
 				m.mu.Lock()
@@ -371,8 +393,12 @@ func (m *member) refresh() {
 	}()
 }
 
+// close ends the member's catalog child, its retries and what it does
+// with them (m.ctx).
 func (m *member) close(ctx context.Context) error {
+	m.cancel()
 	m.mu.Lock()
+	m.closing = true
 	conn := m.conn
 	m.conn = nil
 	if m.retry != nil && m.retry.Stop() {
@@ -385,11 +411,73 @@ func (m *member) close(ctx context.Context) error {
 	return nil
 }
 
+// launch starts one of the member's children (its catalog child, or one
+// serving a virtual child) and tracks it until it exits; once the member
+// is retired it starts none.
+func (m *member) launch(ctx context.Context, name string) (sandbox.Process, error) {
+	m.pmu.Lock()
+	if m.retired {
+		m.pmu.Unlock()
+		return nil, fmt.Errorf("%w: aggregate member %q was removed from the aggregate", sandbox.ErrLaunch, m.cfg.Name)
+	}
+	m.procs++
+	m.pmu.Unlock()
+	proc, err := m.cfg.Launcher.Launch(ctx, name)
+	if err != nil {
+		m.exited()
+		return nil, err
+	}
+	// Ends when the child has exited (a stopped child's Wait returns).
+	go func() { _ = proc.Wait(); m.exited() }()
+	return proc, nil
+}
+
+func (m *member) exited() {
+	m.pmu.Lock()
+	defer m.pmu.Unlock()
+	m.procs--
+	if m.retired && m.procs == 0 {
+		close(m.procGone)
+	}
+}
+
+// release waits, within ctx, until every child the member launched has
+// exited (starting none any more), then calls its Close, once.
+func (m *member) release(ctx context.Context) error {
+	m.pmu.Lock()
+	if m.released {
+		m.pmu.Unlock()
+		return nil
+	}
+	m.released = true
+	if !m.retired {
+		m.retired = true
+		m.procGone = make(chan struct{})
+		if m.procs == 0 {
+			close(m.procGone)
+		}
+	}
+	gone := m.procGone
+	m.pmu.Unlock()
+	var err error
+	select {
+	case <-gone:
+	case <-ctx.Done():
+		err = fmt.Errorf("aggregate member %q: children still running: %w", m.cfg.Name, ctx.Err())
+	}
+	if m.cfg.Close != nil {
+		// Released even when a child lingers: its process group is the
+		// sandbox's to end, and the aggregate stops waiting.
+		err = errors.Join(err, m.cfg.Close())
+	}
+	return err
+}
+
 // start launches a catalog child and connects to it; its router owns
 // nothing yet.
 func (m *member) start(ctx context.Context) (*peer.Conn, *catalogRouter, *pinEnd, error) {
 	a := m.agg
-	proc, err := m.cfg.Launcher.Launch(ctx, "aggregate-catalog-"+m.cfg.Name)
+	proc, err := m.launch(ctx, "aggregate-catalog-"+m.cfg.Name)
 	if err != nil {
 		return nil, nil, nil, err
 	}
@@ -475,8 +563,8 @@ func (m *member) listen(conn *peer.Conn, caps map[string]json.RawMessage) {
 	}
 	go func() {
 		defer a.wg.Done()
-		_, err := conn.Call(a.ctx, "subscriptions/listen", map[string]any{"_meta": modernMeta(a), "notifications": want})
-		if err != nil && a.ctx.Err() == nil && !errors.Is(err, peer.ErrClosed) {
+		_, err := conn.Call(m.ctx, "subscriptions/listen", map[string]any{"_meta": modernMeta(a), "notifications": want})
+		if err != nil && m.ctx.Err() == nil && !errors.Is(err, peer.ErrClosed) {
 			a.logger.Warn("aggregate member: its catalog cannot listen for list changes; they reach the aggregate only from sessions' children of it",
 				"member", m.cfg.Name, "err", err)
 		}
@@ -586,7 +674,7 @@ func (r *catalogRouter) Ended(err error) {
 	r.m.mu.Lock()
 	cur := r.m.conn
 	r.m.mu.Unlock()
-	if conn != nil && conn == cur && r.m.agg.ctx.Err() == nil {
+	if conn != nil && conn == cur && r.m.ctx.Err() == nil {
 		r.m.fail(conn, fmt.Errorf("its catalog child ended: %w", err))
 	}
 }
@@ -606,6 +694,7 @@ type tmpl struct {
 // view is the merged catalog: the lists' results as virtual children
 // send them, and the routes. Immutable once built.
 type view struct {
+	members      []*member // those it was built from, in order
 	lists        [4][]byte // the result objects
 	tools        map[string]route
 	prompts      map[string]route
@@ -618,11 +707,11 @@ type view struct {
 	downErr      []error
 }
 
-// build merges the members' lists: the catalog's, or for a member in
+// build merges the lists of members: the catalog's, or for a member in
 // over the lists a session's own child of it answered. Called with a.mu
 // held when over is nil (the aggregate's view).
-func (a *Aggregate) build(over map[*member]*lists) *view {
-	v := &view{tools: map[string]route{}, prompts: map[string]route{}, uris: map[string]*member{}, templateURIs: map[string]*member{}, caps: map[string]any{}}
+func (a *Aggregate) build(members []*member, over map[*member]*lists) *view {
+	v := &view{members: members, tools: map[string]route{}, prompts: map[string]route{}, uris: map[string]*member{}, templateURIs: map[string]*member{}, caps: map[string]any{}}
 	var items [4][]json.RawMessage
 	var instr []string
 	// Per kind, the merged freshness: "ttlMs is the least of the
@@ -675,7 +764,7 @@ func (a *Aggregate) build(over map[*member]*lists) *view {
 		_, lg := caps["logging"]
 		logging = logging || lg
 	}
-	for _, m := range a.members {
+	for _, m := range members {
 		l, err := m.snapshot()
 		if l != nil && over[m] != nil {
 			l = over[m]
@@ -806,7 +895,7 @@ func (v *view) resource(a *Aggregate, uri string) *member {
 		}
 	}
 	var only *member
-	for _, m := range a.members {
+	for _, m := range v.members {
 		if l, _ := m.snapshot(); l != nil {
 			if _, ok := l.caps["resources"]; ok {
 				if only != nil {

@@ -148,7 +148,7 @@ func (v *virtual) stop() {
 		delete(v.a.virtuals, v)
 		v.a.mu.Unlock()
 		// The member children stop side by side: each in bounded steps.
-		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		ctx, cancel := context.WithTimeout(context.Background(), v.a.opts.StopBudget)
 		var stopping sync.WaitGroup
 		for _, s := range slots {
 			stopping.Go(func() { s.close(ctx) })
@@ -325,10 +325,11 @@ func (v *virtual) view(fetch bool) *view {
 			over[m] = &lists{caps: cat.caps}
 		}
 	}
+	cur := a.currentView()
 	if over == nil {
-		return a.currentView()
+		return cur
 	}
-	return a.build(over)
+	return a.build(cur.members, over)
 }
 
 // list answers a list from the catalog, once every member was tried.
@@ -413,7 +414,7 @@ func (v *virtual) byName(m jsonrpc.Message, prompt bool) {
 	}
 	r, ok := routes[adv]
 	if !ok {
-		mem, name := a.memberOf(adv)
+		mem, name := view.memberOf(a, adv)
 		if mem == nil {
 			v.fail(&m.Env, m.Data, jsonrpc.CodeInvalidParams, fmt.Sprintf("unknown %s %q: the aggregate's names begin with a member's prefix", what, adv))
 			return
@@ -570,6 +571,13 @@ func (v *virtual) send(mem *member, m jsonrpc.Message, view *view) {
 		v.fail(&m.Env, m.Data, jsonrpc.CodeInternalError, "the aggregate's session is ending")
 		return
 	}
+	if mem.removed.Load() {
+		// Update sets it before it sweeps this virtual child's slots
+		// (under v.mu): no slot of a removed member outlives the sweep.
+		v.mu.Unlock()
+		v.fail(&m.Env, m.Data, jsonrpc.CodeInternalError, removedMessage(mem))
+		return
+	}
 	if err := v.refused[mem]; err != nil {
 		v.mu.Unlock()
 		v.fail(&m.Env, m.Data, jsonrpc.CodeInternalError, refusedMessage(mem, err))
@@ -577,10 +585,14 @@ func (v *virtual) send(mem *member, m jsonrpc.Message, view *view) {
 	}
 	s := v.slots[mem]
 	if s == nil {
-		if len(v.slots) >= a.opts.MaxChildren {
+		limit := a.opts.MaxChildren
+		if limit == 0 {
+			limit = len(view.members)
+		}
+		if len(v.slots) >= limit {
 			v.mu.Unlock()
 			v.fail(&m.Env, m.Data, jsonrpc.CodeInternalError, fmt.Sprintf(
-				"cannot start aggregate member %q: this session already runs %d member servers, the aggregate's bound per session; a member server stops once idle for the idle timeout", mem.cfg.Name, a.opts.MaxChildren))
+				"cannot start aggregate member %q: this session already runs %d member servers, the aggregate's bound per session; a member server stops once idle for the idle timeout", mem.cfg.Name, limit))
 			return
 		}
 		if !a.takeChild() {
@@ -736,7 +748,7 @@ func (s *slot) start() (*peer.Conn, error) {
 		}
 	}()
 	child := v.session + "/" + s.m.cfg.Name
-	proc, err := s.m.cfg.Launcher.Launch(ctx, child)
+	proc, err := s.m.launch(ctx, child)
 	if err != nil {
 		return nil, err
 	}
@@ -892,7 +904,7 @@ func (s *slot) pinEnded(err error) {
 	go func() {
 		defer v.wg.Done()
 		s.gone(refusedMessage(s.m, err))
-		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		ctx, cancel := context.WithTimeout(context.Background(), v.a.opts.StopBudget)
 		s.close(ctx)
 		cancel()
 		v.listChanged([]string{"notifications/tools/list_changed", "notifications/prompts/list_changed", "notifications/resources/list_changed"})
