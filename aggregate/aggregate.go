@@ -348,6 +348,19 @@ func (a *Aggregate) Ready(ctx context.Context) error {
 	return nil
 }
 
+// ready reports whether every member's catalog child was tried once, at
+// once.
+func (a *Aggregate) ready() bool {
+	for _, m := range a.current() {
+		select {
+		case <-m.first:
+		default:
+			return false
+		}
+	}
+	return true
+}
+
 // Down names the members that are down now (their catalog child failed),
 // with why.
 func (a *Aggregate) Down() map[string]error {

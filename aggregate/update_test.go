@@ -1,9 +1,12 @@
 package aggregate_test
 
 import (
+	"bufio"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"slices"
 	"strings"
@@ -216,5 +219,91 @@ func TestUpdateInPlace(t *testing.T) {
 	}
 	if n := a.closed.Load() + c.closed.Load() + d2.closed.Load(); n != 0 {
 		t.Errorf("%d members still in the aggregate were released", n)
+	}
+}
+
+// gated is a launcher whose launches wait, whatever their context, until
+// open is closed (or the test ends).
+type gated struct {
+	l    sandbox.Launcher
+	open chan struct{}
+	t    *testing.T
+}
+
+func (g *gated) Launch(ctx context.Context, name string) (sandbox.Process, error) {
+	select {
+	case <-g.open:
+	case <-g.t.Context().Done():
+		return nil, errors.New("the test ended")
+	}
+	return g.l.Launch(ctx, name)
+}
+
+// A list that waits for a member an update added (its catalog not in
+// yet) does not hold up the other requests of the virtual child: a call
+// of a written after it is answered meanwhile, and the list, once c's
+// catalog is in, lists c. The virtual child is driven line by line, so
+// that the list is read first.
+func TestUpdateListWaitsAside(t *testing.T) {
+	a, c := newTestMember(t), newTestMember(t)
+	f := newFixture(t, func(o *aggregate.Options) {
+		o.Members = []aggregate.Member{a.member("a", "1")}
+	})
+	ctx := ctxT(t)
+	proc, err := f.agg.Launcher().Launch(ctx, "lines")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer proc.Stop(context.Background())
+	lines := make(chan map[string]any, 16)
+	go func() {
+		defer close(lines)
+		sc := bufio.NewScanner(proc.Stdout())
+		for sc.Scan() {
+			var msg map[string]any
+			if json.Unmarshal(sc.Bytes(), &msg) == nil {
+				lines <- msg
+			}
+		}
+	}()
+	write := func(line string) {
+		t.Helper()
+		if _, err := io.WriteString(proc.Stdin(), line+"\n"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// answer waits for the answer to the request of id, and returns it.
+	answer := func(id float64) map[string]any {
+		t.Helper()
+		for {
+			select {
+			case msg, ok := <-lines:
+				if !ok {
+					t.Fatalf("the virtual child ended before answering request %v", id)
+				}
+				if msg["id"] == id {
+					return msg
+				}
+			case <-ctx.Done():
+				t.Fatalf("request %v: no answer: %v", id, ctx.Err())
+			}
+		}
+	}
+	write(`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}`)
+	answer(1)
+	write(`{"jsonrpc":"2.0","method":"notifications/initialized"}`)
+
+	g := &gated{l: c, open: make(chan struct{}), t: t}
+	if err := f.agg.Update([]aggregate.Member{a.member("a", "1"), {Name: "c", Key: "1", Launcher: g}}); err != nil {
+		t.Fatal(err)
+	}
+	write(`{"jsonrpc":"2.0","id":2,"method":"tools/list"}`)
+	write(`{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"a__echo","arguments":{"text":"while c loads"}}}`)
+	if got := fmt.Sprint(answer(3)["result"]); !strings.Contains(got, "while c loads") {
+		t.Fatalf("a__echo while c loads: %s", got)
+	}
+	close(g.open)
+	if got := fmt.Sprint(answer(2)["result"]); !strings.Contains(got, "c__echo") || !strings.Contains(got, "a__echo") {
+		t.Errorf("tools/list once c's catalog is in: %s, want a's and c's tools", got)
 	}
 }

@@ -352,12 +352,13 @@ func (v *virtual) list(m jsonrpc.Message, k kind) {
 		out = append(append(append(out, `,"result":`...), view.lists[k]...), '}')
 		v.write(out)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	if v.ownLists() == 0 && a.Ready(ctx) == nil { // ready already: answered at once
-		cancel()
+	if v.ownLists() == 0 && a.ready() { // ready already: answered at once
 		ready()
 		return
 	}
+	// Not in the loop: the client's other requests go on meanwhile (a
+	// member a reload added may take a while to list).
+	ctx, cancel := context.WithCancel(context.Background())
 	v.wg.Add(1)
 	go func() {
 		defer v.wg.Done()
