@@ -9,7 +9,7 @@ import (
 	"net/http"
 	"strings"
 	"sync"
-	"time"
+	"sync/atomic"
 
 	"github.com/mcp-bridge/mcp-bridge/aggregate"
 	"github.com/mcp-bridge/mcp-bridge/bridge"
@@ -41,6 +41,12 @@ type AggregateMember struct {
 	Server *ServerOptions
 	// Prefix begins its advertised names; empty means Server.Name.
 	Prefix string
+	// Key is what the member's configuration is (its options, the
+	// contents of its guard files): an update in place (Aggregates.Apply)
+	// keeps a running member of the same name and Key, its catalog and
+	// its sessions' children, and replaces one whose Key differs. Empty:
+	// always replaced.
+	Key string
 }
 
 // AggregateOptions configure an aggregate endpoint.
@@ -70,6 +76,17 @@ type Aggregate struct {
 	// forget drops the gauges of its path (Shared.Forget), once it left
 	// the configuration and drained.
 	forget func()
+
+	// What an update in place (prepare) builds new members with, and
+	// compares: it changes only the members.
+	sh        *Shared
+	logger    *slog.Logger
+	separator string
+	bounds    AggregateBounds
+	policies  *atomic.Pointer[map[string]*policy.Policy] // listFilter's
+	// members are those the aggregate was given last, in order; written
+	// by an update's commit, which the lifecycle serializes.
+	members []aggregate.Member
 }
 
 // CheckAggregate checks what aggregate.New would refuse of the members'
@@ -79,13 +96,7 @@ func CheckAggregate(o *AggregateOptions) error {
 	for i, m := range o.Members {
 		members[i] = aggregate.Member{Name: m.Server.Name, Prefix: m.Prefix, Launcher: noLauncher{}}
 	}
-	a, err := aggregate.New(&aggregate.Options{Members: members, Separator: o.Separator, Logger: slog.New(slog.DiscardHandler),
-		// The catalog children of this check fail at once, and never again.
-		RetryMin: time.Hour, RetryMax: time.Hour})
-	if err != nil {
-		return err
-	}
-	return a.Close(context.Background())
+	return aggregate.CheckMembers(members, o.Separator)
 }
 
 type noLauncher struct{}
@@ -108,76 +119,18 @@ func (noLauncher) Launch(context.Context, string) (sandbox.Process, error) {
 func BuildAggregate(ctx context.Context, sh *Shared, o *AggregateOptions, path string) (*Aggregate, error) {
 	front := o.Front
 	logger := sh.logger().With("aggregate", path)
-	var closers []func() error
-	release := func() error {
+	members := make([]aggregate.Member, 0, len(o.Members))
+	closeMembers := func(ms []aggregate.Member) error {
 		var err error
-		for i := len(closers) - 1; i >= 0; i-- {
-			err = errors.Join(err, closers[i]())
+		for i := len(ms) - 1; i >= 0; i-- {
+			err = errors.Join(err, ms[i].Close())
 		}
 		return err
 	}
-	members := make([]aggregate.Member, 0, len(o.Members))
-	policies := map[string]*policy.Policy{}
 	for _, am := range o.Members {
-		mo := am.Server
-		if mo.Policy != nil {
-			policies[mo.Name] = mo.Policy
-		}
-		mlog := logger.With("server_name", mo.Name)
-		tel := newTelemetry(sh, mo.Name, mlog)
-		g, err := newGuards(mo, sh, tel, mlog)
+		m, err := buildMember(ctx, sh, am, o.Separator, logger)
 		if err != nil {
-			return nil, errors.Join(fmt.Errorf("member %q: %w", mo.Name, err), release())
-		}
-		if g.audit != nil {
-			// Its lines name the tool as the member knows it and as the
-			// aggregate's clients do.
-			member, prefix := mo.Name, am.Prefix
-			g.audit = g.audit.Advertising(func(name string) string {
-				return aggregate.Advertise(member, prefix, o.Separator, name)
-			})
-		}
-		closers = append(closers, g.close)
-		l, closeL, err := NewLauncher(ctx, mo, mlog)
-		if err != nil {
-			return nil, errors.Join(fmt.Errorf("member %q: %w", mo.Name, err), release())
-		}
-		closers = append(closers, func() error { closeL(); return nil })
-		kind := mo.sandbox()
-		if mo.Remote != nil {
-			kind = "remote"
-		}
-		m := aggregate.Member{
-			Name:     mo.Name,
-			Prefix:   am.Prefix,
-			Launcher: tel.launcher(l, kind),
-			// listsOfLock takes a lock that holds its items' members
-			// (version 3) for the catalog, and leaves others to a
-			// catalog child.
-			Lock: mo.Lock,
-			Intercept: func(child string, end func(error)) (peer.Interceptor, func(error)) {
-				// A member child serves one client of the aggregate; an
-				// --on-pin-violation end-session ends that member for
-				// that client (end), not the client's whole session:
-				// see aggregate.Member.Intercept. Once the child has
-				// ended, the requests it left unanswered are audited,
-				// once, as a session's are when its server stops.
-				i, ended := g.chain(child, nil, mlog.With("child", child), end, nil)
-				return i, func(err error) {
-					reason := ""
-					if err != nil {
-						reason = err.Error()
-					}
-					ended(reason)
-				}
-			},
-		}
-		if g.pins != nil {
-			// With --on-pin-violation end-session the member is down
-			// while its catalog child offers what the lock refuses.
-			m.CatalogIntercept = func(end func(error)) peer.Interceptor {
-				return g.pins.Interceptor(&pin.Hooks{Logger: mlog, Alert: g.alert(mo.Name + "/catalog"), End: end})
-			}
+			return nil, errors.Join(err, closeMembers(members))
 		}
 		members = append(members, m)
 	}
@@ -188,27 +141,31 @@ func BuildAggregate(ctx context.Context, sh *Shared, o *AggregateOptions, path s
 		MaxChildrenTotal: o.Bounds.MaxChildren,
 		IdleTimeout:      o.Bounds.IdleTimeout,
 		FailClosed:       o.Bounds.FailClosed,
+		StopBudget:       sandbox.StopBudget(front.StopGrace),
 		Peer:             peer.Options{MaxMessageBytes: front.MaxMessageBytes},
 		Logger:           logger,
 	})
 	if err != nil {
-		return nil, errors.Join(err, release())
+		return nil, errors.Join(err, closeMembers(members))
 	}
-	closers = append(closers, func() error {
+	// The aggregate releases its members (Member.Close), those an update
+	// removed once their children exited, the others at its Close.
+	release := func() error {
 		ctx, cancel := context.WithTimeout(context.Background(), sandbox.StopBudget(front.StopGrace))
 		defer cancel()
 		return agg.Close(ctx)
-	})
+	}
 
 	tel := newTelemetry(sh, front.Name, logger)
 	// The aggregate's own chain: its span and counters, and each
 	// member's policy on the member's items of the merged lists, per
 	// caller. Policy on calls, pinning and audit are each member's
-	// (above), on the member's own names.
+	// (below), on the member's own names.
 	own := &guards{tel: tel, logger: logger, logMessages: front.LogMessages}
-	if len(policies) > 0 {
-		own.lists = listFilter{agg: agg, policies: policies}.interceptor
-	}
+	policies := new(atomic.Pointer[map[string]*policy.Policy])
+	policies.Store(policiesOf(o.Members))
+	// Always there: an update may add a member with a policy.
+	own.lists = listFilter{agg: agg, policies: policies}.interceptor
 	// A virtual child speaks revision 2025-11-25, like a stdio server.
 	e, err := serve(sh, front, path, agg.Launcher(), pool.EraLegacy, own, tel, logger, release)
 	if err != nil {
@@ -219,7 +176,151 @@ func BuildAggregate(ctx context.Context, sh *Shared, o *AggregateOptions, path s
 			logger.Error("cannot export the aggregate's metrics", "err", err)
 		}
 	}
-	return &Aggregate{Endpoint: e, Agg: agg, forget: func() { sh.Forget(path) }}, nil
+	return &Aggregate{Endpoint: e, Agg: agg, forget: func() { sh.Forget(path) },
+		sh: sh, logger: logger, separator: o.Separator, bounds: o.Bounds, policies: policies, members: members}, nil
+}
+
+// policiesOf are the members' policies by member name: those with one.
+func policiesOf(members []AggregateMember) *map[string]*policy.Policy {
+	out := map[string]*policy.Policy{}
+	for _, am := range members {
+		if am.Server.Policy != nil {
+			out[am.Server.Name] = am.Server.Policy
+		}
+	}
+	return &out
+}
+
+// buildMember builds one member of an aggregate: its plain launcher
+// (NewLauncher, counted), its guards as aggregate.Member.Intercept
+// (tracing, metrics, message log, audit, policy, pinning: the chain a
+// server alone has, on (member, its own name)), its pin enforcer as
+// CatalogIntercept (what the lock refuses leaves every session's lists,
+// that member's items only), its lock as its catalog when the lock holds
+// the items (version 3), and Close, which releases the launcher and the
+// guards (the aggregate calls it once the member's children exited).
+func buildMember(ctx context.Context, sh *Shared, am AggregateMember, sep string, logger *slog.Logger) (aggregate.Member, error) {
+	mo := am.Server
+	mlog := logger.With("server_name", mo.Name)
+	tel := newTelemetry(sh, mo.Name, mlog)
+	g, err := newGuards(mo, sh, tel, mlog)
+	if err != nil {
+		return aggregate.Member{}, fmt.Errorf("member %q: %w", mo.Name, err)
+	}
+	if g.audit != nil {
+		// Its lines name the tool as the member knows it and as the
+		// aggregate's clients do.
+		member, prefix := mo.Name, am.Prefix
+		g.audit = g.audit.Advertising(func(name string) string {
+			return aggregate.Advertise(member, prefix, sep, name)
+		})
+	}
+	l, closeL, err := NewLauncher(ctx, mo, mlog)
+	if err != nil {
+		return aggregate.Member{}, errors.Join(fmt.Errorf("member %q: %w", mo.Name, err), g.close())
+	}
+	kind := mo.sandbox()
+	if mo.Remote != nil {
+		kind = "remote"
+	}
+	m := aggregate.Member{
+		Name:     mo.Name,
+		Prefix:   am.Prefix,
+		Key:      am.Key,
+		Launcher: tel.launcher(l, kind),
+		// listsOfLock takes a lock that holds its items' members
+		// (version 3) for the catalog, and leaves others to a catalog
+		// child.
+		Lock: mo.Lock,
+		Intercept: func(child string, end func(error)) (peer.Interceptor, func(error)) {
+			// A member child serves one client of the aggregate; an
+			// --on-pin-violation end-session ends that member for that
+			// client (end), not the client's whole session: see
+			// aggregate.Member.Intercept. Once the child has ended, the
+			// requests it left unanswered are audited, once, as a
+			// session's are when its server stops.
+			i, ended := g.chain(child, nil, mlog.With("child", child), end, nil)
+			return i, func(err error) {
+				reason := ""
+				if err != nil {
+					reason = err.Error()
+				}
+				ended(reason)
+			}
+		},
+		Close: func() error { closeL(); return g.close() },
+	}
+	if g.pins != nil {
+		// With --on-pin-violation end-session the member is down while
+		// its catalog child offers what the lock refuses.
+		m.CatalogIntercept = func(end func(error)) peer.Interceptor {
+			return g.pins.Interceptor(&pin.Hooks{Logger: mlog, Alert: g.alert(mo.Name + "/catalog"), End: end})
+		}
+	}
+	return m, nil
+}
+
+// memberUpdate is an update in place of an aggregate's members, prepared
+// (the members added or changed built, the whole checked) and not yet
+// made.
+type memberUpdate struct {
+	a        *Aggregate
+	members  []aggregate.Member
+	built    []aggregate.Member // to release if it is dropped
+	policies *map[string]*policy.Policy
+}
+
+// prepare builds what an update in place of a's members to o needs, and
+// checks it as the aggregate will: nil when o changes more than members
+// (the separator, the bounds), so that the aggregate is rebuilt. A member
+// of the same name and Key as a running one is kept as it runs.
+func (a *Aggregate) prepare(ctx context.Context, o *AggregateOptions) (*memberUpdate, error) {
+	if o.Separator != a.separator || o.Bounds != a.bounds {
+		return nil, nil
+	}
+	running := make(map[string]aggregate.Member, len(a.members))
+	for _, m := range a.members {
+		running[m.Name] = m
+	}
+	u := &memberUpdate{a: a, members: make([]aggregate.Member, len(o.Members)), policies: policiesOf(o.Members)}
+	for i, am := range o.Members {
+		if m, ok := running[am.Server.Name]; ok && am.Key != "" && m.Key == am.Key && m.Prefix == am.Prefix {
+			u.members[i] = m
+			continue
+		}
+		m, err := buildMember(ctx, a.sh, am, o.Separator, a.logger)
+		if err != nil {
+			return nil, errors.Join(err, u.drop())
+		}
+		u.members[i], u.built = m, append(u.built, m)
+	}
+	if err := aggregate.CheckMembers(u.members, o.Separator); err != nil {
+		return nil, errors.Join(err, u.drop())
+	}
+	return u, nil
+}
+
+// commit makes the update: the aggregate's members change in place.
+func (u *memberUpdate) commit() {
+	if err := u.a.Agg.Update(u.members); err != nil {
+		// prepare checked what Update checks; only a closed aggregate
+		// refuses, and the lifecycle does not update one.
+		u.a.logger.Error("the aggregate's members could not be updated; the old ones serve", "err", err)
+		_ = u.drop()
+		return
+	}
+	u.a.policies.Store(u.policies)
+	u.a.members = u.members
+}
+
+// drop releases what prepare built, when the update is not made.
+func (u *memberUpdate) drop() error {
+	var err error
+	for _, m := range u.built {
+		err = errors.Join(err, m.Close())
+	}
+	u.built = nil
+	return err
 }
 
 // listFilter applies the members' policies to an aggregate's merged
@@ -231,8 +332,10 @@ func BuildAggregate(ctx context.Context, sh *Shared, o *AggregateOptions, path s
 // caller may not use is taken out of tools/list ..."). A member without a
 // policy shows everything.
 type listFilter struct {
-	agg      *aggregate.Aggregate
-	policies map[string]*policy.Policy // by member name: those with a policy
+	agg *aggregate.Aggregate
+	// policies are the members' by member name, those with a policy; an
+	// update in place replaces them.
+	policies *atomic.Pointer[map[string]*policy.Policy]
 }
 
 func (f listFilter) interceptor(revision string, logger *slog.Logger) peer.Interceptor {
@@ -242,7 +345,11 @@ func (f listFilter) interceptor(revision string, logger *slog.Logger) peer.Inter
 		return func(m *peer.Message) error {
 			if !m.Own && m.Dir == peer.FromChild && m.Env.Kind == jsonrpc.KindResponse && !m.Env.IsError {
 				if array, key, kind, ok := aggregateList(m.Method); ok {
-					if err := f.filter(m, array, key, kind, modern, logger); err != nil {
+					policies := *f.policies.Load()
+					if len(policies) == 0 {
+						return next(m) // no member has a policy
+					}
+					if err := f.filter(m, policies, array, key, kind, modern, logger); err != nil {
 						return err
 					}
 				}
@@ -268,7 +375,7 @@ func aggregateList(method string) (array, key, kind string, ok bool) {
 	return "", "", "", false
 }
 
-func (f listFilter) filter(m *peer.Message, array, key, kind string, modern bool, logger *slog.Logger) error {
+func (f listFilter) filter(m *peer.Message, policies map[string]*policy.Policy, array, key, kind string, modern bool, logger *slog.Logger) error {
 	c := m.Caller() // a list answer goes to the client that asked
 	out, hidden, err := mcplist.Filter(m.Data, array, key, func(name string, _ []byte) bool {
 		member, own, ok := f.agg.Owner(m.Method, name)
@@ -277,7 +384,7 @@ func (f listFilter) filter(m *peer.Message, array, key, kind string, modern bool
 			// cannot be given to a policy, so it is not shown.
 			return false
 		}
-		p := f.policies[member]
+		p := policies[member]
 		return p == nil || p.Listed(kind, own, c) == nil
 	})
 	if err != nil {
@@ -314,17 +421,25 @@ type AggregateSpec struct {
 	// HTTP+SSE endpoints are beside it (/sse, /message).
 	Path string
 	// Key is what its configuration is (its members' keys, prefixes,
-	// the separator): one whose Key changed is rebuilt, the old one
-	// drains.
+	// the separator, its bounds): one whose Key changed is updated in
+	// place when Options allow it, else rebuilt (the old one drains).
 	Key   string
 	Build func(ctx context.Context) (*Aggregate, error)
+	// Options, if not nil, are those Build builds it with: a running
+	// aggregate whose separator and bounds are the same has its members
+	// updated in place (AggregateMember.Key says which changed; its
+	// sessions go on), rather than being rebuilt. Their Front is not
+	// compared: it is the process's.
+	Options *AggregateOptions
 }
 
 // Aggregates serves the aggregate endpoints of a configuration (/mcp and
 // each group's), and applies a new configuration as Set does for servers:
-// one added starts, one removed or changed drains (requests in flight
+// one added starts, one removed or rebuilt drains (requests in flight
 // finish within the grace; a draining endpoint still serves its own
-// sessions), then closes. WaitIdle, Len and Close span every aggregate.
+// sessions), then closes; one whose members alone changed is updated in
+// place (AggregateSpec.Options): its sessions go on. WaitIdle, Len and
+// Close span every aggregate.
 type Aggregates struct {
 	lifecycle[*Aggregate]
 
@@ -384,12 +499,22 @@ func NewAggregates(o *SetOptions) *Aggregates {
 }
 
 // Apply makes specs the aggregates served. It builds those added or
-// changed first: if one fails, those built are closed and nothing
-// changes.
+// rebuilt, and prepares those updated in place, first: if one fails,
+// what was built is released and nothing changes. Those updated in place
+// are in Changes.Changed and Changes.InPlace.
 func (s *Aggregates) Apply(ctx context.Context, specs []AggregateSpec) (Changes, error) {
 	entries := make([]entry[*Aggregate], len(specs))
 	for i, sp := range specs {
 		entries[i] = entry[*Aggregate]{name: sp.Path, key: sp.Key, build: sp.Build}
+		if o := sp.Options; o != nil {
+			entries[i].prepare = func(ctx context.Context, a *Aggregate) (change, error) {
+				u, err := a.prepare(ctx, o)
+				if u == nil {
+					return nil, err
+				}
+				return u, nil
+			}
+		}
 	}
 	return s.apply(ctx, entries)
 }

@@ -21,6 +21,20 @@ type served interface {
 type entry[T served] struct {
 	name, key string
 	build     func(ctx context.Context) (T, error)
+	// prepare, if not nil, is asked first about an entry whose key
+	// changed: the change that makes the running t this entry in place,
+	// or nil when t must be replaced (built anew). An error fails the
+	// apply, as a failed build does.
+	prepare func(ctx context.Context, t T) (change, error)
+}
+
+// A change makes a running thing an entry in place. Prepared by
+// entry.prepare, it is committed once every build and preparation of
+// the apply succeeded (commit cannot fail), or dropped (what it built is
+// released).
+type change interface {
+	commit()
+	drop() error
 }
 
 // placement says how a set serves what it runs. Each hook is called with
@@ -78,6 +92,21 @@ func (l *lifecycle[T]) apply(ctx context.Context, entries []entry[T]) (Changes, 
 		return ch, ErrClosed
 	}
 	var build []entry[T]
+	type inPlace struct {
+		e entry[T]
+		c change
+	}
+	var updates []inPlace
+	built := make([]T, 0, len(entries))
+	// undo releases what was built or prepared, when the apply fails.
+	undo := func() {
+		for _, t := range built {
+			_ = t.Close(context.Background())
+		}
+		for _, u := range updates {
+			_ = u.c.drop()
+		}
+	}
 	seen := map[string]bool{}
 	for _, e := range entries {
 		seen[e.name] = true
@@ -87,6 +116,18 @@ func (l *lifecycle[T]) apply(ctx context.Context, entries []entry[T]) (Changes, 
 			build = append(build, e)
 		case r.key != e.key:
 			ch.Changed = append(ch.Changed, e.name)
+			if e.prepare != nil {
+				c, err := e.prepare(ctx, r.t)
+				if err != nil {
+					undo()
+					return Changes{}, l.place.buildError(e.name, err)
+				}
+				if c != nil {
+					ch.InPlace = append(ch.InPlace, e.name)
+					updates = append(updates, inPlace{e, c})
+					continue
+				}
+			}
 			build = append(build, e)
 		default:
 			ch.Unchanged = append(ch.Unchanged, e.name)
@@ -97,16 +138,18 @@ func (l *lifecycle[T]) apply(ctx context.Context, entries []entry[T]) (Changes, 
 			ch.Removed = append(ch.Removed, name)
 		}
 	}
-	built := make([]T, 0, len(build))
 	for _, e := range build {
 		t, err := e.build(ctx)
 		if err != nil {
-			for _, t := range built {
-				_ = t.Close(context.Background())
-			}
+			undo()
 			return Changes{}, l.place.buildError(e.name, err)
 		}
 		built = append(built, t)
+	}
+	for _, u := range updates {
+		l.logger.Info(l.place.kind+" changed in the configuration: updated in place; its sessions go on", l.place.attr, u.e.name)
+		u.c.commit()
+		l.running[u.e.name].key = u.e.key
 	}
 	for i, e := range build {
 		if old := l.running[e.name]; old != nil {

@@ -99,6 +99,9 @@ func NewSet(o *SetOptions) *Set {
 // Changes are what Apply did, by server name.
 type Changes struct {
 	Added, Changed, Unchanged, Removed []string
+	// InPlace are those of Changed updated in place (an aggregate whose
+	// members alone changed: its sessions go on), not replaced.
+	InPlace []string
 }
 
 // ErrClosed: Apply after Close.
