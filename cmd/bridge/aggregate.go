@@ -84,7 +84,10 @@ func (c *config) checkAggregates(f *configfile.File) error {
 }
 
 // aggregateSpecs are the aggregates of f as endpoint.Aggregates applies
-// them: their members' configurations checked.
+// them: their members' configurations checked. A member's key is its
+// server's (its entry, the contents of its guard files), so that a reload
+// that changes some members of an aggregate updates it in place: the
+// others keep their children and the sessions go on.
 func (m *multi) aggregateSpecs(f *configfile.File) ([]endpoint.AggregateSpec, error) {
 	if err := m.cfg.checkAggregates(f); err != nil {
 		return nil, err
@@ -103,19 +106,22 @@ func (m *multi) aggregateSpecs(f *configfile.File) ([]endpoint.AggregateSpec, er
 			if err != nil {
 				return nil, err
 			}
-			members = append(members, endpoint.AggregateMember{Server: o, Prefix: s.Prefix})
-			fmt.Fprintf(&key, "%s\x00%s\x00%s\x00", s.Name, s.Canon, sc.guardFiles)
+			mkey := s.Canon + "\x00" + sc.guardFiles
+			members = append(members, endpoint.AggregateMember{Server: o, Prefix: s.Prefix, Key: mkey})
+			fmt.Fprintf(&key, "%s\x00%s\x00", s.Name, mkey)
 		}
 		front, err := endpointOptions(m.cfg)
 		if err != nil {
 			return nil, err
 		}
 		front.Name = sp.path
+		o := &endpoint.AggregateOptions{Front: front, Members: members, Separator: sp.sep, Bounds: sp.bounds}
 		out = append(out, endpoint.AggregateSpec{
-			Path: sp.path,
-			Key:  key.String(),
+			Path:    sp.path,
+			Key:     key.String(),
+			Options: o,
 			Build: func(ctx context.Context) (*endpoint.Aggregate, error) {
-				a, err := endpoint.BuildAggregate(ctx, m.shared, &endpoint.AggregateOptions{Front: front, Members: members, Separator: sp.sep, Bounds: sp.bounds}, sp.path)
+				a, err := endpoint.BuildAggregate(ctx, m.shared, o, sp.path)
 				return a, explain(err)
 			},
 		})

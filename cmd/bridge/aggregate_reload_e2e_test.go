@@ -3,7 +3,10 @@ package main
 import (
 	"context"
 	"fmt"
+	"os"
+	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -11,6 +14,8 @@ import (
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/mcp-bridge/mcp-bridge/internal/proctest"
 )
 
 // caller calls one tool of a session over and over until stopped,
@@ -82,32 +87,70 @@ func (c *caller) waitCalls(t *testing.T, ctx context.Context, n int64) {
 	}
 }
 
-// A reload that removes member b and adds member c while clients of
-// revision 2026-07-28 call member a's tool through /mcp without pause: no
-// call of a fails; b's tools leave the lists and c's join them, for
-// 2026-07-28 clients and for a 2025 session opened after the reload; a
-// call of b's tool then gets an error naming it. (A 2025 session opened
-// before the reload stays on the aggregate it began with, which drains:
-// its requests get 503 once the reload is applied; see the README's
-// aggregate section.)
+// pidsWithArg lists the processes whose command line has arg.
+func pidsWithArg(t *testing.T, arg string) []int {
+	t.Helper()
+	entries, err := os.ReadDir("/proc")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []int
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		cmdline, err := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
+		if err == nil && slices.Contains(strings.Split(string(cmdline), "\x00"), arg) {
+			out = append(out, pid)
+		}
+	}
+	return out
+}
+
+// A reload that removes member b and adds member c while clients call
+// member a's tool through /mcp without pause: clients of revision
+// 2026-07-28, 2025 sessions opened before the reload (streamable HTTP,
+// and one over the legacy HTTP+SSE transport). The aggregate is updated
+// in place: no call of a fails, the sessions go on; b's tools leave the
+// lists and c's join them, for every client, new 2025 sessions too; a
+// call of b's tool then gets an error naming it; b's children (its
+// catalog's, and those of the sessions that called it) exit.
 func TestConfigFileAggregateReloadUnderLoad(t *testing.T) {
 	bridgeBin, helloBin := buildBinaries(t)
-	before := fmt.Sprintf(`{"mcpServers": {"a": {"command": %q}, "b": {"command": %q}}}`, helloBin, helloBin)
+	// The hello server ignores its arguments: this one finds b's
+	// processes.
+	marker := fmt.Sprintf("member-b-%d", os.Getpid())
+	before := fmt.Sprintf(`{"mcpServers": {"a": {"command": %q}, "b": {"command": %q, "args": [%q]}}}`, helloBin, helloBin, marker)
 	after := fmt.Sprintf(`{"mcpServers": {"a": {"command": %q}, "c": {"command": %q}}}`, helloBin, helloBin)
 	b := startConfigBridge(t, bridgeBin, before)
 	ctx, cancel := context.WithTimeout(context.Background(), 180*time.Second)
 	defer cancel()
 
-	const clients = 4
-	var sessions []*mcp.ClientSession
-	for range clients {
-		sessions = append(sessions, aggConnect(t, &mcp.StreamableClientTransport{Endpoint: b.base + "/mcp"}, "2026-07-28"))
+	type client struct {
+		name string
+		cs   *mcp.ClientSession
 	}
-	if got, want := toolNames(t, ctx, sessions[0]), []string{"a__count", "a__countdown", "a__echo", "b__count", "b__countdown", "b__echo"}; !slices.Equal(got, want) {
+	var clients []client
+	for i := range 4 {
+		clients = append(clients, client{fmt.Sprintf("2026-07-28 client %d", i), aggConnect(t, &mcp.StreamableClientTransport{Endpoint: b.base + "/mcp"}, "2026-07-28")})
+	}
+	for i := range 2 {
+		clients = append(clients, client{fmt.Sprintf("2025 session %d", i), aggConnect(t, &mcp.StreamableClientTransport{Endpoint: b.base + "/mcp"}, "2025-11-25")})
+	}
+	clients = append(clients, client{"legacy SSE session", aggConnect(t, &mcp.SSEClientTransport{Endpoint: b.base + "/sse"}, "2025-11-25")})
+	if got, want := toolNames(t, ctx, clients[0].cs), []string{"a__count", "a__countdown", "a__echo", "b__count", "b__countdown", "b__echo"}; !slices.Equal(got, want) {
 		t.Fatalf("tools/list before the reload: %v, want %v", got, want)
 	}
-	if err := echoAs(ctx, sessions[0], "b__echo", "before"); err != nil {
-		t.Fatal(err)
+	// Each client has a child of b (the 2025 sessions' own).
+	for _, c := range clients {
+		if err := echoAs(ctx, c.cs, "b__echo", "before"); err != nil {
+			t.Fatalf("%s: %v", c.name, err)
+		}
+	}
+	bPIDs := pidsWithArg(t, marker)
+	if len(bPIDs) < 4 { // the catalog's, and one per 2025 session at least
+		t.Fatalf("b runs %d processes, want its catalog's and the sessions'", len(bPIDs))
 	}
 
 	loadCtx, stopLoad := context.WithCancel(ctx)
@@ -115,9 +158,9 @@ func TestConfigFileAggregateReloadUnderLoad(t *testing.T) {
 	defer wg.Wait()
 	defer stopLoad()
 	var callers []*caller
-	for i, cs := range sessions {
-		c := newCaller(fmt.Sprintf("2026-07-28 client %d", i))
-		c.run(loadCtx, cs, "a__echo", &wg)
+	for _, cl := range clients {
+		c := newCaller(cl.name)
+		c.run(loadCtx, cl.cs, "a__echo", &wg)
 		callers = append(callers, c)
 	}
 	for _, c := range callers {
@@ -132,10 +175,7 @@ func TestConfigFileAggregateReloadUnderLoad(t *testing.T) {
 	b.waitLog(t, "configuration reloaded")
 	want := []string{"a__count", "a__countdown", "a__echo", "c__count", "c__countdown", "c__echo"}
 	s25 := aggConnect(t, &mcp.StreamableClientTransport{Endpoint: b.base + "/mcp"}, "2025-11-25")
-	for _, c := range []struct {
-		name string
-		cs   *mcp.ClientSession
-	}{{"2026-07-28", sessions[0]}, {"2025 session opened after the reload", s25}} {
+	for _, c := range append(clients, client{"2025 session opened after the reload", s25}) {
 		if got := toolNames(t, ctx, c.cs); !slices.Equal(got, want) {
 			t.Fatalf("%s: tools/list after the reload: %v, want %v", c.name, got, want)
 		}
@@ -151,7 +191,10 @@ func TestConfigFileAggregateReloadUnderLoad(t *testing.T) {
 	for _, c := range callers {
 		c.waitCalls(t, ctx, 10)
 	}
-	b.waitLog(t, "aggregate drained")
+	// b's children exit: none is left behind.
+	for _, pid := range bPIDs {
+		proctest.WaitGone(t, pid, 60*time.Second, "after a reload removed member b", procState)
+	}
 	for _, c := range callers {
 		c.waitCalls(t, ctx, 10)
 	}
