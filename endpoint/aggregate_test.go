@@ -139,22 +139,7 @@ func TestBuildAggregate(t *testing.T) {
 // fallback (Handler nil).
 func TestAggregatesApply(t *testing.T) {
 	sh := shared(t)
-	s := endpoint.NewAggregates(&endpoint.SetOptions{Grace: 5 * time.Second, StopBudget: 10 * time.Second, Logger: sh.Logger})
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if h := s.Handler(r); h != nil {
-			h.ServeHTTP(w, r)
-			return
-		}
-		http.NotFound(w, r)
-	}))
-	t.Cleanup(func() {
-		srv.Close()
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		defer cancel()
-		if err := s.Close(ctx); err != nil {
-			t.Error(err)
-		}
-	})
+	s, srv := serveAggregates(t, sh)
 	spec := func(key string, members ...string) endpoint.AggregateSpec {
 		return endpoint.AggregateSpec{Path: endpoint.GroupPath("g"), Key: key, Build: func(ctx context.Context) (*endpoint.Aggregate, error) {
 			o := &endpoint.AggregateOptions{Front: frontOptions(endpoint.GroupPath("g"))}
@@ -207,6 +192,29 @@ func TestAggregatesApply(t *testing.T) {
 	if resp.StatusCode != http.StatusNotFound {
 		t.Fatalf("a removed aggregate answered %d, want 404", resp.StatusCode)
 	}
+}
+
+// serveAggregates serves an empty Aggregates (404 where none serves),
+// closed at the test's end.
+func serveAggregates(t *testing.T, sh *endpoint.Shared) (*endpoint.Aggregates, *httptest.Server) {
+	t.Helper()
+	s := endpoint.NewAggregates(&endpoint.SetOptions{Grace: 5 * time.Second, StopBudget: 10 * time.Second, Logger: sh.Logger})
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if h := s.Handler(r); h != nil {
+			h.ServeHTTP(w, r)
+			return
+		}
+		http.NotFound(w, r)
+	}))
+	t.Cleanup(func() {
+		srv.Close()
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		if err := s.Close(ctx); err != nil {
+			t.Error(err)
+		}
+	})
+	return s, srv
 }
 
 func scrapeMetrics(t *testing.T, sh *endpoint.Shared) string {

@@ -2,8 +2,6 @@ package endpoint_test
 
 import (
 	"context"
-	"net/http"
-	"net/http/httptest"
 	"slices"
 	"strings"
 	"testing"
@@ -25,22 +23,7 @@ import (
 // the separator rebuilds the aggregate.
 func TestAggregatesApplyInPlace(t *testing.T) {
 	sh := shared(t)
-	s := endpoint.NewAggregates(&endpoint.SetOptions{Grace: 5 * time.Second, StopBudget: 10 * time.Second, Logger: sh.Logger})
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if h := s.Handler(r); h != nil {
-			h.ServeHTTP(w, r)
-			return
-		}
-		http.NotFound(w, r)
-	}))
-	t.Cleanup(func() {
-		srv.Close()
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		defer cancel()
-		if err := s.Close(ctx); err != nil {
-			t.Error(err)
-		}
-	})
+	s, srv := serveAggregates(t, sh)
 	deny, err := policy.Parse("z.yaml", []byte("tools:\n  deny: [test_simple_text]\n"))
 	if err != nil {
 		t.Fatal(err)
@@ -70,15 +53,8 @@ func TestAggregatesApplyInPlace(t *testing.T) {
 	defer cancel()
 	names := func(cs *mcp.ClientSession) []string {
 		t.Helper()
-		res, err := cs.ListTools(ctx, nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		var out []string
-		for _, tool := range res.Tools {
-			out = append(out, tool.Name)
-		}
-		return out
+		n, _ := toolNames(t, ctx, cs)
+		return n
 	}
 	call := func(cs *mcp.ClientSession, tool string) {
 		t.Helper()
