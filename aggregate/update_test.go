@@ -266,12 +266,18 @@ func TestUpdateListWaitsAside(t *testing.T) {
 			}
 		}
 	}()
-	write := func(line string) {
-		t.Helper()
-		if _, err := io.WriteString(proc.Stdin(), line+"\n"); err != nil {
-			t.Fatal(err)
+	// Written aside, in order: a child that stops reading makes a request
+	// go unanswered, not the test hang. Ends when stdin does (Stop).
+	in := make(chan string, 8)
+	defer close(in)
+	go func() {
+		for line := range in {
+			if _, err := io.WriteString(proc.Stdin(), line+"\n"); err != nil {
+				return
+			}
 		}
-	}
+	}()
+	write := func(line string) { in <- line }
 	// answer waits for the answer to the request of id, and returns it.
 	answer := func(id float64) map[string]any {
 		t.Helper()
