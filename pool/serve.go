@@ -765,11 +765,20 @@ func (p *Pool) decorateMsg(m jsonrpc.Message, rawID []byte, method string, serve
 		return p.decorate(data, rawID, method, serverInfo)
 	}
 	res := data[at.Start:at.End]
-	// A member of these names anywhere in the result (a false alarm
-	// inside a string is possible) takes the slow path, which is right
-	// for every result.
-	if mentionsDecoration(res) {
-		return p.decorate(data, rawID, method, serverInfo)
+	// A result with a member of these names takes the slow path, which
+	// is right for every result. They are looked for as written first
+	// (one fast scan of a result that has none); a name may also be
+	// written with \u escapes, which no other escape makes of these
+	// names: "resultT\u0079pe" is resultType, and inserting ours before
+	// it would let the child's win. Only a member of the result itself
+	// counts: a tool's own _meta in a list, or the names in a text, do
+	// not make it slow.
+	if mentionsDecoration(res) || bytes.Contains(res, []byte(`\u`)) {
+		var found [len(decorationNames)][]byte
+		if !jsonrpc.LookupEach(res, decorationNames[:], found[:]) ||
+			found[0] != nil || found[1] != nil || found[2] != nil || found[3] != nil {
+			return p.decorate(data, rawID, method, serverInfo)
+		}
 	}
 	// What goes after the result's '{' (built on the stack), and the
 	// client's id: one copy of the answer, in buf or of its exact size.
@@ -794,6 +803,9 @@ func (p *Pool) decorateMsg(m jsonrpc.Message, rawID []byte, method string, serve
 	}
 	return jsonrpc.AppendRewrite(buf[:0], data, edits[:]...)
 }
+
+// decorationNames are the members of a result that decorate sets.
+var decorationNames = [...]string{"_meta", "resultType", "ttlMs", "cacheScope"}
 
 // mentionsDecoration reports whether res holds "_meta", "resultType",
 // "ttlMs" or "cacheScope" (quotes included) anywhere: bytes.Contains of
