@@ -266,7 +266,7 @@ func (id ID) IsNumber() bool { return len(id) > 0 && id[0] == 'n' }
 // valid JSON (a message Parse accepted, or a Span of one, such as
 // Envelope.MetaAt); it is not modified. drop must not keep the name it is
 // given, which may be obj's own bytes. When a member is dropped it costs
-// one allocation for the result (and one per escaped name read).
+// one allocation for the result (and two per escaped name read).
 func WithoutMembers(obj []byte, drop func(name []byte) bool) ([]byte, bool) {
 	var inline [8]Span
 	kept, dropped := keptMembers(obj, drop, inline[:0])

@@ -768,9 +768,10 @@ func (p *Pool) decorateMsg(m jsonrpc.Message, rawID []byte, method string, serve
 	// A result with a member of these names takes the slow path, which
 	// is right for every result. They are looked for as written first
 	// (one fast scan of a result that has none); a name may also be
-	// written with \u escapes, which no other escape makes of these
-	// names: "resultT\u0079pe" is resultType, and inserting ours before
-	// it would let the child's win. Only a member of the result itself
+	// written with \u escapes (the short ones, such as \n, stand for no
+	// character of these names): "resultT\u0079pe" is resultType, and
+	// inserting ours before it would let the child's win, as the last of
+	// two. Only a member of the result itself
 	// counts: a tool's own _meta in a list, or the names in a text, do
 	// not make it slow.
 	if mentionsDecoration(res) || bytes.Contains(res, []byte(`\u`)) {
