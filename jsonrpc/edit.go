@@ -264,15 +264,27 @@ func (id ID) IsNumber() bool { return len(id) > 0 && id[0] == 'n' }
 // (decoded) names drop reports, the others kept as written and in order,
 // and whether any was dropped; when none was, obj itself. obj must be
 // valid JSON (a message Parse accepted, or a Span of one, such as
-// Envelope.MetaAt); it is not modified. When a member is dropped it costs
-// one allocation for the result (and one per escaped name read).
-func WithoutMembers(obj []byte, drop func(name string) bool) ([]byte, bool) {
-	s := scanner{data: obj}
-	if s.peek() != '{' {
+// Envelope.MetaAt); it is not modified. drop must not keep the name it is
+// given, which may be obj's own bytes. When a member is dropped it costs
+// one allocation for the result (and two per escaped name read).
+func WithoutMembers(obj []byte, drop func(name []byte) bool) ([]byte, bool) {
+	var inline [8]Span
+	kept, dropped := keptMembers(obj, drop, inline[:0])
+	if !dropped {
 		return obj, false
 	}
-	var inline [8]Span
-	kept := inline[:0] // each kept member, from its name's quote to its value's end
+	return appendMembers(make([]byte, 0, membersSize(kept)), obj, kept), true
+}
+
+// keptMembers appends to kept where each member of the object obj that
+// drop keeps is, from its name's opening quote to its value's end, and
+// reports whether drop dropped any (false as well when obj is not a valid
+// object: nothing is dropped then).
+func keptMembers(obj []byte, drop func(name []byte) bool, kept []Span) ([]Span, bool) {
+	s := scanner{data: obj}
+	if s.peek() != '{' {
+		return kept, false
+	}
 	dropped := false
 	more, valid := s.openObject()
 	for valid && more {
@@ -280,18 +292,16 @@ func WithoutMembers(obj []byte, drop func(name string) bool) ([]byte, bool) {
 		start := s.pos
 		key, escaped, good := s.key()
 		if !good {
-			return obj, false
+			return kept, false
 		}
 		var v []byte
 		if !s.valueInto(&v) {
-			return obj, false
+			return kept, false
 		}
-		var name string
-		if !escaped && isASCII(key) {
-			name = string(key)
-		} else {
+		name := key // unescaped ASCII: the name itself, without a copy
+		if escaped || !isASCII(key) {
 			quoted := append(append(append(make([]byte, 0, len(key)+2), '"'), key...), '"')
-			name = stringValue(quoted)
+			name = []byte(stringValue(quoted))
 		}
 		if drop(name) {
 			dropped = true
@@ -300,14 +310,22 @@ func WithoutMembers(obj []byte, drop func(name string) bool) ([]byte, bool) {
 		}
 		more, valid = s.nextMember()
 	}
-	if !valid || !dropped {
-		return obj, false
-	}
-	n := 2
+	return kept, valid && dropped
+}
+
+// membersSize is the size of the object of the kept members (keptMembers),
+// written by appendMembers.
+func membersSize(kept []Span) int {
+	n := 2 + max(len(kept)-1, 0) // braces and commas
 	for _, sp := range kept {
-		n += int(sp.End-sp.Start) + 1
+		n += int(sp.End - sp.Start)
 	}
-	out := make([]byte, 0, n)
+	return n
+}
+
+// appendMembers appends to out the object of the members of obj at kept:
+// each as written, separated by commas.
+func appendMembers(out, obj []byte, kept []Span) []byte {
 	out = append(out, '{')
 	for i, sp := range kept {
 		if i > 0 {
@@ -315,5 +333,69 @@ func WithoutMembers(obj []byte, drop func(name string) bool) ([]byte, bool) {
 		}
 		out = append(out, sp.In(obj)...)
 	}
-	return append(out, '}'), true
+	return append(out, '}')
+}
+
+// WithoutMetaMembers is m without the members of its params._meta whose
+// (decoded) names drop reports (see WithoutMembers), and whether any was
+// dropped; when none was, m itself. The result is one copy of m.Data, and
+// its Envelope is m's with its Spans moved, exactly as Parse would read
+// the result (a member left out of an object neither makes a valid
+// message invalid nor changes what routes it), except that a progress
+// token among the dropped members is gone: the message is not read again.
+// m.Data is not modified.
+func (m Message) WithoutMetaMembers(drop func(name []byte) bool) (Message, bool) {
+	at := m.Env.MetaAt
+	meta := at.In(m.Data)
+	if meta == nil {
+		return m, false
+	}
+	var inline [8]Span
+	kept, dropped := keptMembers(meta, drop, inline[:0])
+	if !dropped {
+		return m, false
+	}
+	size := membersSize(kept)
+	data := make([]byte, 0, len(m.Data)-len(meta)+size)
+	data = append(data, m.Data[:at.Start]...)
+	data = appendMembers(data, meta, kept)
+	data = append(data, m.Data[at.End:]...)
+
+	// Where a position of m.Data is in data: unmoved before _meta, moved
+	// by the bytes left out after it, and within a kept member by the
+	// bytes left out before that member; -1 within a dropped member.
+	delta := int32(size) - (at.End - at.Start)
+	move := func(p int32) int32 {
+		switch {
+		case p <= at.Start:
+			return p
+		case p >= at.End:
+			return p + delta
+		}
+		p -= at.Start     // kept is in _meta's own positions
+		q := at.Start + 1 // past the '{'
+		for _, sp := range kept {
+			if p >= sp.Start && p <= sp.End {
+				return q + p - sp.Start
+			}
+			q += sp.End - sp.Start + 1 // and a comma
+		}
+		return -1
+	}
+	env := m.Env
+	env.MetaAt = Span{at.Start, at.Start + int32(size)}
+	for _, sp := range []*Span{&env.IDAt, &env.ProgressTokenAt, &env.RequestIDAt, &env.NameAt, &env.ArgumentsAt, &env.ResultAt} {
+		if sp.IsZero() {
+			continue
+		}
+		start, end := move(sp.Start), move(sp.End)
+		if start < 0 || end < 0 {
+			// Only params._meta.progressToken lies in _meta.
+			*sp = Span{}
+			env.ProgressToken = ""
+			continue
+		}
+		*sp = Span{start, end}
+	}
+	return Message{Data: data, Env: env}, true
 }

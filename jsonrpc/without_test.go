@@ -1,13 +1,13 @@
 package jsonrpc
 
 import (
+	"bytes"
 	"encoding/json"
 	"reflect"
-	"strings"
 	"testing"
 )
 
-func dropPrefixed(name string) bool { return strings.HasPrefix(name, "io.modelcontextprotocol/") }
+func dropPrefixed(name []byte) bool { return bytes.HasPrefix(name, []byte("io.modelcontextprotocol/")) }
 
 func TestWithoutMembers(t *testing.T) {
 	for _, tc := range []struct {
@@ -51,7 +51,7 @@ func FuzzWithoutMembers(f *testing.F) {
 		want := map[string]json.RawMessage{}
 		dropped := false
 		for k, v := range in {
-			if dropPrefixed(k) {
+			if dropPrefixed([]byte(k)) {
 				dropped = true
 				continue
 			}
@@ -76,4 +76,79 @@ func normalize(t *testing.T, m map[string]json.RawMessage) map[string]any {
 		out[k] = x
 	}
 	return out
+}
+
+// metaSeeds are requests whose _meta has members of revision 2026-07-28
+// around a progress token, and messages whose Spans lie on either side of
+// _meta or in it.
+var metaSeeds = []string{
+	`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"echo","arguments":{"text":"hi"},"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientInfo":{"name":"c","version":"1"},"io.modelcontextprotocol/clientCapabilities":{}}}}`,
+	`{"jsonrpc":"2.0","method":"tools/call","params":{"_meta":{"io.modelcontextprotocol/logLevel":"debug", "progressToken" : "p", "io.modelcontextprotocol/protocolVersion":"2026-07-28"},"name":"echo","arguments":{}},"id":"x"}`,
+	`{"jsonrpc":"2.0","id":2,"method":"prompts/get","params":{"_meta":{"progressToken":7,"vendor/x":[1,{"a":2}],"io.modelcontextprotocol\/clientInfo":{}},"name":"p"}}`,
+	`{"jsonrpc":"2.0","method":"notifications/progress","params":{"progressToken":3,"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28"},"progress":1}}`,
+	`{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"_meta":{"\u0069o.modelcontextprotocol/logLevel":"info"},"requestId":5}}`,
+	`{"jsonrpc":"2.0","id":3,"method":"resources/read","params":{"uri":"file:///a","_meta":{"progressToken":{"not":"an id"},"io.modelcontextprotocol/protocolVersion":"2026-07-28"}}}`,
+}
+
+// dropMeta is a drop of FuzzWithoutMetaMembers, chosen by the input: the
+// members of revision 2026-07-28, or the progress token as well.
+func dropMeta(which byte) func([]byte) bool {
+	if which%2 == 0 {
+		return dropPrefixed
+	}
+	return func(name []byte) bool { return dropPrefixed(name) || string(name) == "progressToken" }
+}
+
+func TestWithoutMetaMembers(t *testing.T) {
+	for _, seed := range metaSeeds {
+		for which := range byte(2) {
+			checkWithoutMetaMembers(t, []byte(seed), which)
+		}
+	}
+}
+
+// WithoutMetaMembers agrees with WithoutMembers of the message's _meta
+// (fuzzed against encoding/json) and with Parse of its result.
+func FuzzWithoutMetaMembers(f *testing.F) {
+	for _, seed := range metaSeeds {
+		f.Add([]byte(seed), byte(0))
+		f.Add([]byte(seed), byte(1))
+	}
+	f.Fuzz(func(t *testing.T, data []byte, which byte) {
+		checkWithoutMetaMembers(t, data, which)
+	})
+}
+
+func checkWithoutMetaMembers(t *testing.T, data []byte, which byte) {
+	t.Helper()
+	env, err := Parse(data)
+	if err != nil {
+		return
+	}
+	in := bytes.Clone(data)
+	got, changed := Message{Data: data, Env: env}.WithoutMetaMembers(dropMeta(which))
+	if !bytes.Equal(data, in) {
+		t.Fatalf("WithoutMetaMembers(%q) modified its input", in)
+	}
+	stripped, wantChanged := WithoutMembers(env.MetaAt.In(data), dropMeta(which))
+	if changed != wantChanged {
+		t.Fatalf("WithoutMetaMembers(%q) changed %v, WithoutMembers of its _meta %v", data, changed, wantChanged)
+	}
+	if !changed {
+		if !bytes.Equal(got.Data, data) || got.Env != env {
+			t.Fatalf("WithoutMetaMembers(%q) changed nothing but returned %q, %+v", data, got.Data, got.Env)
+		}
+		return
+	}
+	want := Rewrite(data, Edit{At: env.MetaAt, Raw: stripped})
+	if !bytes.Equal(got.Data, want) {
+		t.Fatalf("WithoutMetaMembers(%q) = %q, want %q", data, got.Data, want)
+	}
+	wantEnv, err := Parse(want)
+	if err != nil {
+		t.Fatalf("Parse(%q), the message %q without members of its _meta: %v", want, data, err)
+	}
+	if got.Env != wantEnv {
+		t.Fatalf("WithoutMetaMembers(%q): Envelope\n%+v, Parse of the result gives\n%+v", data, got.Env, wantEnv)
+	}
 }

@@ -46,6 +46,13 @@ func TestDecorateMsg(t *testing.T) {
 		`{"jsonrpc":"2.0","id":1,"result":{ "content":[{"type":"text","text":"x"}] , "isError":false }}`,
 		`{"jsonrpc":"2.0","id":1,"result":{"content":[],"_meta":{"k":1}}}`,
 		`{"jsonrpc":"2.0","id":1,"error":{"code":-32002,"message":"nope"}}`,
+		// Names written with escapes are the same names.
+		`{"jsonrpc":"2.0","id":1,"result":{"content":[],"\u005fmeta":{"k":1}}}`,
+		`{"jsonrpc":"2.0","id":1,"result":{"content":[],"resultT\u0079pe":"other"}}`,
+		`{"jsonrpc":"2.0","id":1,"result":{"tools":[],"ttl\u004ds":5}}`,
+		// The names nested, or in a string, are other members'.
+		`{"jsonrpc":"2.0","id":1,"result":{"tools":[{"name":"t","_meta":{"k":1}}]}}`,
+		`{"jsonrpc":"2.0","id":1,"result":{"content":[{"type":"text","text":"\"ttlMs\" and \"cacheScope\""}]}}`,
 	} {
 		for _, method := range []string{"tools/list", "tools/call"} {
 			for _, id := range []string{`1`, `"retry-2"`} {

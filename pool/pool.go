@@ -323,7 +323,8 @@ type Pool struct {
 	changed  chan struct{} // closed and replaced when a child frees or ends, if watched
 	watched  bool          // changed was handed to a waiter (see changedLocked)
 	waiting  int           // requests waiting for a child
-	noted    chan struct{} // closed and replaced when waiting changes (Await)
+	noted    chan struct{} // closed and replaced when waiting changes (Await), if handed out
+	notedOut bool          // noted was handed to a waiter (see await)
 	parked   map[string]*call
 	closed   bool
 	retired  bool // Retire: no new call
@@ -865,11 +866,18 @@ func (p *Pool) acquire(ctx context.Context, key string, principal auth.Tag, caps
 }
 
 // noteWaitingLocked counts requests waiting for a child, for Stats. It
-// wakes Await, not the waiting requests (they wait on p.changed).
+// wakes Await, not the waiting requests (they wait on p.changed). As
+// with p.changed, the channel is replaced only if a waiter has it: every
+// acquire notes its end, and a channel made and closed per request was
+// an allocation on the stateless path with nobody waiting.
 func (p *Pool) noteWaitingLocked(d int) {
 	p.waiting += d
+	if !p.notedOut {
+		return
+	}
 	close(p.noted)
 	p.noted = make(chan struct{})
+	p.notedOut = false
 }
 
 // fits reports whether c may run on ch besides what runs there already:
@@ -1231,6 +1239,7 @@ func (p *Pool) await(ctx context.Context, cond func(s Stats, acquiring int) bool
 		s := p.statsLocked()
 		acquiring := p.acquiring
 		changed, noted := p.changedLocked(), p.noted
+		p.notedOut = true
 		p.mu.Unlock()
 		if cond(s, acquiring) {
 			return nil

@@ -221,11 +221,7 @@ func (p *Pool) serveLegacy(ctx context.Context, req *Request, params []byte, emi
 	if req.LogLevel != "" {
 		ch.setLogLevel(ctx, req.LogLevel)
 	}
-	msg, err := legacyMessage(req.Msg)
-	if err != nil {
-		p.release(ch, c, false)
-		return nil, err
-	}
+	msg := legacyMessage(req.Msg)
 	if err := ch.conn.Send(c, msg); err != nil {
 		p.release(ch, c, false)
 		return nil, p.sendFailed(err)
@@ -243,29 +239,19 @@ func (p *Pool) serveLegacy(ctx context.Context, req *Request, params []byte, emi
 // server): one limited to the 2025 revisions refuses it with "unsupported
 // protocol version". Every other member (progressToken, a vendor's) goes
 // through as written.
-func legacyMessage(m jsonrpc.Message) (jsonrpc.Message, error) {
-	meta := m.Env.MetaAt.In(m.Data)
-	if meta == nil {
-		return m, nil
-	}
-	stripped, changed := jsonrpc.WithoutMembers(meta, perRequestMeta)
-	if !changed {
-		return m, nil
-	}
-	data := jsonrpc.Rewrite(m.Data, jsonrpc.Edit{At: m.Env.MetaAt, Raw: stripped})
-	env, err := jsonrpc.Parse(data)
-	if err != nil {
-		// The same message with members of an object left out: it
-		// parsed before, so it parses now.
-		return m, fmt.Errorf("the request without its 2026-07-28 _meta does not parse: %w", err)
-	}
-	return jsonrpc.Message{Data: data, Env: env}, nil
+//
+// The result is one copy of the message, whose Envelope is moved rather
+// than read again (a second Parse was 7% of a stateless call's
+// instructions).
+func legacyMessage(m jsonrpc.Message) jsonrpc.Message {
+	stripped, _ := m.WithoutMetaMembers(perRequestMeta)
+	return stripped
 }
 
 // perRequestMeta reports the _meta members of revision 2026-07-28 that a
 // 2025 revision carries at initialize instead.
-func perRequestMeta(name string) bool {
-	switch name {
+func perRequestMeta(name []byte) bool {
+	switch string(name) {
 	case MetaProtocolVersion, MetaClientCapabilities, MetaClientInfo, MetaLogLevel:
 		return true
 	}
@@ -779,11 +765,21 @@ func (p *Pool) decorateMsg(m jsonrpc.Message, rawID []byte, method string, serve
 		return p.decorate(data, rawID, method, serverInfo)
 	}
 	res := data[at.Start:at.End]
-	// A member of these names anywhere in the result (a false alarm
-	// inside a string is possible) takes the slow path, which is right
-	// for every result.
-	if mentionsDecoration(res) {
-		return p.decorate(data, rawID, method, serverInfo)
+	// A result with a member of these names takes the slow path, which
+	// is right for every result. They are looked for as written first
+	// (one fast scan of a result that has none); a name may also be
+	// written with \u escapes (the short ones, such as \n, stand for no
+	// character of these names): "resultT\u0079pe" is resultType, and
+	// inserting ours before it would let the child's win, as the last of
+	// two. Only a member of the result itself
+	// counts: a tool's own _meta in a list, or the names in a text, do
+	// not make it slow.
+	if mentionsDecoration(res) || bytes.Contains(res, []byte(`\u`)) {
+		var found [len(decorationNames)][]byte
+		if !jsonrpc.LookupEach(res, decorationNames[:], found[:]) ||
+			found[0] != nil || found[1] != nil || found[2] != nil || found[3] != nil {
+			return p.decorate(data, rawID, method, serverInfo)
+		}
 	}
 	// What goes after the result's '{' (built on the stack), and the
 	// client's id: one copy of the answer, in buf or of its exact size.
@@ -808,6 +804,9 @@ func (p *Pool) decorateMsg(m jsonrpc.Message, rawID []byte, method string, serve
 	}
 	return jsonrpc.AppendRewrite(buf[:0], data, edits[:]...)
 }
+
+// decorationNames are the members of a result that decorate sets.
+var decorationNames = [...]string{"_meta", "resultType", "ttlMs", "cacheScope"}
 
 // mentionsDecoration reports whether res holds "_meta", "resultType",
 // "ttlMs" or "cacheScope" (quotes included) anywhere: bytes.Contains of
