@@ -588,8 +588,8 @@ func headerValue(h http.Header, key string) string {
 // checkVersion validates MCP-Protocol-Version: "If the server receives a
 // request with an invalid or unsupported MCP-Protocol-Version, it MUST
 // respond with 400 Bad Request." An absent header means 2025-03-26.
-func checkVersion(r *http.Request, sess *session.Session) error {
-	v := headerValue(r.Header, hdrProtocolVersion)
+// v is the header's value.
+func checkVersion(v string, sess *session.Session) error {
 	if v == "" || slices.Contains(supportedVersions, v) {
 		return nil
 	}
@@ -603,7 +603,13 @@ func checkVersion(r *http.Request, sess *session.Session) error {
 // lookup finds the request's session: 400 without Mcp-Session-Id, 404 for
 // an unknown or ended one, 403 for one bound to another token.
 func (h *Handler) lookup(w http.ResponseWriter, r *http.Request, owner auth.Tag) *session.Session {
-	id := headerValue(r.Header, hdrSessionID)
+	return h.lookupBy(w, owner, headerValue(r.Header, hdrSessionID), headerValue(r.Header, hdrProtocolVersion))
+}
+
+// lookupBy is lookup with the request's Mcp-Session-Id (id) and
+// MCP-Protocol-Version (version) read already: a POST reads each of them
+// once for all its checks (a header lookup is about 150 instructions).
+func (h *Handler) lookupBy(w http.ResponseWriter, owner auth.Tag, id, version string) *session.Session {
 	if id == "" {
 		WriteError(w, http.StatusBadRequest, nil, jsonrpc.CodeInvalidRequest,
 			"Bad Request: Mcp-Session-Id header is required; start a session with an initialize request", nil)
@@ -626,7 +632,7 @@ func (h *Handler) lookup(w http.ResponseWriter, r *http.Request, owner auth.Tag)
 			"Forbidden: this session belongs to another credential", nil)
 		return nil
 	}
-	if err := checkVersion(r, sess); err != nil {
+	if err := checkVersion(version, sess); err != nil {
 		WriteError(w, http.StatusBadRequest, nil, jsonrpc.CodeInvalidRequest, "Bad Request: "+err.Error(), nil)
 		return nil
 	}
@@ -641,7 +647,8 @@ const probeAnswer = "Bad Request: this server speaks MCP revisions 2025-03-26 th
 	"(sessions); send an initialize request to start a session"
 
 func (h *Handler) servePost(w http.ResponseWriter, r *http.Request, owner auth.Tag) {
-	if h.isStateless(r) {
+	sid, version := headerValue(r.Header, hdrSessionID), headerValue(r.Header, hdrProtocolVersion)
+	if h.isStateless(r, sid, version) {
 		h.serveStateless(w, r, owner)
 		return
 	}
@@ -664,11 +671,10 @@ func (h *Handler) servePost(w http.ResponseWriter, r *http.Request, owner auth.T
 	// Revision 2026-07-28 clients probe with server/discover (or any request
 	// carrying that revision's header and no session): answer so they fall
 	// back to initialize. The probe never reaches a server.
-	sid := headerValue(r.Header, hdrSessionID)
 	for i := range msgs {
 		m := &msgs[i] // not a range value: that copies each Message
 		if m.Env.Method == "server/discover" ||
-			(sid == "" && headerValue(r.Header, hdrProtocolVersion) >= "2026-07-28" && m.Env.Method != "initialize") {
+			(sid == "" && version >= "2026-07-28" && m.Env.Method != "initialize") {
 			WriteError(w, http.StatusBadRequest, jsonrpc.RawID(m.Data), jsonrpc.CodeInvalidRequest, probeAnswer,
 				map[string]any{"supportedVersions": supportedVersions})
 			return
@@ -687,7 +693,7 @@ func (h *Handler) servePost(w http.ResponseWriter, r *http.Request, owner auth.T
 			return
 		}
 	}
-	sess := h.lookup(w, r, owner)
+	sess := h.lookupBy(w, owner, sid, version)
 	if sess == nil {
 		return
 	}
