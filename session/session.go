@@ -928,6 +928,11 @@ func (s *Session) Post(msgs []Message, opts PostOptions) (*Reader, error) {
 		}
 		if _, dup := s.inflight[env.ID]; dup {
 			s.unregisterLocked(msgs[:i])
+			if one != nil {
+				// Its stream, finished by unregisterLocked, is freed
+				// once no reader holds it.
+				one.reader.Detach()
+			}
 			s.mu.Unlock()
 			return nil, ErrDuplicateID
 		}
