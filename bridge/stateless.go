@@ -45,16 +45,16 @@ var metaNames = [...]string{
 // server/utilities/logging).
 var logLevels = []string{"debug", "info", "notice", "warning", "error", "critical", "alert", "emergency"}
 
-// isStateless reports whether a POST goes to the stateless front end: a
+// isStateless reports whether a POST goes to the stateless front end (sid
+// and v: its Mcp-Session-Id and MCP-Protocol-Version): a
 // protocol version the sessions do not serve, and no session (an
 // Mcp-Session-Id beside MCP-Protocol-Version 2026-07-28 is ignored). An absent
 // header means 2025-03-26; initialize always starts a session.
-func (h *Handler) isStateless(r *http.Request) bool {
+func (h *Handler) isStateless(r *http.Request, sid, v string) bool {
 	if h.opts.Stateless == nil {
 		return false
 	}
-	v := headerValue(r.Header, hdrProtocolVersion)
-	if headerValue(r.Header, hdrSessionID) != "" && v != pool.Version {
+	if sid != "" && v != pool.Version {
 		// A request of revision 2026-07-28 never belongs to a session:
 		// its Mcp-Session-Id, which platforms that route by it stamp on
 		// every request (Bedrock AgentCore), is ignored, as the Go SDK's

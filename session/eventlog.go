@@ -181,6 +181,20 @@ func (l *EventLog) NewTransientStream() int64 {
 	return s.id
 }
 
+// open opens a stream and attaches r to it, as NewStream or
+// NewTransientStream and then attach would, in one hold of the lock: a
+// POST's stream, read by the POST's own connection.
+func (l *EventLog) open(r *Reader, transient bool) int64 {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	s := l.newStreamLocked()
+	s.transient = transient
+	s.gen++
+	s.attached = true
+	*r = Reader{l: l, s: s, gen: s.gen}
+	return s.id
+}
+
 func (l *EventLog) newStreamLocked() *logStream {
 	l.lastID++
 	s := &logStream{id: l.lastID, first: 1, next: 1}
@@ -193,6 +207,14 @@ func (l *EventLog) newStreamLocked() *logStream {
 // Append adds an event to a stream. It reports false if the stream is
 // finished or unknown (the event is then dropped by the caller's choice).
 func (l *EventLog) Append(stream int64, data []byte) bool {
+	return l.appendFinish(stream, data, false)
+}
+
+// appendFinish is Append that, with finish, also finishes the stream in
+// the same hold of the lock (Finish): the answer to a POST's last request
+// and the end of its stream reach its reader together, which then writes
+// both at once, and the log is looked up and locked once, not twice.
+func (l *EventLog) appendFinish(stream int64, data []byte, finish bool) bool {
 	l.mu.Lock()
 	s := l.streams[stream]
 	if s == nil || s.done {
@@ -200,6 +222,11 @@ func (l *EventLog) Append(stream int64, data []byte) bool {
 		return false
 	}
 	over := l.appendLocked(s, data)
+	if finish {
+		s.done = true
+		s.wakeLocked()
+		l.maybeFreeLocked(s)
+	}
 	l.mu.Unlock()
 	if over {
 		// Without l.mu: the walk takes the logs' locks one at a time.

@@ -1024,3 +1024,39 @@ func TestEventLogResumeFinishedEmpty(t *testing.T) {
 	}
 	r3.Detach()
 }
+
+// A POST's stream (open) is attached as it opens; its last answer and its
+// end come in one step (appendFinish): a poll that never waits gets the
+// answer and then io.EOF, a later append is refused, and a kept stream
+// stays in the log for a resume while a transient one is freed with its
+// reader.
+func TestEventLogOpenAppendFinish(t *testing.T) {
+	poll, cancel := context.WithCancel(context.Background())
+	cancel()
+	for _, transient := range []bool{false, true} {
+		l := NewEventLog(0, 0)
+		r := new(Reader)
+		id := l.open(r, transient)
+		if !l.appendFinish(id, []byte("answer"), true) {
+			t.Fatalf("transient %v: appendFinish refused on an open stream", transient)
+		}
+		if l.appendFinish(id, []byte("late"), false) {
+			t.Fatalf("transient %v: an append after the stream's end was taken", transient)
+		}
+		if _, d, err := r.Next(poll); err != nil || string(d) != "answer" {
+			t.Fatalf("transient %v: first poll = %q, %v; want the answer", transient, d, err)
+		}
+		if _, _, err := r.Next(poll); err != io.EOF {
+			t.Fatalf("transient %v: second poll = %v, want io.EOF at once", transient, err)
+		}
+		r.Detach()
+		checkInvariants(t, l)
+		_, err := l.Attach(id, 0)
+		switch {
+		case transient && !errors.Is(err, ErrEventsPurged):
+			t.Fatalf("resuming a read transient stream = %v, want ErrEventsPurged", err)
+		case !transient && err != nil:
+			t.Fatalf("resuming a kept stream = %v", err)
+		}
+	}
+}

@@ -928,6 +928,11 @@ func (s *Session) Post(msgs []Message, opts PostOptions) (*Reader, error) {
 		}
 		if _, dup := s.inflight[env.ID]; dup {
 			s.unregisterLocked(msgs[:i])
+			if one != nil {
+				// Its stream, finished by unregisterLocked, is freed
+				// once no reader holds it.
+				one.reader.Detach()
+			}
 			s.mu.Unlock()
 			return nil, ErrDuplicateID
 		}
@@ -940,14 +945,11 @@ func (s *Session) Post(msgs []Message, opts PostOptions) (*Reader, error) {
 			// The POST's first request: its post, call and reader in one
 			// allocation (they live as long as the request).
 			// Answers that go out as one JSON body carry no event ID, so
-			// no client could resume their stream: it keeps nothing.
-			var stream int64
-			if opts.Resumable {
-				stream = s.log.NewStream()
-			} else {
-				stream = s.log.NewTransientStream()
-			}
-			one = &postOne{post: post{stream: stream, transient: !opts.Resumable}}
+			// no client could resume their stream: it keeps nothing. The
+			// reader is attached as the stream opens, so that nothing can
+			// be appended to it first.
+			one = &postOne{post: post{transient: !opts.Resumable}}
+			one.post.stream = s.log.open(&one.reader, !opts.Resumable)
 			p = &one.post
 			c = &one.call
 		} else {
@@ -989,11 +991,8 @@ func (s *Session) Post(msgs []Message, opts PostOptions) (*Reader, error) {
 		}
 	}
 	var r *Reader
-	if p != nil && one != nil {
+	if one != nil {
 		r = &one.reader
-		if err := s.log.attach(r, p.stream, 0, true); err != nil {
-			panic("session: attaching a new stream: " + err.Error())
-		}
 	}
 	s.mu.Unlock()
 
@@ -1049,15 +1048,21 @@ func (s *Session) unregisterLocked(msgs []Message) {
 // answeredLocked forgets a request in flight and finishes its stream when
 // it was the last one of its POST.
 func (s *Session) answeredLocked(id jsonrpc.ID, c *call) {
+	if s.forgetLocked(id, c) {
+		s.log.Finish(c.post.stream)
+	}
+}
+
+// forgetLocked forgets a request in flight and reports whether it was the
+// last one of its POST, whose stream is then to be finished.
+func (s *Session) forgetLocked(id jsonrpc.ID, c *call) (last bool) {
 	delete(s.inflight, id)
 	s.reg.addInflight(-1)
 	if c.token != "" {
 		delete(s.progress, c.token)
 	}
 	c.post.waiting--
-	if c.post.waiting == 0 && !c.post.shared {
-		s.log.Finish(c.post.stream)
-	}
+	return c.post.waiting == 0 && !c.post.shared
 }
 
 // Listen opens the standalone stream for a GET without Last-Event-ID.
@@ -1228,8 +1233,9 @@ func (s *Session) route(data []byte, env *jsonrpc.Envelope) {
 				"id", string(env.ID))
 			return
 		}
-		s.log.Append(c.post.stream, data)
-		s.answeredLocked(env.ID, c)
+		// The answer and, after the POST's last one, the end of its
+		// stream, in one step of the log.
+		s.log.appendFinish(c.post.stream, data, s.forgetLocked(env.ID, c))
 		return
 	case jsonrpc.KindNotification:
 		if env.ProgressToken != "" && env.Method == "notifications/progress" {

@@ -420,3 +420,26 @@ func TestLaunchErrorIsErrLaunch(t *testing.T) {
 type failingLauncher struct{ err error }
 
 func (l failingLauncher) Launch(context.Context, string) (*memchild.Child, error) { return nil, l.err }
+
+// TestDuplicateIDLeavesNoStream: a POST refused for an id already in
+// flight (here twice in one batch) sends nothing and leaves no stream in
+// the session's log: the stream it opened for its answers is freed.
+func TestDuplicateIDLeavesNoStream(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		reg, l := newTestRegistry(t, Options{IdleTimeout: -1})
+		s, _ := startSession(t, reg, l)
+		_, _, before := s.Log().Stats()
+		batch := []Message{msg(t, `{"jsonrpc":"2.0","id":1,"method":"a"}`), msg(t, `{"jsonrpc":"2.0","id":1,"method":"b"}`)}
+		for _, resumable := range []bool{true, false} {
+			if r, err := s.Post(batch, PostOptions{Resumable: resumable}); r != nil || !errors.Is(err, ErrDuplicateID) {
+				t.Fatalf("a batch with one id twice: %v, %v; want ErrDuplicateID", r, err)
+			}
+			if _, _, after := s.Log().Stats(); after != before {
+				t.Fatalf("resumable %v: %d streams in the log after the refused POST, %d before", resumable, after, before)
+			}
+		}
+		if reg.Inflight() != 0 {
+			t.Fatalf("%d requests in flight after the refused POSTs", reg.Inflight())
+		}
+	})
+}
