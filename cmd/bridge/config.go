@@ -44,9 +44,10 @@ import (
 // default: a default lives once, in the package that uses it.
 //
 // Adding a flag: a field here (or in configfile.ServerOptions, with its
-// key, if a server of the config file may set it for itself), a line in newFlagSet (its usage wrapped in
-// its --help group, help.go: gEdge.In("...")), and a line in defaultConfig
-// if its zero value is not its default.
+// key, if a server of the config file may set it for itself), a line in
+// newFlagSet (its usage wrapped in its --help group, help.go:
+// gEdge.In("...")), and a line in defaultConfig if its zero value is not
+// its default.
 type config struct {
 	// The options a server of the config file may set for itself (its
 	// keys), which the flags of the same names set for all.
