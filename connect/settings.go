@@ -17,45 +17,55 @@ import (
 // Settings are `bridge connect`'s settings as a user gives them, in flags
 // or environment variables: the names of the files to read, header lines,
 // the OAuth choices. Settings.Options checks them and reads the files;
-// cmd/bridge only maps its flags and variables here.
+// cmd/bridge only maps its flags and variables here: each field's envconfig
+// tag is its variable.
 type Settings struct {
 	// URL is the remote MCP endpoint: http:// or https:// and a host.
-	URL string
+	URL string `ignored:"true"`
 	// Transport is TransportAuto, TransportStreamable or TransportSSE
 	// (required: the command gives DefaultTransport when not told).
-	Transport string
+	Transport string `envconfig:"BRIDGE_CONNECT_TRANSPORT"`
 	// Token is a bearer token given directly (BRIDGE_CONNECT_TOKEN);
 	// TokenFile a file holding one (--token-file: its first line that is
 	// not empty or a # comment). At most one of them.
-	Token, TokenFile string
+	Token     string `envconfig:"BRIDGE_CONNECT_TOKEN"`
+	TokenFile string `envconfig:"BRIDGE_CONNECT_TOKEN_FILE"`
 	// Headers are extra headers, one 'Name: value' per line
 	// (BRIDGE_CONNECT_HEADERS); they may hold Authorization when no token
 	// is given. HeaderFlags are more (--header), never Authorization: a
 	// command line is visible to every local user.
-	Headers     string
-	HeaderFlags []string
+	Headers     string   `envconfig:"BRIDGE_CONNECT_HEADERS"`
+	HeaderFlags []string `ignored:"true"`
 	// AllowHTTP lets a token or headers go over plain http:// to a host
 	// that is not loopback.
-	AllowHTTP bool
+	AllowHTTP bool `envconfig:"BRIDGE_CONNECT_ALLOW_HTTP"`
 	// TLSCA is a PEM file of the CAs to trust instead of the system's;
 	// TLSClientCert and TLSClientKey a client certificate and its key
 	// (both or neither). All empty: the default HTTP client.
-	TLSCA, TLSClientCert, TLSClientKey string
-	// MaxMessageBytes and EventTimeout are Options'.
-	MaxMessageBytes int
-	EventTimeout    time.Duration
+	TLSCA         string `envconfig:"BRIDGE_CONNECT_TLS_CA"`
+	TLSClientCert string `envconfig:"BRIDGE_CONNECT_TLS_CLIENT_CERT"`
+	TLSClientKey  string `envconfig:"BRIDGE_CONNECT_TLS_CLIENT_KEY"`
+	// MaxMessageBytes and EventTimeout are Options'. The message bound's
+	// variable is the server mode's: it means the same in both.
+	MaxMessageBytes int           `envconfig:"BRIDGE_MAX_MESSAGE_BYTES"`
+	EventTimeout    time.Duration `envconfig:"BRIDGE_CONNECT_EVENT_TIMEOUT"`
 	// OAuth turns the OAuth client on, as does any other OAuth setting.
-	OAuth bool
+	OAuth bool `envconfig:"BRIDGE_CONNECT_OAUTH"`
 	// OAuthFlow, OAuthClientID, OAuthClientMetadataURL, TokenStore and
 	// NoBrowser are OAuthOptions' (Flow, ClientID, ...). OAuthScope holds
 	// the scopes, space-separated.
-	OAuthFlow, OAuthClientID, OAuthClientMetadataURL, OAuthScope, TokenStore string
-	NoBrowser                                                                bool
+	OAuthFlow              string `envconfig:"BRIDGE_CONNECT_OAUTH_FLOW"`
+	OAuthClientID          string `envconfig:"BRIDGE_CONNECT_OAUTH_CLIENT_ID"`
+	OAuthClientMetadataURL string `envconfig:"BRIDGE_CONNECT_OAUTH_CLIENT_METADATA_URL"`
+	OAuthScope             string `envconfig:"BRIDGE_CONNECT_OAUTH_SCOPE"`
+	TokenStore             string `envconfig:"BRIDGE_CONNECT_TOKEN_STORE"`
+	NoBrowser              bool   `envconfig:"BRIDGE_CONNECT_NO_BROWSER"`
 	// ClientSecret is the client's secret given directly
 	// (BRIDGE_CONNECT_CLIENT_SECRET); OAuthClientSecretFile a file holding
 	// it (--oauth-client-secret-file). At most one of them, and only with
 	// OAuthClientID.
-	ClientSecret, OAuthClientSecretFile string
+	ClientSecret          string `envconfig:"BRIDGE_CONNECT_CLIENT_SECRET"`
+	OAuthClientSecretFile string `envconfig:"BRIDGE_CONNECT_OAUTH_CLIENT_SECRET_FILE"`
 }
 
 // Options checks the settings and turns them into Options, reading the

@@ -34,23 +34,10 @@ Run 'bridge --help' for every flag.
 // runCheck is "bridge check": it reads the flags into check.Options and
 // prints what check.Run found.
 func runCheck(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	cfg := defaultConfig()
-	usageErr := func(msg string) int {
-		fmt.Fprintf(stderr, "bridge check: %s\nRun 'bridge check --help' for usage.\n", msg)
-		return 2
+	cfg, usageErr, code := parseOneServer("check", args, stdout, stderr, checkUsage, nil, "initialize-timeout", "max-description-bytes", "allow-hidden-unicode")
+	if cfg == nil {
+		return code
 	}
-	if err := envconfig.Process("", cfg); err != nil {
-		return usageErr(envError(err).Error())
-	}
-	fs := newFlagSet(cfg)
-	if err := parseFlags(fs, args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			flagHelp.Subcommand(stdout, checkUsage, fs, []string{"initialize-timeout", "max-description-bytes", "allow-hidden-unicode"}, gProcs, gDocker)
-			return 0
-		}
-		return usageErr(err.Error())
-	}
-	cfg.command = fs.Args()
 	if len(cfg.command) == 0 && !(cfg.Sandbox == "docker" && cfg.Image != "") {
 		return usageErr("no server command: give it after --, as in: bridge check -- python3 server.py")
 	}
@@ -76,4 +63,34 @@ func runCheck(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		return 1
 	}
 	return 0
+}
+
+// parseOneServer reads the environment, then the flags, of a subcommand
+// that starts the server once (bridge check, bridge pin): extra adds its
+// own flags, and --help shows the flags named in help beside the process
+// and sandbox groups. Without a configuration to run (help, a bad flag or
+// variable) it returns nil and the exit status; usageErr says a mistake
+// and returns 2.
+func parseOneServer(name string, args []string, stdout, stderr io.Writer, usage string, extra func(*flag.FlagSet), help ...string) (cfg *config, usageErr func(string) int, code int) {
+	usageErr = func(msg string) int {
+		fmt.Fprintf(stderr, "bridge %s: %s\nRun 'bridge %s --help' for usage.\n", name, msg, name)
+		return 2
+	}
+	cfg = defaultConfig()
+	if err := envconfig.Process("", cfg); err != nil {
+		return nil, usageErr, usageErr(envError(err).Error())
+	}
+	fs := newFlagSet(cfg)
+	if extra != nil {
+		extra(fs)
+	}
+	if err := parseFlags(fs, args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			flagHelp.Subcommand(stdout, usage, fs, help, gProcs, gDocker)
+			return nil, usageErr, 0
+		}
+		return nil, usageErr, usageErr(err.Error())
+	}
+	cfg.command = fs.Args()
+	return cfg, usageErr, 0
 }

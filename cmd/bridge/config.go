@@ -43,18 +43,21 @@ import (
 // prefix BRIDGE and tag PATH, it would read the shell's $PATH. No tag has a
 // default: a default lives once, in the package that uses it.
 //
-// Adding a flag: a field here, a line in newFlagSet (its usage wrapped in
-// its --help group, help.go: gEdge.In("...")), and a line in defaultConfig
-// if its zero value is not its default.
+// Adding a flag: a field here (or in configfile.ServerOptions, with its
+// key, if a server of the config file may set it for itself), a line in
+// newFlagSet (its usage wrapped in its --help group, help.go:
+// gEdge.In("...")), and a line in defaultConfig if its zero value is not
+// its default.
 type config struct {
-	Listen             string         `envconfig:"BRIDGE_LISTEN"`
-	Path               string         `envconfig:"BRIDGE_PATH"`
-	SessionIdleTimeout units.Duration `envconfig:"BRIDGE_SESSION_IDLE_TIMEOUT"`
-	MaxSessions        int            `envconfig:"BRIDGE_MAX_SESSIONS"`
-	MaxMessageBytes    units.Bytes    `envconfig:"BRIDGE_MAX_MESSAGE_BYTES"`
-	AllowedOrigins     []string       `envconfig:"BRIDGE_ALLOWED_ORIGINS"`
-	AllowedHosts       []string       `envconfig:"BRIDGE_ALLOWED_HOSTS"`
-	AuthTokenFile      string         `envconfig:"BRIDGE_AUTH_TOKEN_FILE"`
+	// The options a server of the config file may set for itself (its
+	// keys), which the flags of the same names set for all.
+	configfile.ServerOptions
+
+	Listen         string   `envconfig:"BRIDGE_LISTEN"`
+	Path           string   `envconfig:"BRIDGE_PATH"`
+	AllowedOrigins []string `envconfig:"BRIDGE_ALLOWED_ORIGINS"`
+	AllowedHosts   []string `envconfig:"BRIDGE_ALLOWED_HOSTS"`
+	AuthTokenFile  string   `envconfig:"BRIDGE_AUTH_TOKEN_FILE"`
 	// AuthTokens has no flag on purpose: a token on the command line is
 	// visible to every user of the host in the process list.
 	AuthTokens      []string       `envconfig:"BRIDGE_AUTH_TOKENS"`
@@ -66,20 +69,8 @@ type config struct {
 	LogFormat       string         `envconfig:"BRIDGE_LOG_FORMAT"`
 	LogLevel        string         `envconfig:"BRIDGE_LOG_LEVEL"`
 	LogMessages     bool           `envconfig:"BRIDGE_LOG_MESSAGES"`
-	StopGrace       time.Duration  `envconfig:"BRIDGE_STOP_GRACE"`
 	ShutdownGrace   time.Duration  `envconfig:"BRIDGE_SHUTDOWN_GRACE"`
-	JSONResponse    bool           `envconfig:"BRIDGE_JSON_RESPONSE"`
-	SSEPollAfter    units.Interval `envconfig:"BRIDGE_SSE_POLL_AFTER"`
-	SSERetry        time.Duration  `envconfig:"BRIDGE_SSE_RETRY"`
 	SSEKeepAlive    units.Interval `envconfig:"BRIDGE_SSE_KEEPALIVE"`
-	LogMaxEvents    int            `envconfig:"BRIDGE_LOG_MAX_EVENTS"`
-	LogMaxBytes     units.Bytes    `envconfig:"BRIDGE_LOG_MAX_BYTES"`
-	StderrLineBytes units.Bytes    `envconfig:"BRIDGE_STDERR_LINE_BYTES"`
-	// Zero means the session package's default, named in --help.
-	InitializeTimeout     units.Duration `envconfig:"BRIDGE_INITIALIZE_TIMEOUT"`
-	RequestTimeout        units.Duration `envconfig:"BRIDGE_REQUEST_TIMEOUT"`
-	MaxRequestsPerSession int            `envconfig:"BRIDGE_MAX_REQUESTS_PER_SESSION"`
-	MaxQueuedBytes        units.Bytes    `envconfig:"BRIDGE_MAX_QUEUED_BYTES"`
 	// Zero: the sandbox package's defaults.
 	StderrLinesPerSecond float64  `envconfig:"BRIDGE_STDERR_LINES_PER_SECOND"`
 	StderrBurst          int      `envconfig:"BRIDGE_STDERR_BURST"`
@@ -97,41 +88,15 @@ type config struct {
 	// Zero means session.DefaultLogMaxTotalBytes (defaultConfig).
 	LogMaxTotalBytes units.Bytes `envconfig:"BRIDGE_LOG_MAX_TOTAL_BYTES"`
 
-	Sandbox        string             `envconfig:"BRIDGE_SANDBOX"`
-	Image          string             `envconfig:"BRIDGE_IMAGE"`
-	Pull           sandbox.PullPolicy `envconfig:"BRIDGE_PULL"`
-	SandboxNetwork string             `envconfig:"BRIDGE_SANDBOX_NETWORK"`
-	SandboxMounts  []string           `envconfig:"BRIDGE_SANDBOX_MOUNT"`
-	SandboxEnv     []string           `envconfig:"BRIDGE_SANDBOX_ENV"`
-	SandboxMemory  units.Bytes        `envconfig:"BRIDGE_SANDBOX_MEMORY"`
-	SandboxCPUs    float64            `envconfig:"BRIDGE_SANDBOX_CPUS"`
-	SandboxPids    int64              `envconfig:"BRIDGE_SANDBOX_PIDS"`
-	SandboxUser    string             `envconfig:"BRIDGE_SANDBOX_USER"`
-	SandboxEgress  []string           `envconfig:"BRIDGE_SANDBOX_EGRESS"`
-	SandboxRuntime string             `envconfig:"BRIDGE_SANDBOX_RUNTIME"`
-	UserEnv        []string           `envconfig:"BRIDGE_USER_ENV"`
-	SecretsDir     string             `envconfig:"BRIDGE_SECRETS_DIR"`
-	Instance       string             `envconfig:"BRIDGE_INSTANCE"`
+	SecretsDir string `envconfig:"BRIDGE_SECRETS_DIR"`
+	Instance   string `envconfig:"BRIDGE_INSTANCE"`
 
-	Warm int `envconfig:"BRIDGE_WARM"`
-
-	ChildEra pool.Era `envconfig:"BRIDGE_CHILD_ERA"`
-	PoolMin  int      `envconfig:"BRIDGE_POOL_MIN"`
-	PoolMax  int      `envconfig:"BRIDGE_POOL_MAX"`
-	// PoolMaxPerPrincipal: zero means pool.Options.MaxPerPrincipal's default.
-	PoolMaxPerPrincipal int           `envconfig:"BRIDGE_POOL_MAX_PER_PRINCIPAL"`
-	PoolEvictIdle       time.Duration `envconfig:"BRIDGE_POOL_EVICT_IDLE"` // zero stops at once (poolEvictIdle)
-	RequestStateTTL     time.Duration `envconfig:"BRIDGE_REQUEST_STATE_TTL"`
-	NoMetrics           bool          `envconfig:"BRIDGE_NO_METRICS"`
-	MetricsListen       string        `envconfig:"BRIDGE_METRICS_LISTEN"`
-	OTLPEndpoint        string        `envconfig:"BRIDGE_OTLP_ENDPOINT"`
-	Policy              string        `envconfig:"BRIDGE_POLICY"`
-	PinFile             string        `envconfig:"BRIDGE_PIN_FILE"`
-	OnPinViolation      pin.Action    `envconfig:"BRIDGE_ON_PIN_VIOLATION"`
-	MaxDescriptionBytes units.Bytes   `envconfig:"BRIDGE_MAX_DESCRIPTION_BYTES"`
-	AllowHiddenUnicode  bool          `envconfig:"BRIDGE_ALLOW_HIDDEN_UNICODE"`
-	AuditLog            string        `envconfig:"BRIDGE_AUDIT_LOG"`
-	AuditArgs           bool          `envconfig:"BRIDGE_AUDIT_ARGS"`
+	NoMetrics           bool        `envconfig:"BRIDGE_NO_METRICS"`
+	MetricsListen       string      `envconfig:"BRIDGE_METRICS_LISTEN"`
+	OTLPEndpoint        string      `envconfig:"BRIDGE_OTLP_ENDPOINT"`
+	MaxDescriptionBytes units.Bytes `envconfig:"BRIDGE_MAX_DESCRIPTION_BYTES"`
+	AllowHiddenUnicode  bool        `envconfig:"BRIDGE_ALLOW_HIDDEN_UNICODE"`
+	AuditArgs           bool        `envconfig:"BRIDGE_AUDIT_ARGS"`
 
 	Config             string `envconfig:"BRIDGE_CONFIG"`
 	NoLegacySSE        bool   `envconfig:"BRIDGE_NO_LEGACY_SSE"`
@@ -190,29 +155,37 @@ const (
 // defaultConfig is the configuration before the environment and the flags.
 func defaultConfig() *config {
 	return &config{
+		ServerOptions: configfile.ServerOptions{
+			SessionIdleTimeout: units.Duration(session.DefaultIdleTimeout),
+			MaxSessions:        session.DefaultMaxSessions,
+			MaxMessageBytes:    peer.DefaultMaxMessageBytes,
+			StopGrace:          sandbox.DefaultStopGrace,
+			SSERetry:           bridge.DefaultSSERetry,
+			LogMaxEvents:       session.DefaultLogMaxEvents,
+			LogMaxBytes:        session.DefaultLogMaxBytes,
+			StderrLineBytes:    sandbox.DefaultStderrLineBytes,
+			Sandbox:            DefaultSandbox,
+			Pull:               sandbox.DefaultDockerPull,
+			SandboxNetwork:     sandbox.DefaultDockerNetwork,
+			SandboxMemory:      sandbox.DefaultDockerMemory,
+			SandboxCPUs:        sandbox.DefaultDockerCPUs,
+			SandboxPids:        sandbox.DefaultDockerPids,
+			SandboxUser:        sandbox.DefaultDockerUser,
+			ChildEra:           pool.EraAuto,
+			PoolMin:            pool.DefaultMin,
+			PoolMax:            pool.DefaultMax,
+			PoolEvictIdle:      pool.DefaultEvictIdle,
+			RequestStateTTL:    pool.DefaultStateTTL,
+			OnPinViolation:     pin.Drop,
+		},
 		Listen:             DefaultListen,
 		Path:               bridge.DefaultPath,
-		SessionIdleTimeout: units.Duration(session.DefaultIdleTimeout),
-		MaxSessions:        session.DefaultMaxSessions,
-		MaxMessageBytes:    peer.DefaultMaxMessageBytes,
 		LogFormat:          DefaultLogFormat,
 		LogLevel:           DefaultLogLevel,
-		StopGrace:          sandbox.DefaultStopGrace,
 		ShutdownGrace:      DefaultShutdownGrace,
-		SSERetry:           bridge.DefaultSSERetry,
 		SSEKeepAlive:       units.Interval(bridge.DefaultSSEKeepAlive),
-		LogMaxEvents:       session.DefaultLogMaxEvents,
-		LogMaxBytes:        session.DefaultLogMaxBytes,
 		LogMaxTotalBytes:   session.DefaultLogMaxTotalBytes,
-		StderrLineBytes:    sandbox.DefaultStderrLineBytes,
-		Sandbox:            DefaultSandbox,
 		AggregateSeparator: aggregate.DefaultSeparator,
-		Pull:               sandbox.DefaultDockerPull,
-		SandboxNetwork:     sandbox.DefaultDockerNetwork,
-		SandboxMemory:      sandbox.DefaultDockerMemory,
-		SandboxCPUs:        sandbox.DefaultDockerCPUs,
-		SandboxPids:        sandbox.DefaultDockerPids,
-		SandboxUser:        sandbox.DefaultDockerUser,
 
 		BodyReadTimeout:         units.Duration(bridge.DefaultBodyReadTimeout),
 		WriteTimeout:            units.Duration(bridge.DefaultWriteTimeout),
@@ -221,12 +194,6 @@ func defaultConfig() *config {
 		MaxConnectionsPerClient: bridge.DefaultMaxConnectionsPerClient,
 		MaxBodyBytesInFlight:    units.Bytes(bridge.DefaultMaxBodyBytesInFlight),
 
-		ChildEra:            pool.EraAuto,
-		PoolMin:             pool.DefaultMin,
-		PoolMax:             pool.DefaultMax,
-		PoolEvictIdle:       pool.DefaultEvictIdle,
-		RequestStateTTL:     pool.DefaultStateTTL,
-		OnPinViolation:      pin.Drop,
 		MaxDescriptionBytes: pin.DefaultMaxDescriptionBytes,
 	}
 }

@@ -263,9 +263,8 @@ func TestHTTPEdgeDefaults(t *testing.T) {
 func envNamesRead(t *testing.T) map[string]bool {
 	t.Helper()
 	read := map[string]bool{}
-	typ := reflect.TypeOf(config{})
-	for i := range typ.NumField() {
-		if tag := typ.Field(i).Tag.Get("envconfig"); tag != "" {
+	for _, f := range reflect.VisibleFields(reflect.TypeOf(config{})) {
+		if tag := f.Tag.Get("envconfig"); tag != "" {
 			read[tag] = true
 		}
 	}
@@ -312,10 +311,9 @@ func TestDeploymentsSetVariablesTheBridgeReads(t *testing.T) {
 // A default lives once, in the package that uses it: no envconfig default
 // tag repeats it (defaultConfig sets it from the package's constant).
 func TestNoDefaultTags(t *testing.T) {
-	typ := reflect.TypeOf(config{})
-	for i := range typ.NumField() {
-		if d, ok := typ.Field(i).Tag.Lookup("default"); ok {
-			t.Errorf("config.%s has default:%q; set it in defaultConfig from the package's exported constant", typ.Field(i).Name, d)
+	for _, f := range reflect.VisibleFields(reflect.TypeOf(config{})) {
+		if d, ok := f.Tag.Lookup("default"); ok {
+			t.Errorf("config.%s has default:%q; set it in defaultConfig from the package's exported constant", f.Name, d)
 		}
 	}
 	// The help shows the packages' defaults.

@@ -11,7 +11,6 @@ import (
 	"errors"
 	"flag"
 	"os"
-	"reflect"
 	"sort"
 	"strings"
 
@@ -42,26 +41,12 @@ func (c *config) readFile(fs *flag.FlagSet) error {
 	})
 }
 
-// applyServerOptions sets the fields of c that the server set: each
-// field of configfile.ServerOptions is the field of config of the same
-// name (TestServerOptionsAreConfigFields).
-func applyServerOptions(o *configfile.ServerOptions, c *config) {
-	src := reflect.ValueOf(o).Elem()
-	dst := reflect.ValueOf(c).Elem()
-	for i := range src.NumField() {
-		f := src.Type().Field(i)
-		if k := f.Tag.Get("key"); k != "" && o.Has(k) {
-			dst.FieldByName(f.Name).Set(src.Field(i))
-		}
-	}
-}
-
 // serverConfig is the configuration of one server: the global one with the
 // server's keys, command and environment.
 func serverConfig(global *config, path string, s *configfile.Server) (*config, error) {
 	sc := *global
 	sc.serverName = s.Name
-	applyServerOptions(&s.Opts, &sc)
+	s.Opts.ApplyTo(&sc.ServerOptions)
 	sc.command = s.Command
 	sc.serverDir = s.Cwd
 	envKeys := make([]string, 0, len(s.Env))

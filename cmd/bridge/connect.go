@@ -10,45 +10,19 @@ import (
 	"os"
 	"os/signal"
 	"syscall"
-	"time"
 
 	"github.com/kelseyhightower/envconfig"
 	"github.com/mcp-bridge/mcp-bridge/connect"
 )
 
-// connectConfig is the configuration of `bridge connect`, the client mode.
-// Its variables are BRIDGE_CONNECT_*, so that a host's server settings
-// never leak into it, except the log settings and the message bound, which
-// mean the same in both modes.
+// connectConfig is the configuration of `bridge connect`, the client mode:
+// connect.Settings, whose tags name its variables, BRIDGE_CONNECT_*, so that
+// a host's server settings never leak into it, except the log settings and
+// the message bound, which mean the same in both modes.
 type connectConfig struct {
-	Transport string `envconfig:"BRIDGE_CONNECT_TRANSPORT"`
-	TokenFile string `envconfig:"BRIDGE_CONNECT_TOKEN_FILE"`
-	// Token has no flag: a token on the command line is visible to every
-	// user of the host in the process list.
-	Token           string        `envconfig:"BRIDGE_CONNECT_TOKEN"`
-	Headers         string        `envconfig:"BRIDGE_CONNECT_HEADERS"` // one per line
-	AllowHTTP       bool          `envconfig:"BRIDGE_CONNECT_ALLOW_HTTP"`
-	TLSCA           string        `envconfig:"BRIDGE_CONNECT_TLS_CA"`
-	TLSClientCert   string        `envconfig:"BRIDGE_CONNECT_TLS_CLIENT_CERT"`
-	TLSClientKey    string        `envconfig:"BRIDGE_CONNECT_TLS_CLIENT_KEY"`
-	MaxMessageBytes int           `envconfig:"BRIDGE_MAX_MESSAGE_BYTES"`
-	EventTimeout    time.Duration `envconfig:"BRIDGE_CONNECT_EVENT_TIMEOUT"`
-	// OAuth: any of these turns the OAuth client on.
-	OAuth                  bool   `envconfig:"BRIDGE_CONNECT_OAUTH"`
-	OAuthFlow              string `envconfig:"BRIDGE_CONNECT_OAUTH_FLOW"`
-	OAuthClientID          string `envconfig:"BRIDGE_CONNECT_OAUTH_CLIENT_ID"`
-	OAuthClientSecretFile  string `envconfig:"BRIDGE_CONNECT_OAUTH_CLIENT_SECRET_FILE"`
-	OAuthClientMetadataURL string `envconfig:"BRIDGE_CONNECT_OAUTH_CLIENT_METADATA_URL"`
-	OAuthScope             string `envconfig:"BRIDGE_CONNECT_OAUTH_SCOPE"`
-	TokenStore             string `envconfig:"BRIDGE_CONNECT_TOKEN_STORE"`
-	NoBrowser              bool   `envconfig:"BRIDGE_CONNECT_NO_BROWSER"`
-	// ClientSecret has no flag, like Token.
-	ClientSecret string `envconfig:"BRIDGE_CONNECT_CLIENT_SECRET"`
-	LogFormat    string `envconfig:"BRIDGE_LOG_FORMAT" default:"text"`
-	LogLevel     string `envconfig:"BRIDGE_LOG_LEVEL" default:"info"`
-
-	headerFlags []string
-	url         string
+	connect.Settings
+	LogFormat string `envconfig:"BRIDGE_LOG_FORMAT" default:"text"`
+	LogLevel  string `envconfig:"BRIDGE_LOG_LEVEL" default:"info"`
 }
 
 // connectFlagEnv names the variable of each flag, for --help.
@@ -86,7 +60,7 @@ func newConnectFlagSet(c *connectConfig, out io.Writer) *flag.FlagSet {
 	fs.SetOutput(io.Discard)
 	fs.StringVar(&c.Transport, "transport", c.Transport, "remote `transport`: auto (Streamable HTTP, falling back to HTTP+SSE on a 4xx answer to initialize), streamable or sse")
 	fs.StringVar(&c.TokenFile, "token-file", c.TokenFile, "`file` holding the bearer token sent to the remote (its first line; BRIDGE_CONNECT_TOKEN also takes it)")
-	fs.Var(headerFlag{&c.headerFlags}, "header", "extra header `'Name: value'` sent to the remote (repeatable; the variable takes one per line); not Authorization, which belongs in a token file")
+	fs.Var(headerFlag{&c.HeaderFlags}, "header", "extra header `'Name: value'` sent to the remote (repeatable; the variable takes one per line); not Authorization, which belongs in a token file")
 	fs.BoolVar(&c.AllowHTTP, "allow-http", c.AllowHTTP, "send a token or headers over plain http:// to a host that is not loopback (anyone on the path reads them)")
 	fs.StringVar(&c.TLSCA, "tls-ca", c.TLSCA, "trust the remote's certificate if a CA in this PEM `file` signed it (instead of the system's CAs)")
 	fs.StringVar(&c.TLSClientCert, "tls-client-cert", c.TLSClientCert, "present this PEM client certificate `file` to the remote (mutual TLS; with --tls-client-key)")
@@ -143,7 +117,7 @@ func runConnect(ctx context.Context, args []string, stdin io.Reader, stdout, std
 		fmt.Fprintf(stderr, "bridge connect: %v\nRun 'bridge connect --help' for usage.\n", err)
 		return 2
 	}
-	opts, err := c.options()
+	opts, err := c.Options()
 	if err != nil {
 		fmt.Fprintf(stderr, "bridge connect: %v\nRun 'bridge connect --help' for usage.\n", err)
 		return 2
@@ -159,7 +133,7 @@ func runConnect(ctx context.Context, args []string, stdin io.Reader, stdout, std
 
 	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	logger.Debug("forwarding stdio to the remote", "url", c.url, "transport", opts.Transport)
+	logger.Debug("forwarding stdio to the remote", "url", c.URL, "transport", opts.Transport)
 	err = connect.Run(ctx, stdin, stdout, opts)
 	if err != nil && ctx.Err() == nil {
 		fmt.Fprintf(stderr, "bridge connect: %v\n", err)
@@ -171,7 +145,7 @@ func runConnect(ctx context.Context, args []string, stdin io.Reader, stdout, std
 // parseConnectConfig reads the environment, then the flags, which may come
 // before or after URL.
 func parseConnectConfig(args []string, out io.Writer) (*connectConfig, error) {
-	c := &connectConfig{Transport: connect.DefaultTransport}
+	c := &connectConfig{Settings: connect.Settings{Transport: connect.DefaultTransport}}
 	if err := envconfig.Process("", c); err != nil {
 		return nil, fmt.Errorf("reading %s_* environment variables: %w", envPrefix, err)
 	}
@@ -186,12 +160,12 @@ func parseConnectConfig(args []string, out io.Writer) (*connectConfig, error) {
 		if fs.NArg() == 0 {
 			break
 		}
-		if c.url != "" {
-			return nil, fmt.Errorf("one URL only: got %q and %q", c.url, fs.Arg(0))
+		if c.URL != "" {
+			return nil, fmt.Errorf("one URL only: got %q and %q", c.URL, fs.Arg(0))
 		}
-		c.url, args = fs.Arg(0), fs.Args()[1:]
+		c.URL, args = fs.Arg(0), fs.Args()[1:]
 	}
-	if c.url == "" {
+	if c.URL == "" {
 		return nil, errors.New("no remote URL: bridge connect https://host/mcp")
 	}
 	switch c.LogFormat {
@@ -210,19 +184,4 @@ func parseConnectConfig(args []string, out io.Writer) (*connectConfig, error) {
 		return nil, fmt.Errorf("--max-message-bytes %d: want a positive size", c.MaxMessageBytes)
 	}
 	return c, nil
-}
-
-// options turns the configuration into connect.Options (connect.Settings
-// reads the files and checks the rest).
-func (c *connectConfig) options() (*connect.Options, error) {
-	s := &connect.Settings{
-		URL: c.url, Transport: c.Transport, Token: c.Token, TokenFile: c.TokenFile,
-		Headers: c.Headers, HeaderFlags: c.headerFlags, AllowHTTP: c.AllowHTTP,
-		TLSCA: c.TLSCA, TLSClientCert: c.TLSClientCert, TLSClientKey: c.TLSClientKey,
-		MaxMessageBytes: c.MaxMessageBytes, EventTimeout: c.EventTimeout,
-		OAuth: c.OAuth, OAuthFlow: c.OAuthFlow, OAuthClientID: c.OAuthClientID, OAuthClientMetadataURL: c.OAuthClientMetadataURL,
-		OAuthScope: c.OAuthScope, TokenStore: c.TokenStore, NoBrowser: c.NoBrowser,
-		ClientSecret: c.ClientSecret, OAuthClientSecretFile: c.OAuthClientSecretFile,
-	}
-	return s.Options()
 }

@@ -37,9 +37,9 @@ func TestConnectFlagsHaveVariables(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			a, _ := fromFlag.options()
-			b, _ := fromEnv.options()
-			fromFlag.headerFlags, fromEnv.Headers = nil, "" // the two spellings of --header
+			a, _ := fromFlag.Options()
+			b, _ := fromEnv.Options()
+			fromFlag.HeaderFlags, fromEnv.Headers = nil, "" // the two spellings of --header
 			if f.Name == "header" {
 				if a.Header.Get("X-A") != "b" || b.Header.Get("X-A") != "b" {
 					t.Errorf("header from the flag %v, from %s %v", a.Header, env, b.Header)

@@ -74,56 +74,57 @@ func runDeploy(args []string, stdout, stderr io.Writer) int {
 	return 0
 }
 
+// deployFlags binds the flags into the deployment's own configuration;
+// what is left beside it is what the command does with them.
 type deployFlags struct {
-	stack, region, image, from, bridgeBinary, arch   string
-	certificateArn, domain, hostedZoneID, authSecret string
-	allowHTTP, dryRun, delete                        bool
-	dryRunNote                                       string // what the real run would refuse, for a dry run to say
-	desired, minTasks, maxTasks                      int
-	params                                           []string
-
-	target, roleArn, jwtDiscoveryURL string
-	jwtClients, jwtAudience          []string
-	fs                               *flag.FlagSet // to tell set flags from defaults
+	deploy.AWSConfig
+	from, bridgeBinary string // read into Spec and BridgeBinary by config
+	dryRun             bool
+	dryRunNote         string        // what the real run would refuse, for a dry run to say
+	fs                 *flag.FlagSet // to tell set flags from defaults
 }
 
 func newDeployFlags(out io.Writer, f *deployFlags) *flag.FlagSet {
 	fs := flag.NewFlagSet("bridge deploy aws", flag.ContinueOnError)
 	fs.SetOutput(out)
-	fs.StringVar(&f.target, "target", deploy.TargetECS, "`where` to deploy: ecs (the CloudFormation stack: ECS Fargate behind a load balancer) or agentcore (a Bedrock AgentCore Runtime)")
-	fs.StringVar(&f.stack, "stack", "", "CloudFormation stack `name`, or with --target agentcore the runtime's name (also names the ECR repository mcp-bridge/<name>)")
-	fs.StringVar(&f.region, "region", "", "AWS `region` (default: AWS_REGION, AWS_DEFAULT_REGION, then the aws CLI's configured region)")
-	fs.StringVar(&f.image, "image", "", "deploy this `image` as is; its entrypoint must be the bridge")
+	fs.StringVar(&f.Target, "target", deploy.TargetECS, "`where` to deploy: ecs (the CloudFormation stack: ECS Fargate behind a load balancer) or agentcore (a Bedrock AgentCore Runtime)")
+	fs.StringVar(&f.Stack, "stack", "", "CloudFormation stack `name`, or with --target agentcore the runtime's name (also names the ECR repository mcp-bridge/<name>)")
+	fs.StringVar(&f.Region, "region", "", "AWS `region` (default: AWS_REGION, AWS_DEFAULT_REGION, then the aws CLI's configured region)")
+	fs.StringVar(&f.Image, "image", "", "deploy this `image` as is; its entrypoint must be the bridge")
 	fs.StringVar(&f.from, "from", "", "build an image bundling the server of this pinned package `SPEC` (npx:, uvx: or go:) and push it to ECR")
 	fs.StringVar(&f.bridgeBinary, "bridge-binary", "", "with --from: bridge executable to put in the image, static Linux amd64 or arm64 (default: this executable)")
-	fs.StringVar(&f.arch, "arch", "", "with --image: its CPU `architecture`, amd64 (default) or arm64")
-	fs.StringVar(&f.certificateArn, "certificate-arn", "", "ACM certificate `ARN`: serve HTTPS on 443")
-	fs.BoolVar(&f.allowHTTP, "allow-http", false, "without --certificate-arn, accept serving plain HTTP on 80 (tokens cross the network in clear; for tests)")
-	fs.StringVar(&f.domain, "domain", "", "`name` clients use, matching the certificate (default: the load balancer's DNS name)")
-	fs.StringVar(&f.hostedZoneID, "hosted-zone-id", "", "Route 53 hosted zone `ID` in which to create --domain as an alias of the load balancer")
-	fs.StringVar(&f.authSecret, "auth-secret-arn", "", "existing Secrets Manager secret `ARN` holding the bearer tokens, comma-separated (default: the stack creates one with a random token)")
-	fs.IntVar(&f.desired, "desired-count", 2, "tasks to run")
-	fs.IntVar(&f.minTasks, "min-tasks", 1, "fewest tasks autoscaling keeps")
-	fs.IntVar(&f.maxTasks, "max-tasks", 4, "most tasks autoscaling starts")
+	fs.StringVar(&f.Arch, "arch", "", "with --image: its CPU `architecture`, amd64 (default) or arm64")
+	fs.StringVar(&f.CertificateArn, "certificate-arn", "", "ACM certificate `ARN`: serve HTTPS on 443")
+	fs.BoolVar(&f.AllowHTTP, "allow-http", false, "without --certificate-arn, accept serving plain HTTP on 80 (tokens cross the network in clear; for tests)")
+	fs.StringVar(&f.DomainName, "domain", "", "`name` clients use, matching the certificate (default: the load balancer's DNS name)")
+	fs.StringVar(&f.HostedZoneID, "hosted-zone-id", "", "Route 53 hosted zone `ID` in which to create --domain as an alias of the load balancer")
+	fs.StringVar(&f.AuthSecretArn, "auth-secret-arn", "", "existing Secrets Manager secret `ARN` holding the bearer tokens, comma-separated (default: the stack creates one with a random token)")
+	fs.IntVar(&f.DesiredCount, "desired-count", 2, "tasks to run")
+	fs.IntVar(&f.MinTasks, "min-tasks", 1, "fewest tasks autoscaling keeps")
+	fs.IntVar(&f.MaxTasks, "max-tasks", 4, "most tasks autoscaling starts")
 	fs.Func("parameter", "set another template parameter, `KEY=VALUE` (repeatable), e.g. TaskCpu=1024", func(s string) error {
-		if !strings.Contains(s, "=") {
+		k, v, ok := strings.Cut(s, "=")
+		if !ok {
 			return fmt.Errorf("want KEY=VALUE, got %q", s)
 		}
-		f.params = append(f.params, s)
+		if f.Parameters == nil {
+			f.Parameters = map[string]string{}
+		}
+		f.Parameters[k] = v
 		return nil
 	})
-	fs.StringVar(&f.roleArn, "role-arn", "", "with --target agentcore: the IAM role `ARN` the runtime runs as (trusted by bedrock-agentcore.amazonaws.com, allowed to pull the image and write logs)")
-	fs.StringVar(&f.jwtDiscoveryURL, "jwt-discovery-url", "", "with --target agentcore: accept bearer JWTs of this OpenID Connect issuer (its discovery document `URL`) instead of IAM SigV4")
+	fs.StringVar(&f.RoleArn, "role-arn", "", "with --target agentcore: the IAM role `ARN` the runtime runs as (trusted by bedrock-agentcore.amazonaws.com, allowed to pull the image and write logs)")
+	fs.StringVar(&f.JWTDiscoveryURL, "jwt-discovery-url", "", "with --target agentcore: accept bearer JWTs of this OpenID Connect issuer (its discovery document `URL`) instead of IAM SigV4")
 	fs.Func("jwt-allowed-clients", "with --jwt-discovery-url: the client IDs whose tokens are accepted, comma-separated", func(s string) error {
-		f.jwtClients = append(f.jwtClients, splitList(s)...)
+		f.JWTAllowedClients = append(f.JWTAllowedClients, splitList(s)...)
 		return nil
 	})
 	fs.Func("jwt-allowed-audience", "with --jwt-discovery-url: the audiences whose tokens are accepted, comma-separated", func(s string) error {
-		f.jwtAudience = append(f.jwtAudience, splitList(s)...)
+		f.JWTAllowedAudience = append(f.JWTAllowedAudience, splitList(s)...)
 		return nil
 	})
 	fs.BoolVar(&f.dryRun, "dry-run", false, "print the Dockerfile, the template and every step; run nothing, call nothing")
-	fs.BoolVar(&f.delete, "delete", false, "delete the stack (the ECR repository is kept)")
+	fs.BoolVar(&f.Delete, "delete", false, "delete the stack (the ECR repository is kept)")
 	fs.Usage = func() {
 		fmt.Fprint(out, deployUsage)
 		fs.PrintDefaults()
@@ -144,31 +145,11 @@ func splitList(s string) []string {
 }
 
 func (f *deployFlags) config(command []string) (*deploy.AWSConfig, error) {
-	if f.stack == "" {
+	if f.Stack == "" {
 		return nil, errors.New("--stack is required")
 	}
-	c := &deploy.AWSConfig{
-		Target:         f.target,
-		Stack:          f.stack,
-		Region:         f.region,
-		Image:          f.image,
-		Arch:           f.arch,
-		Command:        command,
-		CertificateArn: f.certificateArn,
-		AllowHTTP:      f.allowHTTP,
-		DomainName:     f.domain,
-		HostedZoneID:   f.hostedZoneID,
-		AuthSecretArn:  f.authSecret,
-		DesiredCount:   f.desired,
-		MinTasks:       f.minTasks,
-		MaxTasks:       f.maxTasks,
-		Delete:         f.delete,
-
-		RoleArn:            f.roleArn,
-		JWTDiscoveryURL:    f.jwtDiscoveryURL,
-		JWTAllowedClients:  f.jwtClients,
-		JWTAllowedAudience: f.jwtAudience,
-	}
+	c := &f.AWSConfig
+	c.Command = command
 	if c.Target == deploy.TargetAgentCore {
 		// The task counts have defaults for ECS; given explicitly, they are
 		// refused (Check) rather than silently ignored.
@@ -192,13 +173,6 @@ func (f *deployFlags) config(command []string) (*deploy.AWSConfig, error) {
 		c.Spec = spec
 		if f.dryRunNote, err = c.SetBridgeBinary(f.bridgeBinary, f.dryRun); err != nil {
 			return nil, err
-		}
-	}
-	if len(f.params) > 0 {
-		c.Parameters = map[string]string{}
-		for _, p := range f.params {
-			k, v, _ := strings.Cut(p, "=")
-			c.Parameters[k] = v
 		}
 	}
 	if c.Delete && c.Target != deploy.TargetAgentCore {

@@ -2,12 +2,9 @@ package main
 
 import (
 	"context"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
-
-	"github.com/kelseyhightower/envconfig"
 
 	"github.com/mcp-bridge/mcp-bridge/pin"
 	"github.com/mcp-bridge/mcp-bridge/sandbox"
@@ -35,27 +32,15 @@ Run 'bridge --help' for every flag.
 // flags describe, and writes what it offers to a lock file (--output), or
 // compares that with a lock file (--check) and exits 1 on drift.
 func runPin(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	cfg := defaultConfig()
-	usageErr := func(msg string) int {
-		fmt.Fprintf(stderr, "bridge pin: %s\nRun 'bridge pin --help' for usage.\n", msg)
-		return 2
-	}
-	if err := envconfig.Process("", cfg); err != nil {
-		return usageErr(envError(err).Error())
-	}
-	fs := newFlagSet(cfg)
 	var output string
 	var check bool
-	fs.StringVar(&output, "output", "", "write the lock to this `file`")
-	fs.BoolVar(&check, "check", false, "compare the server with --pin-file instead: list what was added, removed or changed, exit 1 if anything was")
-	if err := parseFlags(fs, args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			flagHelp.Subcommand(stdout, pinUsage, fs, []string{"output", "check", "pin-file", "max-description-bytes", "allow-hidden-unicode"}, gProcs, gDocker)
-			return 0
-		}
-		return usageErr(err.Error())
+	cfg, usageErr, code := parseOneServer("pin", args, stdout, stderr, pinUsage, func(fs *flag.FlagSet) {
+		fs.StringVar(&output, "output", "", "write the lock to this `file`")
+		fs.BoolVar(&check, "check", false, "compare the server with --pin-file instead: list what was added, removed or changed, exit 1 if anything was")
+	}, "output", "check", "pin-file", "max-description-bytes", "allow-hidden-unicode")
+	if cfg == nil {
+		return code
 	}
-	cfg.command = fs.Args()
 	switch {
 	case check && cfg.PinFile == "":
 		return usageErr("--check needs --pin-file, the lock file to compare with")

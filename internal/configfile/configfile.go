@@ -88,50 +88,51 @@ import (
 )
 
 // ServerOptions is what a server of the config file may set for itself,
-// beside the desktop clients' keys (DesktopKeys): each field is the field of
-// config of the same name, and its key (the tag) the flag that sets it for
-// every server. Adding a field here makes its flag a per-server key. The
+// beside the desktop clients' keys (DesktopKeys). cmd/bridge's config
+// embeds it: its key (the tag) is the flag that sets it for every server,
+// its envconfig tag that flag's variable. Adding a field here makes its
+// flag a per-server key. The
 // rest of config is global: flags, BRIDGE_* variables and the file's
 // "bridge" object set it for all servers.
 type ServerOptions struct {
-	Sandbox               string             `key:"sandbox"`
-	Image                 string             `key:"image"`
-	Pull                  sandbox.PullPolicy `key:"pull"`
-	SandboxNetwork        string             `key:"sandbox-network"`
-	SandboxEgress         []string           `key:"sandbox-egress"`
-	SandboxRuntime        string             `key:"sandbox-runtime"`
-	UserEnv               []string           `key:"user-env"`
-	SandboxMounts         []string           `key:"sandbox-mount"`
-	SandboxEnv            []string           `key:"sandbox-env"`
-	SandboxMemory         units.Bytes        `key:"sandbox-memory"`
-	SandboxCPUs           float64            `key:"sandbox-cpus"`
-	SandboxPids           int64              `key:"sandbox-pids"`
-	SandboxUser           string             `key:"sandbox-user"`
-	Warm                  int                `key:"warm"`
-	StopGrace             time.Duration      `key:"stop-grace"`
-	StderrLineBytes       units.Bytes        `key:"stderr-line-bytes"`
-	SessionIdleTimeout    units.Duration     `key:"session-idle-timeout"`
-	InitializeTimeout     units.Duration     `key:"initialize-timeout"`
-	RequestTimeout        units.Duration     `key:"request-timeout"`
-	MaxSessions           int                `key:"max-sessions"`
-	MaxRequestsPerSession int                `key:"max-requests-per-session"`
-	MaxQueuedBytes        units.Bytes        `key:"max-queued-bytes"`
-	MaxMessageBytes       units.Bytes        `key:"max-message-bytes"`
-	LogMaxEvents          int                `key:"log-max-events"`
-	LogMaxBytes           units.Bytes        `key:"log-max-bytes"`
-	JSONResponse          bool               `key:"json-response"`
-	SSEPollAfter          units.Interval     `key:"sse-poll-after"`
-	SSERetry              time.Duration      `key:"sse-retry"`
-	Policy                string             `key:"policy"`
-	PinFile               string             `key:"pin-file"`
-	OnPinViolation        pin.Action         `key:"on-pin-violation"`
-	AuditLog              string             `key:"audit-log"`
-	ChildEra              pool.Era           `key:"child-era"`
-	PoolMin               int                `key:"pool-min"`
-	PoolMax               int                `key:"pool-max"`
-	PoolMaxPerPrincipal   int                `key:"pool-max-per-principal"`
-	PoolEvictIdle         time.Duration      `key:"pool-evict-idle"`
-	RequestStateTTL       time.Duration      `key:"request-state-ttl"`
+	Sandbox               string             `key:"sandbox" envconfig:"BRIDGE_SANDBOX"`
+	Image                 string             `key:"image" envconfig:"BRIDGE_IMAGE"`
+	Pull                  sandbox.PullPolicy `key:"pull" envconfig:"BRIDGE_PULL"`
+	SandboxNetwork        string             `key:"sandbox-network" envconfig:"BRIDGE_SANDBOX_NETWORK"`
+	SandboxEgress         []string           `key:"sandbox-egress" envconfig:"BRIDGE_SANDBOX_EGRESS"`
+	SandboxRuntime        string             `key:"sandbox-runtime" envconfig:"BRIDGE_SANDBOX_RUNTIME"`
+	UserEnv               []string           `key:"user-env" envconfig:"BRIDGE_USER_ENV"`
+	SandboxMounts         []string           `key:"sandbox-mount" envconfig:"BRIDGE_SANDBOX_MOUNT"`
+	SandboxEnv            []string           `key:"sandbox-env" envconfig:"BRIDGE_SANDBOX_ENV"`
+	SandboxMemory         units.Bytes        `key:"sandbox-memory" envconfig:"BRIDGE_SANDBOX_MEMORY"`
+	SandboxCPUs           float64            `key:"sandbox-cpus" envconfig:"BRIDGE_SANDBOX_CPUS"`
+	SandboxPids           int64              `key:"sandbox-pids" envconfig:"BRIDGE_SANDBOX_PIDS"`
+	SandboxUser           string             `key:"sandbox-user" envconfig:"BRIDGE_SANDBOX_USER"`
+	Warm                  int                `key:"warm" envconfig:"BRIDGE_WARM"`
+	StopGrace             time.Duration      `key:"stop-grace" envconfig:"BRIDGE_STOP_GRACE"`
+	StderrLineBytes       units.Bytes        `key:"stderr-line-bytes" envconfig:"BRIDGE_STDERR_LINE_BYTES"`
+	SessionIdleTimeout    units.Duration     `key:"session-idle-timeout" envconfig:"BRIDGE_SESSION_IDLE_TIMEOUT"`
+	InitializeTimeout     units.Duration     `key:"initialize-timeout" envconfig:"BRIDGE_INITIALIZE_TIMEOUT"`
+	RequestTimeout        units.Duration     `key:"request-timeout" envconfig:"BRIDGE_REQUEST_TIMEOUT"`
+	MaxSessions           int                `key:"max-sessions" envconfig:"BRIDGE_MAX_SESSIONS"`
+	MaxRequestsPerSession int                `key:"max-requests-per-session" envconfig:"BRIDGE_MAX_REQUESTS_PER_SESSION"`
+	MaxQueuedBytes        units.Bytes        `key:"max-queued-bytes" envconfig:"BRIDGE_MAX_QUEUED_BYTES"`
+	MaxMessageBytes       units.Bytes        `key:"max-message-bytes" envconfig:"BRIDGE_MAX_MESSAGE_BYTES"`
+	LogMaxEvents          int                `key:"log-max-events" envconfig:"BRIDGE_LOG_MAX_EVENTS"`
+	LogMaxBytes           units.Bytes        `key:"log-max-bytes" envconfig:"BRIDGE_LOG_MAX_BYTES"`
+	JSONResponse          bool               `key:"json-response" envconfig:"BRIDGE_JSON_RESPONSE"`
+	SSEPollAfter          units.Interval     `key:"sse-poll-after" envconfig:"BRIDGE_SSE_POLL_AFTER"`
+	SSERetry              time.Duration      `key:"sse-retry" envconfig:"BRIDGE_SSE_RETRY"`
+	Policy                string             `key:"policy" envconfig:"BRIDGE_POLICY"`
+	PinFile               string             `key:"pin-file" envconfig:"BRIDGE_PIN_FILE"`
+	OnPinViolation        pin.Action         `key:"on-pin-violation" envconfig:"BRIDGE_ON_PIN_VIOLATION"`
+	AuditLog              string             `key:"audit-log" envconfig:"BRIDGE_AUDIT_LOG"`
+	ChildEra              pool.Era           `key:"child-era" envconfig:"BRIDGE_CHILD_ERA"`
+	PoolMin               int                `key:"pool-min" envconfig:"BRIDGE_POOL_MIN"`
+	PoolMax               int                `key:"pool-max" envconfig:"BRIDGE_POOL_MAX"`
+	PoolMaxPerPrincipal   int                `key:"pool-max-per-principal" envconfig:"BRIDGE_POOL_MAX_PER_PRINCIPAL"`
+	PoolEvictIdle         time.Duration      `key:"pool-evict-idle" envconfig:"BRIDGE_POOL_EVICT_IDLE"`
+	RequestStateTTL       time.Duration      `key:"request-state-ttl" envconfig:"BRIDGE_REQUEST_STATE_TTL"`
 
 	given map[string]bool // the keys the server set
 }
@@ -203,8 +204,19 @@ func (o *ServerOptions) set(fs *flag.FlagSet, key string, raw json.RawMessage) e
 	return nil
 }
 
-// has reports whether the server set key itself.
+// Has reports whether the server set key itself.
 func (o *ServerOptions) Has(key string) bool { return o.given[key] }
+
+// ApplyTo sets the fields of dst (a copy of the global options) that the
+// server set itself, leaving the others as they are.
+func (o *ServerOptions) ApplyTo(dst *ServerOptions) {
+	src, d := reflect.ValueOf(o).Elem(), reflect.ValueOf(dst).Elem()
+	for i := range src.NumField() {
+		if k := src.Type().Field(i).Tag.Get("key"); k != "" && o.Has(k) {
+			d.Field(i).Set(src.Field(i))
+		}
+	}
+}
 
 // DesktopKeys are the keys of a server in the desktop clients' format.
 var DesktopKeys = []string{"command", "args", "env", "cwd", "type", "disabled"}
