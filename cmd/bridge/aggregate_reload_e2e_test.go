@@ -172,7 +172,10 @@ func TestConfigFileAggregateReloadUnderLoad(t *testing.T) {
 	}
 
 	b.rewrite(t, after)
-	b.waitLog(t, "configuration reloaded")
+	rec := b.waitLog(t, "configuration reloaded")
+	if got := fmt.Sprint(rec["aggregates_in_place"]); got != "[/mcp]" {
+		t.Errorf("the reload log line says aggregates_in_place %s, want [/mcp]: %v", got, rec)
+	}
 	want := []string{"a__count", "a__countdown", "a__echo", "c__count", "c__countdown", "c__echo"}
 	s25 := aggConnect(t, &mcp.StreamableClientTransport{Endpoint: b.base + "/mcp"}, "2025-11-25")
 	for _, c := range append(clients, client{"2025 session opened after the reload", s25}) {

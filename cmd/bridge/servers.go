@@ -256,7 +256,7 @@ func (m *multi) reload(ctx context.Context) {
 	m.cfg.file.Servers, m.cfg.file.Groups, m.cfg.file.Bounds = f.Servers, f.Groups, f.Bounds
 	m.logger.Info("configuration reloaded", "config", path,
 		"added", ch.Added, "removed", ch.Removed, "changed", ch.Changed, "unchanged", ch.Unchanged,
-		"aggregates_added", ach.Added, "aggregates_removed", ach.Removed, "aggregates_changed", ach.Changed)
+		"aggregates_added", ach.Added, "aggregates_removed", ach.Removed, "aggregates_changed", ach.Changed, "aggregates_in_place", ach.InPlace)
 }
 
 // onSIGHUP runs each of fns, in order, whenever SIGHUP arrives on hup
