@@ -42,25 +42,6 @@ func processesWithEnv(t *testing.T, kv string) []int {
 	return out
 }
 
-// waitRecord waits for a log record for which match holds.
-func (b *configBridge) waitRecord(t *testing.T, what string, match func(map[string]any) bool) map[string]any {
-	t.Helper()
-	timeout := time.After(120 * time.Second)
-	for {
-		select {
-		case rec, ok := <-b.logs:
-			if !ok {
-				t.Fatalf("the bridge exited before logging %s", what)
-			}
-			if match(rec) {
-				return rec
-			}
-		case <-timeout:
-			t.Fatalf("the bridge never logged %s", what)
-		}
-	}
-}
-
 // membersDown is the aggregate's gauge of members down at path.
 func membersDown(t *testing.T, b *configBridge, path string) float64 {
 	t.Helper()

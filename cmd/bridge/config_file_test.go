@@ -18,6 +18,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"reflect"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -180,21 +181,28 @@ func startConfigBridge(t *testing.T, bin, file string, args ...string) *configBr
 // waitLog waits for a log record with this message and returns it.
 func (b *configBridge) waitLog(t *testing.T, msg string) map[string]any {
 	t.Helper()
+	return b.waitRecord(t, strconv.Quote(msg), func(rec map[string]any) bool { return rec["msg"] == msg })
+}
+
+// waitRecord waits for a log record for which match holds, logging the
+// errors and warnings it passes on the way.
+func (b *configBridge) waitRecord(t *testing.T, what string, match func(map[string]any) bool) map[string]any {
+	t.Helper()
 	timeout := time.After(120 * time.Second)
 	for {
 		select {
 		case rec, ok := <-b.logs:
 			if !ok {
-				t.Fatalf("the bridge exited before logging %q", msg)
+				t.Fatalf("the bridge exited before logging %s", what)
 			}
-			if rec["msg"] == msg {
+			if match(rec) {
 				return rec
 			}
 			if rec["level"] == "ERROR" || rec["level"] == "WARN" {
 				t.Logf("bridge error: %v", rec)
 			}
 		case <-timeout:
-			t.Fatalf("the bridge never logged %q", msg)
+			t.Fatalf("the bridge never logged %s", what)
 		}
 	}
 }
