@@ -223,9 +223,7 @@ func (l *EventLog) appendFinish(stream int64, data []byte, finish bool) bool {
 	}
 	over := l.appendLocked(s, data)
 	if finish {
-		s.done = true
-		s.wakeLocked()
-		l.maybeFreeLocked(s)
+		l.finishLocked(s)
 	}
 	l.mu.Unlock()
 	if over {
@@ -409,10 +407,16 @@ func (l *EventLog) Finish(stream int64) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if s := l.streams[stream]; s != nil && !s.done {
-		s.done = true
-		s.wakeLocked()
-		l.maybeFreeLocked(s)
+		l.finishLocked(s)
 	}
+}
+
+// finishLocked marks s finished, wakes its reader and frees it if no
+// reader holds it and it keeps nothing for a resume.
+func (l *EventLog) finishLocked(s *logStream) {
+	s.done = true
+	s.wakeLocked()
+	l.maybeFreeLocked(s)
 }
 
 // FinishAll finishes every stream (the session ended). The log leaves its
@@ -429,9 +433,7 @@ func (l *EventLog) FinishAll() {
 	l.released = true
 	for _, s := range l.streams {
 		if !s.done {
-			s.done = true
-			s.wakeLocked()
-			l.maybeFreeLocked(s)
+			l.finishLocked(s)
 		}
 	}
 }
