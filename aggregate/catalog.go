@@ -227,8 +227,10 @@ func (m *member) load() {
 	}
 	m.lists, m.err, m.failures, m.lastCaps = l, nil, 0, l.caps
 	m.mu.Unlock()
-	a.logger.Info("aggregate member is up", "member", m.cfg.Name)
+	// Logged once the view serves it: a call made on reading the line
+	// reaches the member.
 	a.rebuild()
+	a.logger.Info("aggregate member is up", "member", m.cfg.Name)
 }
 
 // fetch lists every kind the member has, following nextCursor.
@@ -326,11 +328,11 @@ func (m *member) fail(conn *peer.Conn, err error) {
 	if closing {
 		return
 	}
+	if wasUp || first {
+		a.rebuild() // before the line, as for "up"
+	}
 	a.logger.Warn("aggregate member is down: its tools, prompts and resources are left out of the lists until it starts again",
 		"member", m.cfg.Name, "err", err, "retry_in", delay)
-	if wasUp || first {
-		a.rebuild()
-	}
 }
 
 // refresh lists again after a list_changed, coalescing those that come
