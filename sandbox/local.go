@@ -690,11 +690,23 @@ func awaitExit(f *os.File) {
 	}
 	// A pidfd becomes readable when its process exits. RawConn.Read calls
 	// the function, and again each time the poller reports the descriptor
-	// readable, until it returns true.
-	polled := false
-	_ = rc.Read(func(uintptr) bool {
-		done := polled
-		polled = true
-		return done
-	})
+	// readable, until it returns true. The function must look for itself:
+	// Read first resets the descriptor's readiness, and the poller is
+	// edge-triggered, so an exit it reported before (a child that exited
+	// at once: the pidfd was registered at start) would never be reported
+	// again, and the wait would last for ever with the child a zombie.
+	_ = rc.Read(func(fd uintptr) bool { return exited(int(fd)) })
+}
+
+// exited reports whether the pidfd fd is readable, its process exited, or
+// it cannot tell (then the caller's waitid blocks instead).
+func exited(fd int) bool {
+	pfd := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}
+	for {
+		n, err := unix.Poll(pfd, 0)
+		if err == unix.EINTR {
+			continue
+		}
+		return err != nil || n > 0
+	}
 }
