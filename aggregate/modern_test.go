@@ -20,6 +20,9 @@ import (
 // speaks the 2025 revisions only ("legacy").
 const cacheEnv = "AGGREGATE_TEST_CACHE_SERVER"
 
+// cacheResourceEnv gives cacheServer a resource of that URI.
+const cacheResourceEnv = "AGGREGATE_TEST_CACHE_RESOURCE"
+
 // cacheServerMain runs the test binary as that server, when asked to.
 func cacheServerMain() {
 	spec := os.Getenv(cacheEnv)
@@ -35,6 +38,12 @@ func cacheServerMain() {
 		o.SetCacheable = func(_ context.Context, _ mcp.Request, c *mcp.Cacheable) { c.TTLMs, c.CacheScope = ms, scope }
 	}
 	s := mcp.NewServer(&mcp.Implementation{Name: "cache", Version: "1"}, o)
+	if uri := os.Getenv(cacheResourceEnv); uri != "" {
+		// A resource, without resources.subscribe (no SubscribeHandler).
+		s.AddResource(&mcp.Resource{URI: uri, Name: "note"}, func(context.Context, *mcp.ReadResourceRequest) (*mcp.ReadResourceResult, error) {
+			return &mcp.ReadResourceResult{Contents: []*mcp.ResourceContents{{URI: uri, Text: "note"}}}, nil
+		})
+	}
 	mcp.AddTool(s, &mcp.Tool{Name: "hello"}, func(context.Context, *mcp.CallToolRequest, struct{}) (*mcp.CallToolResult, any, error) {
 		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "hello"}}}, nil, nil
 	})
