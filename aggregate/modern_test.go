@@ -30,9 +30,12 @@ func cacheServerMain() {
 		return
 	}
 	o := &mcp.ServerOptions{}
-	if spec == "legacy" {
+	switch spec {
+	case "legacy":
 		o.SupportedProtocolVersions = []string{"2025-11-25"}
-	} else {
+	case "modern-only":
+		o.SupportedProtocolVersions = []string{"2026-07-28"}
+	default:
 		ttl, scope, _ := strings.Cut(spec, " ")
 		ms, _ := strconv.Atoi(ttl)
 		o.SetCacheable = func(_ context.Context, _ mcp.Request, c *mcp.Cacheable) { c.TTLMs, c.CacheScope = ms, scope }
@@ -101,6 +104,31 @@ func TestModernMembersCacheHints(t *testing.T) {
 			// such a server refuses ("unsupported protocol version").
 			if got := callText(t, cs, "y__hello", nil); got != "hello" {
 				t.Errorf("y__hello: %q", got)
+			}
+		})
+	}
+}
+
+// A member of revision 2026-07-28 only (its SDK answers initialize with
+// 2025-11-25 and refuses what follows in a 2025 revision): the aggregate
+// lists it (its catalog speaks 2026-07-28) and its calls are answered in
+// both eras, though the member children serving sessions are initialized
+// as 2025-11-25.
+func TestModernOnlyMember(t *testing.T) {
+	f := newFixture(t, func(o *aggregate.Options) {
+		o.Members = []aggregate.Member{cacheMember(t, "x", "modern-only"), cacheMember(t, "y", "legacy")}
+	})
+	for _, version := range versions {
+		t.Run(version, func(t *testing.T) {
+			cs := f.connect(t, version, nil)
+			if names := listed(t, cs); strings.Join(names, " ") != "x__hello y__hello" {
+				t.Fatalf("tools/list: %v, want x__hello y__hello", names)
+			}
+			for _, name := range []string{"x__hello", "y__hello"} {
+				res, err := cs.CallTool(ctxT(t), &mcp.CallToolParams{Name: name})
+				if err != nil || res.IsError {
+					t.Errorf("%s in %s: %v %+v", name, version, err, res)
+				}
 			}
 		})
 	}
