@@ -20,6 +20,9 @@ import (
 // speaks the 2025 revisions only ("legacy").
 const cacheEnv = "AGGREGATE_TEST_CACHE_SERVER"
 
+// cacheInstructionsEnv gives cacheServer these instructions.
+const cacheInstructionsEnv = "AGGREGATE_TEST_CACHE_INSTRUCTIONS"
+
 // cacheResourceEnv gives cacheServer a resource of that URI.
 const cacheResourceEnv = "AGGREGATE_TEST_CACHE_RESOURCE"
 
@@ -29,7 +32,7 @@ func cacheServerMain() {
 	if spec == "" {
 		return
 	}
-	o := &mcp.ServerOptions{}
+	o := &mcp.ServerOptions{Instructions: os.Getenv(cacheInstructionsEnv)}
 	switch spec {
 	case "legacy":
 		o.SupportedProtocolVersions = []string{"2025-11-25"}
@@ -44,7 +47,7 @@ func cacheServerMain() {
 	if uri := os.Getenv(cacheResourceEnv); uri != "" {
 		// A resource, without resources.subscribe (no SubscribeHandler).
 		s.AddResource(&mcp.Resource{URI: uri, Name: "note"}, func(context.Context, *mcp.ReadResourceRequest) (*mcp.ReadResourceResult, error) {
-			return &mcp.ReadResourceResult{Contents: []*mcp.ResourceContents{{URI: uri, Text: "note"}}}, nil
+			return &mcp.ReadResourceResult{Contents: []*mcp.ResourceContents{{URI: uri, Text: "note of " + spec}}}, nil
 		})
 	}
 	mcp.AddTool(s, &mcp.Tool{Name: "hello"}, func(context.Context, *mcp.CallToolRequest, struct{}) (*mcp.CallToolResult, any, error) {
