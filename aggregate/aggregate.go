@@ -39,7 +39,16 @@
 // least ttlMs, "private" if any is) when every member with that list is
 // such a member and up; otherwise it is initialized as 2025-11-25 and the
 // lists say nothing of freshness (the pool's defaults). Member children
-// serving sessions are initialized as 2025-11-25 whatever the member. A member whose catalog child cannot start or ends drops
+// serving sessions are initialized as 2025-11-25 whatever the member:
+// the virtual child is a 2025 server, so a member's elicitation and
+// sampling reach it as requests, which the pool turns into multi
+// round-trip rounds for a 2026-07-28 client (TestElicitationAndSampling);
+// a member of 2026-07-28 only still answers so (TestModernOnlyMember).
+// A subscriptions/listen of a 2026-07-28 client is the pool's, on the
+// virtual child: it acknowledges the list changes the aggregate's
+// capabilities declare (see build) and the resources the virtual child
+// agreed to subscribe to, which are those of members that declare
+// resources.subscribe (byURI). A member whose catalog child cannot start or ends drops
 // out of the lists (virtual children send list_changed), its calls get an
 // error naming it, and it is started again with backoff (Options.RetryMin
 // to RetryMax). Options.FailClosed refuses lists and calls instead while

@@ -620,6 +620,30 @@ func (m *member) snapshot() (*lists, error) {
 	return m.lists, m.err
 }
 
+// Whether a member supports resource subscriptions, as its catalog child
+// declared (resources.subscribe).
+const (
+	subscribeUnknown = iota // down or still loading
+	subscribeNo
+	subscribeYes
+)
+
+func (m *member) subscribable() int {
+	m.mu.Lock()
+	l := m.lists
+	m.mu.Unlock()
+	if l == nil {
+		return subscribeUnknown
+	}
+	var rc struct {
+		Subscribe bool `json:"subscribe"`
+	}
+	if r, ok := l.caps["resources"]; !ok || json.Unmarshal(r, &rc) != nil || !rc.Subscribe {
+		return subscribeNo
+	}
+	return subscribeYes
+}
+
 // catalogRouter gets what a catalog child sends on its own. conn is its
 // connection once it is the member's catalog (own): until then (the era
 // probe) nothing it says concerns the member.
@@ -744,8 +768,19 @@ func (a *Aggregate) build(members []*member, over map[*member]*lists) *view {
 			if _, ok := caps[k.capability()]; ok {
 				// "listChanged indicates whether the server will emit
 				// notifications when the list of available items
-				// changes" (server/tools): the aggregate does, when a
-				// member comes or goes.
+				// changes" (server/tools): the aggregate does, for every
+				// member with the kind, whether or not the member
+				// declares listChanged itself: when the member comes or
+				// goes (down, back, added or removed by Update, a pin
+				// violation), and when a member that declares it sends
+				// one (its catalog is listed again). So a
+				// subscriptions/listen acknowledges the kinds of this
+				// capability as honoured ("The notifications field in
+				// the acknowledgment reflects the subset the server
+				// agreed to honor. Notification types the server does
+				// not support are omitted", basic/patterns/subscriptions,
+				// 2026-07-28): the pool acknowledges from these
+				// capabilities, and a kind no member has is left out.
 				switch k {
 				case kindResources:
 					v.caps["resources"] = map[string]any{"listChanged": true}

@@ -20,21 +20,36 @@ import (
 // speaks the 2025 revisions only ("legacy").
 const cacheEnv = "AGGREGATE_TEST_CACHE_SERVER"
 
+// cacheInstructionsEnv gives cacheServer these instructions.
+const cacheInstructionsEnv = "AGGREGATE_TEST_CACHE_INSTRUCTIONS"
+
+// cacheResourceEnv gives cacheServer a resource of that URI.
+const cacheResourceEnv = "AGGREGATE_TEST_CACHE_RESOURCE"
+
 // cacheServerMain runs the test binary as that server, when asked to.
 func cacheServerMain() {
 	spec := os.Getenv(cacheEnv)
 	if spec == "" {
 		return
 	}
-	o := &mcp.ServerOptions{}
-	if spec == "legacy" {
+	o := &mcp.ServerOptions{Instructions: os.Getenv(cacheInstructionsEnv)}
+	switch spec {
+	case "legacy":
 		o.SupportedProtocolVersions = []string{"2025-11-25"}
-	} else {
+	case "modern-only":
+		o.SupportedProtocolVersions = []string{"2026-07-28"}
+	default:
 		ttl, scope, _ := strings.Cut(spec, " ")
 		ms, _ := strconv.Atoi(ttl)
 		o.SetCacheable = func(_ context.Context, _ mcp.Request, c *mcp.Cacheable) { c.TTLMs, c.CacheScope = ms, scope }
 	}
 	s := mcp.NewServer(&mcp.Implementation{Name: "cache", Version: "1"}, o)
+	if uri := os.Getenv(cacheResourceEnv); uri != "" {
+		// A resource, without resources.subscribe (no SubscribeHandler).
+		s.AddResource(&mcp.Resource{URI: uri, Name: "note"}, func(context.Context, *mcp.ReadResourceRequest) (*mcp.ReadResourceResult, error) {
+			return &mcp.ReadResourceResult{Contents: []*mcp.ResourceContents{{URI: uri, Text: "note of " + spec}}}, nil
+		})
+	}
 	mcp.AddTool(s, &mcp.Tool{Name: "hello"}, func(context.Context, *mcp.CallToolRequest, struct{}) (*mcp.CallToolResult, any, error) {
 		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "hello"}}}, nil, nil
 	})
@@ -92,6 +107,31 @@ func TestModernMembersCacheHints(t *testing.T) {
 			// such a server refuses ("unsupported protocol version").
 			if got := callText(t, cs, "y__hello", nil); got != "hello" {
 				t.Errorf("y__hello: %q", got)
+			}
+		})
+	}
+}
+
+// A member of revision 2026-07-28 only (its SDK answers initialize with
+// 2025-11-25 and refuses what follows in a 2025 revision): the aggregate
+// lists it (its catalog speaks 2026-07-28) and its calls are answered in
+// both eras, though the member children serving sessions are initialized
+// as 2025-11-25.
+func TestModernOnlyMember(t *testing.T) {
+	f := newFixture(t, func(o *aggregate.Options) {
+		o.Members = []aggregate.Member{cacheMember(t, "x", "modern-only"), cacheMember(t, "y", "legacy")}
+	})
+	for _, version := range versions {
+		t.Run(version, func(t *testing.T) {
+			cs := f.connect(t, version, nil)
+			if names := listed(t, cs); strings.Join(names, " ") != "x__hello y__hello" {
+				t.Fatalf("tools/list: %v, want x__hello y__hello", names)
+			}
+			for _, name := range []string{"x__hello", "y__hello"} {
+				res, err := cs.CallTool(ctxT(t), &mcp.CallToolParams{Name: name})
+				if err != nil || res.IsError {
+					t.Errorf("%s in %s: %v %+v", name, version, err, res)
+				}
 			}
 		})
 	}

@@ -441,6 +441,19 @@ func (v *virtual) byURI(m jsonrpc.Message) {
 		v.write(jsonrpc.ErrorResponse(m.Env.IDAt.In(m.Data), CodeResourceNotFound, "Resource not found: no member of the aggregate serves "+strconv.Quote(uri), map[string]string{"uri": uri}))
 		return
 	}
+	// The aggregate declares resources.subscribe when some member does;
+	// a subscription to a resource of a member that does not is refused
+	// here, without starting that member's child, so that the pool, which
+	// subscribes the virtual child to each URI of a subscriptions/listen,
+	// leaves the URI out of its acknowledgment: "The notifications field
+	// in the acknowledgment reflects the subset the server agreed to
+	// honor" (basic/patterns/subscriptions, 2026-07-28). A member down
+	// says nothing now: the request goes on and fails naming it.
+	if m.Env.Method == "resources/subscribe" && mem.subscribable() == subscribeNo {
+		v.fail(&m.Env, m.Data, jsonrpc.CodeMethodNotFound, fmt.Sprintf(
+			"resources/subscribe: aggregate member %q, which serves %q, does not support resource subscriptions", mem.cfg.Name, uri))
+		return
+	}
 	v.send(mem, m, view)
 }
 

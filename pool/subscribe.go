@@ -74,7 +74,8 @@ type attachment struct {
 	sub     *subscription
 	childID string        // modern: the id the child knows it by
 	filter  filter        // legacy: what the child agreed to; under subscriptions.mu
-	ready   bool          // legacy: subscribed, in byChild; under subscriptions.mu
+	ready   bool          // legacy: its resources subscribed; under subscriptions.mu
+	claimed bool          // legacy: an attach subscribes its resources; under subscriptions.mu
 	sent    chan struct{} // modern: closed once the listen was written
 }
 
@@ -186,6 +187,15 @@ func (s *subscriptions) grew(ch *child) {
 	if len(subs) == 0 {
 		return
 	}
+	// A legacy subscription hears ch's list changes from now on, before
+	// the request that started ch reaches it: only its resources wait
+	// for the subscribe requests in the background (a list change the
+	// request causes would otherwise race them and be lost).
+	for _, sub := range subs {
+		if sub.legacy {
+			s.register(sub, ch, false)
+		}
+	}
 	p := s.p
 	p.mu.Lock()
 	if p.closed {
@@ -210,22 +220,27 @@ func (s *subscriptions) attach(ctx context.Context, sub *subscription, ch *child
 	if ch == sub.ch {
 		return
 	}
-	a := &attachment{sub: sub}
-	s.mu.Lock()
-	if sub.done || sub.others[ch] != nil {
-		s.mu.Unlock()
-		return
-	}
-	if sub.others == nil {
-		sub.others = make(map[*child]*attachment)
-	}
-	sub.others[ch] = a
-	if !sub.legacy {
+	var a *attachment
+	if sub.legacy {
+		if a = s.register(sub, ch, true); a == nil {
+			return
+		}
+	} else {
+		a = &attachment{sub: sub}
+		s.mu.Lock()
+		if sub.done || sub.others[ch] != nil {
+			s.mu.Unlock()
+			return
+		}
+		if sub.others == nil {
+			sub.others = make(map[*child]*attachment)
+		}
+		sub.others[ch] = a
 		a.childID = strconv.Quote("mcpb-sub-" + strconv.FormatInt(s.n.Add(1), 10))
 		a.sent = make(chan struct{})
 		s.byChild[ch] = append(s.byChild[ch], sub)
+		s.mu.Unlock()
 	}
-	s.mu.Unlock()
 	if !sub.legacy {
 		defer close(a.sent)
 		env, err := jsonrpc.Parse(sub.req)
@@ -249,8 +264,37 @@ func (s *subscriptions) attach(ctx context.Context, sub *subscription, ch *child
 		return
 	}
 	a.filter, a.ready = acked, true
-	s.byChild[ch] = append(s.byChild[ch], sub)
 	s.mu.Unlock()
+}
+
+// register attaches a legacy subscription to ch for the list changes ch
+// can honor (legacyKinds), in byChild at once, and returns the
+// attachment. With claim, the caller then subscribes its resources: nil
+// when sub has ended or another caller claimed it.
+func (s *subscriptions) register(sub *subscription, ch *child, claim bool) *attachment {
+	if ch == sub.ch {
+		return nil
+	}
+	kinds := legacyKinds(ch, sub.want)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if sub.done {
+		return nil
+	}
+	if a := sub.others[ch]; a != nil {
+		if !claim || a.claimed {
+			return nil
+		}
+		a.claimed = true
+		return a
+	}
+	if sub.others == nil {
+		sub.others = make(map[*child]*attachment)
+	}
+	a := &attachment{sub: sub, filter: kinds, claimed: claim}
+	sub.others[ch] = a
+	s.byChild[ch] = append(s.byChild[ch], sub)
+	return a
 }
 
 // route hands a child's change notification to the subscriptions it
@@ -502,26 +546,10 @@ func (s *subscriptions) listen(ctx context.Context, req *Request, emit func([]by
 // server agreed to honor. Notification types the server does not support
 // are omitted."
 func (s *subscriptions) subscribeLegacy(ctx context.Context, sub *subscription, ch *child, f filter) filter {
-	var init struct {
-		Capabilities struct {
-			Tools *struct {
-				ListChanged bool `json:"listChanged"`
-			} `json:"tools"`
-			Prompts *struct {
-				ListChanged bool `json:"listChanged"`
-			} `json:"prompts"`
-			Resources *struct {
-				ListChanged bool `json:"listChanged"`
-				Subscribe   bool `json:"subscribe"`
-			} `json:"resources"`
-		} `json:"capabilities"`
-	}
+	var init legacyInit
 	_ = json.Unmarshal(ch.init, &init)
 	caps := init.Capabilities
-	var acked filter
-	acked.ToolsListChanged = f.ToolsListChanged && caps.Tools != nil && caps.Tools.ListChanged
-	acked.PromptsListChanged = f.PromptsListChanged && caps.Prompts != nil && caps.Prompts.ListChanged
-	acked.ResourcesListChanged = f.ResourcesListChanged && caps.Resources != nil && caps.Resources.ListChanged
+	acked := legacyKinds(ch, f)
 	if caps.Resources != nil && caps.Resources.Subscribe {
 		for _, uri := range f.ResourceSubscriptions {
 			if slices.Contains(acked.ResourceSubscriptions, uri) {
@@ -555,6 +583,36 @@ func (s *subscriptions) subscribeLegacy(ctx context.Context, sub *subscription, 
 			acked.ResourceSubscriptions = append(acked.ResourceSubscriptions, uri)
 		}
 	}
+	return acked
+}
+
+// legacyInit is what a legacy child's initialize result says of the
+// notifications it sends.
+type legacyInit struct {
+	Capabilities struct {
+		Tools *struct {
+			ListChanged bool `json:"listChanged"`
+		} `json:"tools"`
+		Prompts *struct {
+			ListChanged bool `json:"listChanged"`
+		} `json:"prompts"`
+		Resources *struct {
+			ListChanged bool `json:"listChanged"`
+			Subscribe   bool `json:"subscribe"`
+		} `json:"resources"`
+	} `json:"capabilities"`
+}
+
+// legacyKinds is the part of f about list changes that a legacy child
+// honors: the kinds whose listChanged it declared.
+func legacyKinds(ch *child, f filter) filter {
+	var init legacyInit
+	_ = json.Unmarshal(ch.init, &init)
+	caps := init.Capabilities
+	var acked filter
+	acked.ToolsListChanged = f.ToolsListChanged && caps.Tools != nil && caps.Tools.ListChanged
+	acked.PromptsListChanged = f.PromptsListChanged && caps.Prompts != nil && caps.Prompts.ListChanged
+	acked.ResourcesListChanged = f.ResourcesListChanged && caps.Resources != nil && caps.Resources.ListChanged
 	return acked
 }
 
