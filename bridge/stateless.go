@@ -20,6 +20,8 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync/atomic"
+	"time"
 
 	"github.com/mcp-bridge/mcp-bridge/auth"
 	"github.com/mcp-bridge/mcp-bridge/jsonrpc"
@@ -190,6 +192,7 @@ func (h *Handler) serveStateless(w http.ResponseWriter, r *http.Request, owner a
 		dl.extend()
 		if !streaming {
 			streaming = true
+			setDate(w.Header())
 			startSSE(w)
 		}
 		if data == nil {
@@ -274,10 +277,39 @@ func (h *Handler) serveStateless(w http.ResponseWriter, r *http.Request, owner a
 		_ = writeData(w, final)
 		return
 	}
-	w.Header()["Content-Type"] = jsonContentType
+	hd := w.Header()
+	hd["Content-Type"] = jsonContentType
+	setDate(hd)
 	w.WriteHeader(statusOf(final))
 	w.Write(final)
 }
+
+// setDate gives a response its Date header, the value net/http would
+// write, formatted once a second (lastDate) rather than on each response:
+// net/http's own (time.Time.AppendFormat, for every response without one)
+// was 1.5% of a stateless call's instructions.
+func setDate(hd http.Header) {
+	now := time.Now()
+	sec := now.Unix()
+	if d := lastDate.Load(); d != nil && d.sec == sec {
+		hd["Date"] = d.value
+		return
+	}
+	// (A slice of cap 1: an Add to one response's header appends to a
+	// copy, never to what the second's other responses share.)
+	v := []string{time.Unix(sec, 0).UTC().Format(http.TimeFormat)}
+	lastDate.Store(&httpDate{sec: sec, value: v})
+	hd["Date"] = v
+}
+
+// httpDate is one second's Date header value.
+type httpDate struct {
+	sec   int64
+	value []string
+}
+
+// lastDate is the Date header value of the second of the last response.
+var lastDate atomic.Pointer[httpDate]
 
 // paramHeaders is the front end's side of pool.Call: a request's headers,
 // checked against its tool's x-mcp-header annotations. (A map: no
