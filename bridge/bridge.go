@@ -649,7 +649,7 @@ const probeAnswer = "Bad Request: this server speaks MCP revisions 2025-03-26 th
 func (h *Handler) servePost(w http.ResponseWriter, r *http.Request, owner auth.Tag) {
 	sid, version := headerValue(r.Header, hdrSessionID), headerValue(r.Header, hdrProtocolVersion)
 	if h.isStateless(r, sid, version) {
-		h.serveStateless(w, r, owner)
+		h.serveStateless(w, r, owner, version)
 		return
 	}
 	if !postHeadersOK(w, r) {

@@ -682,3 +682,31 @@ func TestStatelessPrincipals(t *testing.T) {
 		t.Fatalf("%d children, --pool-max 2", s.Children)
 	}
 }
+
+// A stateless answer carries one Date header, the time of the answer as
+// net/http would write it (the front end writes its own, formatted once a
+// second).
+func TestStatelessDateHeader(t *testing.T) {
+	b, _ := startStateless(t, pool.Options{Era: pool.EraModern}, bridge.Options{})
+	echo := `{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"echo","arguments":{"text":"hi"},` + modernMeta + `}}`
+	for i := range 3 {
+		before := time.Now().Truncate(time.Second)
+		resp := rawPost(t, b.URL, echo, statelessHeaders("tools/call", "echo"))
+		body := readAll(t, resp.Body)
+		after := time.Now()
+		if resp.StatusCode != 200 {
+			t.Fatalf("call %d: status %d: %s", i, resp.StatusCode, body)
+		}
+		dates := resp.Header.Values("Date")
+		if len(dates) != 1 {
+			t.Fatalf("call %d: Date headers %q, want one", i, dates)
+		}
+		at, err := http.ParseTime(dates[0])
+		if err != nil || at.UTC().Format(http.TimeFormat) != dates[0] {
+			t.Fatalf("call %d: Date %q is not in net/http's form (%s, %v)", i, dates[0], http.TimeFormat, err)
+		}
+		if at.Before(before) || at.After(after) {
+			t.Fatalf("call %d: Date %q, want a time in [%v, %v]", i, dates[0], before.UTC(), after.UTC())
+		}
+	}
+}
