@@ -16,8 +16,10 @@
 // the (member, name) pair. New refuses two members whose prefixes could
 // ever give one name (checkPrefixes), so no collision can arise later
 // from what a member lists. Resource URIs and templates pass unchanged; a
-// URI two members list goes to the first member in Options.Members, and
-// the catalog logs the collision naming both.
+// URI (or template) two members list is refused once they list it (URIs
+// are not known before): neither member's is listed, a read,
+// subscription or completion of it gets an error naming both, and the
+// catalog logs the collision naming both.
 //
 // Lazy children. A virtual child answers initialize, ping and every list
 // from the catalog, without starting any member child. It starts a

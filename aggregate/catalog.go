@@ -8,6 +8,7 @@ import (
 	"maps"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -727,6 +728,7 @@ type view struct {
 	uris         map[string]*member
 	templates    []tmpl
 	templateURIs map[string]*member
+	clashes      map[string][]*member // URIs and templates two or more members list, refused
 	caps         map[string]any
 	instructions string
 	down         []*member // members down or not loaded, in order
@@ -740,6 +742,7 @@ func (a *Aggregate) build(members []*member, over map[*member]*lists) *view {
 	v := &view{members: members, tools: map[string]route{}, prompts: map[string]route{}, uris: map[string]*member{}, templateURIs: map[string]*member{}, caps: map[string]any{}}
 	var items [4][]json.RawMessage
 	var instr []string
+	var uris, templates uriSet
 	// Per kind, the merged freshness: "ttlMs is the least of the
 	// members', cacheScope is private when any member's is", known only
 	// when every member with the kind is up and said it (hinted).
@@ -853,40 +856,49 @@ func (a *Aggregate) build(members []*member, over map[*member]*lists) *view {
 			var r struct {
 				URI string `json:"uri"`
 			}
-			if json.Unmarshal(it, &r) != nil || r.URI == "" {
-				continue
+			if json.Unmarshal(it, &r) == nil && r.URI != "" {
+				uris.add(m, r.URI, it)
 			}
-			if prev := v.uris[r.URI]; prev != nil {
-				if over != nil {
-					continue
-				}
-				a.logger.Error("aggregate members list one resource URI: it goes to the first",
-					"uri", r.URI, "first", prev.cfg.Name, "second", m.cfg.Name)
-				continue
-			}
-			v.uris[r.URI] = m
-			items[kindResources] = append(items[kindResources], it)
 		}
 		for _, it := range l.items[kindTemplates] {
 			var r struct {
 				URITemplate string `json:"uriTemplate"`
 			}
-			if json.Unmarshal(it, &r) != nil || r.URITemplate == "" {
-				continue
+			if json.Unmarshal(it, &r) == nil && r.URITemplate != "" {
+				templates.add(m, r.URITemplate, it)
 			}
-			if prev := v.templateURIs[r.URITemplate]; prev != nil {
-				if over != nil {
-					continue
+		}
+	}
+	// "Colliding URIs are refused the same way, or namespaced": a URI (or
+	// template) two members list is refused, as two members advertising
+	// one name are, but only once the members answer (URIs are not known
+	// before): neither member's is listed, and a read, subscription or
+	// completion of it gets an error naming both (view.clash), never the
+	// resource of one member taken for the other's.
+	v.clashes = map[string][]*member{}
+	for _, c := range []struct {
+		set  *uriSet
+		kind kind
+		what string
+	}{{&uris, kindResources, "resource URI"}, {&templates, kindTemplates, "resource template"}} {
+		for _, e := range c.set.entries {
+			if owners := c.set.owners[e.uri]; len(owners) > 1 {
+				v.clashes[e.uri] = owners
+				if over == nil && e.m == owners[0] {
+					a.logger.Error("aggregate members list one "+c.what+": it is refused, neither member's is listed or served; change one member's URIs, or leave one member out of the aggregate",
+						"uri", e.uri, "members", memberNames(owners))
 				}
-				a.logger.Error("aggregate members list one resource template: it goes to the first",
-					"uriTemplate", r.URITemplate, "first", prev.cfg.Name, "second", m.cfg.Name)
 				continue
 			}
-			v.templateURIs[r.URITemplate] = m
-			if re, err := templateRegexp(r.URITemplate); err == nil {
-				v.templates = append(v.templates, tmpl{m, re})
+			if c.kind == kindResources {
+				v.uris[e.uri] = e.m
+			} else {
+				v.templateURIs[e.uri] = e.m
+				if re, err := templateRegexp(e.uri); err == nil {
+					v.templates = append(v.templates, tmpl{e.m, re})
+				}
 			}
-			items[kindTemplates] = append(items[kindTemplates], it)
+			items[c.kind] = append(items[c.kind], e.item)
 		}
 	}
 	if subscribe {
@@ -920,9 +932,56 @@ func (a *Aggregate) build(members []*member, over map[*member]*lists) *view {
 	return v
 }
 
+// uriSet gathers the resource URIs (or templates) the members list, in
+// order, with the members that list each.
+type uriSet struct {
+	entries []uriEntry
+	owners  map[string][]*member
+}
+
+type uriEntry struct {
+	m    *member
+	uri  string
+	item json.RawMessage
+}
+
+func (s *uriSet) add(m *member, uri string, item json.RawMessage) {
+	if s.owners == nil {
+		s.owners = map[string][]*member{}
+	}
+	owners := s.owners[uri]
+	if slices.Contains(owners, m) {
+		return // listed twice by one member: its first
+	}
+	s.owners[uri] = append(owners, m)
+	s.entries = append(s.entries, uriEntry{m, uri, item})
+}
+
+func memberNames(ms []*member) string {
+	names := make([]string, len(ms))
+	for i, m := range ms {
+		names[i] = strconv.Quote(m.cfg.Name)
+	}
+	return strings.Join(names, ", ")
+}
+
+// clash is the error for a request of a URI (or template) two or more
+// members list, or nil.
+func (v *view) clash(uri string) error {
+	owners := v.clashes[uri]
+	if len(owners) == 0 {
+		return nil
+	}
+	return fmt.Errorf("aggregate members %s all list %q: the aggregate serves it from none of them; change one member's URIs, or leave one out of the aggregate", memberNames(owners), uri)
+}
+
 // resource finds the member that serves uri: the one listing it, else the
-// first whose template matches it, else the only member with resources.
+// first whose template matches it, else the only member with resources;
+// none for a URI members clash on.
 func (v *view) resource(a *Aggregate, uri string) *member {
+	if v.clashes[uri] != nil {
+		return nil // refused: see clash
+	}
 	if m := v.uris[uri]; m != nil {
 		return m
 	}

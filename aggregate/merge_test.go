@@ -48,7 +48,8 @@ func memberWith(t *testing.T, name, spec string, env ...string) aggregate.Member
 // capabilities, a capability only if some member has it (no member has
 // prompts; resources without subscribe, as the one member with resources
 // says), and their instructions, each under its member's name. A URI two
-// members list goes to the first member, with one error line naming both.
+// members list is refused: listed by neither, its read an error naming
+// both, and one error line naming both.
 func TestMergedCapabilitiesAndURIs(t *testing.T) {
 	logs := &lockedBuffer{}
 	f := newFixture(t, func(o *aggregate.Options) {
@@ -69,16 +70,22 @@ func TestMergedCapabilitiesAndURIs(t *testing.T) {
 			if !strings.Contains(init.Instructions, "## x\n\nuse x gently") || strings.Contains(init.Instructions, "## y") {
 				t.Errorf("instructions %q; want x's under its name, nothing of y (which has none)", init.Instructions)
 			}
-			res, err := cs.ReadResource(ctxT(t), &mcp.ReadResourceParams{URI: "dup://note"})
+			list, err := cs.ListResources(ctxT(t), nil)
 			if err != nil {
 				t.Fatal(err)
 			}
-			if got := res.Contents[0].Text; got != "note of 60000 public" {
-				t.Errorf("dup://note read %q; want x's (the first member's)", got)
+			for _, r := range list.Resources {
+				if r.URI == "dup://note" {
+					t.Errorf("resources/list lists dup://note, which x and y both list; want it refused")
+				}
+			}
+			_, err = cs.ReadResource(ctxT(t), &mcp.ReadResourceParams{URI: "dup://note"})
+			if err == nil || !strings.Contains(err.Error(), `aggregate members "x", "y" all list "dup://note"`) {
+				t.Errorf("reading dup://note: %v; want an error naming x and y", err)
 			}
 		})
 	}
-	if l := logs.String(); !strings.Contains(l, "aggregate members list one resource URI") || !strings.Contains(l, "first=x second=y") {
+	if l := logs.String(); !strings.Contains(l, "aggregate members list one resource URI: it is refused") || !strings.Contains(l, `members="\"x\", \"y\""`) {
 		t.Errorf("no log line naming both members of the URI dup://note:\n%s", l)
 	}
 }

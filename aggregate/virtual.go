@@ -438,7 +438,11 @@ func (v *virtual) byURI(m jsonrpc.Message) {
 	view := a.currentView()
 	mem := view.resource(a, uri)
 	if mem == nil {
-		v.write(jsonrpc.ErrorResponse(m.Env.IDAt.In(m.Data), CodeResourceNotFound, "Resource not found: no member of the aggregate serves "+strconv.Quote(uri), map[string]string{"uri": uri}))
+		msg := "Resource not found: no member of the aggregate serves " + strconv.Quote(uri)
+		if err := view.clash(uri); err != nil {
+			msg = "Resource not found: " + err.Error()
+		}
+		v.write(jsonrpc.ErrorResponse(m.Env.IDAt.In(m.Data), CodeResourceNotFound, msg, map[string]string{"uri": uri}))
 		return
 	}
 	// The aggregate declares resources.subscribe when some member does;
@@ -499,6 +503,10 @@ func (v *virtual) complete(m jsonrpc.Message) {
 		mem := view.templateURIs[p.Ref.URI]
 		if mem == nil {
 			mem = view.resource(a, p.Ref.URI)
+		}
+		if err := view.clash(p.Ref.URI); err != nil {
+			v.fail(&m.Env, m.Data, jsonrpc.CodeInvalidParams, err.Error())
+			return
 		}
 		if mem == nil {
 			v.fail(&m.Env, m.Data, jsonrpc.CodeInvalidParams, fmt.Sprintf("no member of the aggregate serves %q", p.Ref.URI))
