@@ -150,19 +150,30 @@ func TestConfigFileAggregate(t *testing.T) {
 			}
 		})
 	}
-	t.Run("group", func(t *testing.T) {
-		cs := aggConnect(t, &mcp.StreamableClientTransport{Endpoint: b.base + "/groups/pair/mcp", HTTPClient: client}, "2025-11-25")
-		want := []string{"a__count", "a__countdown", "a__echo", "far__count", "far__countdown", "far__echo"}
-		if got := toolNames(t, ctx, cs); !slices.Equal(got, want) {
-			t.Fatalf("/groups/pair/mcp tools/list: %v, want %v", got, want)
-		}
-		if err := echoAs(ctx, cs, "far__echo", "group"); err != nil {
-			t.Fatal(err)
-		}
-		if err := echoAs(ctx, cs, "bee__echo", "not here"); err == nil {
-			t.Fatal("bee__echo answered through a group that does not hold b")
-		}
-	})
+	// A group, in every era: its members only.
+	for _, c := range []struct {
+		name string
+		tr   mcp.Transport
+		ver  string
+	}{
+		{"group 2025", &mcp.StreamableClientTransport{Endpoint: b.base + "/groups/pair/mcp", HTTPClient: client}, "2025-11-25"},
+		{"group 2026-07-28", &mcp.StreamableClientTransport{Endpoint: b.base + "/groups/pair/mcp", HTTPClient: client}, "2026-07-28"},
+		{"group legacy SSE", &mcp.SSEClientTransport{Endpoint: b.base + "/groups/pair/sse", HTTPClient: client}, "2025-11-25"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			cs := aggConnect(t, c.tr, c.ver)
+			want := []string{"a__count", "a__countdown", "a__echo", "far__count", "far__countdown", "far__echo"}
+			if got := toolNames(t, ctx, cs); !slices.Equal(got, want) {
+				t.Fatalf("/groups/pair tools/list: %v, want %v", got, want)
+			}
+			if err := echoAs(ctx, cs, "far__echo", c.name); err != nil {
+				t.Fatal(err)
+			}
+			if err := echoAs(ctx, cs, "bee__echo", "not here"); err == nil {
+				t.Fatal("bee__echo answered through a group that does not hold b")
+			}
+		})
+	}
 	t.Run("remote alone", func(t *testing.T) {
 		cs := aggConnect(t, &mcp.StreamableClientTransport{Endpoint: b.base + "/servers/far/mcp", HTTPClient: client}, "2025-11-25")
 		if err := echoAs(ctx, cs, "echo", "alone"); err != nil {
