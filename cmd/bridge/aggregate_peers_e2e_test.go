@@ -33,8 +33,9 @@ func npmPeersDir(t *testing.T) string {
 
 // The TypeScript SDK clients through the binary: 1.x in a 2025-11-25
 // session and 2.x in revision 2026-07-28, against /mcp aggregating
-// examples/hello, the Go SDK's everything-server and npm
-// server-everything: each lists every member's tools under its prefix and
+// examples/hello, the Go SDK's everything-server, npm server-everything
+// and a remote member (another bridge binary, reached with the
+// configuration's token only): each lists every member's tools under its prefix and
 // calls one of each, and the everything-server's elicitation and sampling
 // reach the client through the aggregate (in 2026-07-28, as rounds of a
 // multi-round-trip call).
@@ -42,8 +43,12 @@ func TestConfigFileAggregateTypeScriptClients(t *testing.T) {
 	bridgeBin, helloBin := buildBinaries(t)
 	peers := npmPeersDir(t)
 	node := filepath.Join(peers, "node22")
-	file := fmt.Sprintf(`{"mcpServers": {"hello": {"command": %q}, "every": {"command": %q}, "npm": {"command": %q, "args": [%q]}}}`,
-		helloBin, childtest.EverythingServer(t), node, filepath.Join(peers, "node_modules/.bin/mcp-server-everything"))
+	const memberToken = "ts-aggregate-remote-member-token-0123"
+	remoteURL, rec := remoteMember(t, bridgeBin, helloBin, memberToken)
+	t.Setenv("AGG_TS_MEMBER_TOKEN", memberToken)
+	file := fmt.Sprintf(`{"mcpServers": {"hello": {"command": %q}, "every": {"command": %q}, "npm": {"command": %q, "args": [%q]},
+		"far": {"url": %q, "type": "http", "headers": {"Authorization": "Bearer ${AGG_TS_MEMBER_TOKEN}"}}}}`,
+		helloBin, childtest.EverythingServer(t), node, filepath.Join(peers, "node_modules/.bin/mcp-server-everything"), remoteURL)
 	b := startConfigBridge(t, bridgeBin, file)
 	script, err := os.ReadFile("testdata/ts-aggregate-binary.mjs")
 	if err != nil {
@@ -65,8 +70,8 @@ func TestConfigFileAggregateTypeScriptClients(t *testing.T) {
 			defer cancel()
 			out, err := exec.CommandContext(ctx, node, dst.Name(), b.base+"/mcp", tc.mode).Output()
 			var got struct {
-				Version, Hello, Every, Elicit, Sample, Npm, Error string
-				Tools, Asked                                      []string
+				Version, Hello, Every, Elicit, Sample, Npm, Far, Error string
+				Tools, Asked                                           []string
 			}
 			if jerr := json.Unmarshal(out, &got); jerr != nil || err != nil {
 				t.Fatalf("TS client: %v\n%s", err, out)
@@ -74,17 +79,17 @@ func TestConfigFileAggregateTypeScriptClients(t *testing.T) {
 			if got.Version != tc.version && got.Version != "unknown" {
 				t.Errorf("negotiated %s, want %s", got.Version, tc.version)
 			}
-			for _, name := range []string{"hello__echo", "every__test_simple_text", "every__test_elicitation", "npm__echo"} {
+			for _, name := range []string{"hello__echo", "every__test_simple_text", "every__test_elicitation", "npm__echo", "far__echo"} {
 				if !slices.Contains(got.Tools, name) {
 					t.Errorf("tools/list lacks %s: %v", name, got.Tools)
 				}
 			}
 			for _, name := range got.Tools {
-				if !strings.HasPrefix(name, "hello__") && !strings.HasPrefix(name, "every__") && !strings.HasPrefix(name, "npm__") {
+				if !strings.HasPrefix(name, "hello__") && !strings.HasPrefix(name, "every__") && !strings.HasPrefix(name, "npm__") && !strings.HasPrefix(name, "far__") {
 					t.Errorf("tools/list has %s, without a member's prefix", name)
 				}
 			}
-			if !strings.Contains(got.Hello, "from-ts") || got.Every == "" || !strings.Contains(got.Npm, "from-npm") {
+			if !strings.Contains(got.Hello, "from-ts") || got.Every == "" || !strings.Contains(got.Npm, "from-npm") || !strings.Contains(got.Far, "from-far") {
 				t.Errorf("answers: %+v", got)
 			}
 			if !strings.Contains(got.Elicit, "action=accept") || !strings.Contains(got.Elicit, "ts-user") || !strings.Contains(got.Sample, "ts-sampled") {
@@ -94,6 +99,15 @@ func TestConfigFileAggregateTypeScriptClients(t *testing.T) {
 				t.Errorf("the client was asked %v, want elicitation and sampling", got.Asked)
 			}
 		})
+	}
+	seen := rec.auths()
+	if len(seen) == 0 {
+		t.Fatal("the remote member got no request")
+	}
+	for _, a := range seen {
+		if a != "Bearer "+memberToken {
+			t.Fatalf("the remote member got Authorization %q, want only the configuration's token", a)
+		}
 	}
 }
 

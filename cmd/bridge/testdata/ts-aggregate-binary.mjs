@@ -1,6 +1,7 @@
 // A TypeScript SDK client against the bridge binary's /mcp, an aggregate
-// of examples/hello ("hello"), the Go SDK's everything-server ("every")
-// and npm server-everything ("npm"). Usage:
+// of examples/hello ("hello"), the Go SDK's everything-server ("every"),
+// npm server-everything ("npm") and a remote member ("far": another
+// bridge in front of examples/hello). Usage:
 //   node ts-aggregate-binary.mjs URL v1   the SDK 1.x client (2025-11-25 sessions)
 //   node ts-aggregate-binary.mjs URL v2   the SDK 2.x client (negotiates 2026-07-28)
 // Prints one JSON line of what it saw; exits non-zero on failure.
@@ -45,6 +46,7 @@ try {
   out.elicit = await call('every__test_elicitation', { message: 'who?' });
   out.sample = await call('every__test_sampling', { prompt: 'q' });
   out.npm = await call('npm__echo', { message: 'from-npm' });
+  out.far = await call('far__echo', { text: 'from-far' });
   out.asked = asked;
   await client.close();
 } catch (e) {
