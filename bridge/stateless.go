@@ -155,9 +155,9 @@ func (h *Handler) serveStateless(w http.ResponseWriter, r *http.Request, owner a
 			"Invalid params: _meta must carry io.modelcontextprotocol/protocolVersion (a string) and io.modelcontextprotocol/clientCapabilities (an object) on every request", nil)
 		return
 	case !jsonrpc.IsString(v, pool.Version):
-		version, _ := jsonrpc.StringValue(v)
+		meta, _ := jsonrpc.StringValue(v)
 		WriteError(w, http.StatusBadRequest, rawID, pool.CodeHeaderMismatch,
-			"Header mismatch: MCP-Protocol-Version "+quote(version)+" does not match _meta's io.modelcontextprotocol/protocolVersion "+quote(version), nil)
+			"Header mismatch: MCP-Protocol-Version "+quote(version)+" does not match _meta's io.modelcontextprotocol/protocolVersion "+quote(meta), nil)
 		return
 	}
 	// The answer is built in a buffer of the SSE frames' (pool.Request.Answer),

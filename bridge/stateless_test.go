@@ -116,7 +116,7 @@ func TestStatelessRules(t *testing.T) {
 		{"Mcp-Name bad base64", echo, with(call, "Mcp-Name", "=?base64?!!!?="), 400, pool.CodeHeaderMismatch, "base64"},
 		{"no _meta", `{"jsonrpc":"2.0","id":1,"method":"tools/list","params":{}}`, statelessHeaders("tools/list", ""), 400, -32602, "_meta"},
 		{"no capabilities", `{"jsonrpc":"2.0","id":1,"method":"tools/list","params":{"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28"}}}`, statelessHeaders("tools/list", ""), 400, -32602, "clientCapabilities"},
-		{"_meta version differs", strings.Replace(list, `"2026-07-28"`, `"2026-01-01"`, 1), statelessHeaders("tools/list", ""), 400, pool.CodeHeaderMismatch, "does not match"},
+		{"_meta version differs", strings.Replace(list, `"2026-07-28"`, `"2026-01-01"`, 1), statelessHeaders("tools/list", ""), 400, pool.CodeHeaderMismatch, "MCP-Protocol-Version '2026-07-28' does not match _meta's io.modelcontextprotocol/protocolVersion '2026-01-01'"},
 		{"unsupported version", list, with(statelessHeaders("tools/list", ""), "MCP-Protocol-Version", "2027-01-01"), 400, pool.CodeUnsupportedProtocolVersion, "2026-07-28, 2025-11-25"},
 		{"removed method", `{"jsonrpc":"2.0","id":1,"method":"ping","params":{` + modernMeta + `}}`, statelessHeaders("ping", ""), 404, -32601, "ping"},
 		{"batch", "[" + list + "]", statelessHeaders("tools/list", ""), 400, -32600, "no batches"},
