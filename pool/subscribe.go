@@ -268,14 +268,14 @@ func (s *subscriptions) attach(ctx context.Context, sub *subscription, ch *child
 }
 
 // register attaches a legacy subscription to ch for the list changes ch
-// can honor (legacyKinds), in byChild at once, and returns the
+// can honor (legacyInit.kinds), in byChild at once, and returns the
 // attachment. With claim, the caller then subscribes its resources: nil
 // when sub has ended or another caller claimed it.
 func (s *subscriptions) register(sub *subscription, ch *child, claim bool) *attachment {
 	if ch == sub.ch {
 		return nil
 	}
-	kinds := legacyKinds(ch, sub.want)
+	kinds := parseLegacyInit(ch).kinds(sub.want)
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if sub.done {
@@ -546,10 +546,9 @@ func (s *subscriptions) listen(ctx context.Context, req *Request, emit func([]by
 // server agreed to honor. Notification types the server does not support
 // are omitted."
 func (s *subscriptions) subscribeLegacy(ctx context.Context, sub *subscription, ch *child, f filter) filter {
-	var init legacyInit
-	_ = json.Unmarshal(ch.init, &init)
+	init := parseLegacyInit(ch)
 	caps := init.Capabilities
-	acked := legacyKinds(ch, f)
+	acked := init.kinds(f)
 	if caps.Resources != nil && caps.Resources.Subscribe {
 		for _, uri := range f.ResourceSubscriptions {
 			if slices.Contains(acked.ResourceSubscriptions, uri) {
@@ -603,11 +602,17 @@ type legacyInit struct {
 	} `json:"capabilities"`
 }
 
-// legacyKinds is the part of f about list changes that a legacy child
-// honors: the kinds whose listChanged it declared.
-func legacyKinds(ch *child, f filter) filter {
+// parseLegacyInit reads what ch's initialize result says of its
+// notifications.
+func parseLegacyInit(ch *child) *legacyInit {
 	var init legacyInit
 	_ = json.Unmarshal(ch.init, &init)
+	return &init
+}
+
+// kinds is the part of f about list changes that the child honors: the
+// kinds whose listChanged it declared.
+func (init *legacyInit) kinds(f filter) filter {
 	caps := init.Capabilities
 	var acked filter
 	acked.ToolsListChanged = f.ToolsListChanged && caps.Tools != nil && caps.Tools.ListChanged
