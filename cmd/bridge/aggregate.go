@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"fmt"
-	"net/http"
 	"slices"
 	"strings"
 
@@ -102,18 +101,12 @@ func (m *multi) aggregateSpecs(f *configfile.File) ([]endpoint.AggregateSpec, er
 			if err != nil {
 				return nil, err
 			}
-			o, err := endpointOptions(sc)
-			if err != nil {
-				return nil, err
-			}
+			o := endpointOptions(sc)
 			mkey := s.Canon + "\x00" + sc.guardFiles
 			members = append(members, endpoint.AggregateMember{Server: o, Prefix: s.Prefix, Key: mkey})
 			fmt.Fprintf(&key, "%s\x00%s\x00", s.Name, mkey)
 		}
-		front, err := endpointOptions(m.cfg)
-		if err != nil {
-			return nil, err
-		}
+		front := endpointOptions(m.cfg)
 		front.Name = sp.path
 		o := &endpoint.AggregateOptions{Front: front, Members: members, Separator: sp.sep, Bounds: sp.bounds}
 		out = append(out, endpoint.AggregateSpec{
@@ -127,15 +120,4 @@ func (m *multi) aggregateSpecs(f *configfile.File) ([]endpoint.AggregateSpec, er
 		})
 	}
 	return out, nil
-}
-
-// frontEnd is what the process serves: a set of one server, or the
-// servers and aggregates of a config file (multi).
-type frontEnd interface {
-	http.Handler
-	Names() []string
-	Len() int
-	Drain()
-	WaitIdle(ctx context.Context) error
-	Close(ctx context.Context) error
 }

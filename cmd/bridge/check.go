@@ -12,6 +12,7 @@ import (
 	"github.com/kelseyhightower/envconfig"
 
 	"github.com/mcp-bridge/mcp-bridge/check"
+	"github.com/mcp-bridge/mcp-bridge/endpoint"
 	"github.com/mcp-bridge/mcp-bridge/sandbox"
 )
 
@@ -47,15 +48,16 @@ func runCheck(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	if err := cfg.finish(); err != nil {
 		return usageErr(err.Error())
 	}
+	o := endpointOptions(cfg)
 	r := check.Run(ctx, &check.Options{
 		NewLauncher: func(ctx context.Context, logger *slog.Logger) (sandbox.Launcher, func(), error) {
-			return newInnerLauncher(ctx, cfg, logger)
+			return endpoint.NewLauncher(ctx, o, logger)
 		},
 		InitializeTimeout: time.Duration(cfg.InitializeTimeout),
 		MaxMessageBytes:   int(cfg.MaxMessageBytes),
 		Inspection:        cfg.inspection(),
 		StopGrace:         cfg.StopGrace,
-		BufferingHint:     pythonHint(cfg),
+		BufferingHint:     o.BufferingHint(),
 		Logger:            newLogger(cfg, stderr),
 	})
 	r.Print(stdout)

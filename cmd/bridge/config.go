@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bufio"
 	"bytes"
 	"errors"
 	"flag"
@@ -9,7 +8,6 @@ import (
 	"hash"
 	"io"
 	"log/slog"
-	"net"
 	"os"
 	"slices"
 	"strconv"
@@ -503,11 +501,7 @@ func (c *config) checkLimits() error {
 		msg := fmt.Sprintf("%d: want 0 (the default) or a number of servers", c.PoolMaxPerPrincipal)
 		return &limitError{key: "pool-max-per-principal", flag: "--pool-max-per-principal " + msg, file: msg}
 	}
-	o, err := endpointOptions(c)
-	if err != nil {
-		return err
-	}
-	return optionError(o.Validate())
+	return optionError(endpointOptions(c).Validate())
 }
 
 // optionError says err, a package's OptionError about an option a flag
@@ -634,8 +628,8 @@ func (c *config) finish() error {
 	if err := c.checkUserEnv(); err != nil {
 		return err
 	}
-	if err := checkListen(c.Listen); err != nil {
-		return err
+	if err := bridge.CheckListenAddr(c.Listen); err != nil {
+		return fmt.Errorf("--listen %w", err)
 	}
 	hopts := bridge.Options{Path: c.Path, AllowedOrigins: c.AllowedOrigins, SSERetry: c.SSERetry}
 	if err := hopts.Validate(); err != nil {
@@ -681,9 +675,9 @@ func (c *config) finish() error {
 		}
 	}
 	if c.AuthTokenFile != "" {
-		toks, err := readTokens(c.AuthTokenFile)
+		toks, err := auth.ReadTokenFile(c.AuthTokenFile)
 		if err != nil {
-			return err
+			return fmt.Errorf("--auth-token-file: %w", err)
 		}
 		c.tokens = append(c.tokens, toks...)
 	}
@@ -712,7 +706,7 @@ func (c *config) finish() error {
 		return fmt.Errorf("--oauth-issuer cannot be combined with --affinity-addr yet: a request forwarded to the instance owning its session would arrive without the client's access token; run one instance, or use static tokens (%s_AUTH_TOKENS, --auth-token-file) with session affinity", envPrefix)
 	}
 	c.affinitySecret = secret
-	if len(c.AllowedHosts) == 0 && isLoopback(c.Listen) {
+	if len(c.AllowedHosts) == 0 && bridge.IsLoopbackAddr(c.Listen) {
 		// DNS rebinding protection: a browser tricked into calling a
 		// loopback bridge sends the attacker's host name.
 		c.AllowedHosts = bridge.LoopbackHosts
@@ -737,7 +731,7 @@ func (c *config) finish() error {
 	}
 	// With mutual TLS only holders of a certificate the CA signed connect:
 	// that authenticates them as well as a token would.
-	if len(c.tokens) == 0 && c.OAuthIssuer == "" && !c.InsecureNoAuth && c.TLSClientCA == "" && !isLoopback(c.Listen) {
+	if len(c.tokens) == 0 && c.OAuthIssuer == "" && !c.InsecureNoAuth && c.TLSClientCA == "" && !bridge.IsLoopbackAddr(c.Listen) {
 		return fmt.Errorf("refusing to listen on %s without authentication: anyone who reaches it could run your server; "+
 			"give tokens with --auth-token-file or %s_AUTH_TOKENS, an authorization server with --oauth-issuer, require client certificates with --tls-client-ca, or pass --insecure-no-auth", c.Listen, envPrefix)
 	}
@@ -745,61 +739,6 @@ func (c *config) finish() error {
 		return err
 	}
 	return c.checkServers()
-}
-
-func readTokens(path string) ([]string, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return nil, fmt.Errorf("--auth-token-file: %w", err)
-	}
-	defer f.Close()
-	var toks []string
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		line := strings.TrimSpace(sc.Text())
-		if line != "" && !strings.HasPrefix(line, "#") {
-			toks = append(toks, line)
-		}
-	}
-	if err := sc.Err(); err != nil {
-		return nil, fmt.Errorf("--auth-token-file %s: %w", path, err)
-	}
-	if len(toks) == 0 {
-		return nil, fmt.Errorf("--auth-token-file %s holds no token (one per line)", path)
-	}
-	return toks, nil
-}
-
-// checkListen refuses a --listen address that net.Listen would refuse, with
-// what is wrong in it (before the check for authentication, which would
-// otherwise blame a typo on missing tokens).
-func checkListen(addr string) error {
-	host, port, err := net.SplitHostPort(addr)
-	if err != nil {
-		return fmt.Errorf("--listen %s: malformed address: want HOST:PORT, e.g. 127.0.0.1:8080 or 0.0.0.0:8080", addr)
-	}
-	if n, err := strconv.ParseUint(port, 10, 16); err != nil {
-		if _, err := net.LookupPort("tcp", port); err != nil || n > 0 {
-			return fmt.Errorf("--listen %s: port %s is invalid: want a number from 0 to 65535", addr, port)
-		}
-	}
-	if strings.ContainsAny(host, " /") {
-		return fmt.Errorf("--listen %s: malformed host %q: want an IP address or a host name", addr, host)
-	}
-	return nil
-}
-
-// isLoopback reports whether a listen address binds loopback only.
-func isLoopback(addr string) bool {
-	host, _, err := net.SplitHostPort(addr)
-	if err != nil {
-		return false
-	}
-	if host == "localhost" {
-		return true
-	}
-	ip := net.ParseIP(host)
-	return ip != nil && ip.IsLoopback()
 }
 
 // finishGuards checks the flags of the interception point and reads the

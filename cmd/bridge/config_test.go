@@ -414,17 +414,12 @@ func TestLooseningsNameFlags(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	o, err := endpointOptions(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ls := o.Loosenings()
+	ls := endpointOptions(cfg).Loosenings()
 	if len(ls) != 10 {
 		t.Errorf("%d loosenings, want 10: %v", len(ls), ls)
 	}
 	cfg.SandboxEgress, cfg.SandboxNetwork = nil, "bridge" // excluded by --sandbox-egress
-	o, _ = endpointOptions(cfg)
-	ls = append(ls, o.Loosenings()...)
+	ls = append(ls, endpointOptions(cfg).Loosenings()...)
 	for _, l := range ls {
 		if optionFlags[l.Option] == "" {
 			t.Errorf("loosening of %s: no flag in optionFlags", l.Option)

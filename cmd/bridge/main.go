@@ -158,12 +158,12 @@ func serve(ctx context.Context, cfg *config, logger *slog.Logger, ready chan<- n
 	defer signal.Stop(hup)
 	defer gcfloor.Start()()
 
-	tel, err := newTelemetry(ctx, cfg, logger)
+	tel, err := endpoint.NewTelemetry(ctx, telemetryOptions(cfg, logger))
 	if err != nil {
 		return startError{err}
 	}
-	defer tel.close()
-	_, stopMetrics, err := tel.serveMetrics(cfg)
+	defer tel.Close()
+	_, stopMetrics, err := tel.ServeMetrics()
 	if err != nil {
 		return startError{err}
 	}
@@ -172,9 +172,9 @@ func serve(ctx context.Context, cfg *config, logger *slog.Logger, ready chan<- n
 	sh := &endpoint.Shared{
 		Authenticates:  cfg.authenticates(),
 		StaticTokens:   cfg.tokens,
-		Metrics:        tel.metrics,
-		MetricsHandler: tel.handler(cfg),
-		Tracer:         tel.tp,
+		Metrics:        tel.Metrics,
+		MetricsHandler: tel.Handler(),
+		Tracer:         tel.Tracer,
 		LogBudget:      session.NewLogBudget(int64(cfg.LogMaxTotalBytes)),
 		Logger:         logger,
 	}
@@ -238,7 +238,8 @@ func serve(ctx context.Context, cfg *config, logger *slog.Logger, ready chan<- n
 	} else if n > 0 {
 		logger.Info("ended processes left by an earlier bridge", "count", n)
 	}
-	var fe frontEnd
+	var fe endpoint.FrontEnd
+	var names func() []string
 	var reload []func() // what SIGHUP reloads
 	if cfg.file != nil {
 		if cfg.AuditLog != "" {
@@ -256,7 +257,7 @@ func serve(ctx context.Context, cfg *config, logger *slog.Logger, ready chan<- n
 			return startError{err}
 		}
 		reload = append(reload, func() { m.reload(ctx) })
-		fe = m
+		fe, names = m, m.Names
 	} else {
 		one := endpoint.NewSet(&endpoint.SetOptions{One: true, Grace: cfg.ShutdownGrace,
 			StopBudget: sandbox.StopBudget(cfg.StopGrace), Logger: logger})
@@ -285,7 +286,7 @@ func serve(ctx context.Context, cfg *config, logger *slog.Logger, ready chan<- n
 		return startError{fmt.Errorf("--listen %s: %w (%s)", cfg.Listen, err, hint)}
 	}
 	ln = bridge.LimitListener(ln, &bridge.LimitOptions{
-		MaxConnections:          connectionLimit(cfg.MaxConnections, cfg.MaxSessions+max(cfg.Warm, 0), logger),
+		MaxConnections:          bridge.ConnectionLimit(cfg.MaxConnections, cfg.MaxSessions+max(cfg.Warm, 0), logger),
 		MaxConnectionsPerClient: cfg.MaxConnectionsPerClient,
 		Logger:                  logger,
 	})
@@ -297,22 +298,11 @@ func serve(ctx context.Context, cfg *config, logger *slog.Logger, ready chan<- n
 	if fwd != nil {
 		handler = fwd.Wrap(fe)
 	}
-	srv := &http.Server{
-		Handler:           handler,
-		ReadHeaderTimeout: 10 * time.Second,
-		// No ReadTimeout or WriteTimeout: they would cut long-lived SSE
-		// streams. The handler bounds each body read and each event write
-		// instead (--body-read-timeout, --write-timeout).
-		IdleTimeout: time.Duration(cfg.HTTPIdleTimeout),
-		ErrorLog:    slog.NewLogLogger(logger.Handler(), slog.LevelWarn),
-	}
-	served := make(chan error, 1)
-	go func() { served <- srv.Serve(ln) }()
 	logServerEnv(cfg, logger)
 	base := scheme + bridge.ListenURLHost(cfg.Listen, ln.Addr())
 	if cfg.file != nil {
 		logger.Info("bridge listening", "url", base, "config", cfg.Config,
-			"servers", fe.Names(), "paths", bridge.ServerPath("NAME"), "auth", authMode(cfg))
+			"servers", names(), "paths", bridge.ServerPath("NAME"), "auth", authMode(cfg))
 	} else {
 		logger.Info("bridge listening", "url", base+cfg.Path,
 			"command", strings.Join(cfg.command, " "), "sandbox", cfg.Sandbox, "auth", authMode(cfg))
@@ -321,41 +311,14 @@ func serve(ctx context.Context, cfg *config, logger *slog.Logger, ready chan<- n
 		ready <- ln.Addr()
 	}
 
-	select {
-	case err := <-served:
-		_ = fe.Close(context.Background())
-		return fmt.Errorf("serving HTTP: %w", err)
-	case <-ctx.Done():
-	}
+	return endpoint.Serve(ctx, ln, fe, &endpoint.ServeOptions{Handler: handler, IdleTimeout: time.Duration(cfg.HTTPIdleTimeout),
+		Grace: cfg.ShutdownGrace, StopBudget: sandbox.StopBudget(cfg.StopGrace), Logger: logger})
+}
 
-	// Shutdown order: stop accepting (the listener closes, readiness
-	// fails), let requests in flight finish within the grace period, then
-	// end every session (what is still in flight gets a JSON-RPC error and
-	// every stream ends), stop the servers, and close what remains.
-	logger.Info("shutting down", "grace", cfg.ShutdownGrace, "sessions", fe.Len())
-	fe.Drain()
-	httpDone := make(chan error, 1)
-	go func() { httpDone <- srv.Shutdown(context.Background()) }()
-	graceCtx, cancel := context.WithTimeout(context.Background(), cfg.ShutdownGrace)
-	defer cancel()
-	if err := fe.WaitIdle(graceCtx); err != nil {
-		logger.Warn("ending sessions with requests still in flight after the shutdown grace period", "err", err)
-	}
-	stopCtx, cancelStop := context.WithTimeout(context.Background(), sandbox.StopBudget(cfg.StopGrace))
-	defer cancelStop()
-	if err := fe.Close(stopCtx); err != nil {
-		logger.Error("some MCP servers did not stop", "err", err)
-	}
-	// Every stream has ended; give handlers a moment to write their last
-	// events before cutting connections that are stuck on slow clients.
-	select {
-	case <-httpDone:
-	case <-time.After(5 * time.Second):
-		_ = srv.Close()
-		<-httpDone
-	}
-	logger.Info("bridge stopped")
-	return nil
+// telemetryOptions are the process's metrics and tracing options.
+func telemetryOptions(cfg *config, logger *slog.Logger) *endpoint.TelemetryOptions {
+	return &endpoint.TelemetryOptions{NoMetrics: cfg.NoMetrics, MetricsListen: cfg.MetricsListen,
+		AllowedHosts: cfg.AllowedHosts, OTLPEndpoint: cfg.OTLPEndpoint, Logger: logger}
 }
 
 // warnResourcePath warns when --resource-url names another path than the

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 
+	"github.com/mcp-bridge/mcp-bridge/endpoint"
 	"github.com/mcp-bridge/mcp-bridge/pin"
 	"github.com/mcp-bridge/mcp-bridge/sandbox"
 )
@@ -59,7 +60,7 @@ func runPin(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	logger := newLogger(cfg, stderr)
 	cmd := &pin.Command{
 		NewLauncher: func(ctx context.Context) (sandbox.Launcher, func(), error) {
-			return newInnerLauncher(ctx, cfg, logger)
+			return endpoint.NewLauncher(ctx, endpointOptions(cfg), logger)
 		},
 		MaxMessageBytes: int(cfg.MaxMessageBytes),
 		Inspection:      cfg.inspection(),

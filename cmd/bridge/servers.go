@@ -22,7 +22,7 @@ import (
 // endpointOptions are the options of the configuration's server (the
 // one-command form's, or a server of the file: its configuration with its
 // keys, serverConfig), as endpoint.Build takes them.
-func endpointOptions(cfg *config) (*endpoint.ServerOptions, error) {
+func endpointOptions(cfg *config) *endpoint.ServerOptions {
 	rate := sandbox.StderrRate{LinesPerSecond: cfg.StderrLinesPerSecond, Burst: cfg.StderrBurst}
 	o := &endpoint.ServerOptions{
 		Name:    cfg.serverName,
@@ -65,7 +65,6 @@ func endpointOptions(cfg *config) (*endpoint.ServerOptions, error) {
 		Limits: peer.Limits{
 			RequestTimeout:    time.Duration(cfg.RequestTimeout),
 			InitializeTimeout: time.Duration(cfg.InitializeTimeout),
-			InitializeHint:    initializeHint(cfg),
 			MaxRequests:       cfg.MaxRequestsPerSession,
 			MaxQueuedBytes:    int64(cfg.MaxQueuedBytes),
 			KeepAlive:         keepAlive(time.Duration(cfg.SSEKeepAlive)),
@@ -92,7 +91,8 @@ func endpointOptions(cfg *config) (*endpoint.ServerOptions, error) {
 	if len(cfg.command) > 0 {
 		o.Local.Command, o.Local.Args = cfg.command[0], cfg.command[1:]
 	}
-	return o, nil
+	o.Limits.InitializeHint = o.InitializeHint()
+	return o
 }
 
 // handlerOptions are a handler's options for a configuration (its path,
@@ -132,11 +132,7 @@ func keepAlive(d time.Duration) time.Duration {
 // buildServer builds the endpoint of the configuration's server at path,
 // naming the flag or the file's key of an option it refuses.
 func buildServer(ctx context.Context, sh *endpoint.Shared, cfg *config, path string) (*endpoint.Endpoint, error) {
-	o, err := endpointOptions(cfg)
-	if err != nil {
-		return nil, err
-	}
-	e, err := endpoint.Build(ctx, sh, o, path)
+	e, err := endpoint.Build(ctx, sh, endpointOptions(cfg), path)
 	if oe := (*endpoint.OptionError)(nil); errors.As(err, &oe) && oe.Field == "AuditLog" {
 		if cfg.serverName != "" {
 			return nil, fmt.Errorf("key \"audit-log\": %w", oe.Err)

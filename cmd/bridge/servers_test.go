@@ -77,11 +77,7 @@ func TestServerKeysReachServerOptions(t *testing.T) {
 			if err != nil {
 				t.Fatalf("key %q: %v", key, err)
 			}
-			o, err := endpointOptions(sc)
-			if err != nil {
-				t.Fatalf("key %q: %v", key, err)
-			}
-			return *o
+			return *endpointOptions(sc)
 		}
 		if reflect.DeepEqual(opts(base), opts(with)) {
 			t.Errorf("key %q = %s: the server's endpoint.ServerOptions do not change", key, raw)

@@ -4,11 +4,10 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
-	"path/filepath"
-	"regexp"
 	"slices"
 	"strings"
 
+	"github.com/mcp-bridge/mcp-bridge/bridge"
 	"github.com/mcp-bridge/mcp-bridge/sandbox"
 )
 
@@ -34,21 +33,18 @@ func warnLoosenings(cfg *config, logger *slog.Logger) {
 	if cfg.EnvInherit && cfg.Sandbox != "docker" {
 		warn("env-inherit", "true", "every local server gets the bridge's environment (but "+sandbox.ReservedEnvPrefix+"* variables): API keys, cloud credentials and tokens in it reach every server")
 	}
-	if cfg.InsecureNoAuth && len(cfg.tokens) == 0 && !isLoopback(cfg.Listen) {
+	if cfg.InsecureNoAuth && len(cfg.tokens) == 0 && !bridge.IsLoopbackAddr(cfg.Listen) {
 		warn("insecure-no-auth", "true", "no authentication on "+cfg.Listen+": anyone who reaches it can run your server")
 	}
 	if slices.Contains(cfg.AllowedOrigins, "*") {
 		warn("allowed-origins", "*", "any web page open in a browser that reaches the bridge can call your server")
 	}
-	if slices.Contains(cfg.AllowedHosts, "*") && isLoopback(cfg.Listen) {
+	if slices.Contains(cfg.AllowedHosts, "*") && bridge.IsLoopbackAddr(cfg.Listen) {
 		warn("allowed-hosts", "*", "no DNS-rebinding protection: a web page can reach this loopback bridge under its own host name")
 	}
-	// The server's own (endpointOptions never fails but for what serve
-	// then says).
-	if o, err := endpointOptions(cfg); err == nil {
-		for _, l := range o.Loosenings() {
-			warn(optionFlags[l.Option], l.Value, l.Risk)
-		}
+	// The server's own.
+	for _, l := range endpointOptions(cfg).Loosenings() {
+		warn(optionFlags[l.Option], l.Value, l.Risk)
 	}
 }
 
@@ -116,51 +112,6 @@ func unknownFlag(name string) error {
 		return fmt.Errorf("unknown flag %s: %s", shown, hint)
 	}
 	return fmt.Errorf("unknown flag %s", shown)
-}
-
-// initializeHint is what the initialize timeout's error adds for this
-// configuration's server: how it gets environment variables (a
-// server waiting for a key it never got looked like a hung one), and, for
-// a Python server, to run it unbuffered.
-func initializeHint(cfg *config) string {
-	h := "that it gets the environment variables it needs (a local server gets few of the bridge's: pass one with --env NAME)"
-	if cfg.Sandbox == "docker" {
-		h = "that it gets the environment variables it needs (a container gets those of --sandbox-env only)"
-	}
-	if p := pythonHint(cfg); p != "" {
-		h += "; " + p
-	}
-	return h
-}
-
-// rePython matches the base name of a Python interpreter (python,
-// python3, python3.12) and of the launchers that run a Python entry point.
-var rePython = regexp.MustCompile(`^(python[0-9.]*|uv|uvx|pipx)$`)
-
-// pythonHint is what the initialize timeout's error adds when the server is
-// a Python program: on a pipe, Python's stdout is block-buffered, so a
-// server that prints its answers is alive but silent (under
-// bridges that pass their whole environment, a PYTHONUNBUFFERED=1 of the
-// user's shell hid it). Empty when the command is not Python or already
-// runs unbuffered.
-func pythonHint(cfg *config) string {
-	if len(cfg.command) == 0 || !rePython.MatchString(filepath.Base(cfg.command[0])) {
-		return ""
-	}
-	if slices.Contains(cfg.command[1:], "-u") {
-		return ""
-	}
-	env := cfg.env
-	envFlag := "--env"
-	if cfg.Sandbox == "docker" {
-		env, envFlag = cfg.SandboxEnv, "--sandbox-env"
-	}
-	for _, kv := range append(slices.Clip(env), cfg.serverEnv...) {
-		if strings.HasPrefix(kv, "PYTHONUNBUFFERED=") {
-			return ""
-		}
-	}
-	return "a Python server's stdout is block-buffered on a pipe, so its answers may wait unsent: run it unbuffered, with python -u or " + envFlag + " PYTHONUNBUFFERED=1"
 }
 
 // secrets are the bridge's own secrets, which never reach a server.

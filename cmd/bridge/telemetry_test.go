@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/mcp-bridge/mcp-bridge/endpoint"
 	"github.com/mcp-bridge/mcp-bridge/metrics"
 )
 
@@ -18,15 +19,15 @@ func TestMetricsListen(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	tel, err := newTelemetry(context.Background(), cfg, slog.New(slog.DiscardHandler))
+	tel, err := endpoint.NewTelemetry(context.Background(), telemetryOptions(cfg, slog.New(slog.DiscardHandler)))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if tel.handler(cfg) != nil {
+	if tel.Handler() != nil {
 		t.Error("/metrics is also served on the main listener")
 	}
-	tel.metrics.Server(metrics.DefaultServer) // what serve's endpoint.Build registers
-	addr, stop, err := tel.serveMetrics(cfg)
+	tel.Metrics.Server(metrics.DefaultServer) // what serve's endpoint.Build registers
+	addr, stop, err := tel.ServeMetrics()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -51,11 +52,11 @@ func TestTelemetryOff(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	tel, err := newTelemetry(context.Background(), cfg, slog.New(slog.DiscardHandler))
+	tel, err := endpoint.NewTelemetry(context.Background(), telemetryOptions(cfg, slog.New(slog.DiscardHandler)))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if tel.metrics != nil || tel.tp != nil || tel.handler(cfg) != nil {
+	if tel.Metrics != nil || tel.Tracer != nil || tel.Handler() != nil {
 		t.Fatal("telemetry off still collects")
 	}
 }
@@ -79,11 +80,11 @@ func TestMetricsListenChecksHost(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		tel, err := newTelemetry(context.Background(), cfg, slog.New(slog.DiscardHandler))
+		tel, err := endpoint.NewTelemetry(context.Background(), telemetryOptions(cfg, slog.New(slog.DiscardHandler)))
 		if err != nil {
 			t.Fatal(err)
 		}
-		addr, stop, err := tel.serveMetrics(cfg)
+		addr, stop, err := tel.ServeMetrics()
 		if err != nil {
 			t.Fatal(err)
 		}
