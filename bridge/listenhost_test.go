@@ -22,3 +22,32 @@ func TestListenURLHost(t *testing.T) {
 		}
 	}
 }
+
+func TestCheckListenAddr(t *testing.T) {
+	for addr, want := range map[string]string{
+		"127.0.0.1:8080": "",
+		"0.0.0.0:0":      "",
+		":http":          "",
+		"[::1]:8080":     "",
+		"localhost":      "localhost: malformed address: want HOST:PORT, e.g. 127.0.0.1:8080 or 0.0.0.0:8080",
+		"127.0.0.1:1e5":  "127.0.0.1:1e5: port 1e5 is invalid: want a number from 0 to 65535",
+		"127.0.0.1:7000": "",
+		"a b:80":         `a b:80: malformed host "a b": want an IP address or a host name`,
+	} {
+		got := ""
+		if err := bridge.CheckListenAddr(addr); err != nil {
+			got = err.Error()
+		}
+		if got != want {
+			t.Errorf("CheckListenAddr(%q) = %q, want %q", addr, got, want)
+		}
+	}
+	for addr, want := range map[string]bool{
+		"127.0.0.1:8080": true, "[::1]:80": true, "localhost:80": true, "127.1.2.3:1": true,
+		"0.0.0.0:8080": false, ":8080": false, "example.com:80": false, "10.0.0.1:80": false, "nonsense": false,
+	} {
+		if got := bridge.IsLoopbackAddr(addr); got != want {
+			t.Errorf("IsLoopbackAddr(%q) = %v, want %v", addr, got, want)
+		}
+	}
+}

@@ -29,8 +29,12 @@ type TLSOptions struct {
 // NewTLSConfig loads the certificate and the client CAs. reload loads the
 // certificate again, as on SIGHUP: a reload that fails keeps serving the
 // previous certificate, so a half-written renewal never takes the endpoint
-// down, and says so in the log.
+// down, and says so in the log. Without o.CertFile TLS is off: all three
+// are nil.
 func NewTLSConfig(o *TLSOptions) (conf *tls.Config, reload func(), err error) {
+	if o.CertFile == "" {
+		return nil, nil, nil
+	}
 	logger := o.Logger
 	if logger == nil {
 		logger = slog.Default()

@@ -31,6 +31,7 @@ import (
 	"syscall"
 
 	"github.com/mcp-bridge/mcp-bridge/auth"
+	"github.com/mcp-bridge/mcp-bridge/pool"
 	"github.com/mcp-bridge/mcp-bridge/sandbox"
 )
 
@@ -185,4 +186,20 @@ type statelessKey struct{}
 // statelessLaunch marks the context of a launch by the 2026-07-28 pool.
 func statelessLaunch(ctx context.Context) context.Context {
 	return context.WithValue(ctx, statelessKey{}, true)
+}
+
+// UserEnvEra is the child era of a server's 2026-07-28 pool once it has
+// per-user variables served to authenticated principals (perUser): the
+// pool must then run legacy children, which it keys by principal, so auto
+// becomes legacy and modern is refused.
+func UserEnvEra(perUser bool, era pool.Era) (pool.Era, error) {
+	switch {
+	case !perUser:
+		return era, nil
+	case era == pool.EraModern:
+		return era, errors.New("--user-env with authentication needs --child-era legacy (or auto): a modern child serves every user of the pool")
+	case era == pool.EraAuto:
+		return pool.EraLegacy, nil
+	}
+	return era, nil
 }

@@ -128,7 +128,7 @@ type config struct {
 	lock           *pin.Lock
 	file           *configfile.File // --config, read
 
-	userVars []userVar // UserEnv, parsed
+	userVars []endpoint.UserVar // UserEnv, parsed
 
 	// Of one server of the config file (serverConfig).
 	serverName string
@@ -726,8 +726,14 @@ func (c *config) finish() error {
 		// After the secrets are read: a variable holding one stays out.
 		c.env = append(sandbox.InheritedEnv(os.Environ(), c.secrets()), c.env...)
 	}
-	if err := c.checkTLS(); err != nil {
-		return err
+	switch {
+	case (c.TLSCert == "") != (c.TLSKey == ""):
+		return errors.New("--tls-cert and --tls-key go together: give both")
+	case c.TLSClientCA != "" && c.TLSCert == "":
+		return errors.New("--tls-client-ca needs --tls-cert and --tls-key")
+	case c.TLSCert != "" && c.AffinityAddr != "":
+		// Instances forward to each other over plain HTTP.
+		return errors.New("--tls-cert with session affinity is not supported: terminate TLS at the load balancer")
 	}
 	// With mutual TLS only holders of a certificate the CA signed connect:
 	// that authenticates them as well as a token would.
@@ -735,7 +741,7 @@ func (c *config) finish() error {
 		return fmt.Errorf("refusing to listen on %s without authentication: anyone who reaches it could run your server; "+
 			"give tokens with --auth-token-file or %s_AUTH_TOKENS, an authorization server with --oauth-issuer, require client certificates with --tls-client-ca, or pass --insecure-no-auth", c.Listen, envPrefix)
 	}
-	if err := c.userEnvEra(); err != nil {
+	if c.ChildEra, err = endpoint.UserEnvEra(len(c.userVars) > 0 && c.authenticates(), c.ChildEra); err != nil {
 		return err
 	}
 	return c.checkServers()

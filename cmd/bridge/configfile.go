@@ -14,6 +14,7 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/mcp-bridge/mcp-bridge/endpoint"
 	"github.com/mcp-bridge/mcp-bridge/internal/configfile"
 	"github.com/mcp-bridge/mcp-bridge/sandbox"
 )
@@ -122,7 +123,8 @@ func serverConfig(global *config, path string, s *configfile.Server) (*config, e
 	if err := sc.checkUserEnv(); err != nil {
 		return nil, bad("userEnv", "%v", err)
 	}
-	if err := sc.userEnvEra(); err != nil {
+	var err error
+	if sc.ChildEra, err = endpoint.UserEnvEra(len(sc.userVars) > 0 && sc.authenticates(), sc.ChildEra); err != nil {
 		return nil, bad("userEnv", "%v", err)
 	}
 	if err := serverGuardKeys(&sc, s, bad); err != nil {

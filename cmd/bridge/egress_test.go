@@ -329,7 +329,7 @@ func TestDockerEgressAudited(t *testing.T) {
 	d := setupDockerE2E(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
-	exe := dockertest.StaticBinary(t, "./testdata/fetchserver")
+	exe := dockertest.StaticBinary(t, "../../internal/testserver/fetchserver")
 	image := dockertest.BuildImage(t, d.cli, "mcp-bridge-e2e-fetch", "FROM scratch\nCOPY fetchserver /fetchserver\nENTRYPOINT [\"/fetchserver\"]\n",
 		dockertest.File{Name: "fetchserver", Mode: 0o755, Data: exe})
 	gw := dockerBridgeHost(t, d.cli)

@@ -225,7 +225,7 @@ func serve(ctx context.Context, cfg *config, logger *slog.Logger, ready chan<- n
 	}
 	// TLS files are checked before any server starts: a bad key ends
 	// start-up with nothing to undo.
-	tlsConf, reloadTLS, err := newTLSConfig(cfg, logger)
+	tlsConf, reloadTLS, err := bridge.NewTLSConfig(&bridge.TLSOptions{CertFile: cfg.TLSCert, KeyFile: cfg.TLSKey, ClientCAFile: cfg.TLSClientCA, Logger: logger})
 	if err != nil {
 		return startError{err}
 	}

@@ -59,6 +59,7 @@ package configfile
 
 import (
 	"bytes"
+	"cmp"
 	"crypto/sha256"
 	"encoding"
 	"encoding/hex"
@@ -78,6 +79,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/mcp-bridge/mcp-bridge/bridge"
 	"github.com/mcp-bridge/mcp-bridge/connect"
 	"github.com/mcp-bridge/mcp-bridge/endpoint"
 	"github.com/mcp-bridge/mcp-bridge/internal/flagx"
@@ -807,4 +809,59 @@ func Canonical(v map[string]json.RawMessage) map[string]string {
 		out[k] = b.String()
 	}
 	return out
+}
+
+// An Aggregate is one aggregate of a file: its path, its servers in
+// order, its separator and bounds.
+type Aggregate struct {
+	Path      string
+	Group     string // "" for /mcp
+	Servers   []*Server
+	Separator string
+	Bounds    endpoint.AggregateBounds
+}
+
+// Aggregates are the aggregates of f: the one at /mcp with every server
+// (unless noAll), and each group. sep is the separator of those that
+// do not set their own.
+func (f *File) Aggregates(sep string, noAll bool) []Aggregate {
+	var out []Aggregate
+	if !noAll {
+		out = append(out, Aggregate{Path: bridge.DefaultPath, Servers: f.Servers, Separator: sep, Bounds: f.Bounds})
+	}
+	for _, g := range f.Groups {
+		a := Aggregate{Path: endpoint.GroupPath(g.Name), Group: g.Name, Separator: cmp.Or(g.Separator, sep), Bounds: g.Bounds}
+		for _, name := range g.Servers {
+			i := slices.IndexFunc(f.Servers, func(s *Server) bool { return s.Name == name })
+			a.Servers = append(a.Servers, f.Servers[i])
+		}
+		out = append(out, a)
+	}
+	return out
+}
+
+// Check refuses an aggregate whose members would advertise one name,
+// naming the server added last of the two (whose prefix is the fix), or
+// the group, in the words of the file at path.
+func (a *Aggregate) Check(path string) error {
+	var members []endpoint.AggregateMember
+	for _, s := range a.Servers {
+		members = append(members, endpoint.AggregateMember{Server: &endpoint.ServerOptions{Name: s.Name}, Prefix: s.Prefix})
+		err := endpoint.CheckAggregate(&endpoint.AggregateOptions{Members: members, Separator: a.Separator})
+		if err == nil {
+			continue
+		}
+		if a.Group != "" {
+			key := "servers"
+			if strings.Contains(err.Error(), "separator") && !strings.Contains(err.Error(), "advertise") {
+				key = "separator"
+			}
+			return GroupErrorf(path, a.Group, key, "%v", err)
+		}
+		if strings.Contains(err.Error(), "aggregate: separator") {
+			return Errorf(path, "", "bridge", "aggregate-separator: %v", err)
+		}
+		return Errorf(path, s.Name, "prefix", "in the aggregate at /mcp: %v", err)
+	}
+	return nil
 }
