@@ -75,6 +75,20 @@ const principalDomain = "mcp-bridge affinity forwarded principal v1\x00"
 // sessions up by the exact string.
 var b64 = base64.RawURLEncoding.Strict()
 
+// An OptionError says which field of Options is wrong. Its message names
+// no flag: Option names the field, so that the command can name its flag.
+type OptionError struct {
+	Field string // the field of Options, e.g. "Self"
+	Err   error  // what is wrong with it
+}
+
+func (e *OptionError) Error() string { return e.Err.Error() }
+func (e *OptionError) Unwrap() error { return e.Err }
+
+// Option names the option with its package and struct, e.g.
+// "affinity.Options.Self".
+func (e *OptionError) Option() string { return "affinity.Options." + e.Field }
+
 // Options configures an Instance. Both fields are required.
 type Options struct {
 	// Self is this instance's address as the other instances reach it,

@@ -22,7 +22,6 @@ import (
 	"io"
 	"log/slog"
 	"net"
-	"net/http"
 	"net/url"
 	"os"
 	"os/signal"
@@ -31,16 +30,12 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/mcp-bridge/mcp-bridge/affinity"
-	"github.com/mcp-bridge/mcp-bridge/audit"
 	"github.com/mcp-bridge/mcp-bridge/auth"
 	"github.com/mcp-bridge/mcp-bridge/bridge"
 	"github.com/mcp-bridge/mcp-bridge/egress"
 	"github.com/mcp-bridge/mcp-bridge/endpoint"
 	"github.com/mcp-bridge/mcp-bridge/internal/gcfloor"
-	"github.com/mcp-bridge/mcp-bridge/internal/procs"
 	"github.com/mcp-bridge/mcp-bridge/sandbox"
-	"github.com/mcp-bridge/mcp-bridge/session"
 )
 
 func main() {
@@ -158,69 +153,32 @@ func serve(ctx context.Context, cfg *config, logger *slog.Logger, ready chan<- n
 	defer signal.Stop(hup)
 	defer gcfloor.Start()()
 
-	tel, err := endpoint.NewTelemetry(ctx, telemetryOptions(cfg, logger))
-	if err != nil {
-		return startError{err}
+	var scopes []string
+	if cfg.policy != nil {
+		scopes = cfg.policy.Scopes()
 	}
-	defer tel.Close()
-	_, stopMetrics, err := tel.ServeMetrics()
-	if err != nil {
-		return startError{err}
+	// The servers of a config file share the global audit log; the one
+	// server of the command opens its own.
+	var sharedAudit string
+	if cfg.file != nil {
+		sharedAudit = cfg.AuditLog
 	}
-	defer stopMetrics()
-	var fwd *bridge.Forwarder
-	sh := &endpoint.Shared{
-		Authenticates:  cfg.authenticates(),
-		StaticTokens:   cfg.tokens,
-		Metrics:        tel.Metrics,
-		MetricsHandler: tel.Handler(),
-		Tracer:         tel.Tracer,
-		LogBudget:      session.NewLogBudget(int64(cfg.LogMaxTotalBytes)),
-		Logger:         logger,
-	}
-	if len(cfg.affinitySecret) > 0 {
-		self, err := affinity.ResolveSelf(ctx, cfg.AffinityAddr, cfg.Listen, nil)
-		if err != nil {
-			return startError{fmt.Errorf("--affinity-addr: %w", err)}
-		}
-		if sh.Affinity, err = affinity.New(&affinity.Options{Self: self, Secret: cfg.affinitySecret}); err != nil {
-			return startError{fmt.Errorf("session affinity: %w", err)}
-		}
-		sh.AffinitySecret = cfg.affinitySecret
-		fwd = bridge.NewForwarder(sh.Affinity, &bridge.ForwarderOptions{Tokens: cfg.tokens, Logger: logger})
-		defer fwd.Close()
-		sh.Forward = fwd.Forward
-		logger.Info("session affinity on: session IDs name this instance", "self", self)
-	} else {
-		// With affinity, requests forwarded to their owner are not in
-		// flight here: the governor would not see them, so it stays off.
-		inflight, stopGovernor := procs.Start(logger)
-		defer stopGovernor()
-		// Every registry's and pool's requests in flight count alike.
-		sh.Inflight = procs.Sources(inflight)
-	}
-	authn, err := auth.New(ctx, &auth.Options{
-		StaticTokens:     cfg.tokens,
-		Issuer:           cfg.OAuthIssuer,
-		ResourceURL:      cfg.ResourceURL,
-		Scopes:           cfg.OAuthScopes,
-		TokenTypes:       cfg.OAuthTokenTypes,
-		IntrospectionURL: cfg.OAuthIntrospectionURL,
-		ClientID:         cfg.OAuthClientID,
-		ClientSecret:     cfg.OAuthClientSecret,
-		Logger:           logger,
+	proc, err := endpoint.NewProcess(ctx, &endpoint.ProcessOptions{
+		Telemetry: *telemetryOptions(cfg, logger),
+		Auth: auth.Options{StaticTokens: cfg.tokens, Issuer: cfg.OAuthIssuer, ResourceURL: cfg.ResourceURL,
+			Scopes: cfg.OAuthScopes, TokenTypes: cfg.OAuthTokenTypes, IntrospectionURL: cfg.OAuthIntrospectionURL,
+			ClientID: cfg.OAuthClientID, ClientSecret: cfg.OAuthClientSecret},
+		AffinitySecret: cfg.affinitySecret, AffinitySelf: cfg.AffinityAddr, Listen: cfg.Listen,
+		LogMaxTotalBytes: int64(cfg.LogMaxTotalBytes),
+		AuditLog:         sharedAudit, AuditArgs: cfg.AuditArgs,
+		Scopes: scopes, Logger: logger,
 	})
 	if err != nil {
 		return startError{explain(err)}
 	}
-	sh.Auth, sh.Scopes = authn, authn.AdvertiseScopes
-	if cfg.policy != nil {
-		// The protected resource metadata lists what the policy asks for,
-		// so that clients can request those scopes up front.
-		authn.AdvertiseScopes(cfg.policy.Scopes()...)
-	}
-	if authn.OAuth() {
-		logger.Info("OAuth resource server on", "issuer", cfg.OAuthIssuer, "resource", cfg.ResourceURL)
+	defer proc.Close()
+	sh := proc.Shared
+	if sh.Auth.OAuth() {
 		warnResourcePath(cfg, logger)
 	}
 	// TLS files are checked before any server starts: a bad key ends
@@ -242,16 +200,6 @@ func serve(ctx context.Context, cfg *config, logger *slog.Logger, ready chan<- n
 	var names func() []string
 	var reload []func() // what SIGHUP reloads
 	if cfg.file != nil {
-		if cfg.AuditLog != "" {
-			// The global audit log, opened once: the servers that share
-			// it write their names in its lines.
-			al, err := audit.Open(cfg.AuditLog, &audit.Options{Args: cfg.AuditArgs, Logger: logger})
-			if err != nil {
-				return startError{fmt.Errorf("--audit-log: %w", err)}
-			}
-			defer al.Close()
-			sh.Audit, sh.AuditPath = al, cfg.AuditLog
-		}
 		m := newMulti(cfg, logger, sh)
 		if err := m.start(ctx); err != nil {
 			return startError{err}
@@ -294,10 +242,6 @@ func serve(ctx context.Context, cfg *config, logger *slog.Logger, ready chan<- n
 	if tlsConf != nil {
 		ln, scheme = tls.NewListener(ln, tlsConf), "https://"
 	}
-	var handler http.Handler = fe
-	if fwd != nil {
-		handler = fwd.Wrap(fe)
-	}
 	logServerEnv(cfg, logger)
 	base := scheme + bridge.ListenURLHost(cfg.Listen, ln.Addr())
 	if cfg.file != nil {
@@ -311,7 +255,7 @@ func serve(ctx context.Context, cfg *config, logger *slog.Logger, ready chan<- n
 		ready <- ln.Addr()
 	}
 
-	return endpoint.Serve(ctx, ln, fe, &endpoint.ServeOptions{Handler: handler, IdleTimeout: time.Duration(cfg.HTTPIdleTimeout),
+	return endpoint.Serve(ctx, ln, fe, &endpoint.ServeOptions{Handler: proc.Handler(fe), IdleTimeout: time.Duration(cfg.HTTPIdleTimeout),
 		Grace: cfg.ShutdownGrace, StopBudget: sandbox.StopBudget(cfg.StopGrace), Logger: logger})
 }
 
