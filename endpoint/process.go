@@ -8,6 +8,9 @@ import (
 	"net/http"
 	"time"
 
+	"go.opentelemetry.io/otel"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+
 	"github.com/mcp-bridge/mcp-bridge/affinity"
 	"github.com/mcp-bridge/mcp-bridge/audit"
 	"github.com/mcp-bridge/mcp-bridge/auth"
@@ -16,8 +19,6 @@ import (
 	"github.com/mcp-bridge/mcp-bridge/metrics"
 	"github.com/mcp-bridge/mcp-bridge/session"
 	"github.com/mcp-bridge/mcp-bridge/tracing"
-	"go.opentelemetry.io/otel"
-	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 )
 
 // ProcessOptions configure NewProcess: what every server of a process
