@@ -37,6 +37,22 @@ const (
 	SandboxDocker Sandbox = "docker"
 )
 
+// ErrSandbox is what Sandbox.UnmarshalText returns for another name.
+var ErrSandbox = errors.New("want local or docker")
+
+// MarshalText writes the sandbox's name.
+func (s Sandbox) MarshalText() ([]byte, error) { return []byte(s), nil }
+
+// UnmarshalText reads local or docker; other text is ErrSandbox.
+func (s *Sandbox) UnmarshalText(text []byte) error {
+	switch v := Sandbox(text); v {
+	case SandboxLocal, SandboxDocker:
+		*s = v
+		return nil
+	}
+	return ErrSandbox
+}
+
 // A UserVar is one per-user variable of a server: its child's variable
 // Name holds the value of the secret Secret of the principal it serves
 // (see ServerOptions.UserEnv).

@@ -147,7 +147,7 @@ const (
 	DefaultLogFormat     = "text"
 	DefaultLogLevel      = "info"
 	DefaultShutdownGrace = 10 * time.Second
-	DefaultSandbox       = "local"
+	DefaultSandbox       = endpoint.SandboxLocal
 )
 
 // defaultConfig is the configuration before the environment and the flags.
@@ -333,7 +333,7 @@ func newFlagSet(c *config) *flag.FlagSet {
 		gSessions.In(fmt.Sprintf("most requests in flight in one session; beyond it a POST gets 429; a server's 2026-07-28 pool admits this many for each child it may run (--pool-max) (0: %d)", session.DefaultMaxRequests)))
 	fs.TextVar(&c.MaxQueuedBytes, "max-queued-bytes", c.MaxQueuedBytes,
 		gSessions.In(fmt.Sprintf("most `bytes` of one session, or of one child of the 2026-07-28 pool, waiting to be written to its stdin; beyond it a POST gets 503 (0: %d)", session.DefaultMaxQueuedBytes)))
-	fs.StringVar(&c.Sandbox, "sandbox", c.Sandbox, gProcs.In("where servers run: local (a process per session) or docker (a container per session)"))
+	fs.TextVar(&c.Sandbox, "sandbox", c.Sandbox, gProcs.In("where servers run: local (a process per session) or docker (a container per session)"))
 	fs.StringVar(&c.Image, "image", c.Image, gDocker.In("Docker `image` of the server (--sandbox docker); without COMMAND its entrypoint runs"))
 	fs.TextVar(&c.Pull, "pull", c.Pull, gDocker.In("when to pull --image: never, missing or always"))
 	fs.StringVar(&c.SandboxNetwork, "sandbox-network", c.SandboxNetwork, gDocker.In("Docker network of server containers; anything but none lets an untrusted server reach the network"))
@@ -613,11 +613,6 @@ func (c *config) finish() error {
 	}
 	if len(c.command) == 0 && c.Config == "" && !(c.Sandbox == "docker" && c.Image != "") {
 		return errors.New("no server command: give it after --, as in: bridge -- npx -y @modelcontextprotocol/server-everything")
-	}
-	switch c.Sandbox {
-	case "local", "docker":
-	default:
-		return fmt.Errorf("--sandbox %q: want local or docker", c.Sandbox)
 	}
 	if err := checkSandboxOnly(c); err != nil {
 		return err

@@ -105,8 +105,6 @@ func serverConfig(global *config, path string, s *configfile.Server) (*config, e
 		if sc.cwdSet() {
 			return nil, bad("cwd", "applies to local servers only (a container's working directory is its image's)")
 		}
-	default:
-		return nil, bad("sandbox", "%q: want local or docker", sc.Sandbox)
 	}
 	if err := sc.checkLimits(); err != nil {
 		var le *limitError

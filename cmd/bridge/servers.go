@@ -26,7 +26,7 @@ func endpointOptions(cfg *config) *endpoint.ServerOptions {
 	rate := sandbox.StderrRate{LinesPerSecond: cfg.StderrLinesPerSecond, Burst: cfg.StderrBurst}
 	o := &endpoint.ServerOptions{
 		Name:    cfg.serverName,
-		Sandbox: endpoint.Sandbox(cfg.Sandbox),
+		Sandbox: cfg.Sandbox,
 		Local: sandbox.LocalOptions{
 			Env:             append(slices.Clip(cfg.env), cfg.serverEnv...), // with the config file's "env" of the server
 			Dir:             cfg.serverDir,

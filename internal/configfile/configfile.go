@@ -97,7 +97,7 @@ import (
 // rest of config is global: flags, BRIDGE_* variables and the file's
 // "bridge" object set it for all servers.
 type ServerOptions struct {
-	Sandbox               string             `key:"sandbox" envconfig:"BRIDGE_SANDBOX"`
+	Sandbox               endpoint.Sandbox   `key:"sandbox" envconfig:"BRIDGE_SANDBOX"`
 	Image                 string             `key:"image" envconfig:"BRIDGE_IMAGE"`
 	Pull                  sandbox.PullPolicy `key:"pull" envconfig:"BRIDGE_PULL"`
 	SandboxNetwork        string             `key:"sandbox-network" envconfig:"BRIDGE_SANDBOX_NETWORK"`
