@@ -214,9 +214,21 @@ func New(ctx context.Context, opts *Options) (*Authenticator, error) {
 		}
 	}
 	if o.Issuer == "" {
-		if o.ResourceURL != "" || o.IntrospectionURL != "" {
+		// The options of OAuth alone mean nothing without an issuer: one
+		// given alone is a mistake, not something to ignore.
+		switch {
+		case o.ResourceURL != "" || o.IntrospectionURL != "":
 			return nil, optionErr("Issuer", "a resource URL or an introspection URL needs the issuer of the tokens")
+		case len(o.Scopes) > 0:
+			return nil, optionErr("Scopes", "the scopes OAuth tokens must carry need the issuer of the tokens")
+		case len(o.TokenTypes) > 0:
+			return nil, optionErr("TokenTypes", "the types of OAuth tokens accepted need the issuer of the tokens")
 		}
+	}
+	if o.IntrospectionURL == "" && (o.ClientID != "" || o.ClientSecret != "") {
+		return nil, optionErr("ClientID", "the client ID and secret are the bridge's at the introspection endpoint: they need an introspection URL (and its issuer)")
+	}
+	if o.Issuer == "" {
 		return a, nil
 	}
 	if err := a.checkOAuthOptions(); err != nil {

@@ -1,6 +1,8 @@
 package auth_test
 
 import (
+	"context"
+	"errors"
 	"os"
 	"path/filepath"
 	"slices"
@@ -30,5 +32,30 @@ func TestReadTokenFile(t *testing.T) {
 	}
 	if _, err := auth.ReadTokenFile(filepath.Join(dir, "missing")); err == nil || !strings.Contains(err.Error(), "no such file") {
 		t.Errorf("a missing file: %v", err)
+	}
+}
+
+// An option of OAuth alone, given without what it belongs to, is refused,
+// naming it, rather than ignored.
+func TestOAuthOptionsAlone(t *testing.T) {
+	for _, tc := range []struct {
+		o     auth.Options
+		field string
+	}{
+		{auth.Options{ResourceURL: "https://r/mcp"}, "auth.Options.Issuer"},
+		{auth.Options{Scopes: []string{"mcp"}}, "auth.Options.Scopes"},
+		{auth.Options{TokenTypes: []string{"at+jwt"}}, "auth.Options.TokenTypes"},
+		{auth.Options{ClientID: "bridge"}, "auth.Options.ClientID"},
+		{auth.Options{StaticTokens: []string{"tok"}, ClientSecret: "s"}, "auth.Options.ClientID"},
+		{auth.Options{Issuer: "https://as.example", ResourceURL: "https://r/mcp", ClientID: "bridge", ClientSecret: "s"}, "auth.Options.ClientID"},
+	} {
+		_, err := auth.New(context.Background(), &tc.o)
+		var oe *auth.OptionError
+		if !errors.As(err, &oe) || oe.Option() != tc.field {
+			t.Errorf("%+v: %v, want an OptionError of %s", tc.o, err, tc.field)
+		}
+	}
+	if _, err := auth.New(context.Background(), &auth.Options{StaticTokens: []string{"tok"}}); err != nil {
+		t.Errorf("static tokens alone: %v", err)
 	}
 }

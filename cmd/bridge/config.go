@@ -239,6 +239,7 @@ var optionFlags = map[string]string{
 	"auth.Options.Scopes":                   "oauth-scopes",
 	"auth.Options.IntrospectionURL":         "oauth-introspection-url",
 	"auth.Options.TokenTypes":               "oauth-token-types",
+	"auth.Options.ClientID":                 "oauth-client-id",
 	"pin.Inspection.AllowHiddenUnicode":     "allow-hidden-unicode",
 	"pin.Inspection.MaxDescriptionBytes":    "max-description-bytes",
 	"endpoint.ServerOptions.AuditArgs":      "audit-args",
@@ -464,8 +465,9 @@ func (e *limitError) Unwrap() error { return e.err }
 // each server of the config file (serverConfig). Each package refuses what
 // is invalid for it (endpoint.ServerOptions.Validate asks each); what is
 // left here is the command's own form: these flags have their defaults
-// filled in already (defaultConfig), so a 0 that a package would take for
-// its default is a mistake for some of them, and values a package takes
+// filled in already (defaultConfig), so a 0 or a negative that a package
+// would take for its default is a mistake for some of them (a negative
+// --stderr-line-bytes was the default line length), and values a package takes
 // with a meaning the flag does not offer (a negative --pool-evict-idle or
 // --pool-max-per-principal).
 func (c *config) checkLimits() error {
@@ -478,9 +480,11 @@ func (c *config) checkLimits() error {
 		{"log-max-events", int64(c.LogMaxEvents)},
 		{"log-max-bytes", int64(c.LogMaxBytes)},
 		{"pool-max", int64(c.PoolMax)},
+		{"stderr-line-bytes", int64(c.StderrLineBytes)},
 	} {
-		if p.v == 0 {
-			return &limitError{key: p.key, flag: "--" + p.key + " 0: want 1 or more", file: "0: want 1 or more"}
+		if p.v <= 0 {
+			msg := fmt.Sprintf("%d: want 1 or more", p.v)
+			return &limitError{key: p.key, flag: "--" + p.key + " " + msg, file: msg}
 		}
 	}
 	if c.RequestStateTTL == 0 {
@@ -632,6 +636,11 @@ func (c *config) finish() error {
 	}
 	if c.Sandbox == "docker" && c.Image == "" && c.Config == "" {
 		return errors.New("--sandbox docker needs --image")
+	}
+	if c.AggregateSeparator == "" {
+		// Its default is filled in: an empty one is a mistake, not the
+		// default it means to the aggregate package.
+		return errors.New(`--aggregate-separator "": want 1 to 4 of A-Z a-z 0-9 _ - .`)
 	}
 	switch c.LogFormat {
 	case "text", "json":
