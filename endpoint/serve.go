@@ -13,6 +13,7 @@ import (
 // one-command form is a set of one) or a Configuration.
 type FrontEnd interface {
 	http.Handler
+	Names() []string // the servers' names
 	Len() int
 	Drain()
 	WaitIdle(ctx context.Context) error

@@ -197,7 +197,6 @@ func serve(ctx context.Context, cfg *config, logger *slog.Logger, ready chan<- n
 		logger.Info("ended processes left by an earlier bridge", "count", n)
 	}
 	var fe endpoint.FrontEnd
-	var names func() []string
 	var reload []func() // what SIGHUP reloads
 	if cfg.file != nil {
 		m := newMulti(cfg, logger, sh)
@@ -205,7 +204,7 @@ func serve(ctx context.Context, cfg *config, logger *slog.Logger, ready chan<- n
 			return startError{err}
 		}
 		reload = append(reload, func() { m.reload(ctx) })
-		fe, names = m, m.Names
+		fe = m
 	} else {
 		one := endpoint.NewSet(&endpoint.SetOptions{One: true, Grace: cfg.ShutdownGrace,
 			StopBudget: sandbox.StopBudget(cfg.StopGrace), Logger: logger})
@@ -246,7 +245,7 @@ func serve(ctx context.Context, cfg *config, logger *slog.Logger, ready chan<- n
 	base := scheme + bridge.ListenURLHost(cfg.Listen, ln.Addr())
 	if cfg.file != nil {
 		logger.Info("bridge listening", "url", base, "config", cfg.Config,
-			"servers", names(), "paths", bridge.ServerPath("NAME"), "auth", authMode(cfg))
+			"servers", fe.Names(), "paths", bridge.ServerPath("NAME"), "auth", authMode(cfg))
 	} else {
 		logger.Info("bridge listening", "url", base+cfg.Path,
 			"command", strings.Join(cfg.command, " "), "sandbox", cfg.Sandbox, "auth", authMode(cfg))
