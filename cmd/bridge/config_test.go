@@ -15,6 +15,7 @@ import (
 
 	"github.com/mcp-bridge/mcp-bridge/bridge"
 	"github.com/mcp-bridge/mcp-bridge/cloudformation"
+	"github.com/mcp-bridge/mcp-bridge/endpoint"
 	"github.com/mcp-bridge/mcp-bridge/internal/units"
 	"github.com/mcp-bridge/mcp-bridge/pin"
 	"github.com/mcp-bridge/mcp-bridge/pool"
@@ -56,6 +57,8 @@ func TestEveryFlagHasAnEnvironmentVariable(t *testing.T) {
 				v = "end-session"
 			case *pool.Era:
 				v = "modern"
+			case *endpoint.Sandbox:
+				v = "docker"
 			default:
 				t.Fatalf("flag --%s has an unhandled type %T", f.Name, f.Value.(flag.Getter).Get())
 			}
