@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"errors"
 	"flag"
 	"fmt"
@@ -685,14 +684,10 @@ func (c *config) finish() error {
 		}
 		c.tokens = append(c.tokens, toks...)
 	}
-	secret := []byte(strings.TrimSpace(c.AffinitySecret))
-	if c.AffinitySecretFile != "" {
-		b, err := os.ReadFile(c.AffinitySecretFile)
-		if err != nil {
-			return fmt.Errorf("--affinity-secret-file: %w", err)
-		}
-		secret = bytes.TrimSpace(b)
+	if c.AffinitySecret, err = readSecret("affinity-secret-file", c.AffinitySecretFile, c.AffinitySecret); err != nil {
+		return err
 	}
+	secret := []byte(c.AffinitySecret)
 	switch {
 	case len(secret) > 0 && c.AffinityAddr == "":
 		return errors.New("an affinity secret needs --affinity-addr (this instance's address, or ecs)")
@@ -715,14 +710,9 @@ func (c *config) finish() error {
 		// loopback bridge sends the attacker's host name.
 		c.AllowedHosts = bridge.LoopbackHosts
 	}
-	if c.OAuthClientSecretFile != "" {
-		b, err := os.ReadFile(c.OAuthClientSecretFile)
-		if err != nil {
-			return fmt.Errorf("--oauth-client-secret-file: %w", err)
-		}
-		c.OAuthClientSecret = string(bytes.TrimSpace(b))
+	if c.OAuthClientSecret, err = readSecret("oauth-client-secret-file", c.OAuthClientSecretFile, c.OAuthClientSecret); err != nil {
+		return err
 	}
-	c.OAuthClientSecret = strings.TrimSpace(c.OAuthClientSecret)
 	if c.EnvInherit {
 		if c.Sandbox == "docker" {
 			return errors.New("--env-inherit applies to local servers only: give a container its variables with --sandbox-env")
@@ -749,6 +739,19 @@ func (c *config) finish() error {
 		return err
 	}
 	return c.checkServers()
+}
+
+// readSecret is a secret given in the file of a flag (file set) or by its
+// variable (value), without the spaces around it.
+func readSecret(flag, file, value string) (string, error) {
+	if file != "" {
+		b, err := os.ReadFile(file)
+		if err != nil {
+			return "", fmt.Errorf("--%s: %w", flag, err)
+		}
+		value = string(b)
+	}
+	return strings.TrimSpace(value), nil
 }
 
 // finishGuards checks the flags of the interception point and reads the
