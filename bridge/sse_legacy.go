@@ -190,7 +190,8 @@ func (h *Handler) serveLegacyMessage(w http.ResponseWriter, r *http.Request, own
 			"Forbidden: this session belongs to another credential", nil)
 		return
 	}
-	msgs, _, ok := h.readMessages(w, r)
+	var one [1]jsonrpc.Message
+	msgs, _, ok := h.readMessages(w, r, &one)
 	if !ok {
 		return
 	}

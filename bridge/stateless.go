@@ -194,7 +194,6 @@ func (h *Handler) serveStateless(w http.ResponseWriter, r *http.Request, owner a
 		dl.extend()
 		if !streaming {
 			streaming = true
-			setDate(w.Header())
 			startSSE(w)
 		}
 		if data == nil {

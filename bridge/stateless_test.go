@@ -4,9 +4,11 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"fmt"
 	"log/slog"
 	"net/http"
 	"os"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -697,16 +699,53 @@ func TestStatelessDateHeader(t *testing.T) {
 		if resp.StatusCode != 200 {
 			t.Fatalf("call %d: status %d: %s", i, resp.StatusCode, body)
 		}
-		dates := resp.Header.Values("Date")
-		if len(dates) != 1 {
-			t.Fatalf("call %d: Date headers %q, want one", i, dates)
-		}
-		at, err := http.ParseTime(dates[0])
-		if err != nil || at.UTC().Format(http.TimeFormat) != dates[0] {
-			t.Fatalf("call %d: Date %q is not in net/http's form (%s, %v)", i, dates[0], http.TimeFormat, err)
-		}
-		if at.Before(before) || at.After(after) {
-			t.Fatalf("call %d: Date %q, want a time in [%v, %v]", i, dates[0], before.UTC(), after.UTC())
-		}
+		checkDate(t, fmt.Sprintf("call %d", i), resp.Header, before, after)
+	}
+}
+
+// TestSessionDateHeader: the answers of a 2025 session, as an SSE stream
+// or as one JSON body, carry one Date in net/http's form, of the time of
+// the answer, as the stateless ones do (the handler sets it, not net/http).
+func TestSessionDateHeader(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		json  bool
+		ctype string
+	}{
+		{"SSE", false, "text/event-stream"},
+		{"JSON", true, "application/json"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			br := startBridge(t, bridgeConfig{bridge: bridge.Options{JSONResponse: tc.json}})
+			c := rsOpen(t, br.URL, "2025-11-25")
+			for i := range 3 {
+				before := time.Now().Truncate(time.Second)
+				resp := c.post(ctxT(t), `{"jsonrpc":"2.0","id":`+strconv.Itoa(i+1)+
+					`,"method":"tools/call","params":{"name":"echo","arguments":{"text":"hello"}}}`)
+				body := readAll(t, resp.Body)
+				after := time.Now()
+				if resp.StatusCode != http.StatusOK || resp.Header.Get("Content-Type") != tc.ctype {
+					t.Fatalf("call %d: %s %s: %s", i, resp.Status, resp.Header.Get("Content-Type"), body)
+				}
+				checkDate(t, fmt.Sprintf("call %d", i), resp.Header, before, after)
+			}
+		})
+	}
+}
+
+// checkDate fails unless hd has one Date header, in net/http's form, of a
+// time in [before, after].
+func checkDate(t *testing.T, what string, hd http.Header, before, after time.Time) {
+	t.Helper()
+	dates := hd.Values("Date")
+	if len(dates) != 1 {
+		t.Fatalf("%s: Date headers %q, want one", what, dates)
+	}
+	at, err := http.ParseTime(dates[0])
+	if err != nil || at.UTC().Format(http.TimeFormat) != dates[0] {
+		t.Fatalf("%s: Date %q is not in net/http's form (%s, %v)", what, dates[0], http.TimeFormat, err)
+	}
+	if at.Before(before) || at.After(after) {
+		t.Fatalf("%s: Date %q, want a time in [%v, %v]", what, dates[0], before.UTC(), after.UTC())
 	}
 }
