@@ -1,37 +1,18 @@
 package aggregate_test
 
 import (
-	"bytes"
 	"log/slog"
 	"os"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/mcp-bridge/mcp-bridge/aggregate"
+	"github.com/mcp-bridge/mcp-bridge/internal/testlog"
 	"github.com/mcp-bridge/mcp-bridge/sandbox"
 )
-
-// lockedBuffer is a log sink tests read while the aggregate writes.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
 
 // memberWith is a member running cacheServer with spec and extra
 // environment.
@@ -51,7 +32,7 @@ func memberWith(t *testing.T, name, spec string, env ...string) aggregate.Member
 // members list is refused: listed by neither, its read an error naming
 // both, and one error line naming both.
 func TestMergedCapabilitiesAndURIs(t *testing.T) {
-	logs := &lockedBuffer{}
+	logs := &testlog.Buffer{}
 	f := newFixture(t, func(o *aggregate.Options) {
 		o.Members = []aggregate.Member{
 			memberWith(t, "x", "60000 public", cacheInstructionsEnv+"=use x gently", cacheResourceEnv+"=dup://note"),

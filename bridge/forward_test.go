@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/mcp-bridge/mcp-bridge/affinity"
+	"github.com/mcp-bridge/mcp-bridge/internal/testlog"
 )
 
 var fwdSecret = []byte("0123456789abcdef0123456789abcdef-test")
@@ -32,24 +33,7 @@ type fwdInstance struct {
 	seen   []*http.Request // requests served by local, with their bodies read into bodies
 	bodies []string
 	local  http.HandlerFunc // what local does after recording; nil answers "served by <addr>"
-	errs   lockedBuffer     // the HTTP server's own log (panics it recovered)
-}
-
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  strings.Builder
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
+	errs   testlog.Buffer   // the HTTP server's own log (panics it recovered)
 }
 
 func newFwdInstance(t *testing.T, secret []byte, tokens ...string) *fwdInstance {

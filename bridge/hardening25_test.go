@@ -1,17 +1,16 @@
 package bridge_test
 
 import (
-	"bytes"
 	"context"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/mcp-bridge/mcp-bridge/bridge"
+	"github.com/mcp-bridge/mcp-bridge/internal/testlog"
 	"github.com/mcp-bridge/mcp-bridge/sandbox"
 	"github.com/mcp-bridge/mcp-bridge/session"
 )
@@ -39,28 +38,10 @@ func TestHeadLegacySSE(t *testing.T) {
 	}
 }
 
-// lockedBuffer is a bytes.Buffer for a logger's concurrent writes.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
-
 // Refused tokens are logged at a bounded rate, with a count of the lines
 // left out: every one wrote an INFO line, 730 KiB/s from one client.
 func TestBadTokenLogRateLimited(t *testing.T) {
-	var logs lockedBuffer
+	var logs testlog.Buffer
 	logger := slog.New(slog.NewTextHandler(&logs, nil))
 	reg := session.NewRegistry(&session.Options{
 		Launcher: session.LauncherOf(sandbox.NewLocal(&sandbox.LocalOptions{Command: "true", Logger: logger})),

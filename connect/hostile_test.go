@@ -2,7 +2,6 @@ package connect_test
 
 import (
 	"bufio"
-	"bytes"
 	"context"
 	"encoding/json"
 	"io"
@@ -15,25 +14,8 @@ import (
 	"time"
 
 	"github.com/mcp-bridge/mcp-bridge/connect"
+	"github.com/mcp-bridge/mcp-bridge/internal/testlog"
 )
-
-// syncBuffer is a bytes.Buffer for a logger written from many goroutines.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
 
 // runHostile runs connect.Run against handler, sends one request, and
 // returns the line stdout got for it, and the log.
@@ -44,7 +26,7 @@ func runHostile(t *testing.T, handler http.HandlerFunc, opts connect.Options, re
 		srv.CloseClientConnections()
 		srv.Close()
 	}()
-	var logs syncBuffer
+	var logs testlog.Buffer
 	opts.URL = srv.URL
 	opts.Logger = slog.New(slog.NewTextHandler(&logs, nil))
 	if opts.Transport == "" {
@@ -254,7 +236,7 @@ func TestConnectHostileLegacy(t *testing.T) {
 				srv.CloseClientConnections()
 				srv.Close()
 			}()
-			var logs syncBuffer
+			var logs testlog.Buffer
 			inR, inW := io.Pipe()
 			outR, outW := io.Pipe()
 			ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)

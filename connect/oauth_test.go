@@ -25,6 +25,7 @@ import (
 	"github.com/mcp-bridge/mcp-bridge/bridge"
 	"github.com/mcp-bridge/mcp-bridge/connect"
 	"github.com/mcp-bridge/mcp-bridge/internal/oauthtest"
+	"github.com/mcp-bridge/mcp-bridge/internal/testlog"
 	"github.com/mcp-bridge/mcp-bridge/sandbox"
 	"github.com/mcp-bridge/mcp-bridge/session"
 )
@@ -128,14 +129,14 @@ func browser(extra url.Values) func(context.Context, string) error {
 // its stdio.
 type oauthRun struct {
 	cs     *mcp.ClientSession
-	prompt *syncBuffer
-	logs   *syncBuffer
+	prompt *testlog.Buffer
+	logs   *testlog.Buffer
 	done   chan error
 }
 
 func startOAuthRun(t *testing.T, remote string, o connect.OAuthOptions) (*oauthRun, error) {
 	t.Helper()
-	r := &oauthRun{prompt: &syncBuffer{}, logs: &syncBuffer{}, done: make(chan error, 1)}
+	r := &oauthRun{prompt: &testlog.Buffer{}, logs: &testlog.Buffer{}, done: make(chan error, 1)}
 	if o.Prompt == nil {
 		o.Prompt = r.prompt
 	}
@@ -580,7 +581,7 @@ func TestConnectOAuthBinary(t *testing.T) {
 // it prints, as the user would.
 type codeUser struct {
 	t      *testing.T
-	out    syncBuffer
+	out    testlog.Buffer
 	opened atomic.Bool
 }
 

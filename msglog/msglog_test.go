@@ -1,17 +1,16 @@
 package msglog_test
 
 import (
-	"bytes"
 	"encoding/json"
 	"log/slog"
 	"strings"
-	"sync"
 	"testing"
 	"unicode/utf8"
 
 	"go.uber.org/goleak"
 
 	"github.com/mcp-bridge/mcp-bridge/internal/childtest"
+	"github.com/mcp-bridge/mcp-bridge/internal/testlog"
 	"github.com/mcp-bridge/mcp-bridge/msglog"
 	"github.com/mcp-bridge/mcp-bridge/peer"
 	"github.com/mcp-bridge/mcp-bridge/policy"
@@ -19,24 +18,10 @@ import (
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
-// lockedBuffer is a log destination written from the connection's reader
-// and the test's goroutine.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) lines(t *testing.T) []map[string]any {
-	l.mu.Lock()
-	defer l.mu.Unlock()
+// lines are the JSON log records written to l so far.
+func lines(t *testing.T, l *testlog.Buffer) []map[string]any {
 	var out []map[string]any
-	for _, line := range strings.Split(strings.TrimSpace(l.b.String()), "\n") {
+	for _, line := range strings.Split(strings.TrimSpace(l.String()), "\n") {
 		var rec map[string]any
 		if err := json.Unmarshal([]byte(line), &rec); err != nil {
 			t.Fatalf("not a JSON log line: %s", line)
@@ -50,7 +35,7 @@ func (l *lockedBuffer) lines(t *testing.T) []map[string]any {
 // direction, method, id as the client wrote it, size and body; a long
 // body is cut; a request the policy refuses is logged with the refusal.
 func TestLogsBothWays(t *testing.T) {
-	var buf lockedBuffer
+	var buf testlog.Buffer
 	logger := slog.New(slog.NewJSONHandler(&buf, nil)).With("session", "s-1")
 	p, err := policy.Parse("p.yaml", []byte("tools:\n  deny: [test_image_content]\n"))
 	if err != nil {
@@ -62,7 +47,7 @@ func TestLogsBothWays(t *testing.T) {
 	c.Call(t, "client", "tools/call", map[string]any{"name": "test_image_content"})
 
 	var toServer, fromServer, refused int
-	for _, rec := range buf.lines(t) {
+	for _, rec := range lines(t, &buf) {
 		if rec["msg"] != "MCP message" {
 			continue
 		}
@@ -97,19 +82,19 @@ func TestLogsBothWays(t *testing.T) {
 		}
 	}
 	if toServer != 2 || fromServer != 1 || refused != 1 {
-		t.Errorf("logged %d tools/call to the server, %d answers from it, %d refusals; want 2, 1, 1\n%v", toServer, fromServer, refused, buf.lines(t))
+		t.Errorf("logged %d tools/call to the server, %d answers from it, %d refusals; want 2, 1, 1\n%v", toServer, fromServer, refused, lines(t, &buf))
 	}
 }
 
 // Off is off: a logger above the level costs the chain nothing but the
 // check.
 func TestQuietBelowLevel(t *testing.T) {
-	var buf lockedBuffer
+	var buf testlog.Buffer
 	logger := slog.New(slog.NewJSONHandler(&buf, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	c := childtest.Start(t, msglog.Interceptor(logger, nil), childtest.EverythingServer(t))
 	c.Call(t, "client", "tools/list", nil)
-	if strings.Contains(buf.b.String(), "MCP message") {
-		t.Errorf("logged below its level: %s", buf.b.String())
+	if strings.Contains(buf.String(), "MCP message") {
+		t.Errorf("logged below its level: %s", buf.String())
 	}
 }
 

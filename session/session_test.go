@@ -14,7 +14,6 @@ import (
 	"io"
 	"log/slog"
 	"strings"
-	"sync"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -22,6 +21,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/mcp-bridge/mcp-bridge/internal/memchild"
+	"github.com/mcp-bridge/mcp-bridge/internal/testlog"
 	"github.com/mcp-bridge/mcp-bridge/jsonrpc"
 	"github.com/mcp-bridge/mcp-bridge/peer"
 	"github.com/mcp-bridge/mcp-bridge/sandbox"
@@ -184,7 +184,7 @@ func TestServerExitReportsStatus(t *testing.T) {
 func TestLogsHideSessionID(t *testing.T) {
 	checkLeaks(t)
 	for _, level := range []slog.Level{slog.LevelInfo, slog.LevelDebug} {
-		var buf syncBuffer
+		var buf testlog.Buffer
 		logger := slog.New(slog.NewTextHandler(&buf, &slog.HandlerOptions{Level: level}))
 		reg, l := newTestRegistry(t, Options{Logger: logger})
 		s, err := reg.Create(context.Background(), "")
@@ -211,24 +211,6 @@ func TestLogsHideSessionID(t *testing.T) {
 			t.Errorf("level %v: the log shows the session ID:\n%s", level, out)
 		}
 	}
-}
-
-// syncBuffer is a bytes.Buffer for concurrent writers.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
 }
 
 // TestRequestTimeout: a request the server never answers gets a JSON-RPC

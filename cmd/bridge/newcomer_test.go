@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"net"
@@ -9,33 +8,14 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/mcp-bridge/mcp-bridge/internal/oauthtest"
+	"github.com/mcp-bridge/mcp-bridge/internal/testlog"
 	"github.com/mcp-bridge/mcp-bridge/sandbox"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
-
-// lockedBuffer is a log destination written by the bridge's goroutines and
-// read by the test.
-type lockedBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *lockedBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *lockedBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
 
 // serveOnce runs serve in this process with args (and the environment the
 // test set), waits until it listens, stops it, and returns its JSON log
@@ -54,7 +34,7 @@ func serveStart(t *testing.T, args ...string) (url string, stop func() []map[str
 	if err != nil {
 		t.Fatal(err)
 	}
-	var out lockedBuffer
+	var out testlog.Buffer
 	logger := newLogger(cfg, &out)
 	warnLoosenings(cfg, logger)
 	ctx, cancel := context.WithCancel(context.Background())
