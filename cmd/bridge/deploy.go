@@ -12,6 +12,7 @@ import (
 	"syscall"
 
 	"github.com/mcp-bridge/mcp-bridge/deploy"
+	"github.com/mcp-bridge/mcp-bridge/internal/flagx"
 )
 
 const deployUsage = `Usage:
@@ -42,7 +43,8 @@ Flags:
 
 // runDeploy implements `bridge deploy ...`; args follow "deploy".
 func runDeploy(args []string, stdout, stderr io.Writer) int {
-	f, command, code, ok := parseSubcommand(args, "aws", "bridge deploy", "target", deployUsage, stdout, stderr, newDeployFlags)
+	cmd := &flagx.Subcommand{Noun: "bridge deploy", Verb: "aws", What: "target", Usage: deployUsage, Unknown: unknownFlag}
+	f, command, code, ok := flagx.ParseSubcommand(cmd, args, stdout, stderr, newDeployFlags)
 	if !ok {
 		return code
 	}

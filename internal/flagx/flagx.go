@@ -3,7 +3,8 @@
 // parsing whose errors name the flag as the documentation does and never
 // read the flag package's texts (Parse, ValueError, Problem), the values
 // of a flag given as JSON (JSONValues, for a config file whose keys are
-// flags), and a --help grouped by sections (help.go).
+// flags), a --help grouped by sections (help.go), and the command line of
+// a subcommand, NOUN VERB [flags] [-- COMMAND ARGS...] (subcommand.go).
 package flagx
 
 import (

@@ -167,3 +167,53 @@ Other:
 		t.Fatalf("PrintDefaults:\n%s", out.String())
 	}
 }
+
+type subFlags struct {
+	tag string
+	on  bool
+}
+
+func newSubFlags(out io.Writer, f *subFlags) *flag.FlagSet {
+	fs := flag.NewFlagSet("n v", flag.ContinueOnError)
+	fs.SetOutput(out)
+	fs.StringVar(&f.tag, "tag", "", "a `tag`")
+	fs.BoolVar(&f.on, "on", false, "turn it on")
+	return fs
+}
+
+// ParseSubcommand runs VERB's flags and the command after --; it answers
+// help on stdout with 0 and a mistake on stderr with 2, in one line naming
+// the flag, or after the help for a word that is not VERB.
+func TestParseSubcommand(t *testing.T) {
+	const help = "Usage: n v\n  --on \n        turn it on\n  --tag tag\n        a tag\n"
+	s := &Subcommand{Noun: "n", Verb: "v", What: "verb", Usage: "Usage: n v\n", Unknown: unknown}
+	for _, c := range []struct {
+		args           []string
+		code           int
+		ok             bool
+		stdout, stderr string
+		command        []string
+	}{
+		{nil, 2, false, "", help, nil},
+		{[]string{"--help"}, 0, false, help, "", nil},
+		{[]string{"help"}, 0, false, help, "", nil},
+		{[]string{"w"}, 2, false, "", help + "\nn: unknown verb \"w\"\n", nil},
+		{[]string{"v", "-h"}, 0, false, help, "", nil},
+		{[]string{"v", "--nope"}, 2, false, "", "n v: no such flag nope\nRun 'n v --help' for usage.\n", nil},
+		{[]string{"v", "--on=maybe"}, 2, false, "", "n v: --on maybe: want true or false\nRun 'n v --help' for usage.\n", nil},
+		{[]string{"v", "--tag", "t", "stray"}, 2, false, "", "n v: unexpected argument \"stray\"; put the server command after --\n", nil},
+		{[]string{"v", "--tag", "t", "--"}, 2, false, "", "n v: nothing after --: give the server COMMAND [ARGS...]\n", nil},
+		{[]string{"v", "--on", "--tag", "t", "--", "srv", "--tag", "x"}, 0, true, "", "", []string{"srv", "--tag", "x"}},
+		{[]string{"v"}, 0, true, "", "", nil},
+	} {
+		var stdout, stderr bytes.Buffer
+		f, command, code, ok := ParseSubcommand(s, c.args, &stdout, &stderr, newSubFlags)
+		if code != c.code || ok != c.ok || stdout.String() != c.stdout || stderr.String() != c.stderr || !slices.Equal(command, c.command) {
+			t.Errorf("%q: code %d, ok %v, command %q, stdout %q, stderr %q; want %d, %v, %q, %q, %q",
+				c.args, code, ok, command, stdout.String(), stderr.String(), c.code, c.ok, c.command, c.stdout, c.stderr)
+		}
+		if ok && len(c.args) > 1 && (f.tag != "t" || !f.on) {
+			t.Errorf("%q: flags %+v", c.args, *f)
+		}
+	}
+}
