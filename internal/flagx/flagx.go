@@ -70,6 +70,13 @@ func (l *Repeat) Set(v string) error {
 	return nil
 }
 
+// Given is the set of the names of the flags that fs's Parse set.
+func Given(fs *flag.FlagSet) map[string]bool {
+	given := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { given[f.Name] = true })
+	return given
+}
+
 // A ValueError is a value a flag (or a key of a config file) refused.
 type ValueError struct {
 	Flag  *flag.Flag
