@@ -13,6 +13,8 @@ import (
 
 	"github.com/kelseyhightower/envconfig"
 	"github.com/mcp-bridge/mcp-bridge/connect"
+	"github.com/mcp-bridge/mcp-bridge/internal/flagx"
+	"github.com/mcp-bridge/mcp-bridge/internal/logx"
 )
 
 // connectConfig is the configuration of `bridge connect`, the client mode:
@@ -21,46 +23,27 @@ import (
 // the message bound, which mean the same in both modes.
 type connectConfig struct {
 	connect.Settings
-	LogFormat string `envconfig:"BRIDGE_LOG_FORMAT" default:"text"`
-	LogLevel  string `envconfig:"BRIDGE_LOG_LEVEL" default:"info"`
+	LogFormat string      `envconfig:"BRIDGE_LOG_FORMAT" default:"text"`
+	LogLevel  string      `envconfig:"BRIDGE_LOG_LEVEL" default:"info"`
+	format    logx.Format // LogFormat and LogLevel, read by parseConnectConfig
+	level     slog.Level
 }
 
-// connectFlagEnv names the variable of each flag, for --help.
-var connectFlagEnv = map[string]string{
-	"transport":                 "BRIDGE_CONNECT_TRANSPORT",
-	"token-file":                "BRIDGE_CONNECT_TOKEN_FILE",
-	"header":                    "BRIDGE_CONNECT_HEADERS",
-	"allow-http":                "BRIDGE_CONNECT_ALLOW_HTTP",
-	"tls-ca":                    "BRIDGE_CONNECT_TLS_CA",
-	"tls-client-cert":           "BRIDGE_CONNECT_TLS_CLIENT_CERT",
-	"tls-client-key":            "BRIDGE_CONNECT_TLS_CLIENT_KEY",
-	"max-message-bytes":         "BRIDGE_MAX_MESSAGE_BYTES",
-	"event-timeout":             "BRIDGE_CONNECT_EVENT_TIMEOUT",
-	"oauth":                     "BRIDGE_CONNECT_OAUTH",
-	"oauth-flow":                "BRIDGE_CONNECT_OAUTH_FLOW",
-	"oauth-client-id":           "BRIDGE_CONNECT_OAUTH_CLIENT_ID",
-	"oauth-client-secret-file":  "BRIDGE_CONNECT_OAUTH_CLIENT_SECRET_FILE",
-	"oauth-client-metadata-url": "BRIDGE_CONNECT_OAUTH_CLIENT_METADATA_URL",
-	"oauth-scope":               "BRIDGE_CONNECT_OAUTH_SCOPE",
-	"token-store":               "BRIDGE_CONNECT_TOKEN_STORE",
-	"no-browser":                "BRIDGE_CONNECT_NO_BROWSER",
-	"log-format":                "BRIDGE_LOG_FORMAT",
-	"log-level":                 "BRIDGE_LOG_LEVEL",
-}
-
-// headerFlag collects repeated --header values, never split on commas
-// (header values may hold them).
-type headerFlag struct{ dst *[]string }
-
-func (h headerFlag) String() string     { return "" }
-func (h headerFlag) Set(v string) error { *h.dst = append(*h.dst, v); return nil }
+// connectFlagEnv names the variable of each flag, for --help: the
+// envconfig tag of the field it sets.
+var connectFlagEnv = func() map[string]string {
+	c := &connectConfig{}
+	env := flagx.Vars(c, newConnectFlagSet(c, io.Discard))
+	env["header"] = "BRIDGE_CONNECT_HEADERS" // --header adds to its lines
+	return env
+}()
 
 func newConnectFlagSet(c *connectConfig, out io.Writer) *flag.FlagSet {
 	fs := flag.NewFlagSet("bridge connect", flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
 	fs.StringVar(&c.Transport, "transport", c.Transport, "remote `transport`: auto (Streamable HTTP, falling back to HTTP+SSE on a 4xx answer to initialize), streamable or sse")
 	fs.StringVar(&c.TokenFile, "token-file", c.TokenFile, "`file` holding the bearer token sent to the remote (its first line; BRIDGE_CONNECT_TOKEN also takes it)")
-	fs.Var(headerFlag{&c.HeaderFlags}, "header", "extra header `'Name: value'` sent to the remote (repeatable; the variable takes one per line); not Authorization, which belongs in a token file")
+	fs.Var(&flagx.Repeat{Dst: &c.HeaderFlags}, "header", "extra header `'Name: value'` sent to the remote (repeatable; the variable takes one per line); not Authorization, which belongs in a token file")
 	fs.BoolVar(&c.AllowHTTP, "allow-http", c.AllowHTTP, "send a token or headers over plain http:// to a host that is not loopback (anyone on the path reads them)")
 	fs.StringVar(&c.TLSCA, "tls-ca", c.TLSCA, "trust the remote's certificate if a CA in this PEM `file` signed it (instead of the system's CAs)")
 	fs.StringVar(&c.TLSClientCert, "tls-client-cert", c.TLSClientCert, "present this PEM client certificate `file` to the remote (mutual TLS; with --tls-client-key)")
@@ -122,13 +105,7 @@ func runConnect(ctx context.Context, args []string, stdin io.Reader, stdout, std
 		fmt.Fprintf(stderr, "bridge connect: %v\nRun 'bridge connect --help' for usage.\n", err)
 		return 2
 	}
-	var level slog.Level
-	_ = level.UnmarshalText([]byte(c.LogLevel)) // checked by parseConnectConfig
-	hopts := &slog.HandlerOptions{Level: level}
-	logger := slog.New(slog.NewTextHandler(stderr, hopts))
-	if c.LogFormat == "json" {
-		logger = slog.New(slog.NewJSONHandler(stderr, hopts))
-	}
+	logger := logx.New(stderr, c.format, c.level)
 	opts.Logger = logger
 
 	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
@@ -168,20 +145,15 @@ func parseConnectConfig(args []string, out io.Writer) (*connectConfig, error) {
 	if c.URL == "" {
 		return nil, errors.New("no remote URL: bridge connect https://host/mcp")
 	}
-	switch c.LogFormat {
-	case "text", "json":
-	default:
-		return nil, fmt.Errorf("--log-format %q: want text or json", c.LogFormat)
+	var err error
+	if err = c.format.UnmarshalText([]byte(c.LogFormat)); err != nil {
+		return nil, fmt.Errorf("--log-format %q: %w", c.LogFormat, err)
 	}
-	var level slog.Level
-	if err := level.UnmarshalText([]byte(c.LogLevel)); err != nil {
-		return nil, fmt.Errorf("--log-level %q: want debug, info, warn or error", c.LogLevel)
+	if c.level, err = logx.ParseLevel(c.LogLevel); err != nil {
+		return nil, fmt.Errorf("--log-level %q: %w", c.LogLevel, err)
 	}
-	if c.EventTimeout < 0 {
-		return nil, fmt.Errorf("--event-timeout %v: want a positive duration", c.EventTimeout)
-	}
-	if c.MaxMessageBytes < 0 {
-		return nil, fmt.Errorf("--max-message-bytes %d: want a positive size", c.MaxMessageBytes)
+	if err = c.Validate(); err != nil {
+		return nil, err
 	}
 	return c, nil
 }

@@ -13,6 +13,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"reflect"
 	"strconv"
 	"strings"
 	"time"
@@ -75,6 +76,41 @@ func Given(fs *flag.FlagSet) map[string]bool {
 	given := map[string]bool{}
 	fs.Visit(func(f *flag.Flag) { given[f.Name] = true })
 	return given
+}
+
+// Vars names the environment variable of each flag of fs that sets a
+// field of *cfg, a struct (its embedded structs included): the envconfig
+// tag of that field, so that the tags are the one list of the variables.
+// A List or Repeat sets the field its Dst points to.
+func Vars(cfg any, fs *flag.FlagSet) map[string]string {
+	tags := map[uintptr]string{} // by the field's address
+	var fields func(v reflect.Value)
+	fields = func(v reflect.Value) {
+		for i := 0; i < v.NumField(); i++ {
+			if f := v.Type().Field(i); f.Anonymous {
+				fields(v.Field(i))
+			} else if tag := f.Tag.Get("envconfig"); tag != "" {
+				tags[v.Field(i).Addr().Pointer()] = tag
+			}
+		}
+	}
+	fields(reflect.ValueOf(cfg).Elem())
+	vars := map[string]string{}
+	fs.VisitAll(func(f *flag.Flag) {
+		var p any = Unwrap(f.Value) // flag's own Values point at the field
+		switch v := p.(type) {
+		case *List:
+			p = v.Dst
+		case *Repeat:
+			p = v.Dst
+		}
+		if rv := reflect.ValueOf(p); rv.Kind() == reflect.Pointer {
+			if tag, ok := tags[rv.Pointer()]; ok {
+				vars[f.Name] = tag
+			}
+		}
+	})
+	return vars
 }
 
 // A ValueError is a value a flag (or a key of a config file) refused.

@@ -7,6 +7,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"maps"
 	"slices"
 	"strings"
 	"testing"
@@ -215,5 +216,35 @@ func TestParseSubcommand(t *testing.T) {
 		if ok && len(c.args) > 1 && (f.tag != "t" || !f.on) {
 			t.Errorf("%q: flags %+v", c.args, *f)
 		}
+	}
+}
+
+type varsInner struct {
+	Word string `envconfig:"T_WORD"`
+}
+
+type varsConfig struct {
+	varsInner
+	N      int      `envconfig:"T_N"`
+	List   []string `envconfig:"T_LIST"`
+	Hidden string   `ignored:"true"`
+}
+
+// Vars finds the field each flag sets, in an embedded struct too and
+// behind a List or a wrapped Value, and names its variable.
+func TestVars(t *testing.T) {
+	c := &varsConfig{}
+	fs := flag.NewFlagSet("t", flag.ContinueOnError)
+	fs.StringVar(&c.Word, "word", "", "")
+	fs.IntVar(&c.N, "n", 0, "")
+	fs.Var(&List{Dst: &c.List}, "list", "")
+	fs.StringVar(&c.Hidden, "hidden", "", "")
+	fs.Bool("loose", false, "")
+	if err := Parse(fs, nil, unknown); err != nil { // wraps the Values
+		t.Fatal(err)
+	}
+	got := Vars(c, fs)
+	if want := map[string]string{"word": "T_WORD", "n": "T_N", "list": "T_LIST"}; !maps.Equal(got, want) {
+		t.Errorf("Vars: %v, want %v", got, want)
 	}
 }
