@@ -8,7 +8,6 @@ import (
 	"io"
 	"os"
 	"os/signal"
-	"strings"
 	"syscall"
 
 	"github.com/mcp-bridge/mcp-bridge/deploy"
@@ -104,17 +103,7 @@ func newDeployFlags(out io.Writer, f *deployFlags) *flag.FlagSet {
 	fs.IntVar(&f.DesiredCount, "desired-count", 2, "tasks to run")
 	fs.IntVar(&f.MinTasks, "min-tasks", 1, "fewest tasks autoscaling keeps")
 	fs.IntVar(&f.MaxTasks, "max-tasks", 4, "most tasks autoscaling starts")
-	fs.Func("parameter", "set another template parameter, `KEY=VALUE` (repeatable), e.g. TaskCpu=1024", func(s string) error {
-		k, v, ok := strings.Cut(s, "=")
-		if !ok {
-			return fmt.Errorf("want KEY=VALUE, got %q", s)
-		}
-		if f.Parameters == nil {
-			f.Parameters = map[string]string{}
-		}
-		f.Parameters[k] = v
-		return nil
-	})
+	fs.Var(&flagx.Pairs{Dst: &f.Parameters, Form: "KEY=VALUE"}, "parameter", "set another template parameter, `KEY=VALUE` (repeatable), e.g. TaskCpu=1024")
 	fs.StringVar(&f.RoleArn, "role-arn", "", "with --target agentcore: the IAM role `ARN` the runtime runs as (trusted by bedrock-agentcore.amazonaws.com, allowed to pull the image and write logs)")
 	fs.StringVar(&f.JWTDiscoveryURL, "jwt-discovery-url", "", "with --target agentcore: accept bearer JWTs of this OpenID Connect issuer (its discovery document `URL`) instead of IAM SigV4")
 	fs.Var(&flagx.List{Dst: &f.JWTAllowedClients}, "jwt-allowed-clients", "with --jwt-discovery-url: the client IDs whose tokens are accepted, comma-separated")

@@ -14,6 +14,7 @@ import (
 	"flag"
 	"fmt"
 	"reflect"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -68,6 +69,38 @@ func (l *Repeat) Set(v string) error {
 		l.set = true
 	}
 	*l.Dst = append(*l.Dst, v)
+	return nil
+}
+
+// Pairs is a flag that may be repeated, each value KEY=VALUE, into a map
+// (made on the first value); a KEY given again takes the later VALUE.
+// Form names KEY=VALUE in the error of a value without "=".
+type Pairs struct {
+	Dst  *map[string]string
+	Form string
+}
+
+func (p *Pairs) String() string {
+	if p.Dst == nil {
+		return ""
+	}
+	var kv []string
+	for k, v := range *p.Dst {
+		kv = append(kv, k+"="+v)
+	}
+	slices.Sort(kv)
+	return strings.Join(kv, ",")
+}
+
+func (p *Pairs) Set(s string) error {
+	k, v, ok := strings.Cut(s, "=")
+	if !ok {
+		return fmt.Errorf("want %s, got %q", p.Form, s)
+	}
+	if *p.Dst == nil {
+		*p.Dst = map[string]string{}
+	}
+	(*p.Dst)[k] = v
 	return nil
 }
 

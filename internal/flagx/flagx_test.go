@@ -248,3 +248,21 @@ func TestVars(t *testing.T) {
 		t.Errorf("Vars: %v, want %v", got, want)
 	}
 }
+
+// Pairs makes its map on the first value; a key given again takes the
+// later value; a value without "=" is refused in the words of Form.
+func TestPairs(t *testing.T) {
+	var m map[string]string
+	fs := flag.NewFlagSet("t", flag.ContinueOnError)
+	fs.Var(&Pairs{Dst: &m, Form: "KEY=VALUE"}, "p", "")
+	if err := Parse(fs, []string{"--p", "a=1", "--p", "b=x=y", "--p", "a=2", "--p", "c="}, unknown); err != nil {
+		t.Fatal(err)
+	}
+	if want := map[string]string{"a": "2", "b": "x=y", "c": ""}; !maps.Equal(m, want) || fs.Lookup("p").Value.String() != "a=2,b=x=y,c=" {
+		t.Errorf("%v (%s), want %v", m, fs.Lookup("p").Value, want)
+	}
+	err := Parse(fs, []string{"--p", "novalue"}, unknown)
+	if want := `--p "novalue": want KEY=VALUE, got "novalue"`; err == nil || err.Error() != want {
+		t.Errorf("%v, want %s", err, want)
+	}
+}
