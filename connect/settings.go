@@ -68,10 +68,25 @@ type Settings struct {
 	OAuthClientSecretFile string `envconfig:"BRIDGE_CONNECT_OAUTH_CLIENT_SECRET_FILE"`
 }
 
-// Options checks the settings and turns them into Options, reading the
-// token, the client secret and the TLS files they name. Its errors name
-// the flag or variable at fault.
+// Validate checks the values that need nothing read to be checked: the
+// bounds. Its errors name the flag at fault, as Options' do.
+func (c *Settings) Validate() error {
+	if c.EventTimeout < 0 {
+		return fmt.Errorf("--event-timeout %v: want a positive duration", c.EventTimeout)
+	}
+	if c.MaxMessageBytes < 0 {
+		return fmt.Errorf("--max-message-bytes %d: want a positive size", c.MaxMessageBytes)
+	}
+	return nil
+}
+
+// Options checks the settings (Validate first) and turns them into
+// Options, reading the token, the client secret and the TLS files they
+// name. Its errors name the flag or variable at fault.
 func (c *Settings) Options() (*Options, error) {
+	if err := c.Validate(); err != nil {
+		return nil, err
+	}
 	u, err := url.Parse(c.URL)
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 		return nil, fmt.Errorf("remote URL %q: want http:// or https:// and a host, as in https://example.com/mcp", c.URL)

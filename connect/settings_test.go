@@ -5,6 +5,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 )
 
 // Settings.Options reads what the settings name and refuses, naming the
@@ -30,6 +31,8 @@ func TestSettingsOptions(t *testing.T) {
 			return o.Transport == DefaultTransport && o.Token == "" && len(o.Header) == 0 && o.OAuth == nil && o.HTTPClient == nil
 		}},
 		{"transport", Settings{URL: remote, Transport: "ws"}, `--transport "ws": want auto, streamable or sse`, nil},
+		{"event timeout", Settings{URL: remote, EventTimeout: -time.Second}, "--event-timeout -1s: want a positive duration", nil},
+		{"message bound", Settings{URL: remote, MaxMessageBytes: -5}, "--max-message-bytes -5: want a positive size", nil},
 		{"remote", Settings{URL: "remote.example/mcp"}, `remote URL "remote.example/mcp": want http:// or https:// and a host`, nil},
 		{"token file's first line", Settings{URL: remote, TokenFile: tokenFile}, "",
 			func(o *Options) bool { return o.Token == "tok-1" && o.TokenSource == "--token-file "+tokenFile }},

@@ -149,6 +149,43 @@ func (c *AWSConfig) Check() error {
 	return nil
 }
 
+// Complete finishes a configuration that a command line filled in (bridge
+// deploy aws) and checks it (Check). given holds the names of the flags
+// given: the ECS task counts have the flags' defaults (2, 1 and 4), which
+// a delete does not use and an AgentCore runtime does not have (given
+// explicitly, Check refuses them rather than ignore them). from is a
+// package spec to build an image from (ParseSpec), with the bridge
+// executable bridgeBinary; note is what a dry run says of it
+// (SetBridgeBinary).
+func (c *AWSConfig) Complete(given map[string]bool, from, bridgeBinary string, dryRun bool) (note string, err error) {
+	if c.Stack == "" {
+		return "", errors.New("--stack is required")
+	}
+	if c.Target == TargetAgentCore {
+		if !given["desired-count"] {
+			c.DesiredCount = 0
+		}
+		if !given["min-tasks"] {
+			c.MinTasks = 0
+		}
+		if !given["max-tasks"] {
+			c.MaxTasks = 0
+		}
+	}
+	if from != "" {
+		if c.Spec, err = ParseSpec(from); err != nil {
+			return "", err
+		}
+		if note, err = c.SetBridgeBinary(bridgeBinary, dryRun); err != nil {
+			return "", err
+		}
+	}
+	if c.Delete && c.Target != TargetAgentCore {
+		c.DesiredCount, c.MinTasks, c.MaxTasks = 0, 0, 0
+	}
+	return note, c.Check()
+}
+
 func (c *AWSConfig) counts() (desired, lo, hi int) {
 	desired, lo, hi = c.DesiredCount, c.MinTasks, c.MaxTasks
 	if desired == 0 {

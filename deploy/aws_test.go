@@ -193,3 +193,39 @@ func TestRunFromSpecStopsAtCredentials(t *testing.T) {
 		t.Errorf("went past the failed step:\n%s\n%s", progress.String(), out.String())
 	}
 }
+
+// Complete keeps the ECS task counts' flag defaults only where they mean
+// something: an AgentCore runtime refuses counts that were given, and
+// ignores those that were not; a delete has none.
+func TestComplete(t *testing.T) {
+	const role = "arn:aws:iam::123456789012:role/r"
+	ecsDefaults := func(c AWSConfig) *AWSConfig { c.DesiredCount, c.MinTasks, c.MaxTasks = 2, 1, 4; return &c }
+	for _, c := range []struct {
+		name   string
+		c      *AWSConfig
+		given  map[string]bool
+		from   string
+		counts [3]int
+		err    string
+	}{
+		{"no stack", ecsDefaults(AWSConfig{Image: "x:1", AllowHTTP: true}), nil, "", [3]int{2, 1, 4}, "--stack is required"},
+		{"ecs", ecsDefaults(AWSConfig{Stack: "s", Image: "x:1", AllowHTTP: true}), nil, "", [3]int{2, 1, 4}, ""},
+		{"ecs delete", ecsDefaults(AWSConfig{Stack: "s", Delete: true}), map[string]bool{"desired-count": true}, "", [3]int{}, ""},
+		{"agentcore", ecsDefaults(AWSConfig{Target: TargetAgentCore, Stack: "s", Image: "x:1", RoleArn: role}), nil, "", [3]int{}, ""},
+		{"agentcore given", ecsDefaults(AWSConfig{Target: TargetAgentCore, Stack: "s", Image: "x:1", RoleArn: role}),
+			map[string]bool{"max-tasks": true}, "", [3]int{0, 0, 4}, "--max-tasks applies to --target ecs only"},
+		{"bad spec", ecsDefaults(AWSConfig{Stack: "s", AllowHTTP: true}), nil, "npx:pkg", [3]int{2, 1, 4}, "bad package spec"},
+	} {
+		_, err := c.c.Complete(c.given, c.from, "", true)
+		if got := [3]int{c.c.DesiredCount, c.c.MinTasks, c.c.MaxTasks}; got != c.counts {
+			t.Errorf("%s: counts %v, want %v", c.name, got, c.counts)
+		}
+		if c.err == "" && err != nil || c.err != "" && (err == nil || !strings.Contains(err.Error(), c.err)) {
+			t.Errorf("%s: %v, want %q", c.name, err, c.err)
+		}
+	}
+	c := &AWSConfig{Stack: "s", AllowHTTP: true}
+	if _, err := c.Complete(nil, "npx:pkg@1.0.0", "", true); err != nil || c.Spec == nil || c.Spec.Package != "pkg" || c.BridgeBinary != "<this executable>" {
+		t.Errorf("from a spec: %v, spec %+v, binary %q", err, c.Spec, c.BridgeBinary)
+	}
+}

@@ -8,10 +8,10 @@ import (
 	"io"
 	"os"
 	"os/signal"
-	"strings"
 	"syscall"
 
 	"github.com/mcp-bridge/mcp-bridge/deploy"
+	"github.com/mcp-bridge/mcp-bridge/internal/flagx"
 )
 
 const deployUsage = `Usage:
@@ -42,19 +42,21 @@ Flags:
 
 // runDeploy implements `bridge deploy ...`; args follow "deploy".
 func runDeploy(args []string, stdout, stderr io.Writer) int {
-	f, command, code, ok := parseSubcommand(args, "aws", "bridge deploy", "target", deployUsage, stdout, stderr, newDeployFlags)
+	cmd := &flagx.Subcommand{Noun: "bridge deploy", Verb: "aws", What: "target", Usage: deployUsage, Unknown: unknownFlag}
+	f, command, code, ok := flagx.ParseSubcommand(cmd, args, stdout, stderr, newDeployFlags)
 	if !ok {
 		return code
 	}
-	cfg, err := f.config(command)
+	f.Command = command
+	note, err := f.Complete(flagx.Given(f.fs), f.from, f.bridgeBinary, f.dryRun)
 	if err != nil {
 		fmt.Fprintf(stderr, "bridge deploy aws: %v\n", err)
 		return 2
 	}
-	d := &deploy.Deployer{Config: cfg, Out: stdout, Progress: stderr}
+	d := &deploy.Deployer{Config: &f.AWSConfig, Out: stdout, Progress: stderr}
 	if f.dryRun {
-		if f.dryRunNote != "" {
-			fmt.Fprintf(stderr, "bridge deploy aws: note: %s\n", f.dryRunNote)
+		if note != "" {
+			fmt.Fprintf(stderr, "bridge deploy aws: note: %s\n", note)
 		}
 		if err := d.DryRun(stdout); err != nil {
 			fmt.Fprintf(stderr, "bridge deploy aws: %v\n", err)
@@ -78,10 +80,9 @@ func runDeploy(args []string, stdout, stderr io.Writer) int {
 // what is left beside it is what the command does with them.
 type deployFlags struct {
 	deploy.AWSConfig
-	from, bridgeBinary string // read into Spec and BridgeBinary by config
+	from, bridgeBinary string // read into Spec and BridgeBinary by Complete
 	dryRun             bool
-	dryRunNote         string        // what the real run would refuse, for a dry run to say
-	fs                 *flag.FlagSet // to tell set flags from defaults
+	fs                 *flag.FlagSet // to tell given flags from defaults
 }
 
 func newDeployFlags(out io.Writer, f *deployFlags) *flag.FlagSet {
@@ -102,27 +103,11 @@ func newDeployFlags(out io.Writer, f *deployFlags) *flag.FlagSet {
 	fs.IntVar(&f.DesiredCount, "desired-count", 2, "tasks to run")
 	fs.IntVar(&f.MinTasks, "min-tasks", 1, "fewest tasks autoscaling keeps")
 	fs.IntVar(&f.MaxTasks, "max-tasks", 4, "most tasks autoscaling starts")
-	fs.Func("parameter", "set another template parameter, `KEY=VALUE` (repeatable), e.g. TaskCpu=1024", func(s string) error {
-		k, v, ok := strings.Cut(s, "=")
-		if !ok {
-			return fmt.Errorf("want KEY=VALUE, got %q", s)
-		}
-		if f.Parameters == nil {
-			f.Parameters = map[string]string{}
-		}
-		f.Parameters[k] = v
-		return nil
-	})
+	fs.Var(&flagx.Pairs{Dst: &f.Parameters, Form: "KEY=VALUE"}, "parameter", "set another template parameter, `KEY=VALUE` (repeatable), e.g. TaskCpu=1024")
 	fs.StringVar(&f.RoleArn, "role-arn", "", "with --target agentcore: the IAM role `ARN` the runtime runs as (trusted by bedrock-agentcore.amazonaws.com, allowed to pull the image and write logs)")
 	fs.StringVar(&f.JWTDiscoveryURL, "jwt-discovery-url", "", "with --target agentcore: accept bearer JWTs of this OpenID Connect issuer (its discovery document `URL`) instead of IAM SigV4")
-	fs.Func("jwt-allowed-clients", "with --jwt-discovery-url: the client IDs whose tokens are accepted, comma-separated", func(s string) error {
-		f.JWTAllowedClients = append(f.JWTAllowedClients, splitList(s)...)
-		return nil
-	})
-	fs.Func("jwt-allowed-audience", "with --jwt-discovery-url: the audiences whose tokens are accepted, comma-separated", func(s string) error {
-		f.JWTAllowedAudience = append(f.JWTAllowedAudience, splitList(s)...)
-		return nil
-	})
+	fs.Var(&flagx.List{Dst: &f.JWTAllowedClients}, "jwt-allowed-clients", "with --jwt-discovery-url: the client IDs whose tokens are accepted, comma-separated")
+	fs.Var(&flagx.List{Dst: &f.JWTAllowedAudience}, "jwt-allowed-audience", "with --jwt-discovery-url: the audiences whose tokens are accepted, comma-separated")
 	fs.BoolVar(&f.dryRun, "dry-run", false, "print the Dockerfile, the template and every step; run nothing, call nothing")
 	fs.BoolVar(&f.Delete, "delete", false, "delete the stack (the ECR repository is kept)")
 	fs.Usage = func() {
@@ -131,56 +116,4 @@ func newDeployFlags(out io.Writer, f *deployFlags) *flag.FlagSet {
 	}
 	f.fs = fs
 	return fs
-}
-
-// splitList splits a comma-separated flag value, dropping empty items.
-func splitList(s string) []string {
-	var out []string
-	for _, v := range strings.Split(s, ",") {
-		if v = strings.TrimSpace(v); v != "" {
-			out = append(out, v)
-		}
-	}
-	return out
-}
-
-func (f *deployFlags) config(command []string) (*deploy.AWSConfig, error) {
-	if f.Stack == "" {
-		return nil, errors.New("--stack is required")
-	}
-	c := &f.AWSConfig
-	c.Command = command
-	if c.Target == deploy.TargetAgentCore {
-		// The task counts have defaults for ECS; given explicitly, they are
-		// refused (Check) rather than silently ignored.
-		set := map[string]bool{}
-		f.fs.Visit(func(fl *flag.Flag) { set[fl.Name] = true })
-		if !set["desired-count"] {
-			c.DesiredCount = 0
-		}
-		if !set["min-tasks"] {
-			c.MinTasks = 0
-		}
-		if !set["max-tasks"] {
-			c.MaxTasks = 0
-		}
-	}
-	if f.from != "" {
-		spec, err := deploy.ParseSpec(f.from)
-		if err != nil {
-			return nil, err
-		}
-		c.Spec = spec
-		if f.dryRunNote, err = c.SetBridgeBinary(f.bridgeBinary, f.dryRun); err != nil {
-			return nil, err
-		}
-	}
-	if c.Delete && c.Target != deploy.TargetAgentCore {
-		// Sizes have defaults; they mean nothing to a delete.
-		c.DesiredCount, c.MinTasks, c.MaxTasks = 0, 0, 0
-	}
-	if err := c.Check(); err != nil {
-		return nil, err
-	}
-	return c, nil
 }

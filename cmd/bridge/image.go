@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -38,7 +37,8 @@ Flags:
 
 // runImage implements `bridge image ...`; args follow "image".
 func runImage(args []string, stdout, stderr io.Writer) int {
-	f, command, code, ok := parseSubcommand(args, "build", "bridge image", "subcommand", imageUsage, stdout, stderr, newImageFlags)
+	cmd := &flagx.Subcommand{Noun: "bridge image", Verb: "build", What: "subcommand", Usage: imageUsage, Unknown: unknownFlag}
+	f, command, code, ok := flagx.ParseSubcommand(cmd, args, stdout, stderr, newImageFlags)
 	if !ok {
 		return code
 	}
@@ -99,66 +99,4 @@ func newImageFlags(out io.Writer, f *imageFlags) *flag.FlagSet {
 		flagx.PrintDefaults(out, fs)
 	}
 	return fs
-}
-
-// parseSubcommand parses "bridge NOUN VERB [flags] [-- COMMAND ARGS...]"
-// (args follow NOUN). When there is nothing to run (usage, help, a bad
-// flag) it returns ok=false and the exit status.
-func parseSubcommand[F any](args []string, verb, noun, what, usage string, stdout, stderr io.Writer,
-	newFlags func(io.Writer, *F) *flag.FlagSet) (f *F, command []string, code int, ok bool) {
-	// Help that was asked for goes to stdout (bridge image --help | less);
-	// help printed because of a mistake goes to stderr.
-	help := func(w io.Writer) {
-		fmt.Fprint(w, usage)
-		flagx.PrintDefaults(w, newFlags(w, new(F)))
-	}
-	if len(args) == 0 || args[0] != verb {
-		switch {
-		case len(args) > 0 && (args[0] == "-h" || args[0] == "--help" || args[0] == "help"):
-			help(stdout)
-			return nil, nil, 0, false
-		case len(args) == 0:
-			help(stderr)
-			return nil, nil, 2, false
-		}
-		help(stderr)
-		fmt.Fprintf(stderr, "\n%s: unknown %s %q\n", noun, what, args[0])
-		return nil, nil, 2, false
-	}
-	f = new(F)
-	fs := newFlags(io.Discard, f)
-	fs.Usage = func() {} // the error line is enough; the usage is one --help away
-	if err := parseFlags(fs, args[1:]); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			help(stdout)
-			return nil, nil, 0, false
-		}
-		// One line naming the flag as the help does (--name).
-		fmt.Fprintf(stderr, "%s %s: %v\nRun '%s %s --help' for usage.\n", noun, verb, err, noun, verb)
-		return nil, nil, 2, false
-	}
-	command, err := trailingCommand(fs, args[1:])
-	if err != nil {
-		fmt.Fprintf(stderr, "%s %s: %v\n", noun, verb, err)
-		return nil, nil, 2, false
-	}
-	return f, command, 0, true
-}
-
-// trailingCommand returns what follows "--" in args, and refuses stray
-// positional arguments before it.
-func trailingCommand(fs *flag.FlagSet, args []string) ([]string, error) {
-	rest := fs.Args()
-	// flag stops at "--" and drops it, or at the first non-flag argument.
-	consumed := len(args) - len(rest)
-	if consumed > 0 && args[consumed-1] == "--" {
-		if len(rest) == 0 {
-			return nil, errors.New("nothing after --: give the server COMMAND [ARGS...]")
-		}
-		return rest, nil
-	}
-	if len(rest) > 0 {
-		return nil, fmt.Errorf("unexpected argument %q; put the server command after --", rest[0])
-	}
-	return nil, nil
 }

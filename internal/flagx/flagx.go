@@ -3,7 +3,8 @@
 // parsing whose errors name the flag as the documentation does and never
 // read the flag package's texts (Parse, ValueError, Problem), the values
 // of a flag given as JSON (JSONValues, for a config file whose keys are
-// flags), and a --help grouped by sections (help.go).
+// flags), a --help grouped by sections (help.go), and the command line of
+// a subcommand, NOUN VERB [flags] [-- COMMAND ARGS...] (subcommand.go).
 package flagx
 
 import (
@@ -12,6 +13,8 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"reflect"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -67,6 +70,80 @@ func (l *Repeat) Set(v string) error {
 	}
 	*l.Dst = append(*l.Dst, v)
 	return nil
+}
+
+// Pairs is a flag that may be repeated, each value KEY=VALUE, into a map
+// (made on the first value); a KEY given again takes the later VALUE.
+// Form names KEY=VALUE in the error of a value without "=".
+type Pairs struct {
+	Dst  *map[string]string
+	Form string
+}
+
+func (p *Pairs) String() string {
+	if p.Dst == nil {
+		return ""
+	}
+	var kv []string
+	for k, v := range *p.Dst {
+		kv = append(kv, k+"="+v)
+	}
+	slices.Sort(kv)
+	return strings.Join(kv, ",")
+}
+
+func (p *Pairs) Set(s string) error {
+	k, v, ok := strings.Cut(s, "=")
+	if !ok {
+		return fmt.Errorf("want %s, got %q", p.Form, s)
+	}
+	if *p.Dst == nil {
+		*p.Dst = map[string]string{}
+	}
+	(*p.Dst)[k] = v
+	return nil
+}
+
+// Given is the set of the names of the flags that fs's Parse set.
+func Given(fs *flag.FlagSet) map[string]bool {
+	given := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { given[f.Name] = true })
+	return given
+}
+
+// Vars names the environment variable of each flag of fs that sets a
+// field of *cfg, a struct (its embedded structs included): the envconfig
+// tag of that field, so that the tags are the one list of the variables.
+// A List or Repeat sets the field its Dst points to.
+func Vars(cfg any, fs *flag.FlagSet) map[string]string {
+	tags := map[uintptr]string{} // by the field's address
+	var fields func(v reflect.Value)
+	fields = func(v reflect.Value) {
+		for i := 0; i < v.NumField(); i++ {
+			if f := v.Type().Field(i); f.Anonymous {
+				fields(v.Field(i))
+			} else if tag := f.Tag.Get("envconfig"); tag != "" {
+				tags[v.Field(i).Addr().Pointer()] = tag
+			}
+		}
+	}
+	fields(reflect.ValueOf(cfg).Elem())
+	vars := map[string]string{}
+	fs.VisitAll(func(f *flag.Flag) {
+		var p any = Unwrap(f.Value) // flag's own Values point at the field
+		switch v := p.(type) {
+		case *List:
+			p = v.Dst
+		case *Repeat:
+			p = v.Dst
+		}
+		if rv := reflect.ValueOf(p); rv.Kind() == reflect.Pointer {
+			if tag, ok := tags[rv.Pointer()]; ok {
+				vars[f.Name] = tag
+			}
+		}
+	})
+	return vars
 }
 
 // A ValueError is a value a flag (or a key of a config file) refused.

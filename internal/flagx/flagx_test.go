@@ -7,6 +7,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"maps"
 	"slices"
 	"strings"
 	"testing"
@@ -165,5 +166,103 @@ Other:
 	PrintDefaults(&out, fs)
 	if !strings.Contains(out.String(), "  --loose int\n        in no group\n") {
 		t.Fatalf("PrintDefaults:\n%s", out.String())
+	}
+}
+
+type subFlags struct {
+	tag string
+	on  bool
+}
+
+func newSubFlags(out io.Writer, f *subFlags) *flag.FlagSet {
+	fs := flag.NewFlagSet("n v", flag.ContinueOnError)
+	fs.SetOutput(out)
+	fs.StringVar(&f.tag, "tag", "", "a `tag`")
+	fs.BoolVar(&f.on, "on", false, "turn it on")
+	return fs
+}
+
+// ParseSubcommand runs VERB's flags and the command after --; it answers
+// help on stdout with 0 and a mistake on stderr with 2, in one line naming
+// the flag, or after the help for a word that is not VERB.
+func TestParseSubcommand(t *testing.T) {
+	const help = "Usage: n v\n  --on \n        turn it on\n  --tag tag\n        a tag\n"
+	s := &Subcommand{Noun: "n", Verb: "v", What: "verb", Usage: "Usage: n v\n", Unknown: unknown}
+	for _, c := range []struct {
+		args           []string
+		code           int
+		ok             bool
+		stdout, stderr string
+		command        []string
+	}{
+		{nil, 2, false, "", help, nil},
+		{[]string{"--help"}, 0, false, help, "", nil},
+		{[]string{"help"}, 0, false, help, "", nil},
+		{[]string{"w"}, 2, false, "", help + "\nn: unknown verb \"w\"\n", nil},
+		{[]string{"v", "-h"}, 0, false, help, "", nil},
+		{[]string{"v", "--nope"}, 2, false, "", "n v: no such flag nope\nRun 'n v --help' for usage.\n", nil},
+		{[]string{"v", "--on=maybe"}, 2, false, "", "n v: --on maybe: want true or false\nRun 'n v --help' for usage.\n", nil},
+		{[]string{"v", "--tag", "t", "stray"}, 2, false, "", "n v: unexpected argument \"stray\"; put the server command after --\n", nil},
+		{[]string{"v", "--tag", "t", "--"}, 2, false, "", "n v: nothing after --: give the server COMMAND [ARGS...]\n", nil},
+		{[]string{"v", "--on", "--tag", "t", "--", "srv", "--tag", "x"}, 0, true, "", "", []string{"srv", "--tag", "x"}},
+		{[]string{"v"}, 0, true, "", "", nil},
+	} {
+		var stdout, stderr bytes.Buffer
+		f, command, code, ok := ParseSubcommand(s, c.args, &stdout, &stderr, newSubFlags)
+		if code != c.code || ok != c.ok || stdout.String() != c.stdout || stderr.String() != c.stderr || !slices.Equal(command, c.command) {
+			t.Errorf("%q: code %d, ok %v, command %q, stdout %q, stderr %q; want %d, %v, %q, %q, %q",
+				c.args, code, ok, command, stdout.String(), stderr.String(), c.code, c.ok, c.command, c.stdout, c.stderr)
+		}
+		if ok && len(c.args) > 1 && (f.tag != "t" || !f.on) {
+			t.Errorf("%q: flags %+v", c.args, *f)
+		}
+	}
+}
+
+type varsInner struct {
+	Word string `envconfig:"T_WORD"`
+}
+
+type varsConfig struct {
+	varsInner
+	N      int      `envconfig:"T_N"`
+	List   []string `envconfig:"T_LIST"`
+	Hidden string   `ignored:"true"`
+}
+
+// Vars finds the field each flag sets, in an embedded struct too and
+// behind a List or a wrapped Value, and names its variable.
+func TestVars(t *testing.T) {
+	c := &varsConfig{}
+	fs := flag.NewFlagSet("t", flag.ContinueOnError)
+	fs.StringVar(&c.Word, "word", "", "")
+	fs.IntVar(&c.N, "n", 0, "")
+	fs.Var(&List{Dst: &c.List}, "list", "")
+	fs.StringVar(&c.Hidden, "hidden", "", "")
+	fs.Bool("loose", false, "")
+	if err := Parse(fs, nil, unknown); err != nil { // wraps the Values
+		t.Fatal(err)
+	}
+	got := Vars(c, fs)
+	if want := map[string]string{"word": "T_WORD", "n": "T_N", "list": "T_LIST"}; !maps.Equal(got, want) {
+		t.Errorf("Vars: %v, want %v", got, want)
+	}
+}
+
+// Pairs makes its map on the first value; a key given again takes the
+// later value; a value without "=" is refused in the words of Form.
+func TestPairs(t *testing.T) {
+	var m map[string]string
+	fs := flag.NewFlagSet("t", flag.ContinueOnError)
+	fs.Var(&Pairs{Dst: &m, Form: "KEY=VALUE"}, "p", "")
+	if err := Parse(fs, []string{"--p", "a=1", "--p", "b=x=y", "--p", "a=2", "--p", "c="}, unknown); err != nil {
+		t.Fatal(err)
+	}
+	if want := map[string]string{"a": "2", "b": "x=y", "c": ""}; !maps.Equal(m, want) || fs.Lookup("p").Value.String() != "a=2,b=x=y,c=" {
+		t.Errorf("%v (%s), want %v", m, fs.Lookup("p").Value, want)
+	}
+	err := Parse(fs, []string{"--p", "novalue"}, unknown)
+	if want := `--p "novalue": want KEY=VALUE, got "novalue"`; err == nil || err.Error() != want {
+		t.Errorf("%v, want %s", err, want)
 	}
 }
