@@ -21,6 +21,7 @@ import (
 	"github.com/mcp-bridge/mcp-bridge/endpoint"
 	"github.com/mcp-bridge/mcp-bridge/internal/configfile"
 	"github.com/mcp-bridge/mcp-bridge/internal/flagx"
+	"github.com/mcp-bridge/mcp-bridge/internal/logx"
 	"github.com/mcp-bridge/mcp-bridge/internal/units"
 	"github.com/mcp-bridge/mcp-bridge/msglog"
 	"github.com/mcp-bridge/mcp-bridge/peer"
@@ -63,7 +64,7 @@ type config struct {
 	TLSCert         string         `envconfig:"BRIDGE_TLS_CERT"`
 	TLSKey          string         `envconfig:"BRIDGE_TLS_KEY"`
 	TLSClientCA     string         `envconfig:"BRIDGE_TLS_CLIENT_CA"`
-	LogFormat       string         `envconfig:"BRIDGE_LOG_FORMAT"`
+	LogFormat       logx.Format    `envconfig:"BRIDGE_LOG_FORMAT"`
 	LogLevel        string         `envconfig:"BRIDGE_LOG_LEVEL"`
 	LogMessages     bool           `envconfig:"BRIDGE_LOG_MESSAGES"`
 	ShutdownGrace   time.Duration  `envconfig:"BRIDGE_SHUTDOWN_GRACE"`
@@ -143,7 +144,7 @@ type config struct {
 // Defaults of what cmd/bridge itself uses; the others are the packages'.
 const (
 	DefaultListen        = "127.0.0.1:8080"
-	DefaultLogFormat     = "text"
+	DefaultLogFormat     = logx.Text
 	DefaultLogLevel      = "info"
 	DefaultShutdownGrace = 10 * time.Second
 	DefaultSandbox       = endpoint.SandboxLocal
@@ -301,7 +302,7 @@ func newFlagSet(c *config) *flag.FlagSet {
 	fs.StringVar(&c.TLSCert, "tls-cert", c.TLSCert, gEdge.In("serve HTTPS with this PEM certificate `file` (chain included); reloaded with --tls-key on SIGHUP"))
 	fs.StringVar(&c.TLSKey, "tls-key", c.TLSKey, gEdge.In("PEM private key `file` of --tls-cert"))
 	fs.StringVar(&c.TLSClientCA, "tls-client-ca", c.TLSClientCA, gAuth.In("require client certificates signed by a CA in this PEM `file` (mutual TLS); a non-loopback --listen then needs no auth tokens"))
-	fs.StringVar(&c.LogFormat, "log-format", c.LogFormat, gObs.In("log `format`: text or json"))
+	fs.TextVar(&c.LogFormat, "log-format", c.LogFormat, gObs.In("log `format`: text or json"))
 	fs.StringVar(&c.LogLevel, "log-level", c.LogLevel, gObs.In("log `level`: debug, info, warn or error"))
 	fs.BoolVar(&c.LogMessages, "log-messages", c.LogMessages, gObs.In("log each JSON-RPC message both ways (session, method, id, size, body cut at "+strconv.Itoa(msglog.DefaultMaxBody)+" bytes), at info; message bodies hold what users and tools exchange; tokens and headers are never logged"))
 	fs.DurationVar(&c.StopGrace, "stop-grace", c.StopGrace, gProcs.In("when stopping a server: wait this long after closing stdin before SIGTERM, and again before SIGKILL"))
@@ -641,13 +642,9 @@ func (c *config) finish() error {
 		// default it means to the aggregate package.
 		return errors.New(`--aggregate-separator "": want 1 to 4 of A-Z a-z 0-9 _ - .`)
 	}
-	switch c.LogFormat {
-	case "text", "json":
-	default:
-		return fmt.Errorf("--log-format %q: want text or json", c.LogFormat)
-	}
-	if err := c.logLevel.UnmarshalText([]byte(c.LogLevel)); err != nil {
-		return fmt.Errorf("--log-level %q: want debug, info, warn or error", c.LogLevel)
+	var err error
+	if c.logLevel, err = logx.ParseLevel(c.LogLevel); err != nil {
+		return fmt.Errorf("--log-level %q: %w", c.LogLevel, err)
 	}
 	if err := c.checkLimits(); err != nil {
 		return err
@@ -665,7 +662,6 @@ func (c *config) finish() error {
 		return errors.New("--body-read-timeout, --write-timeout and --http-idle-timeout must not be 0 (negative: no limit)")
 	}
 	c.memory = int64(c.SandboxMemory)
-	var err error
 	if c.env, err = sandbox.ParseEnv(c.Env, nil); err != nil {
 		return err
 	}

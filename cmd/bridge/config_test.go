@@ -16,6 +16,7 @@ import (
 	"github.com/mcp-bridge/mcp-bridge/bridge"
 	"github.com/mcp-bridge/mcp-bridge/cloudformation"
 	"github.com/mcp-bridge/mcp-bridge/endpoint"
+	"github.com/mcp-bridge/mcp-bridge/internal/logx"
 	"github.com/mcp-bridge/mcp-bridge/internal/units"
 	"github.com/mcp-bridge/mcp-bridge/pin"
 	"github.com/mcp-bridge/mcp-bridge/pool"
@@ -59,6 +60,8 @@ func TestEveryFlagHasAnEnvironmentVariable(t *testing.T) {
 				v = "modern"
 			case *endpoint.Sandbox:
 				v = "docker"
+			case *logx.Format:
+				v = "json"
 			default:
 				t.Fatalf("flag --%s has an unhandled type %T", f.Name, f.Value.(flag.Getter).Get())
 			}

@@ -35,6 +35,7 @@ import (
 	"github.com/mcp-bridge/mcp-bridge/egress"
 	"github.com/mcp-bridge/mcp-bridge/endpoint"
 	"github.com/mcp-bridge/mcp-bridge/internal/gcfloor"
+	"github.com/mcp-bridge/mcp-bridge/internal/logx"
 	"github.com/mcp-bridge/mcp-bridge/sandbox"
 )
 
@@ -134,11 +135,7 @@ func version() string {
 }
 
 func newLogger(cfg *config, w io.Writer) *slog.Logger {
-	opts := &slog.HandlerOptions{Level: cfg.logLevel}
-	if cfg.LogFormat == "json" {
-		return slog.New(slog.NewJSONHandler(w, opts))
-	}
-	return slog.New(slog.NewTextHandler(w, opts))
+	return logx.New(w, cfg.LogFormat, cfg.logLevel)
 }
 
 // serve runs the bridge until ctx is done or SIGINT/SIGTERM arrives. If
