@@ -19,15 +19,19 @@ import (
 	"github.com/mcp-bridge/mcp-bridge/pool"
 )
 
+// answerForms are the two forms of a 2025 session's answers: an SSE
+// stream, or one JSON body (--json-response).
+var answerForms = []struct {
+	name  string
+	json  bool
+	ctype string
+}{
+	{"SSE", false, "text/event-stream"},
+	{"JSON", true, "application/json"},
+}
+
 func BenchmarkCall(b *testing.B) {
-	for _, tc := range []struct {
-		name  string
-		json  bool
-		ctype string
-	}{
-		{"SSE", false, "text/event-stream"},
-		{"JSON", true, "application/json"},
-	} {
+	for _, tc := range answerForms {
 		b.Run(tc.name, func(b *testing.B) {
 			br := startBridge(b, bridgeConfig{bridge: bridge.Options{JSONResponse: tc.json}})
 			c := rsOpen(b, br.URL, "2025-11-25")

@@ -707,14 +707,7 @@ func TestStatelessDateHeader(t *testing.T) {
 // or as one JSON body, carry one Date in net/http's form, of the time of
 // the answer, as the stateless ones do (the handler sets it, not net/http).
 func TestSessionDateHeader(t *testing.T) {
-	for _, tc := range []struct {
-		name  string
-		json  bool
-		ctype string
-	}{
-		{"SSE", false, "text/event-stream"},
-		{"JSON", true, "application/json"},
-	} {
+	for _, tc := range answerForms {
 		t.Run(tc.name, func(t *testing.T) {
 			br := startBridge(t, bridgeConfig{bridge: bridge.Options{JSONResponse: tc.json}})
 			c := rsOpen(t, br.URL, "2025-11-25")
