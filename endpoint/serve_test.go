@@ -43,7 +43,9 @@ func serveOne(t *testing.T, grace time.Duration) (url string, cancel func(), shu
 	logger := slog.New(onMessage{slog.NewTextHandler(testWriter{t}, nil), "shutting down", seen})
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
-	go func() { done <- endpoint.Serve(ctx, ln, set, &endpoint.ServeOptions{Grace: grace, StopBudget: 30 * time.Second, Logger: logger}) }()
+	go func() {
+		done <- endpoint.Serve(ctx, ln, set, &endpoint.ServeOptions{Grace: grace, StopBudget: 30 * time.Second, Logger: logger})
+	}()
 	return "http://" + ln.Addr().String() + bridge.DefaultPath, cancel, seen, done, set
 }
 
