@@ -24,7 +24,8 @@ import (
 // ProcessOptions configure NewProcess: what every server of a process
 // shares.
 type ProcessOptions struct {
-	// Telemetry are the process's metrics and tracing.
+	// Telemetry are the process's metrics and tracing; without a Logger of
+	// their own, they log to Logger.
 	Telemetry TelemetryOptions
 	// Auth authenticates requests (auth.New); its Logger is Logger.
 	Auth auth.Options
@@ -78,7 +79,11 @@ func NewProcess(ctx context.Context, o *ProcessOptions) (_ *Process, err error) 
 			p.Close() // what was built, last first
 		}
 	}()
-	if p.Telemetry, err = NewTelemetry(ctx, &o.Telemetry); err != nil {
+	to := o.Telemetry
+	if to.Logger == nil {
+		to.Logger = logger // the process's, unless the telemetry has its own
+	}
+	if p.Telemetry, err = NewTelemetry(ctx, &to); err != nil {
 		return nil, err
 	}
 	p.closers = append(p.closers, p.Telemetry.Close)

@@ -161,7 +161,7 @@ func serve(ctx context.Context, cfg *config, logger *slog.Logger, ready chan<- n
 		sharedAudit = cfg.AuditLog
 	}
 	proc, err := endpoint.NewProcess(ctx, &endpoint.ProcessOptions{
-		Telemetry: *telemetryOptions(cfg, logger),
+		Telemetry: *telemetryOptions(cfg, nil),
 		Auth: auth.Options{StaticTokens: cfg.tokens, Issuer: cfg.OAuthIssuer, ResourceURL: cfg.ResourceURL,
 			Scopes: cfg.OAuthScopes, TokenTypes: cfg.OAuthTokenTypes, IntrospectionURL: cfg.OAuthIntrospectionURL,
 			ClientID: cfg.OAuthClientID, ClientSecret: cfg.OAuthClientSecret},
