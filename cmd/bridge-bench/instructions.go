@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
@@ -27,7 +28,11 @@ import (
 // A count covers the bridge's start and stop as well as the calls, so each
 // figure is the difference between two counts, of n and of 3n calls per
 // client, divided by the 2n calls per client between them; each count is
-// the least of three runs (leastOf). Under valgrind
+// the least of three runs (leastOf). Each figure also says how much of it
+// is the garbage collector's (collectorShare): a window of a few thousand
+// calls holds about one collection, so that share moves by whole cycles
+// between builds whose calls cost the same, and the rest compares them
+// more closely. Under valgrind
 // the process runs one thread at a time, so with many clients the calls
 // overlap less than they do natively: the figures compare builds and
 // options, not the machine's capacity.
@@ -111,58 +116,77 @@ func instrRows(ctx context.Context, c *config, add func(what, result, target, me
 			fail("instructions per call, "+ic.what, err)
 			continue
 		}
-		result := fmt.Sprintf("%s instructions per call", thousands(n))
+		result := fmt.Sprintf("%s instructions per call (the collector's %s)", thousands(n.total), thousands(n.collector))
 		switch {
 		case ic.guards && plain[ic.clients] > 0:
-			result += fmt.Sprintf(" = %.3f x without them", n/plain[ic.clients])
+			result += fmt.Sprintf(" = %.3f x without them", n.total/plain[ic.clients])
 		case !ic.guards && !ic.stateless && len(ic.extra) == 0: // not --json-response
-			plain[ic.clients] = n
+			plain[ic.clients] = n.total
 		}
 		if c.baseline != "" && !ic.guards {
 			if b, err := perCall(ctx, c, c.baseline, ic, ic.extra); err != nil {
 				fail("instructions per call, baseline, "+ic.what, err)
 			} else {
-				result += fmt.Sprintf(" = %.3f x baseline (%s)", n/b, thousands(b))
+				result += fmt.Sprintf(" = %.3f x baseline (%s; the collector's %s); without the collector's, %.3f x",
+					n.total/b.total, thousands(b.total), thousands(b.collector), n.rest()/b.rest())
 			}
 		}
 		if ic.floor != "" {
 			if f, err := perCallFloor(ctx, c, ic); err != nil {
 				fail("instructions per call, "+ic.floorName, err)
 			} else {
-				result += fmt.Sprintf(" = %.2f x the %s (%s)", n/f, ic.floorName, thousands(f))
+				result += fmt.Sprintf(" = %.2f x the %s (%s)", n.total/f.total, ic.floorName, thousands(f.total))
 			}
 		}
 		add("instructions, "+ic.what, result, "", "")
 	}
 }
 
+// instrCount is a count of instructions: all of them, and the garbage
+// collector's among them (collectorShare).
+type instrCount struct {
+	total, collector int64
+}
+
+// instrPerCall is the instructions of one call, and the collector's.
+type instrPerCall struct {
+	total, collector float64
+}
+
+// rest is the instructions per call that are not the collector's.
+func (p instrPerCall) rest() float64 { return p.total - p.collector }
+
 // perCall is the bridge's instructions per call in case ic.
-func perCall(ctx context.Context, c *config, bin string, ic instrCase, extra []string) (float64, error) {
+func perCall(ctx context.Context, c *config, bin string, ic instrCase, extra []string) (instrPerCall, error) {
 	args := append([]string{"--listen", "127.0.0.1:0", "--log-format", "json", "--log-level", "info", "--max-sessions", "5000"}, extra...)
 	args = append(args, "--", c.minimal)
-	return countDifference(ic, func(calls int) (int64, error) {
+	return countDifference(ic, func(calls int) (instrCount, error) {
 		return countRun(ctx, bin, args, ic, calls, false)
 	})
 }
 
 // perCallFloor is the instructions per call of ic's floor (the floor's
 // process only: the children are not traced, as the bridge's are not).
-func perCallFloor(ctx context.Context, c *config, ic instrCase) (float64, error) {
-	return countDifference(ic, func(calls int) (int64, error) {
+func perCallFloor(ctx context.Context, c *config, ic instrCase) (instrPerCall, error) {
+	return countDifference(ic, func(calls int) (instrCount, error) {
 		return countRun(ctx, c.minimal, []string{ic.floor, "127.0.0.1:0"}, ic, calls, true)
 	})
 }
 
-func countDifference(ic instrCase, count func(calls int) (int64, error)) (float64, error) {
+func countDifference(ic instrCase, count func(calls int) (instrCount, error)) (instrPerCall, error) {
 	small, err := leastOf(count, ic.calls)
 	if err != nil {
-		return 0, err
+		return instrPerCall{}, err
 	}
 	big, err := leastOf(count, 3*ic.calls)
 	if err != nil {
-		return 0, err
+		return instrPerCall{}, err
 	}
-	return float64(big-small) / float64(2*ic.calls*ic.clients), nil
+	n := float64(2 * ic.calls * ic.clients)
+	return instrPerCall{
+		total:     float64(big.total-small.total) / n,
+		collector: float64(big.collector-small.collector) / n,
+	}, nil
 }
 
 // instrRuns is how many times each count is taken.
@@ -173,14 +197,14 @@ const instrRuns = 3
 // spinning longer, a GC cycle more landing in the run: seen here adding
 // up to 10,000 per call to a single run, once more than a whole run of
 // three times the calls), so the least is the estimate of the calls' own.
-func leastOf(count func(calls int) (int64, error), calls int) (int64, error) {
-	least := int64(-1)
+func leastOf(count func(calls int) (instrCount, error), calls int) (instrCount, error) {
+	least := instrCount{total: -1}
 	for range instrRuns {
 		n, err := count(calls)
 		if err != nil {
-			return 0, err
+			return instrCount{}, err
 		}
-		if least < 0 || n < least {
+		if least.total < 0 || n.total < least.total {
 			least = n
 		}
 	}
@@ -200,13 +224,39 @@ var instrRefs = regexp.MustCompile(`I\s+refs:\s+([\d,]+)`)
 // countRun runs bin under cachegrind, makes calls per client, stops it and
 // returns the instructions it executed. A floor prints its URL on stdout;
 // a bridge logs it.
-func countRun(ctx context.Context, bin string, args []string, ic instrCase, calls int, floor bool) (int64, error) {
-	out := "/dev/null"
+func countRun(ctx context.Context, bin string, args []string, ic instrCase, calls int, floor bool) (instrCount, error) {
+	var out string
 	if instrOut != "" {
 		instrRun++
 		out = filepath.Join(instrOut, fmt.Sprintf("%s-%dx%d-%d.cg", filepath.Base(bin), ic.clients, calls, instrRun))
 		logf("instructions: %s", out)
+	} else {
+		f, err := os.CreateTemp("", "bridge-bench-*.cg")
+		if err != nil {
+			return instrCount{}, err
+		}
+		f.Close()
+		out = f.Name()
+		defer os.Remove(out)
 	}
+	total, err := countRunTo(ctx, bin, args, ic, calls, floor, out)
+	if err != nil {
+		return instrCount{}, err
+	}
+	f, err := os.Open(out)
+	if err != nil {
+		return instrCount{}, fmt.Errorf("reading cachegrind's file: %w", err)
+	}
+	defer f.Close()
+	collector, err := collectorShare(f)
+	if err != nil {
+		return instrCount{}, fmt.Errorf("reading cachegrind's file %s: %w", out, err)
+	}
+	return instrCount{total: total, collector: collector}, nil
+}
+
+// countRunTo is countRun with cachegrind's file written to out.
+func countRunTo(ctx context.Context, bin string, args []string, ic instrCase, calls int, floor bool, out string) (int64, error) {
 	vargs := append([]string{"--tool=cachegrind", "--cache-sim=no", "--cachegrind-out-file=" + out, "--trace-children=no", bin}, args...)
 	urls := make(chan string, 1)
 	var mu sync.Mutex
@@ -327,4 +377,40 @@ func driveCalls(ctx context.Context, url string, ic instrCase, calls int) error 
 		}
 	}
 	return first
+}
+
+// collectorFunc matches the runtime's functions that mark, sweep and
+// scavenge the heap and manage its pages: the garbage collector's share of
+// a count. A heuristic over names (the runtime has no package of its own
+// for it), which a Go release may need extended.
+var collectorFunc = regexp.MustCompile(`^runtime\.(gc|\(\*gc|bgsweep|bgscavenge|greyobject|findObject|tryDefer|scan|.*[sS]weep|.*[mM]ark|.*typePointers|.*pallocBits|.*pageAlloc|.*scaveng|.*spanSet|.*mheap|wbBuf)`)
+
+// collectorShare sums the instructions of collectorFunc's functions in a
+// cachegrind file ("fn=NAME" opens a function's lines, each "LINE COUNT";
+// a function may appear under several files).
+func collectorShare(r io.Reader) (int64, error) {
+	var sum int64
+	in := false
+	sc := bufio.NewScanner(r)
+	sc.Buffer(make([]byte, 64<<10), 1<<20)
+	for sc.Scan() {
+		line := sc.Text()
+		if name, ok := strings.CutPrefix(line, "fn="); ok {
+			in = collectorFunc.MatchString(name)
+			continue
+		}
+		if !in || line == "" || line[0] < '0' || line[0] > '9' {
+			continue
+		}
+		_, count, ok := strings.Cut(line, " ")
+		if !ok {
+			return 0, fmt.Errorf("line %q: want a line number and a count", line)
+		}
+		n, err := strconv.ParseInt(count, 10, 64)
+		if err != nil {
+			return 0, fmt.Errorf("line %q: %w", line, err)
+		}
+		sum += n
+	}
+	return sum, sc.Err()
 }
