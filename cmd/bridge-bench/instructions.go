@@ -222,8 +222,9 @@ var (
 var instrRefs = regexp.MustCompile(`I\s+refs:\s+([\d,]+)`)
 
 // countRun runs bin under cachegrind, makes calls per client, stops it and
-// returns the instructions it executed. A floor prints its URL on stdout;
-// a bridge logs it.
+// returns the instructions it executed, and the collector's among them
+// (from cachegrind's file, which -instr-out keeps). A floor prints its URL
+// on stdout; a bridge logs it.
 func countRun(ctx context.Context, bin string, args []string, ic instrCase, calls int, floor bool) (instrCount, error) {
 	var out string
 	if instrOut != "" {
