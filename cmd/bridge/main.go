@@ -161,7 +161,7 @@ func serve(ctx context.Context, cfg *config, logger *slog.Logger, ready chan<- n
 		sharedAudit = cfg.AuditLog
 	}
 	proc, err := endpoint.NewProcess(ctx, &endpoint.ProcessOptions{
-		Telemetry: *telemetryOptions(cfg, nil),
+		Telemetry: *telemetryOptions(cfg),
 		Auth: auth.Options{StaticTokens: cfg.tokens, Issuer: cfg.OAuthIssuer, ResourceURL: cfg.ResourceURL,
 			Scopes: cfg.OAuthScopes, TokenTypes: cfg.OAuthTokenTypes, IntrospectionURL: cfg.OAuthIntrospectionURL,
 			ClientID: cfg.OAuthClientID, ClientSecret: cfg.OAuthClientSecret},
@@ -255,10 +255,11 @@ func serve(ctx context.Context, cfg *config, logger *slog.Logger, ready chan<- n
 		Grace: cfg.ShutdownGrace, StopBudget: sandbox.StopBudget(cfg.StopGrace), Logger: logger})
 }
 
-// telemetryOptions are the process's metrics and tracing options.
-func telemetryOptions(cfg *config, logger *slog.Logger) *endpoint.TelemetryOptions {
+// telemetryOptions are the process's metrics and tracing options; they log
+// to the process's logger (ProcessOptions.Logger).
+func telemetryOptions(cfg *config) *endpoint.TelemetryOptions {
 	return &endpoint.TelemetryOptions{NoMetrics: cfg.NoMetrics, MetricsListen: cfg.MetricsListen,
-		AllowedHosts: cfg.AllowedHosts, OTLPEndpoint: cfg.OTLPEndpoint, Logger: logger}
+		AllowedHosts: cfg.AllowedHosts, OTLPEndpoint: cfg.OTLPEndpoint}
 }
 
 // warnResourcePath warns when --resource-url names another path than the

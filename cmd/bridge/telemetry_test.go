@@ -19,7 +19,7 @@ func TestMetricsListen(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	tel, err := endpoint.NewTelemetry(context.Background(), telemetryOptions(cfg, slog.New(slog.DiscardHandler)))
+	tel, err := endpoint.NewTelemetry(context.Background(), discardLogs(telemetryOptions(cfg)))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -52,7 +52,7 @@ func TestTelemetryOff(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	tel, err := endpoint.NewTelemetry(context.Background(), telemetryOptions(cfg, slog.New(slog.DiscardHandler)))
+	tel, err := endpoint.NewTelemetry(context.Background(), discardLogs(telemetryOptions(cfg)))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -80,7 +80,7 @@ func TestMetricsListenChecksHost(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		tel, err := endpoint.NewTelemetry(context.Background(), telemetryOptions(cfg, slog.New(slog.DiscardHandler)))
+		tel, err := endpoint.NewTelemetry(context.Background(), discardLogs(telemetryOptions(cfg)))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -112,4 +112,10 @@ func TestMetricsListenChecksHost(t *testing.T) {
 		}
 		stop()
 	}
+}
+
+// discardLogs gives o a logger that writes nowhere.
+func discardLogs(o *endpoint.TelemetryOptions) *endpoint.TelemetryOptions {
+	o.Logger = slog.New(slog.DiscardHandler)
+	return o
 }
