@@ -1,6 +1,7 @@
 package aggregate_test
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"log/slog"
@@ -519,6 +520,7 @@ func TestListChangedInSession(t *testing.T) {
 // goes on.
 func TestProgressAndCancel(t *testing.T) {
 	cancelled := make(chan string, 10)
+	blocked := make(chan struct{}, 10)
 	f := newFixture(t, func(o *aggregate.Options) {
 		// The member's interceptor sees what reaches its child.
 		o.Members[0].Intercept = func(string, func(error)) (peer.Interceptor, func(error)) {
@@ -526,6 +528,9 @@ func TestProgressAndCancel(t *testing.T) {
 				return func(m *peer.Message) error {
 					if m.Dir == peer.ToChild && m.Method == "notifications/cancelled" {
 						cancelled <- string(m.Data)
+					}
+					if m.Dir == peer.ToChild && m.Method == "tools/call" && bytes.Contains(m.Data, []byte(`"block"`)) {
+						blocked <- struct{}{}
 					}
 					return next(m)
 				}
@@ -556,8 +561,15 @@ func TestProgressAndCancel(t *testing.T) {
 		_, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "test__block"})
 		done <- err
 	}()
-	// The call is in flight once the member child runs it: a call of
-	// the same member after it answers only if the child reads on.
+	// Cancel once the call reached the member child: a cancellation
+	// the client sends before its request went out is the client's own
+	// ("MAY ignore": the bridge never saw the request).
+	select {
+	case <-blocked:
+	case <-ctxT(t).Done():
+		t.Fatal("the blocking call never reached the member child")
+	}
+	// The member child reads on beside the blocked call.
 	if got := callText(t, cs, "test__echo", map[string]any{"text": "meanwhile"}); got != "meanwhile" {
 		t.Fatalf("a call beside the blocked one: %q", got)
 	}

@@ -28,6 +28,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -713,6 +714,17 @@ type Session struct {
 	// childReqs maps the server's requests to the stream they went on,
 	// until the client answers (for notifications/cancelled).
 	childReqs map[jsonrpc.ID]int64
+	// cancelledAhead holds the ids of the latest cancellations that named
+	// no request in flight, oldest overwritten first (cancelledNext).
+	// Each POST is a request of its own: a client that cancels at once
+	// can have its notifications/cancelled handled before the POST of the
+	// request it names, which is then dropped here rather than run for
+	// nobody. Ids are unique within a session ("MUST NOT have been
+	// previously used by the requestor within the same session",
+	// basic/index), so a late cancellation kept here names no later
+	// request.
+	cancelledAhead [4]jsonrpc.ID
+	cancelledNext  int
 	// deadlines fires at the earliest deadline of the requests in flight
 	// (or later: a call answered early leaves it as it is, and a firing
 	// finds the next one). One timer per session rather than per request:
@@ -921,6 +933,7 @@ func (s *Session) Post(msgs []Message, opts PostOptions) (*Reader, error) {
 	var now, deadline time.Time // deadline: the earliest of this POST's requests
 	var p *post
 	var one *postOne
+	var ahead []int // indexes in msgs of requests cancelled before they came
 	for i := range msgs {
 		env := &msgs[i].Env
 		if env.Kind != jsonrpc.KindRequest {
@@ -973,6 +986,9 @@ func (s *Session) Post(msgs []Message, opts PostOptions) (*Reader, error) {
 		s.inflight[env.ID] = c
 		p.waiting++
 		s.reg.addInflight(1)
+		if s.cancelledAheadLocked(env.ID) {
+			ahead = append(ahead, i)
+		}
 	}
 	for i := range msgs {
 		env := &msgs[i].Env
@@ -986,9 +1002,15 @@ func (s *Session) Post(msgs []Message, opts PostOptions) (*Reader, error) {
 				// not answer a cancelled request at all).
 				if c := s.inflight[env.RequestID]; c != nil {
 					s.answeredLocked(env.RequestID, c)
+				} else {
+					s.cancelledAhead[s.cancelledNext] = env.RequestID
+					s.cancelledNext = (s.cancelledNext + 1) % len(s.cancelledAhead)
 				}
 			}
 		}
+	}
+	if ahead != nil {
+		msgs, requests = s.dropCancelledLocked(msgs, ahead), requests-len(ahead)
 	}
 	var r *Reader
 	if one != nil {
@@ -997,6 +1019,9 @@ func (s *Session) Post(msgs []Message, opts PostOptions) (*Reader, error) {
 	s.mu.Unlock()
 
 	<-s.ready
+	if len(msgs) == 0 {
+		return r, nil // requests the client cancelled before they came
+	}
 	if requests == 0 && s.reg.opts.RequestTimeout > 0 {
 		// Notifications and answers wait for a server that stopped
 		// reading no longer than a request would.
@@ -1033,6 +1058,38 @@ func (s *Session) Post(msgs []Message, opts PostOptions) (*Reader, error) {
 		s.Close(fmt.Errorf("%w: %v", ErrServerExited, err))
 	}
 	return r, nil
+}
+
+// cancelledAheadLocked reports whether the client cancelled the request
+// id before it came (cancelledAhead), and forgets the cancellation.
+func (s *Session) cancelledAheadLocked(id jsonrpc.ID) bool {
+	for i, c := range s.cancelledAhead {
+		if c == id {
+			s.cancelledAhead[i] = ""
+			return true
+		}
+	}
+	return false
+}
+
+// dropCancelledLocked answers the requests at the indexes ahead in msgs
+// (registered, and cancelled by the client before they came) with
+// nothing, and returns msgs without them, in a new slice: the server is
+// never sent them. "Receivers of cancellation notifications SHOULD: Stop
+// processing the cancelled request [...] Not send a response for the
+// cancelled request" (basic/utilities/cancellation).
+func (s *Session) dropCancelledLocked(msgs []Message, ahead []int) []Message {
+	rest := make([]Message, 0, len(msgs)-len(ahead))
+	for i := range msgs {
+		if slices.Contains(ahead, i) {
+			id := msgs[i].Env.ID
+			s.logger.Debug("not sending the server a request its client cancelled before it came", "id", string(id))
+			s.answeredLocked(id, s.inflight[id])
+			continue
+		}
+		rest = append(rest, msgs[i])
+	}
+	return rest
 }
 
 func (s *Session) unregisterLocked(msgs []Message) {

@@ -133,6 +133,70 @@ func TestServerCRIsWhiteSpace(t *testing.T) {
 	}
 }
 
+// TestCancelledBeforeItCame: each POST is handled on its own, so a
+// client that cancels at once can have its notifications/cancelled
+// handled before the POST of the request it names. That request is not
+// sent to the server, which would run it for nobody, and its stream ends
+// without an answer; the session keeps the latest four such
+// cancellations only.
+func TestCancelledBeforeItCame(t *testing.T) {
+	checkLeaks(t)
+	reg, l := newTestRegistry(t, Options{IdleTimeout: -1})
+	s, p := startSession(t, reg, l)
+	cancel := func(id string) {
+		if r := postMsg(t, s, `{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":"`+id+`"}}`); r != nil {
+			t.Fatal("a notification opened a stream")
+		}
+	}
+	cancel("call-3")
+	r := postMsg(t, s, `{"jsonrpc":"2.0","id":"call-3","method":"tools/call"}`)
+	ctx, stop := context.WithTimeout(context.Background(), time.Minute)
+	defer stop()
+	if _, d, err := r.Next(ctx); err != io.EOF {
+		t.Fatalf("the stream of a request cancelled before it came: %q, %v; want its end", d, err)
+	}
+	// The server reads the next request first: it was sent neither the
+	// cancelled one nor the cancellation of a request it never had.
+	r = postMsg(t, s, `{"jsonrpc":"2.0","id":4,"method":"ping"}`)
+	if got := p.Read(t); !strings.Contains(got, `"method":"ping"`) {
+		t.Fatalf("the server read %s, want the ping", got)
+	}
+	p.Write(t, `{"jsonrpc":"2.0","id":4,"result":{}}`+"\n")
+	if got := next(t, r); got != `{"jsonrpc":"2.0","id":4,"result":{}}` {
+		t.Fatalf("answer %s", got)
+	}
+	// Five cancellations of no request: the oldest is forgotten, and its
+	// request (a client that reuses ids breaks the spec, but gets its
+	// request run) goes to the server.
+	for _, id := range []string{"a", "b", "c", "d", "e"} {
+		cancel(id)
+	}
+	r = postMsg(t, s, `{"jsonrpc":"2.0","id":"a","method":"ping"}`)
+	if got := p.Read(t); !strings.Contains(got, `"method":"ping"`) {
+		t.Fatalf("the server read %s, want the ping of the forgotten cancellation", got)
+	}
+	p.Write(t, `{"jsonrpc":"2.0","id":"a","result":{}}`+"\n")
+	if got := next(t, r); !strings.Contains(got, `"id":"a"`) {
+		t.Fatalf("answer %s", got)
+	}
+	// A POST of two requests, one cancelled before it came: the other is
+	// sent and answered on the POST's stream.
+	r, err := s.Post([]Message{msg(t, `{"jsonrpc":"2.0","id":"e","method":"ping"}`), msg(t, `{"jsonrpc":"2.0","id":6,"method":"ping"}`)}, PostOptions{Resumable: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := p.Read(t); !strings.Contains(got, `"id":6`) {
+		t.Fatalf("the server read %s, want the ping of id 6", got)
+	}
+	p.Write(t, `{"jsonrpc":"2.0","id":6,"result":{}}`+"\n")
+	if got := next(t, r); !strings.Contains(got, `"id":6`) {
+		t.Fatalf("answer %s", got)
+	}
+	if _, _, err := r.Next(context.Background()); err != io.EOF {
+		t.Fatalf("the stream must end after the one answer: %v", err)
+	}
+}
+
 // TestStdoutClosedEndsSession: a server that closes its stdout and keeps
 // running can answer nothing more. The session ends, its requests in
 // flight get an error that says why, and the server is stopped,
