@@ -561,9 +561,10 @@ func TestProgressAndCancel(t *testing.T) {
 		_, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "test__block"})
 		done <- err
 	}()
-	// Cancel once the call reached the member child: a cancellation
-	// the client sends before its request went out is the client's own
-	// ("MAY ignore": the bridge never saw the request).
+	// Cancel once the call reached the member child: cancelled before,
+	// the call never reaches it (a session drops a request whose
+	// cancellation came first, session.TestCancelledBeforeItCame), and
+	// the child has nothing to be told.
 	select {
 	case <-blocked:
 	case <-ctxT(t).Done():
