@@ -45,6 +45,11 @@ summary: 8179
 	if want := int64(127 + 3 + 40 + 9); got != want {
 		t.Errorf("collectorShare = %d, want %d", got, want)
 	}
+	// With --cache-sim=yes each line has more counts after Ir.
+	sim := "events: Ir I1mr ILmr\nfn=runtime.scanobject\n10 100 7 1\nfn=runtime.mallocgc\n2 2000 3 0\nfn=runtime.gcDrain\n4 20\n"
+	if got, err := collectorShare(strings.NewReader(sim)); err != nil || got != 120 {
+		t.Errorf("collectorShare of a file with cache events = %d, %v; want 120 (Ir only)", got, err)
+	}
 	if _, err := collectorShare(strings.NewReader("fn=runtime.scanobject\n10 x\n")); err == nil {
 		t.Error("collectorShare took a count that is not a number")
 	}

@@ -407,6 +407,9 @@ func collectorShare(r io.Reader) (int64, error) {
 		if !ok {
 			return 0, fmt.Errorf("line %q: want a line number and a count", line)
 		}
+		// With more events than Ir (a cachegrind run with --cache-sim=yes,
+		// to read its files by hand) Ir comes first.
+		count, _, _ = strings.Cut(count, " ")
 		n, err := strconv.ParseInt(count, 10, 64)
 		if err != nil {
 			return 0, fmt.Errorf("line %q: %w", line, err)

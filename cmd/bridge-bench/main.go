@@ -404,7 +404,12 @@ func (t *throughput) run(ctx context.Context) error {
 					// 1-session figure taken sooner after the same bridge's
 					// concurrent one (the order reverses every other round)
 					// would measure the governor's change, not the bridge.
-					if err := pace(ctx, tg.busyUntil.Add(procs.Hold+100*time.Millisecond)); err != nil {
+					// It checks every procs.Hold, so it drops to one P
+					// between Hold and twice Hold after the last two in
+					// flight: waiting only Hold left up to 0.4 s of the default
+					// window on two Ps, more or less in each process as
+					// its ticker happened to fall.
+					if err := pace(ctx, tg.busyUntil.Add(2*procs.Hold+100*time.Millisecond)); err != nil {
 						break
 					}
 				}
@@ -483,10 +488,14 @@ func summarize(ss []sample) summary {
 		cpu.self += s.cpu.self
 		cpu.target += s.cpu.target
 		cpu.kids += s.cpu.kids
+		cpu.vcsw += s.cpu.vcsw
+		cpu.ivcsw += s.cpu.ivcsw
 	}
 	if calls > 0 {
 		n := time.Duration(calls)
-		cpu = cpuSnap{cpu.self / n, cpu.target / n, cpu.kids / n}
+		// Switches per 100 calls, to keep them integers.
+		per100 := func(sw int64) int64 { return (sw*100 + int64(calls)/2) / int64(calls) }
+		cpu = cpuSnap{cpu.self / n, cpu.target / n, cpu.kids / n, per100(cpu.vcsw), per100(cpu.ivcsw)}
 	}
 	return summary{ok: true, rate: median(rates), p50: percentile(lats, 50), p99: percentile(lats, 99), calls: calls, cpu: cpu}
 }
@@ -495,9 +504,15 @@ func (s summary) String() string {
 	return fmt.Sprintf("%s calls/s, p50 %s, p99 %s", thousands(s.rate), dur(s.p50), dur(s.p99))
 }
 
-// cpuString is the CPU time per call: load generator / server / children.
+// cpuString is the CPU time per call: load generator / server / children;
+// with the server's context switches per 100 calls where it has a
+// process of its own.
 func (s summary) cpuString() string {
-	return fmt.Sprintf("%d / %d / %d", s.cpu.self.Microseconds(), s.cpu.target.Microseconds(), s.cpu.kids.Microseconds())
+	out := fmt.Sprintf("%d / %d / %d", s.cpu.self.Microseconds(), s.cpu.target.Microseconds(), s.cpu.kids.Microseconds())
+	if s.cpu.vcsw+s.cpu.ivcsw > 0 {
+		out += fmt.Sprintf(" (%d+%d sw)", s.cpu.vcsw, s.cpu.ivcsw)
+	}
+	return out
 }
 
 func (t *throughput) rows(add func(what, result, cpu, target, met string), fail func(string, error)) {
@@ -955,7 +970,7 @@ func printReport(c *config, rows []row, bad []string, started time.Time, loadSta
 		fmt.Println("NOTE: profiling build (-profile): figures are not the release figures")
 	}
 	fmt.Println()
-	fmt.Println("| measurement | result | CPU µs per call: client / server / children | target | met |")
+	fmt.Println("| measurement | result | CPU µs per call: client / server / children (server context switches per 100 calls: voluntary+involuntary) | target | met |")
 	fmt.Println("|---|---|---|---|---|")
 	for _, r := range rows {
 		fmt.Printf("| %s | %s | %s | %s | %s |\n", r.what, r.result, r.cpu, r.target, r.met)

@@ -449,13 +449,45 @@ func freePort() (int, error) {
 }
 
 // cpuSnap is CPU time consumed so far: by the harness (the load
-// generator), by the target process, and by the target's children.
+// generator), by the target process, and by the target's children; and
+// the context switches of the target's threads (voluntary: a thread that
+// blocked, so wake-ups; involuntary: a thread preempted), which tell a
+// process that hands work between threads more often from one that does
+// more work.
 type cpuSnap struct {
 	self, target, kids time.Duration
+	vcsw, ivcsw        int64
 }
 
 func (a cpuSnap) sub(b cpuSnap) cpuSnap {
-	return cpuSnap{a.self - b.self, a.target - b.target, a.kids - b.kids}
+	return cpuSnap{a.self - b.self, a.target - b.target, a.kids - b.kids, a.vcsw - b.vcsw, a.ivcsw - b.ivcsw}
+}
+
+// procSwitches sums the context switches of the threads of pid that are
+// alive now, from /proc/<pid>/task/*/status (a thread that exited between
+// two readings is missed; the Go runtime seldom ends threads).
+func procSwitches(pid int) (vol, invol int64) {
+	tasks, _ := filepath.Glob(fmt.Sprintf("/proc/%d/task/[0-9]*/status", pid))
+	for _, t := range tasks {
+		b, err := os.ReadFile(t)
+		if err != nil {
+			continue
+		}
+		for line := range strings.Lines(string(b)) {
+			k, v, ok := strings.Cut(line, ":")
+			if !ok {
+				continue
+			}
+			n, _ := strconv.ParseInt(strings.TrimSpace(v), 10, 64)
+			switch k {
+			case "voluntary_ctxt_switches":
+				vol += n
+			case "nonvoluntary_ctxt_switches":
+				invol += n
+			}
+		}
+	}
+	return vol, invol
 }
 
 // clockTick is the unit of /proc/<pid>/stat times (USER_HZ, 100 on Linux).
@@ -533,6 +565,7 @@ func meterFor(pid int, kids []int) func() cpuSnap {
 			own, reaped := procCPU(pid)
 			s.target = own
 			s.kids = reaped
+			s.vcsw, s.ivcsw = procSwitches(pid)
 			kids = descendants(pid)
 		}
 		for _, c := range kids {

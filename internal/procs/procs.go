@@ -15,7 +15,8 @@ import (
 )
 
 // Hold is how long at most one request must have been in flight before
-// the governor drops to one P.
+// the governor drops to one P. It checks every Hold, so the drop comes
+// between Hold and twice Hold after the last two requests in flight.
 const Hold = time.Second
 
 // A governor sets GOMAXPROCS from the bridge's load: one P while it
