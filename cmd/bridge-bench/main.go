@@ -226,7 +226,7 @@ type target struct {
 	res  map[int][]sample // by concurrency, one sample per round
 	hwm  int64            // a bridge's peak RSS after the rounds (the highest, with -restart)
 
-	busyUntil time.Time // the end of its last measurement with concurrent clients
+	busyUntil time.Time // the end of its last measurement with concurrent clients, or its start
 }
 
 type throughput struct {
@@ -448,6 +448,9 @@ func (tg *target) launch(ctx context.Context) {
 		return
 	}
 	tg.pid = p.pid
+	// A bridge's governor starts as if just busy (on all Ps): a 1-session
+	// figure right after a (re)start waits for it as after 50 sessions.
+	tg.busyUntil = time.Now()
 }
 
 // noteMemory keeps a bridge's peak RSS, the highest of its processes'.
