@@ -48,7 +48,6 @@ import (
 	"net/http"
 	"net/url"
 	"os"
-	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -213,10 +212,6 @@ type Handler struct {
 	// stateless responses' (streamKeeper) and the SSE streams' (keepAlive);
 	// nil: SSEKeepAlive negative.
 	keepAlives *peer.Timeouts
-	// busyInflight is how many requests in flight across sessions make
-	// the bridge busy, where an SSE stream flushes its priming event at
-	// once instead of waiting primeFlushDelay for its answer (stream).
-	busyInflight int
 	// primeTimers are stopped timers for primeFlushDelay, and quiets
 	// stopped keep-alive deadlines (*quiet), reused across requests. The
 	// handler's own, not the package's: a timer or channel made inside a
@@ -259,7 +254,6 @@ func NewHandler(reg *session.Registry, opts *Options) *Handler {
 	if o.SSEKeepAlive > 0 {
 		h.keepAlives = peer.NewTimeouts(o.SSEKeepAlive)
 	}
-	h.busyInflight = busyInflightPerCPU * runtime.NumCPU()
 	h.primeTimers.New = func() any {
 		t := time.NewTimer(time.Hour)
 		t.Stop()
@@ -1243,14 +1237,11 @@ func (h *Handler) stream(w http.ResponseWriter, r *http.Request, sess *session.S
 	// The headers and the priming event go out with the first event if it
 	// is ready within primeFlushDelay, else on their own when it expires: a
 	// quick answer then costs one write to the connection instead of two
-	// (the profile showed these writes as the bridge's main cost). On a
-	// busy bridge answers take longer than that, and the timer would only
-	// delay the flush it ends in by a wake-up of its own: the priming
-	// event goes out at once, as the spec has it.
+	// (the profile showed these writes as the bridge's main cost). Also on
+	// a busy bridge, where the timer often expires: flushing at once there
+	// instead cost more than the timer's wake-ups (BENCHMARKS.md, "A
+	// seventh machine").
 	seq, data, err := reader.NextBefore(readyCtx, nil)
-	if err == context.Canceled && h.reg.Inflight() > h.busyInflight {
-		err = session.ErrNotYet
-	}
 	if err == context.Canceled {
 		t := h.primeTimers.Get().(*time.Timer)
 		t.Reset(primeFlushDelay)
@@ -1392,15 +1383,6 @@ func (k *keepAlive) stop() {
 // "immediately"; a millisecond is well within what a client can observe of
 // a network round trip, and buys one write per request.
 const primeFlushDelay = time.Millisecond
-
-// busyInflightPerCPU, times the cores, is how many requests in flight
-// make the bridge busy (Handler.busyInflight). Each answer then waits for
-// the processes of the others: at about 200 µs of CPU per call before its
-// answer on this path (bridge-bench, 50 sessions on 2 cores: 400 µs per
-// call across the bridge, the children and the client), five requests
-// per core ahead of one put its answer past primeFlushDelay; four leaves
-// a margin. At 50 sessions on 2 cores the timer expired on every call.
-const busyInflightPerCPU = 4
 
 // readyCtx is already done: Reader.Next with it returns an event only if
 // one is ready, and context.Canceled instead of waiting.

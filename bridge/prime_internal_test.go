@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"strconv"
 	"strings"
 	"testing"
 	"testing/synctest"
@@ -62,18 +63,17 @@ func answer(t *testing.T, child *memchild.Child, result string) {
 }
 
 // An SSE stream's priming event waits primeFlushDelay for the answer, so
-// that a quick answer leaves in the same write; on a busy bridge (more
-// requests in flight than busyInflight) it is flushed at once, since the
-// answers take longer than that anyway. Either way it comes before the
-// answer, and a stream quiet for SSEKeepAlive after it gets a comment.
-func TestPrimeFlushedAtOnceWhenBusy(t *testing.T) {
+// that a quick answer leaves with it in one write, however many requests
+// are in flight; one without its answer by then gets the priming event on
+// its own, before the answer, and a stream quiet for SSEKeepAlive after it
+// gets a comment.
+func TestPrimeHeldForTheAnswer(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		const every = 25 * time.Second
 		logger := slog.New(slog.DiscardHandler)
 		kids := make(heldLauncher, 1)
 		reg := session.NewRegistry(&session.Options{Launcher: kids, Logger: logger})
 		h := NewHandler(reg, &Options{SSEKeepAlive: every, Logger: logger})
-		h.busyInflight = 2
 
 		init := startPost(h, "", `{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"`+primingVersion+`","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}`)
 		child := <-kids
@@ -87,48 +87,48 @@ func TestPrimeFlushedAtOnceWhenBusy(t *testing.T) {
 		<-initialized.done
 		child.Read(t)
 
-		call := func(id string) *heldPost {
-			return startPost(h, sid, `{"jsonrpc":"2.0","id":`+id+`,"method":"tools/call","params":{"name":"echo","arguments":{}}}`)
-		}
-		// Up to busyInflight requests in flight: each stream's priming
-		// event waits for its answer, primeFlushDelay at most.
-		var quiet []*heldPost
-		for _, id := range []string{"1", "2"} {
-			p := call(id)
+		// More requests in flight than a 2-core bridge's old threshold for
+		// flushing at once (eight): each stream's priming event is held.
+		const inflight = 12
+		var calls []*heldPost
+		for i := range inflight {
+			p := startPost(h, sid, `{"jsonrpc":"2.0","id":`+strconv.Itoa(i+1)+`,"method":"tools/call","params":{"name":"echo","arguments":{}}}`)
 			synctest.Wait()
 			if got := p.rec.take(); got != "" {
-				t.Fatalf("request %s, %d in flight: %q flushed at once; want the priming event held for its answer", id, reg.Inflight(), got)
+				t.Fatalf("request %d, %d in flight: %q flushed at once; want the priming event held for its answer", i+1, reg.Inflight(), got)
 			}
-			quiet = append(quiet, p)
+			calls = append(calls, p)
 		}
-		// One more: busy, the priming event goes out at once.
-		busy := call("3")
-		synctest.Wait()
-		if got := busy.rec.take(); !strings.HasPrefix(got, "id: ") || !strings.HasSuffix(got, "_0\ndata: \n\n") {
-			t.Fatalf("request 3, %d in flight: %q flushed at once; want the priming event", reg.Inflight(), got)
+		// The first answer comes within primeFlushDelay: the priming event
+		// and the answer leave together.
+		answer(t, child, `{"content":[]}`)
+		<-calls[0].done
+		if got := calls[0].rec.take(); !strings.HasPrefix(got, "id: ") || !strings.Contains(got, "_0\ndata: \n\nid: ") || !strings.Contains(got, `"content":[]`) {
+			t.Fatalf("request 1 answered within %s: %q; want the priming event and the answer in one flush", primeFlushDelay, got)
 		}
+		quiet := calls[1:]
 		time.Sleep(primeFlushDelay)
 		synctest.Wait()
 		for i, p := range quiet {
 			if got := p.rec.take(); !strings.HasPrefix(got, "id: ") || !strings.HasSuffix(got, "_0\ndata: \n\n") {
-				t.Fatalf("request %d after primeFlushDelay without its answer: %q flushed; want the priming event", i+1, got)
+				t.Fatalf("request %d after primeFlushDelay without its answer: %q flushed; want the priming event", i+2, got)
 			}
 		}
 		// Quiet for SSEKeepAlive: a comment on each stream.
 		time.Sleep(every)
 		synctest.Wait()
-		for i, p := range append(quiet, busy) {
+		for i, p := range quiet {
 			if got := p.rec.take(); got != keepAliveComment {
-				t.Fatalf("request %d quiet for %s: %q flushed; want %q", i+1, every, got, keepAliveComment)
+				t.Fatalf("request %d quiet for %s: %q flushed; want %q", i+2, every, got, keepAliveComment)
 			}
 		}
-		for range 3 {
+		for range quiet {
 			answer(t, child, `{"content":[]}`)
 		}
-		for i, p := range append(quiet, busy) {
+		for i, p := range quiet {
 			<-p.done
 			if got := p.rec.take(); !strings.Contains(got, "_1\ndata: {") || !strings.Contains(got, `"content":[]`) {
-				t.Fatalf("request %d: the stream ended with %q; want the answer as event 1", i+1, got)
+				t.Fatalf("request %d: the stream ended with %q; want the answer as event 1", i+2, got)
 			}
 		}
 		if err := reg.Shutdown(context.Background()); err != nil {
