@@ -34,6 +34,7 @@ type flushRecorder struct {
 	mu      sync.Mutex
 	pending strings.Builder
 	flushed strings.Builder
+	writes  int // flushes that had something to write
 }
 
 func (r *flushRecorder) Header() http.Header { return r.header }
@@ -47,9 +48,19 @@ func (r *flushRecorder) Write(p []byte) (int, error) {
 func (r *flushRecorder) FlushError() error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	if r.pending.Len() > 0 {
+		r.writes++
+	}
 	r.flushed.WriteString(r.pending.String())
 	r.pending.Reset()
 	return nil
+}
+
+// flushes returns how many flushes had something to write.
+func (r *flushRecorder) flushes() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.writes
 }
 
 // take returns what was flushed since the last take.

@@ -104,7 +104,10 @@ func TestPrimeHeldForTheAnswer(t *testing.T) {
 		answer(t, child, `{"content":[]}`)
 		<-calls[0].done
 		if got := calls[0].rec.take(); !strings.HasPrefix(got, "id: ") || !strings.Contains(got, "_0\ndata: \n\nid: ") || !strings.Contains(got, `"content":[]`) {
-			t.Fatalf("request 1 answered within %s: %q; want the priming event and the answer in one flush", primeFlushDelay, got)
+			t.Fatalf("request 1 answered within %s: %q; want the priming event and the answer", primeFlushDelay, got)
+		}
+		if n := calls[0].rec.flushes(); n != 1 {
+			t.Fatalf("request 1 answered within %s: written in %d flushes; want the priming event and the answer in one", primeFlushDelay, n)
 		}
 		quiet := calls[1:]
 		time.Sleep(primeFlushDelay)
