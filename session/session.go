@@ -652,10 +652,6 @@ func (r *Registry) WaitIdle(ctx context.Context) error {
 	}
 }
 
-// Inflight is the number of client requests in flight across sessions:
-// registered by Post and not yet answered.
-func (r *Registry) Inflight() int { return int(r.inflight.Load()) }
-
 // addInflight adjusts the count of requests in flight.
 // Only a count that reaches zero takes the registry's lock, to wake
 // WaitIdle: a WaitIdle that saw more under the lock made its channel

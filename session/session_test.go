@@ -484,8 +484,8 @@ func TestDuplicateIDLeavesNoStream(t *testing.T) {
 				t.Fatalf("resumable %v: %d streams in the log after the refused POST, %d before", resumable, after, before)
 			}
 		}
-		if reg.Inflight() != 0 {
-			t.Fatalf("%d requests in flight after the refused POSTs", reg.Inflight())
+		if n := reg.inflight.Load(); n != 0 {
+			t.Fatalf("%d requests in flight after the refused POSTs", n)
 		}
 	})
 }
