@@ -29,8 +29,11 @@ func init() {
 		io.Copy(io.Discard, os.Stdin)
 	}
 	children["spawn2-stay"] = func() {
+		// Ignored before "ready": a Stop that follows it at once must
+		// find the leader needing SIGKILL, not end it with SIGTERM. (The
+		// grandchildren inherit SIG_IGN; they ignore SIGTERM anyway.)
+		signal.Ignore(syscall.SIGTERM)
 		spawnTwo()
-		signal.Ignore(syscall.SIGTERM) // the leader needs SIGKILL
 		io.Copy(io.Discard, os.Stdin)
 		blockForever()
 	}
