@@ -25,7 +25,7 @@ const (
 	DefaultNodeImage    = "node:22.12.0-bookworm-slim"
 	DefaultUVImage      = "ghcr.io/astral-sh/uv:0.5.11"
 	DefaultPythonImage  = "python:3.12.8-slim-bookworm"
-	DefaultGoImage      = "golang:1.26.8"
+	DefaultGoImage      = "golang:1.27.3"
 	DefaultRuntimeImage = "gcr.io/distroless/static-debian12:nonroot"
 )
 
