@@ -20,7 +20,7 @@ func TestArgsValidAndBounded(t *testing.T) {
 		{"plain", `{"a": [1, 2], "b": "c"}`, `{"a":[1,2],"b":"c"}`},
 		{"invalid UTF-8", "{\"a\":\"x\xffy\"}", "{\"a\":\"x\uFFFDy\"}"},
 		{"invalid UTF-8 in a key", "{\"k\xc3\":1}", "{\"k\uFFFD\":1}"},
-		{"not JSON", "{\"a\":\xff", `"{\"a\":\ufffd"`},
+		{"not JSON", "{\"a\":\xff", "\"{\\\"a\\\":\uFFFD\""},
 		{"deep", deep, ""},
 		{"huge", huge, `{"truncated":"` + ArgsSizeMarker + `","bytes":` + itoaInternal(len(huge)) + `}`},
 	} {

@@ -375,7 +375,9 @@ func isPlain(s []byte) bool {
 // appendString appends s as a JSON string, escaped as encoding/json
 // escapes: quotes, backslashes and control characters; <, > and & (HTML
 // safety); U+2028 and U+2029 (JavaScript line terminators); and each byte
-// of invalid UTF-8 replaced by U+FFFD.
+// of invalid UTF-8 replaced by U+FFFD, written as the character itself, as
+// encoding/json writes it since Go 1.27 (its earlier versions wrote
+// \ufffd; both decode to the same string).
 func appendString(b []byte, s string) []byte {
 	b = append(b, '"')
 	done := 0 // s[:done] is in b
@@ -412,7 +414,7 @@ func appendString(b []byte, s string) []byte {
 		r, size := utf8.DecodeRuneInString(s[i:])
 		switch {
 		case r == utf8.RuneError && size == 1:
-			b = append(append(b, s[done:i]...), `\ufffd`...)
+			b = append(append(b, s[done:i]...), "\uFFFD"...)
 		case r == '\u2028' || r == '\u2029':
 			b = append(append(b, s[done:i]...), '\\', 'u', '2', '0', '2', hexDigits[r&0xf])
 		default:

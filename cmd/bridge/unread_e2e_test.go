@@ -79,17 +79,34 @@ func TestUnreadBodiesAreBounded(t *testing.T) {
 	if held > 0 {
 		t.Fatalf("%d of %d connections with a stalled, unread body were still open 30 s after their headers (--body-read-timeout 1s)", held, conns)
 	}
-	req, _ := http.NewRequest(http.MethodPost, p.url, strings.NewReader(initRequest))
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("Accept", "application/json, text/event-stream")
-	req.Header.Set("Authorization", "Bearer s3cret")
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
+	// Since Go 1.27, net/http half-closes a connection whose body it gave
+	// up discarding and closes it rstAvoidanceDelay (500 ms) later, so
+	// that the client reads the answer before a reset; the place in
+	// --max-connections is held until then. The clients above saw the
+	// half-close; nothing shows them the close, so the initialize is
+	// retried while the limit refuses it (as its Retry-After invites), up
+	// to far beyond that delay. A refusal can also reach net/http's client
+	// as an error: the bridge answers it before the request is written.
+	initialize := func() (status int, answer string) {
+		req, _ := http.NewRequest(http.MethodPost, p.url, strings.NewReader(initRequest))
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Accept", "application/json, text/event-stream")
+		req.Header.Set("Authorization", "Bearer s3cret")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			return 0, err.Error()
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		return resp.StatusCode, resp.Status + " " + string(body)
 	}
-	body, _ := io.ReadAll(resp.Body)
-	resp.Body.Close()
-	if resp.StatusCode != http.StatusOK || !strings.Contains(string(body), `"result"`) {
-		t.Fatalf("an authenticated initialize after the stalled bodies: %s %s", resp.Status, body)
+	status, answer := initialize()
+	for until := time.Now().Add(10 * time.Second); status != http.StatusOK && time.Now().Before(until) &&
+		(status == 0 || status == http.StatusServiceUnavailable && strings.Contains(answer, "--max-connections")); {
+		time.Sleep(20 * time.Millisecond) // a poll's pace, not a wait for an event
+		status, answer = initialize()
+	}
+	if status != http.StatusOK || !strings.Contains(answer, `"result"`) {
+		t.Fatalf("an authenticated initialize after the stalled bodies: %s", answer)
 	}
 }
