@@ -17,11 +17,11 @@ import (
 
 // A line is the bytes json.Marshal writes for its Record, whatever the
 // strings hold (quotes, controls, HTML, JavaScript line terminators,
-// invalid UTF-8), the numbers and the arguments; and it is one line. For
-// invalid UTF-8 the reference is the Record with each invalid byte
-// replaced by U+FFFD first, which every Go writes as the character: Go
-// 1.27's encoding/json writes the replacement for an invalid byte so too,
-// earlier ones wrote \ufffd.
+// invalid UTF-8), the numbers and the arguments; and it is one line. The
+// reference Record has each byte of invalid UTF-8 replaced by U+FFFD
+// already, which json.Marshal writes as the character in every Go version;
+// for the invalid byte itself, Go 1.27's writes the character too, earlier
+// versions \ufffd.
 func TestEncodeAsMarshal(t *testing.T) {
 	awkward := []string{
 		"", "plain", `quote " and \ backslash`, "\x00\x01\b\f\n\r\t\x1f\x7f", "<script>&amp;</script>",
