@@ -319,6 +319,46 @@ func TestConnectionLimits(t *testing.T) {
 	healthy("127.0.0.4")
 }
 
+// A connection beyond the limits is answered once its request's head has
+// arrived, not on accept: net/http's client takes an answer that comes
+// before it has written its request for an error on an idle connection
+// ("unsolicited response"), not for the 503 (before: now and then, under
+// load). A connection that sends no request, or a TLS handshake, is closed
+// without an answer.
+func TestRefusalAnswersTheRequest(t *testing.T) {
+	b := startBridge(t, bridgeConfig{server: func(s *httptest.Server) {
+		s.Listener = bridge.LimitListener(s.Listener, &bridge.LimitOptions{MaxConnections: 1})
+	}})
+	held := dialFrom(t, b, "127.0.0.2")
+	io.WriteString(held, "GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
+	if resp, err := http.ReadResponse(bufio.NewReader(held), nil); err != nil || resp.StatusCode != http.StatusOK {
+		t.Fatalf("the one connection within the limit: %v %v", resp, err)
+	}
+	for _, tc := range []struct{ name, sent string }{
+		{"no request", ""},
+		{"a TLS handshake", "\x16\x03\x01\x00\xa5\x01\x00\x00\xa1\x03\x03"},
+	} {
+		c := dialFrom(t, b, "127.0.0.3")
+		io.WriteString(c, tc.sent)
+		c.(*net.TCPConn).CloseWrite()
+		if got, err := io.ReadAll(c); err != nil || len(got) != 0 {
+			t.Errorf("%s beyond the limit: got %q, %v; want no answer and the connection closed", tc.name, got, err)
+		}
+	}
+	client := &http.Client{Transport: &http.Transport{DisableKeepAlives: true}}
+	defer client.CloseIdleConnections()
+	for i := range 20 {
+		resp, err := client.Get(b.srv.URL + "/healthz")
+		if err != nil {
+			t.Fatalf("request %d beyond the limit: %v; want a 503", i, err)
+		}
+		body := readAll(t, resp.Body)
+		if resp.StatusCode != http.StatusServiceUnavailable || !strings.Contains(string(body), "--max-connections") {
+			t.Fatalf("request %d beyond the limit: %d %s; want a 503 naming --max-connections", i, resp.StatusCode, body)
+		}
+	}
+}
+
 // The buffers of bodies being read are bounded all together: a body that
 // would go beyond MaxBodyBytesInFlight gets 503 with Retry-After (before:
 // 200 bodies stalled near their end held 834 MB).

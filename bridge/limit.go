@@ -1,6 +1,7 @@
 package bridge
 
 import (
+	"bytes"
 	"errors"
 	"io"
 	"log/slog"
@@ -40,10 +41,15 @@ type LimitOptions struct {
 	Logger *slog.Logger
 }
 
-// refuseTimeout bounds the life of a refused connection: writing the 503,
-// then waiting for the client to close (so that closing with its request
-// unread does not reset the connection before the 503 arrives).
+// refuseTimeout bounds the life of a refused connection: reading its
+// request's head, writing the 503, then waiting for the client to close
+// (so that closing with its request unread does not reset the connection
+// before the 503 arrives).
 const refuseTimeout = time.Second
+
+// refuseHeadBytes bounds what a refused connection's request head is read
+// for; a longer head is answered once this much of it has arrived.
+const refuseHeadBytes = 8 << 10
 
 // maxRefusing bounds the refused connections being answered at once; beyond
 // it a refused connection is closed without an answer, so that a flood of
@@ -51,9 +57,10 @@ const refuseTimeout = time.Second
 const maxRefusing = 64
 
 // LimitListener wraps ln so that it never hands out more connections than
-// the limits allow. A connection beyond them is answered, without reading
-// its request, with a minimal HTTP 503 carrying Retry-After and a JSON-RPC
-// error, then closed: a client learns why instead of seeing a silent drop.
+// the limits allow. A connection beyond them is answered, once its
+// request's head has arrived, with a minimal HTTP 503 carrying Retry-After
+// and a JSON-RPC error, then closed: a client learns why instead of seeing
+// a silent drop.
 // A connection counts until it is closed.
 func LimitListener(ln net.Listener, opts *LimitOptions) net.Listener {
 	l := &limitListener{Listener: ln, perClient: make(map[string]int)}
@@ -140,6 +147,9 @@ func (l *limitListener) refuse(c net.Conn, why string) {
 		defer l.refusing.Add(-1)
 		defer c.Close()
 		c.SetDeadline(time.Now().Add(refuseTimeout))
+		if !readRequestHead(c) {
+			return
+		}
 		body := jsonrpc.ErrorResponse(nil, jsonrpc.CodeServerError, "Service Unavailable: "+why+"; retry later", nil)
 		resp := "HTTP/1.1 503 Service Unavailable\r\nContent-Type: application/json\r\nRetry-After: 5\r\nConnection: close\r\nContent-Length: " +
 			strconv.Itoa(len(body)) + "\r\n\r\n" + string(body)
@@ -153,6 +163,33 @@ func (l *limitListener) refuse(c net.Conn, why string) {
 			io.Copy(io.Discard, io.LimitReader(c, 64<<10))
 		}
 	}()
+}
+
+// readRequestHead reads a refused connection's request up to the end of
+// its head (or refuseHeadBytes of it, or until the deadline), and reports
+// whether to answer it. The answer waits for the request: one that arrives
+// before the request was written reaches net/http's client as an error on
+// an idle connection ("unsolicited response"), not as a 503. A connection
+// that sends nothing, or a TLS handshake (the listener is below TLS: a
+// plain-text 503 would be a protocol error to the client), gets no answer.
+func readRequestHead(c net.Conn) bool {
+	var buf [refuseHeadBytes]byte
+	n := 0
+	for n < len(buf) {
+		m, err := c.Read(buf[n:])
+		if n == 0 && m > 0 && buf[0] == 0x16 { // a TLS handshake record
+			return false
+		}
+		from := max(n-3, 0)
+		n += m
+		if bytes.Contains(buf[from:n], []byte("\r\n\r\n")) {
+			return true
+		}
+		if err != nil {
+			return n > 0
+		}
+	}
+	return true
 }
 
 // clientKey is the IP address of a client, without its port.
