@@ -346,7 +346,6 @@ func TestRefusalAnswersTheRequest(t *testing.T) {
 		}
 	}
 	client := &http.Client{Transport: &http.Transport{DisableKeepAlives: true}}
-	defer client.CloseIdleConnections()
 	for i := range 20 {
 		resp, err := client.Get(b.srv.URL + "/healthz")
 		if err != nil {
