@@ -10,6 +10,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 )
 
 // The proxy in process, without Docker: a literal loopback entry allows
@@ -30,6 +31,10 @@ func TestProxy(t *testing.T) {
 	_, port2, _ := net.SplitHostPort(other.Listener.Addr().String())
 	var mu sync.Mutex
 	var events []string
+	// An allowed connection is reported when it closes, which may come
+	// after its response reached the client: the test waits for it before
+	// the next request, so that the events come in the order of the requests.
+	allowed := make(chan struct{}, 1)
 	rules, err := ParseRules([]string{"127.0.0.1:" + port, "localhost:" + port2})
 	if err != nil {
 		t.Fatal(err)
@@ -41,6 +46,9 @@ func TestProxy(t *testing.T) {
 		mu.Lock()
 		events = append(events, fmt.Sprintf("%s %s:%d %s allowed=%v %s", e.Tag, e.Host, e.Port, e.IP, e.Allowed, e.Reason))
 		mu.Unlock()
+		if e.Allowed {
+			allowed <- struct{}{}
+		}
 	})
 	p.AddTag("t1")
 	srv := httptest.NewServer(p)
@@ -62,6 +70,11 @@ func TestProxy(t *testing.T) {
 	}
 	if code, body := get("t1", "http://127.0.0.1:"+port+"/"); code != 200 || body != "hello" {
 		t.Errorf("allowed literal: %d %q", code, body)
+	}
+	select {
+	case <-allowed:
+	case <-time.After(10 * time.Second):
+		t.Fatal("no event for the allowed connection 10 s after its response")
 	}
 	if code, body := get("t1", "http://127.0.0.1:1/"); code != 403 || !strings.Contains(body, "not in this server's allow-list") {
 		t.Errorf("other port: %d %q", code, body)
