@@ -729,7 +729,7 @@ func (h *Handler) servePost(w http.ResponseWriter, r *http.Request, owner auth.T
 		w.Header().Set("Retry-After", "1")
 		WriteError(w, http.StatusServiceUnavailable, nil, jsonrpc.CodeServerError, "Service Unavailable: "+err.Error(), nil)
 		return
-	case err != nil:
+	default:
 		WriteError(w, http.StatusInternalServerError, nil, jsonrpc.CodeInternalError, err.Error(), nil)
 		return
 	}

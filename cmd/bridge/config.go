@@ -135,7 +135,6 @@ type config struct {
 	serverEnv  []string         // the server's "env", NAME=VALUE
 	serverDir  string           // its "cwd"
 	remote     *connect.Options // its "url", "type", "headers" and "headerFiles" (a remote server)
-	prefix     string           // its "prefix" in aggregates
 	// guardFiles is a digest of the policy and pin files the server names
 	// itself: a reload replaces the server when they changed.
 	guardFiles string
@@ -250,14 +249,6 @@ var optionFlags = map[string]string{
 	"pool.Options.Min":                      "pool-min",
 	"pool.Options.Max":                      "pool-max",
 	"pool.Options.StateTTL":                 "request-state-ttl",
-}
-
-// flagOf is "--flag" for a library option of optionFlags.
-func flagOf(option string) string {
-	if f, ok := optionFlags[option]; ok {
-		return "--" + f
-	}
-	return option
 }
 
 // explain names the flag in a library error about one option. A library

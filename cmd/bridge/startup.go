@@ -11,16 +11,6 @@ import (
 	"github.com/mcp-bridge/mcp-bridge/sandbox"
 )
 
-// checkCommand refuses a server command that cannot be run, at start-up
-// rather than at the first session's 502.
-func checkCommand(cfg *config) error {
-	if err := sandbox.CheckCommand(cfg.command[0]); err != nil {
-		return fmt.Errorf("the MCP server command %q cannot be run: %v; give a program that exists and is executable (a path, or a name on PATH) after --",
-			cfg.command[0], err)
-	}
-	return nil
-}
-
 // warnLoosenings logs a WARN line for each option that loosens a safe
 // default, with its risk as README's tables state it: a loosening must never
 // be on unnoticed. Those of the process and of the command's form are
